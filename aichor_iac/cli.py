@@ -1,0 +1,129 @@
+"""`aichor-iac validate|render|preview MANIFEST`: the Pulumi expansion, offline.
+
+Exit status: 0 on success, 2 when the manifest or stack config has problems (one line each on
+stderr), 1 on an unexpected failure. Never a traceback unless AICHOR_IAC_DEBUG is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.tree import Tree
+
+from . import manifest as manifest_module
+from . import output
+from .manifest import ManifestError
+from .settings import Settings, load_stack_file
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ManifestError as error:
+        print(error, file=sys.stderr)
+        return 2
+    except Exception as error:  # a bug of ours: say so in one line
+        if os.environ.get("AICHOR_IAC_DEBUG"):
+            raise
+        print(f"aichor-iac: internal error: {type(error).__name__}: {error} "
+              "(set AICHOR_IAC_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aichor-iac",
+        description="Expand an AIchor manifest into Kubernetes objects offline, exactly as the "
+        "Pulumi program does (no Pulumi CLI, no cluster).",
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(name: str, handler, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.add_argument("manifest", metavar="MANIFEST", help="path to the AIchor manifest")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    command("validate", _validate, "check a manifest; exit 2 with one line per problem")
+    for name, handler, help in (
+        ("render", _render, "print every Kubernetes object as multi-document YAML"),
+        ("preview", _preview, "show the component, its objects in creation order and totals"),
+    ):
+        sub = command(name, handler, help)
+        sub.add_argument("--name", help="experiment name (default: stack config, manifest "
+                         "name, else the stack name)")
+        sub.add_argument("--namespace", help="namespace (default: stack config, else default)")
+        sub.add_argument("--stack-config", metavar="FILE", help="a Pulumi.<stack>.yaml to "
+                         "take aichor:* settings and the stack name from")
+        if name == "render":
+            sub.add_argument("-o", "--output-dir", metavar="DIR",
+                             help="write one file per object into DIR instead")
+    return parser
+
+
+def _validate(args: argparse.Namespace) -> int:
+    manifest = manifest_module.load(args.manifest)
+    print(f"{args.manifest}: valid {manifest.spec.operator} manifest")
+    return 0
+
+
+def _expand(args: argparse.Namespace):
+    from .engine import expand  # imports Pulumi: keep `validate` fast
+
+    manifest = manifest_module.load(args.manifest)
+    settings, stack = Settings(), "dev"
+    if args.stack_config:
+        settings, stack = load_stack_file(args.stack_config)
+    if args.namespace:
+        settings = settings.model_copy(update={"namespace": args.namespace})
+    return expand(manifest, settings, stack, args.name)
+
+
+def _render(args: argparse.Namespace) -> int:
+    objects = _expand(args).objects
+    if not args.output_dir:
+        sys.stdout.write(output.to_yaml(objects))
+        return 0
+    directory = Path(args.output_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, obj in enumerate(objects, 1):
+        path = directory / output.file_name(index, obj)
+        path.write_text(output.to_yaml([obj]), encoding="utf-8")
+        print(path)
+    return 0
+
+
+def _preview(args: argparse.Namespace) -> int:
+    rendering = _expand(args)
+    names = {r.urn: r.inputs.get("metadata", {}).get("name", r.name) for r in rendering.resources}
+    components = [r for r in rendering.resources if not r.custom and r.parent]
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    for component in components:
+        tree = Tree(f"[bold]{component.type}[/] {component.name}")
+        children = [r for r in rendering.resources if r.parent == component.urn]
+        for step, child in enumerate(children, 1):
+            line = f"{step}. [bold]{child.kind}[/] {names[child.urn]}: {output.summary(child.inputs)}"
+            after = [names[d] for d in child.dependencies if d in names]
+            if after:
+                line += f" [dim](after {', '.join(after)})[/]"
+            tree.add(line)
+        console.print(tree)
+    outputs = rendering.outputs
+    gpus = ", ".join(f"{n} × {k}" for k, n in outputs.get("gpus", {}).items()) or "none"
+    console.print(
+        f"[bold]Totals:[/] {outputs.get('pods')} pods, GPUs: {gpus}, "
+        f"{outputs.get('cpus')} CPUs, {outputs.get('memoryGiB')} GiB memory"
+    )
+    console.print("[bold]Outputs:[/]")
+    for key, value in outputs.items():
+        console.print(f"  {key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

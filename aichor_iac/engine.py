@@ -1,0 +1,194 @@
+"""The offline engine: run the same components as `pulumi up`, under Pulumi's mock monitor,
+and record every resource with its inputs, parent and dependencies. No Pulumi CLI, no cluster.
+
+The mock engine hands inputs over camelCased (i.e. as Kubernetes JSON), integers as floats
+and secrets wrapped in a sentinel (DESIGN §7); `normalise` undoes that, redacting secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+
+from . import manifest as manifest_module
+from .manifest import Manifest, ManifestError, Problem
+from .settings import Settings
+
+PROJECT = "aichor"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+REDACTED = "[secret]"
+# Kinds created first when nothing else orders them (the order `kubectl apply` would use).
+KIND_ORDER = ("Namespace", "Secret", "ConfigMap", "PersistentVolumeClaim", "Service", "Job")
+
+
+@dataclass
+class Resource:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    dependencies: list[str]
+    custom: bool
+    inputs: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_kubernetes(self) -> bool:
+        return self.custom and self.type.startswith("kubernetes:")
+
+    @property
+    def kind(self) -> str:
+        return self.inputs.get("kind", self.type.rsplit(":", 1)[-1])
+
+
+@dataclass
+class Rendering:
+    resources: list[Resource]  # creation order
+    outputs: dict[str, Any]
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        """Every Kubernetes object, in creation order, secrets redacted."""
+        return [r.inputs for r in self.resources if r.is_kubernetes]
+
+
+class _Recorder(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        state = dict(args.inputs)
+        if args.typ.startswith("kubernetes:"):
+            # Emulate auto-naming for objects that leave metadata.name out.
+            metadata = dict(state.get("metadata") or {})
+            metadata.setdefault("name", args.name)
+            state["metadata"] = metadata
+        self.inputs[(args.typ, args.name)] = state
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        return {}
+
+
+class _Monitor(pulumi_mocks.MockMonitor):
+    """Mock monitor that also keeps each registration's parent, dependencies and options."""
+
+    def __init__(self, mocks: _Recorder) -> None:
+        super().__init__(mocks)
+        self.registrations: list[dict[str, Any]] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        timeouts = request.customTimeouts
+        self.registrations.append({
+            "type": request.type,
+            "name": request.name,
+            "urn": response.urn,
+            "parent": request.parent,
+            "dependencies": sorted(set(request.dependencies)),
+            "custom": request.custom,
+            "options": {
+                k: v for k, v in {
+                    "deleteBeforeReplace": request.deleteBeforeReplace,
+                    "customTimeouts": {
+                        k: getattr(timeouts, k) for k in ("create", "update", "delete")
+                        if getattr(timeouts, k)
+                    },
+                }.items() if v
+            },
+        })
+        return response
+
+
+def run(
+    program: Callable[[], Any], stack: str = "dev", config: dict[str, str] | None = None
+) -> Rendering:
+    """Run a Pulumi program function under the mock monitor; `program` returns its outputs."""
+    recorder = _Recorder()
+    monitor = _Monitor(recorder)
+    pulumi.runtime.set_mocks(recorder, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config(config or {})
+    outputs: dict[str, Any] = {}
+
+    def body() -> Any:
+        return pulumi.Output.from_input(program()).apply(lambda o: outputs.update(o or {}))
+
+    pulumi.runtime.test(body)()
+    resources = [
+        Resource(
+            inputs=normalise(recorder.inputs.get((r["type"], r["name"]), {})), **r
+        )
+        for r in monitor.registrations
+    ]
+    return Rendering(creation_order(resources), normalise(outputs))
+
+
+def expand(
+    manifest: Manifest, settings: Settings | None = None, stack: str = "dev",
+    name: str | None = None,
+) -> Rendering:
+    """The experiment's resources, exactly as `__main__.py` would create them."""
+    from .components import COMPONENTS, experiment
+
+    settings = settings or Settings()
+    if manifest.spec.operator not in COMPONENTS:
+        raise ManifestError("manifest", [Problem(
+            "spec.operator", f"'{manifest.spec.operator}' validates but cannot be run yet"
+        )])
+    experiment_name = name or settings.experiment_name or manifest.name or stack
+    return run(lambda: experiment(experiment_name, manifest, settings).outputs, stack)
+
+
+def render(
+    manifest: Manifest | str | Path, *, name: str | None = None, namespace: str | None = None,
+    settings: Settings | None = None, stack: str = "dev",
+) -> list[dict[str, Any]]:
+    """Every Kubernetes object for the manifest (a model or a path), in creation order."""
+    if not isinstance(manifest, Manifest):
+        manifest = manifest_module.load(manifest)
+    settings = settings or Settings()
+    if namespace:
+        settings = settings.model_copy(update={"namespace": namespace})
+    return expand(manifest, settings, stack, name).objects
+
+
+def normalise(value: Any) -> Any:
+    """Mock-engine values as plain data: secrets redacted, whole floats as integers."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return REDACTED
+        return {k: normalise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def creation_order(resources: list[Resource]) -> list[Resource]:
+    """Dependencies first; otherwise by kind (Namespace, Secret, … Job), then by name."""
+    by_urn = {r.urn: r for r in resources}
+
+    def rank(r: Resource) -> tuple[int, str]:
+        kind = r.kind
+        return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), r.name)
+
+    ordered: list[Resource] = []
+    done: set[str] = set()
+
+    def visit(r: Resource) -> None:
+        if r.urn in done:
+            return
+        done.add(r.urn)
+        for dep in sorted((by_urn[d] for d in r.dependencies + [r.parent] if d in by_urn), key=rank):
+            visit(dep)
+        ordered.append(r)
+
+    for r in sorted(resources, key=lambda r: (r.custom, rank(r))):
+        visit(r)
+    return ordered

@@ -1,0 +1,17 @@
+"""Framework knowledge: one pure `plan(spec, names) -> Plan` per operator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..manifest import Spec
+from . import pytorch
+from .base import Endpoint, Env, Group, Names, Plan
+
+Planner = Callable[[Spec, Names], Plan]
+
+PLANNERS: dict[str, Planner] = {
+    "pytorch": pytorch.plan,
+}
+
+__all__ = ["PLANNERS", "Endpoint", "Env", "Group", "Names", "Plan", "Planner"]

@@ -1,0 +1,72 @@
+"""Rendered objects as text: deterministic YAML, and one-line summaries for the preview."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+# Keys Kubernetes users expect first; all others follow in alphabetical order.
+LEADING_KEYS = ("apiVersion", "kind", "metadata", "name", "namespace", "spec")
+
+
+def canonical(value: Any) -> Any:
+    """The same data with keys in a fixed order, so that output never depends on dict order."""
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (LEADING_KEYS.index(k) if k in LEADING_KEYS else 99, k))
+        return {k: canonical(value[k]) for k in keys}
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    return value
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; shell scripts and other multi-line strings as literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not any(l != l.rstrip() for l in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(objects: list[dict[str, Any]]) -> str:
+    """Multi-document YAML, byte-identical for the same objects."""
+    return yaml.dump_all(
+        [canonical(o) for o in objects], Dumper=_Dumper, sort_keys=False,
+        default_flow_style=False, width=100, allow_unicode=True,
+    )
+
+
+def file_name(index: int, obj: dict[str, Any]) -> str:
+    return f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+
+
+def summary(obj: dict[str, Any]) -> str:
+    """What one object asks for, in a line: pods, resources and GPUs of a Job, ports of a
+    Service."""
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    if kind == "Service":
+        ports = ", ".join(f"{p.get('name')}/{p['port']}" for p in spec.get("ports", []))
+        mode = "headless" if spec.get("clusterIP") == "None" else spec.get("type", "ClusterIP")
+        return f"{mode}, ports {ports or 'none'}"
+    template = (spec.get("template") or {}).get("spec")
+    if not template:
+        return ""
+    pods = spec.get("completions", spec.get("replicas", 1))
+    container = template["containers"][0]
+    resources = container.get("resources", {})
+    requests, limits = resources.get("requests", {}), resources.get("limits", {})
+    parts = [
+        f"{pods} pod{'s' if pods != 1 else ''}",
+        f"{requests.get('cpu', '?')} CPU",
+        f"{requests.get('memory', '?')} memory",
+    ]
+    accelerators = {k: v for k, v in limits.items() if k not in ("cpu", "memory")}
+    selector = template.get("nodeSelector", {})
+    for resource, count in sorted(accelerators.items()):
+        product = next((v for k, v in selector.items() if "product" in k or "tpu" in k), "")
+        parts.append(f"{count} × {resource}" + (f" ({product})" if product else ""))
+    return ", ".join(parts) + " each"

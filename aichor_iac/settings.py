@@ -1,0 +1,117 @@
+"""Stack configuration (`aichor:*` keys of a `Pulumi.<stack>.yaml`), shared by `__main__.py`
+and the offline CLI so both expand a manifest the same way.
+
+`Pulumi.yaml` declares the same keys with type, default and description; `tests/test_settings.py`
+keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from .manifest import DNS_LABEL, ManifestError, Problem
+
+WaitMode = Literal["none", "ready", "complete"]
+
+
+class Settings(BaseModel):
+    """Everything about an experiment that is not in its manifest."""
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+    manifest: str | None = Field(None, description="Path to the AIchor manifest (required).")
+    namespace: str = Field("default", description="Namespace of every object.")
+    create_namespace: bool = Field(False, description="Create the namespace with the stack.")
+    experiment_name: str | None = Field(
+        None, description="Experiment name (default: the manifest `name`, else the stack name)."
+    )
+    cluster_domain: str = Field("cluster.local", description="The cluster's DNS domain.")
+    gpu_product_label: str = Field(
+        "nvidia.com/gpu.product", description="Node label holding the GPU product name."
+    )
+    image_pull_secrets: list[str] = Field(
+        default_factory=list, description="Names of existing image pull Secrets."
+    )
+    wait: WaitMode = Field(
+        "none",
+        description="What `pulumi up` waits for: none (objects created), ready (every replica "
+        "running) or complete (the entry point succeeded).",
+    )
+    peer_wait_seconds: int = Field(
+        1800, ge=10, description="How long a replica waits for the peers it depends on."
+    )
+    experiment_id: str | None = Field(None, description="AICHOR_EXPERIMENT_ID for every replica.")
+    project_id: str | None = Field(None, description="AICHOR_PROJECT_ID for every replica.")
+    input_path: str | None = Field(None, description="AICHOR_INPUT_PATH for every replica.")
+    output_path: str | None = Field(None, description="AICHOR_OUTPUT_PATH for every replica.")
+    tensorboard_path: str | None = Field(
+        None, description="AICHOR_TENSORBOARD_PATH for every replica."
+    )
+    logs_path: str | None = Field(None, description="AICHOR_LOGS_PATH for every replica.")
+
+    def platform_env(self) -> dict[str, str]:
+        """The AICHOR_* variables that are configured, in a fixed order."""
+        values = {
+            "AICHOR_EXPERIMENT_ID": self.experiment_id,
+            "AICHOR_PROJECT_ID": self.project_id,
+            "AICHOR_INPUT_PATH": self.input_path,
+            "AICHOR_OUTPUT_PATH": self.output_path,
+            "AICHOR_TENSORBOARD_PATH": self.tensorboard_path,
+            "AICHOR_LOGS_PATH": self.logs_path,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+CONFIG_KEYS: tuple[str, ...] = tuple(f.alias or n for n, f in Settings.model_fields.items())
+
+
+def from_config(values: dict[str, Any], source: str = "stack config") -> Settings:
+    """Settings from `aichor:*` config values (namespace prefix optional).
+
+    Pulumi hands structured values (arrays) to programs as JSON text; both forms are accepted.
+    """
+    data: dict[str, Any] = {}
+    for key, value in values.items():
+        name = key.split(":", 1)[1] if key.startswith("aichor:") else key
+        if ":" in name:  # another provider's key, e.g. kubernetes:context
+            continue
+        if name == "imagePullSecrets" and isinstance(value, str):
+            value = json.loads(value) if value.strip().startswith("[") else [value]
+        data[name] = value
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as error:
+        raise ManifestError(source, [
+            Problem("aichor:" + ".".join(str(p) for p in e["loc"]), _sentence(e))
+            for e in error.errors()
+        ]) from None
+    if not DNS_LABEL.match(settings.namespace):
+        raise ManifestError(source, [Problem("aichor:namespace", "must be a DNS label")])
+    return settings
+
+
+def load_stack_file(path: str | Path) -> tuple[Settings, str]:
+    """Settings from a `Pulumi.<stack>.yaml` file, and the stack name its file name gives."""
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ManifestError(str(path), [Problem("", f"cannot read stack config: {error}")]) from None
+    config = document.get("config") or {}
+    settings = from_config({k: v for k, v in config.items() if k.startswith("aichor:")}, str(path))
+    stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
+    return settings, stack
+
+
+def _sentence(error: dict[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return f"unknown key; the aichor keys are {', '.join(CONFIG_KEYS)}"
+    return error["msg"].removeprefix("Value error, ")
