@@ -107,7 +107,9 @@ def _preview(args: argparse.Namespace) -> int:
         tree = Tree(f"[bold]{component.type}[/] {component.name}")
         children = [r for r in rendering.resources if r.parent == component.urn]
         for step, child in enumerate(children, 1):
-            line = f"{step}. [bold]{child.kind}[/] {names[child.urn]}: {output.summary(child.inputs)}"
+            line = f"{step}. [bold]{child.kind}[/] {names[child.urn]}"
+            if details := output.summary(child.inputs):
+                line += f": {details}"
             after = [names[d] for d in child.dependencies if d in names]
             if after:
                 line += f" [dim](after {', '.join(after)})[/]"

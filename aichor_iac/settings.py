@@ -81,7 +81,7 @@ def from_config(values: dict[str, Any], source: str = "stack config") -> Setting
     data: dict[str, Any] = {}
     for key, value in values.items():
         name = key.split(":", 1)[1] if key.startswith("aichor:") else key
-        if ":" in name:  # another provider's key, e.g. kubernetes:context
+        if ":" in name or value in ("", None):  # another provider's key, or unset
             continue
         if name == "imagePullSecrets" and isinstance(value, str):
             value = json.loads(value) if value.strip().startswith("[") else [value]
@@ -96,6 +96,12 @@ def from_config(values: dict[str, Any], source: str = "stack config") -> Setting
     if not DNS_LABEL.match(settings.namespace):
         raise ManifestError(source, [Problem("aichor:namespace", "must be a DNS label")])
     return settings
+
+
+def from_pulumi_config(config: Any) -> Settings:
+    """Settings from the running stack's `pulumi.Config("aichor")`."""
+    values = {key: config.get(key) for key in CONFIG_KEYS}
+    return from_config({k: v for k, v in values.items() if v is not None}, "Pulumi config")
 
 
 def load_stack_file(path: str | Path) -> tuple[Settings, str]:

@@ -12,8 +12,10 @@ import shlex
 from ..frameworks import Endpoint, Env
 from ..frameworks.base import INDEX_VAR
 
+# A follower checks every AICHOR_FOLLOW_INTERVAL seconds (default 10) and stops after
+# AICHOR_FOLLOW_MISSES consecutive "no such host" answers (default 3); both are env overrides.
 FOLLOW_INTERVAL_SECONDS = 10
-FOLLOW_MISSES = 3  # consecutive "no such host" answers before a replica stops
+FOLLOW_MISSES = 3
 STOP_GRACE_SECONDS = 30
 
 # TCP probe: python3, else bash's /dev/tcp, else nc.
@@ -106,9 +108,9 @@ trap 'kill -TERM "$child" 2>/dev/null' TERM INT
 case {quoted} in "{_SELF}".*) wait "$child"; exit $?;; esac
 misses=0
 while kill -0 "$child" 2>/dev/null; do
-  sleep {FOLLOW_INTERVAL_SECONDS} & wait $!
+  sleep "${{AICHOR_FOLLOW_INTERVAL:-{FOLLOW_INTERVAL_SECONDS}}}" & wait $!
   if aichor_gone {quoted}; then misses=$((misses + 1)); else misses=0; fi
-  if [ "$misses" -ge {FOLLOW_MISSES} ]; then
+  if [ "$misses" -ge "${{AICHOR_FOLLOW_MISSES:-{FOLLOW_MISSES}}}" ]; then
     echo "aichor: {host} has ended; stopping this replica"
     kill -TERM "$child" 2>/dev/null
     ( sleep {STOP_GRACE_SECONDS}; kill -KILL "$child" 2>/dev/null ) &

@@ -1,0 +1,17 @@
+"""The Pulumi program: stack config -> experiment component -> stack outputs.
+
+    pulumi stack select pytorch && pulumi up
+"""
+
+import pulumi
+
+from aichor_iac import components, manifest, settings
+
+config = pulumi.Config("aichor")
+stack_settings = settings.from_pulumi_config(config)
+experiment_manifest = manifest.load(config.require("manifest"))
+name = stack_settings.experiment_name or experiment_manifest.name or pulumi.get_stack()
+
+experiment = components.experiment(name, experiment_manifest, stack_settings)
+for key, value in experiment.outputs.items():
+    pulumi.export(key, value)

@@ -1,0 +1,90 @@
+"""What Kubernetes does with a rendered pod template, emulated for tests: downward API values,
+`$(VAR)` expansion of env values and commands, and running the container's command with the
+resulting environment (so the shell prelude runs too)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import Any
+
+INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def expand(text: str, mapping: dict[str, str]) -> str:
+    """Kubernetes' expansion (k8s.io/kubernetes third_party/forked/golang/expansion): `$(VAR)`
+    becomes the value of an earlier variable, `$$` becomes `$`, anything else stays."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = text.find(")", i + 2)
+                if end != -1:
+                    name = text[i + 2 : end]
+                    out.append(mapping.get(name, f"$({name})"))
+                    i = end + 1
+                    continue
+            out.append("$" + nxt)
+            i += 2
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def container_env(job: dict[str, Any], index: int, container: str | None = None) -> dict[str, str]:
+    """The env Kubernetes gives a container of pod `index` of an Indexed Job."""
+    spec = job["spec"]["template"]["spec"]
+    main = _container(spec, container)
+    env: dict[str, str] = {}
+    for entry in main.get("env", []):
+        if "valueFrom" in entry:
+            source = entry["valueFrom"]
+            if "fieldRef" in source:
+                path = source["fieldRef"]["fieldPath"]
+                env[entry["name"]] = {
+                    INDEX_PATH: str(index), "status.podIP": f"10.0.0.{index + 1}",
+                    "metadata.namespace": job["metadata"]["namespace"],
+                }[path]
+            else:
+                env[entry["name"]] = f"<{entry['name']} from {sorted(source)[0]}>"
+        else:
+            env[entry["name"]] = expand(entry.get("value", ""), env)
+    env.setdefault("JOB_COMPLETION_INDEX", str(index))  # the Job controller adds it otherwise
+    env["HOSTNAME"] = f"{job['metadata']['name']}-{index}"  # the pod's host name
+    return env
+
+
+def run_container(
+    job: dict[str, Any], index: int, container: str | None = None, timeout: float = 60,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """Run the container's command here, with the env Kubernetes would give it."""
+    main = _container(job["spec"]["template"]["spec"], container)
+    env = container_env(job, index, container)
+    command = [expand(part, env) for part in main["command"] + main.get("args", [])]
+    process_env = {"PATH": os.environ["PATH"], **env, **(extra_env or {})}
+    return subprocess.run(
+        command, env=process_env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def process_env(job: dict[str, Any], index: int, **kwargs: Any) -> dict[str, str]:
+    """The environment the user's command sees, when that command is `PRINT_ENV`."""
+    result = run_container(job, index, **kwargs)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+PRINT_ENV = "python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'"
+
+
+def _container(pod_spec: dict[str, Any], name: str | None) -> dict[str, Any]:
+    containers = pod_spec["containers"] + pod_spec.get("initContainers", [])
+    return next(c for c in containers if name is None or c["name"] == name)
