@@ -84,6 +84,8 @@ class _Monitor(pulumi_mocks.MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":  # registered once per process, not per run
+            return response
         timeouts = request.customTimeouts
         self.registrations.append({
             "type": request.type,

@@ -1,0 +1,213 @@
+"""The Kubernetes objects: valid against the real OpenAPI schemas (strict), deterministic,
+named within DNS limits, ordered by dependencies, and shaped by `resources` and settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import kubernetes_validate
+import pytest
+from conftest import EXAMPLES, ROOT, expand, pytorch_manifest, with_resources
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aichor_iac import naming, output
+from aichor_iac.k8s.objects import cpu, gib
+from aichor_iac.manifest import DNS_LABEL, validate
+
+KUBERNETES_VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
+
+VARIANTS = {
+    "gpu product + shm": dict(shmSizeGB=2, accelerators={"gpu": {"count": 2, "product": "A100"}}),
+    "mig": dict(accelerators={"gpu": {"count": 1, "type": "mig-1g.10gb"}}),
+    "tpu": dict(accelerators={"tpu": {"type": "tpu-v5-lite-podslice", "topology": "2x2",
+                                      "tpuChipsCount": 4}}),
+    "selectors + tolerations": dict(
+        extraSelectors={"pool": "training"},
+        extraTolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
+                           "effect": "NoExecute", "tolerationSeconds": 60}],
+    ),
+    "fractional": dict(cpus=0.5, cpuLimitRatio=1.5, ramRatio=1.5),
+}
+
+
+def all_renderings():
+    for path in EXAMPLES:
+        yield path.name, expand(path).objects
+    for label, resources in VARIANTS.items():
+        data = with_resources(pytorch_manifest(1, 3, timeout="1d2h",
+                                               securityContext={"ptrace": True}), **resources)
+        for wait in ("none", "ready", "complete"):
+            yield f"{label}, wait {wait}", expand(
+                data, wait=wait, create_namespace=True, namespace="ml", image_pull_secrets=["reg"],
+                experiment_id="e1", output_path="/out/$(not-expanded)",
+            ).objects
+    yield "single worker", expand(pytorch_manifest(None, 3)).objects
+
+
+RENDERINGS = dict(all_renderings())
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("label", sorted(RENDERINGS))
+def test_every_object_is_valid_for_kubernetes(label, version):
+    for obj in RENDERINGS[label]:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_two_renders_are_byte_identical():
+    for path in EXAMPLES:
+        first = subprocess.run([sys.executable, "-m", "aichor_iac.cli", "render", str(path)],
+                               capture_output=True, check=True).stdout
+        second = output.to_yaml(expand(path, name=None).objects).encode()
+        assert first == second and first
+
+
+def test_service_is_headless_and_resolves_peers_before_ready(render):
+    service = render(pytorch_manifest(1, 2))["Service/exp"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["ports"] == [
+        {"name": "pytorch", "port": 23456, "protocol": "TCP", "targetPort": 23456}]
+    pod_labels = render(pytorch_manifest(1, 2))["Job/exp-worker"]["spec"]["template"]["metadata"][
+        "labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_jobs_are_indexed_with_stable_hosts_and_limits(render):
+    data = pytorch_manifest(1, 5, timeout="6h", restartPolicy={"backoffLimit": 3})
+    job = render(data)["Job/exp-worker"]
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 5, 5)
+    assert spec["backoffLimit"] == 3 and spec["activeDeadlineSeconds"] == 6 * 3600
+    pod = spec["template"]["spec"]
+    assert pod["subdomain"] == "exp" and pod["restartPolicy"] == "Never"
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    for container in pod["containers"] + pod["initContainers"]:
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert job["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "worker"
+
+
+def test_accelerators_selectors_and_shm(render):
+    data = with_resources(pytorch_manifest(None, 2), **VARIANTS["gpu product + shm"])
+    pod = render(data, gpu_product_label="example.com/gpu")["Job/exp-worker"]["spec"]["template"][
+        "spec"]
+    main = pod["containers"][0]
+    assert main["resources"]["limits"] == {"cpu": "8", "memory": "14Gi", "nvidia.com/gpu": "2"}
+    assert pod["nodeSelector"] == {"example.com/gpu": "A100"}
+    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+    assert main["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+
+    mig = render(with_resources(pytorch_manifest(None, 1), **VARIANTS["mig"]))
+    limits = mig["Job/exp-worker"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/mig-1g.10gb"] == "1" and "nvidia.com/gpu" not in limits
+
+    tpu = render(with_resources(pytorch_manifest(None, 1), **VARIANTS["tpu"]))
+    pod = tpu["Job/exp-worker"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"]["google.com/tpu"] == "4"
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                                   "cloud.google.com/gke-tpu-topology": "2x2"}
+
+    extra = render(with_resources(pytorch_manifest(None, 1), **VARIANTS["selectors + tolerations"]))
+    pod = extra["Job/exp-worker"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "training"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "ml",
+                                   "effect": "NoExecute", "tolerationSeconds": 60}]
+
+
+def test_ptrace_adds_only_that_capability(render):
+    pod = render(pytorch_manifest(1, 0, securityContext={"ptrace": True}))["Job/exp-master"]
+    caps = pod["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]
+    assert caps == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
+
+
+def test_platform_env_comes_from_settings_and_is_not_expanded(render):
+    job = render(pytorch_manifest(1, 0), experiment_id="e-1", output_path="/out/$(HOME)")[
+        "Job/exp-master"]
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["AICHOR_EXPERIMENT_ID"] == "e-1"
+    assert env["AICHOR_OUTPUT_PATH"] == "/out/$$(HOME)"  # Kubernetes turns $$ into $
+    assert "AICHOR_INPUT_PATH" not in env
+
+
+@pytest.mark.parametrize(("wait", "master", "worker"), [
+    ("none", {"pulumi.com/skipAwait": "true"}, {"pulumi.com/skipAwait": "true"}),
+    ("ready", {"pulumi.com/waitFor": "jsonpath={.status.ready}=1"},
+     {"pulumi.com/waitFor": "jsonpath={.status.ready}=3"}),
+    ("complete", None, {"pulumi.com/skipAwait": "true"}),
+])
+def test_await_annotations_follow_the_wait_setting(wait, master, worker):
+    rendering = expand(pytorch_manifest(1, 3, timeout="2h"), wait=wait)
+    jobs = {r.name: r for r in rendering.resources if r.kind == "Job"}
+    assert jobs["exp-master"].inputs["metadata"].get("annotations") == master
+    assert jobs["exp-worker"].inputs["metadata"].get("annotations") == worker
+    timeouts = jobs["exp-master"].options.get("customTimeouts")
+    assert timeouts == (None if wait == "none" else {"create": "7200s", "update": "7200s"})
+    service = next(r for r in rendering.resources if r.kind == "Service")
+    assert service.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+
+
+def test_resources_are_created_in_dependency_order():
+    rendering = expand(pytorch_manifest(1, 2), create_namespace=True, namespace="ml")
+    order = [(r.type, r.name) for r in rendering.resources]
+    assert order == [
+        ("aichor:index:PyTorchJob", "exp"),
+        ("kubernetes:core/v1:Namespace", "exp-namespace"),
+        ("kubernetes:core/v1:Service", "exp-service"),
+        ("kubernetes:batch/v1:Job", "exp-master"),
+        ("kubernetes:batch/v1:Job", "exp-worker"),
+    ]
+    urns = {r.name: r.urn for r in rendering.resources}
+    worker = rendering.resources[-1]
+    assert set(worker.dependencies) == {urns["exp-service"], urns["exp-master"]}
+    assert all(r.parent == urns["exp"] for r in rendering.resources[1:])
+    assert all(r.options["deleteBeforeReplace"] for r in rendering.resources[1:])
+    assert all(o["metadata"]["namespace"] == "ml" for o in rendering.objects[1:])
+
+
+@pytest.mark.parametrize("raw", [
+    "exp", "My_Experiment.v2", "9lives", "a" * 80, "x" * 56 + "-y", "-weird--name-",
+])
+def test_experiment_names_keep_every_host_a_dns_label(raw):
+    model = validate(pytorch_manifest(1, 1000))
+    name = naming.experiment_name(raw, model)
+    assert name == naming.experiment_name(raw, model)  # deterministic
+    for role, count in naming.roles(model):
+        assert DNS_LABEL.match(f"{name}-{role}-{count - 1}")
+        assert len(f"{name}-{role}-{count - 1}") <= 63
+    if len(raw) <= 40 and raw == raw.lower() and DNS_LABEL.match(raw):
+        assert name == raw
+
+
+def test_long_names_differ_by_hash():
+    model = validate(pytorch_manifest(1, 1))
+    a, b = (naming.experiment_name(("n" * 70) + s, model) for s in ("a", "b"))
+    assert a != b and a[:40] == b[:40] == "n" * 40
+
+
+@given(st.decimals(min_value="0.001", max_value="512", places=3))
+@settings(max_examples=200, deadline=None)
+def test_cpu_quantities_are_exact(value):
+    quantity = cpu(float(value))
+    parsed = int(quantity[:-1]) / 1000 if quantity.endswith("m") else int(quantity)
+    assert abs(parsed - float(value)) < 0.0005
+
+
+@given(st.floats(min_value=0.01, max_value=4096, allow_nan=False))
+@settings(max_examples=200, deadline=None)
+def test_memory_quantities_round_to_mebibytes(value):
+    quantity = gib(value)
+    parsed = int(quantity[:-2]) * (1024 if quantity.endswith("Gi") else 1)
+    assert abs(parsed - value * 1024) <= 0.5
+
+
+def test_render_writes_one_file_per_object(tmp_path):
+    from aichor_iac import cli
+
+    assert cli.main(["render", str(ROOT / "examples/pytorch.yaml"), "-o", str(tmp_path)]) == 0
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["01-service-pytorch-ddp.yaml", "02-job-pytorch-ddp-master.yaml",
+                     "03-job-pytorch-ddp-worker.yaml"]
