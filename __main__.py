@@ -1,6 +1,6 @@
 """The Pulumi program: stack config -> experiment component -> stack outputs.
 
-    pulumi stack select pytorch && pulumi up
+pulumi stack select pytorch && pulumi up
 """
 
 import pulumi

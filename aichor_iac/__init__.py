@@ -1,7 +1,7 @@
 """aichor-iac: AIchor experiment manifests as Pulumi components, no Kubernetes operator needed.
 
-    from aichor_iac import render
-    objects = render("examples/pytorch.yaml", namespace="ml")
+from aichor_iac import render
+objects = render("examples/pytorch.yaml", namespace="ml")
 """
 
 from __future__ import annotations

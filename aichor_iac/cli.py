@@ -30,8 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # a bug of ours: say so in one line
         if os.environ.get("AICHOR_IAC_DEBUG"):
             raise
-        print(f"aichor-iac: internal error: {type(error).__name__}: {error} "
-              "(set AICHOR_IAC_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(
+            f"aichor-iac: internal error: {type(error).__name__}: {error} "
+            "(set AICHOR_IAC_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 
@@ -55,14 +58,23 @@ def _parser() -> argparse.ArgumentParser:
         ("preview", _preview, "show the component, its objects in creation order and totals"),
     ):
         sub = command(name, handler, help)
-        sub.add_argument("--name", help="experiment name (default: stack config, manifest "
-                         "name, else the stack name)")
+        sub.add_argument(
+            "--name",
+            help="experiment name (default: stack config, manifest name, else the stack name)",
+        )
         sub.add_argument("--namespace", help="namespace (default: stack config, else default)")
-        sub.add_argument("--stack-config", metavar="FILE", help="a Pulumi.<stack>.yaml to "
-                         "take aichor:* settings and the stack name from")
+        sub.add_argument(
+            "--stack-config",
+            metavar="FILE",
+            help="a Pulumi.<stack>.yaml to take aichor:* settings and the stack name from",
+        )
         if name == "render":
-            sub.add_argument("-o", "--output-dir", metavar="DIR",
-                             help="write one file per object into DIR instead")
+            sub.add_argument(
+                "-o",
+                "--output-dir",
+                metavar="DIR",
+                help="write one file per object into DIR instead",
+            )
     return parser
 
 
@@ -110,7 +122,7 @@ def _preview(args: argparse.Namespace) -> int:
             line = f"{step}. [bold]{child.kind}[/] {names[child.urn]}"
             if details := output.summary(child.inputs):
                 line += f": {details}"
-            after = [names[d] for d in child.dependencies if d in names]
+            after = [names[r.urn] for r in rendering.resources if r.urn in child.dependencies]
             if after:
                 line += f" [dim](after {', '.join(after)})[/]"
             tree.add(line)

@@ -58,11 +58,15 @@ class Experiment(pulumi.ComponentResource):
 
         first: list[pulumi.Resource] = []
         if settings.create_namespace:
-            first.append(Namespace(
-                f"{name}-namespace",
-                metadata=ObjectMetaArgs(name=names.namespace, labels={"app.kubernetes.io/part-of": "aichor"}),
-                opts=self._child(),
-            ))
+            first.append(
+                Namespace(
+                    f"{name}-namespace",
+                    metadata=ObjectMetaArgs(
+                        name=names.namespace, labels={"app.kubernetes.io/part-of": "aichor"}
+                    ),
+                    opts=self._child(),
+                )
+            )
         service = Service(f"{name}-service", **objects.service(ctx), opts=self._child(first))
         self.jobs = {}
         for group in self.plan.groups:
@@ -76,7 +80,9 @@ class Experiment(pulumi.ComponentResource):
         self.register_outputs(self.outputs)
 
     def _child(
-        self, depends_on: list[pulumi.Resource] | None = None, timeout: int | None = None,
+        self,
+        depends_on: list[pulumi.Resource] | None = None,
+        timeout: int | None = None,
         wait: str = "none",
     ) -> pulumi.ResourceOptions:
         """Children have fixed names, so a change that replaces one deletes it first."""
@@ -84,7 +90,9 @@ class Experiment(pulumi.ComponentResource):
         if timeout and wait != "none":
             timeouts = pulumi.CustomTimeouts(create=f"{timeout}s", update=f"{timeout}s")
         return pulumi.ResourceOptions(
-            parent=self, depends_on=depends_on or None, delete_before_replace=True,
+            parent=self,
+            depends_on=depends_on or None,
+            delete_before_replace=True,
             custom_timeouts=timeouts,
         )
 
@@ -109,13 +117,13 @@ class PyTorchJob(Experiment):
     OPERATORS = ("pytorch",)
 
 
-COMPONENTS: dict[str, type[Experiment]] = {
-    op: cls for cls in (PyTorchJob,) for op in cls.OPERATORS
-}
+COMPONENTS: dict[str, type[Experiment]] = {op: cls for cls in (PyTorchJob,) for op in cls.OPERATORS}
 
 
 def experiment(
-    name: str, manifest: Manifest, settings: Settings | None = None,
+    name: str,
+    manifest: Manifest,
+    settings: Settings | None = None,
     opts: pulumi.ResourceOptions | None = None,
 ) -> Experiment:
     """The component for the manifest's operator."""

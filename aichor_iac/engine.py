@@ -82,28 +82,33 @@ class _Monitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.registrations: list[dict[str, Any]] = []
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+    def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":  # registered once per process, not per run
             return response
         timeouts = request.customTimeouts
-        self.registrations.append({
-            "type": request.type,
-            "name": request.name,
-            "urn": response.urn,
-            "parent": request.parent,
-            "dependencies": sorted(set(request.dependencies)),
-            "custom": request.custom,
-            "options": {
-                k: v for k, v in {
-                    "deleteBeforeReplace": request.deleteBeforeReplace,
-                    "customTimeouts": {
-                        k: getattr(timeouts, k) for k in ("create", "update", "delete")
-                        if getattr(timeouts, k)
-                    },
-                }.items() if v
-            },
-        })
+        self.registrations.append(
+            {
+                "type": request.type,
+                "name": request.name,
+                "urn": response.urn,
+                "parent": request.parent,
+                "dependencies": sorted(set(request.dependencies)),
+                "custom": request.custom,
+                "options": {
+                    k: v
+                    for k, v in {
+                        "deleteBeforeReplace": request.deleteBeforeReplace,
+                        "customTimeouts": {
+                            k: getattr(timeouts, k)
+                            for k in ("create", "update", "delete")
+                            if getattr(timeouts, k)
+                        },
+                    }.items()
+                    if v
+                },
+            }
+        )
         return response
 
 
@@ -122,16 +127,16 @@ def run(
 
     pulumi.runtime.test(body)()
     resources = [
-        Resource(
-            inputs=normalise(recorder.inputs.get((r["type"], r["name"]), {})), **r
-        )
+        Resource(inputs=normalise(recorder.inputs.get((r["type"], r["name"]), {})), **r)
         for r in monitor.registrations
     ]
     return Rendering(creation_order(resources), normalise(outputs))
 
 
 def expand(
-    manifest: Manifest, settings: Settings | None = None, stack: str = "dev",
+    manifest: Manifest,
+    settings: Settings | None = None,
+    stack: str = "dev",
     name: str | None = None,
 ) -> Rendering:
     """The experiment's resources, exactly as `__main__.py` would create them."""
@@ -139,16 +144,25 @@ def expand(
 
     settings = settings or Settings()
     if manifest.spec.operator not in COMPONENTS:
-        raise ManifestError("manifest", [Problem(
-            "spec.operator", f"'{manifest.spec.operator}' validates but cannot be run yet"
-        )])
+        raise ManifestError(
+            "manifest",
+            [
+                Problem(
+                    "spec.operator", f"'{manifest.spec.operator}' validates but cannot be run yet"
+                )
+            ],
+        )
     experiment_name = name or settings.experiment_name or manifest.name or stack
     return run(lambda: experiment(experiment_name, manifest, settings).outputs, stack)
 
 
 def render(
-    manifest: Manifest | str | Path, *, name: str | None = None, namespace: str | None = None,
-    settings: Settings | None = None, stack: str = "dev",
+    manifest: Manifest | str | Path,
+    *,
+    name: str | None = None,
+    namespace: str | None = None,
+    settings: Settings | None = None,
+    stack: str = "dev",
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object for the manifest (a model or a path), in creation order."""
     if not isinstance(manifest, Manifest):
@@ -187,7 +201,9 @@ def creation_order(resources: list[Resource]) -> list[Resource]:
         if r.urn in done:
             return
         done.add(r.urn)
-        for dep in sorted((by_urn[d] for d in r.dependencies + [r.parent] if d in by_urn), key=rank):
+        for dep in sorted(
+            (by_urn[d] for d in [*r.dependencies, r.parent] if d in by_urn), key=rank
+        ):
             visit(dep)
         ordered.append(r)
 

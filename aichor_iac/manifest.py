@@ -105,7 +105,9 @@ class Resources(Model):
     ram_ratio: float | None = Field(None, gt=0, description="Memory GiB per CPU.")
     memory: float | None = Field(None, gt=0, description="Memory GiB per replica.")
     cpu_limit_ratio: float = Field(2, ge=1, description="CPU limit = cpus × cpuLimitRatio.")
-    shm_size_gb: float = Field(0, ge=0, alias="shmSizeGB", description="Size of a memory-backed /dev/shm (GiB).")
+    shm_size_gb: float = Field(
+        0, ge=0, alias="shmSizeGB", description="Size of a memory-backed /dev/shm (GiB)."
+    )
     accelerators: Accelerators = Accelerators()
     extra_selectors: dict[str, str] = Field(default_factory=dict, description="Node selectors.")
     extra_tolerations: list[Toleration] = Field(default_factory=list)
@@ -187,7 +189,9 @@ class ExistingPvc(Model):
 
 class Storage(Model):
     shared_volume: SharedVolume | None = None
-    attach_existing_pvcs: list[ExistingPvc] = Field(default_factory=list, alias="attachExistingPVCs")
+    attach_existing_pvcs: list[ExistingPvc] = Field(
+        default_factory=list, alias="attachExistingPVCs"
+    )
 
 
 class Tensorboard(Model):
@@ -220,7 +224,7 @@ class Spec(Model):
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
         if value is not None and (not value or not DURATION.match(value)):
-            raise ValueError(f"'{value}' is not a duration such as \"30m\", \"6h\" or \"1d2h\"")
+            raise ValueError(f'\'{value}\' is not a duration such as "30m", "6h" or "1d2h"')
         return value
 
     @property
@@ -228,7 +232,7 @@ class Spec(Model):
         if self.timeout is None:
             return None
         parts = DURATION.match(self.timeout).groups()  # type: ignore[union-attr]
-        return sum(int(p) * unit for p, unit in zip(parts, DURATION_UNITS) if p)
+        return sum(int(p) * unit for p, unit in zip(parts, DURATION_UNITS, strict=True) if p)
 
 
 class Manifest(Model):
@@ -287,7 +291,9 @@ def parse(text: str, source: str = "<manifest>") -> Manifest:
     return validate(data, source, _key_lines(node))
 
 
-def validate(data: dict[str, Any], source: str = "<manifest>", lines: dict | None = None) -> Manifest:
+def validate(
+    data: dict[str, Any], source: str = "<manifest>", lines: dict | None = None
+) -> Manifest:
     lines = lines or {}
     try:
         manifest = Manifest.model_validate(data)
@@ -308,10 +314,12 @@ def _operator_rules(spec: Spec) -> list[Problem]:
     allowed = OPERATOR_TYPES[op]
     for name in types:
         if name not in allowed:
-            problems.append(Problem(
-                f"spec.types.{name}",
-                f"operator '{op}' has no {name}; its types are {', '.join(allowed)}",
-            ))
+            problems.append(
+                Problem(
+                    f"spec.types.{name}",
+                    f"operator '{op}' has no {name}; its types are {', '.join(allowed)}",
+                )
+            )
 
     def count(name: str) -> int:
         group = types.get(name)
@@ -324,9 +332,11 @@ def _operator_rules(spec: Spec) -> list[Problem]:
     if op in ("pytorch", "xgboost"):
         exactly_one("Master")
         if "Master" not in types and count("Worker") < 1:
-            problems.append(Problem(
-                "spec.types", "give Master (count 1) and Worker, or a Worker with count ≥ 1"
-            ))
+            problems.append(
+                Problem(
+                    "spec.types", "give Master (count 1) and Worker, or a Worker with count ≥ 1"
+                )
+            )
     elif op == "jax":
         if count("Worker") < 1:
             problems.append(Problem("spec.types.Worker.count", "JAX needs at least one Worker"))
@@ -348,9 +358,9 @@ def _operator_rules(spec: Spec) -> list[Problem]:
         seen: set[str] = set()
         for i, pool in enumerate(pools):
             if pool.name in seen:
-                problems.append(Problem(
-                    f"spec.types.Workers.{i}.name", f"duplicate pool name '{pool.name}'"
-                ))
+                problems.append(
+                    Problem(f"spec.types.Workers.{i}.name", f"duplicate pool name '{pool.name}'")
+                )
             seen.add(pool.name)
     elif op == "mpi":
         if "Launcher" not in types:
@@ -363,13 +373,14 @@ def _operator_rules(spec: Spec) -> list[Problem]:
 
 # --- error formatting -------------------------------------------------------------------------
 
+
 def _problem(error: dict[str, Any], lines: dict) -> Problem:
     loc = tuple(str(part) for part in error["loc"])
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
         *parent, key = loc
         message = f"unknown key '{key}'" + _did_you_mean(key, _allowed_keys(tuple(parent)))
-        loc = tuple(parent) + (key,)
+        loc = (*parent, key)
     elif kind == "missing":
         message = "required; add it"
     elif kind == "literal_error":
@@ -427,8 +438,12 @@ def _key_lines(node: yaml.Node | None, path: tuple[str, ...] = ()) -> dict[tuple
     lines: dict[tuple[str, ...], int] = {}
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            sub = (*path, str(_CANONICAL_TYPE.get(key.value.lower(), key.value))
-                   if path and path[-1] == "types" else str(key.value))
+            sub = (
+                *path,
+                str(_CANONICAL_TYPE.get(key.value.lower(), key.value))
+                if path and path[-1] == "types"
+                else str(key.value),
+            )
             lines[sub] = key.start_mark.line + 1
             lines.update(_key_lines(value, sub))
     elif isinstance(node, yaml.SequenceNode):

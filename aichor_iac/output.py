@@ -25,7 +25,11 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value and not any(l != l.rstrip() for l in value.splitlines()) else None
+    style = (
+        "|"
+        if "\n" in value and not any(line != line.rstrip() for line in value.splitlines())
+        else None
+    )
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
@@ -35,8 +39,12 @@ _Dumper.add_representer(str, _str)
 def to_yaml(objects: list[dict[str, Any]]) -> str:
     """Multi-document YAML, byte-identical for the same objects."""
     return yaml.dump_all(
-        [canonical(o) for o in objects], Dumper=_Dumper, sort_keys=False,
-        default_flow_style=False, width=100, allow_unicode=True,
+        [canonical(o) for o in objects],
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        width=100,
+        allow_unicode=True,
     )
 
 

@@ -89,10 +89,13 @@ def from_config(values: dict[str, Any], source: str = "stack config") -> Setting
     try:
         settings = Settings.model_validate(data)
     except ValidationError as error:
-        raise ManifestError(source, [
-            Problem("aichor:" + ".".join(str(p) for p in e["loc"]), _sentence(e))
-            for e in error.errors()
-        ]) from None
+        raise ManifestError(
+            source,
+            [
+                Problem("aichor:" + ".".join(str(p) for p in e["loc"]), _sentence(e))
+                for e in error.errors()
+            ],
+        ) from None
     if not DNS_LABEL.match(settings.namespace):
         raise ManifestError(source, [Problem("aichor:namespace", "must be a DNS label")])
     return settings
@@ -110,7 +113,9 @@ def load_stack_file(path: str | Path) -> tuple[Settings, str]:
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as error:
-        raise ManifestError(str(path), [Problem("", f"cannot read stack config: {error}")]) from None
+        raise ManifestError(
+            str(path), [Problem("", f"cannot read stack config: {error}")]
+        ) from None
     config = document.get("config") or {}
     settings = from_config({k: v for k, v in config.items() if k.startswith("aichor:")}, str(path))
     stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")

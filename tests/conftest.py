@@ -31,8 +31,13 @@ def pytorch_manifest(masters: int | None = 1, workers: int = 2, **spec: Any) -> 
     return {
         "kind": "AIchorManifest",
         "apiVersion": "0.2.2" if masters is not None else "0.2.3",
-        "spec": {"operator": "pytorch", "image": "pytorch/pytorch:2.3.1", "command": "python train.py",
-                 "types": types, **spec},
+        "spec": {
+            "operator": "pytorch",
+            "image": "pytorch/pytorch:2.3.1",
+            "command": "python train.py",
+            "types": types,
+            **spec,
+        },
     }
 
 
@@ -44,7 +49,9 @@ def with_resources(data: dict[str, Any], **resources: Any) -> dict[str, Any]:
     return data
 
 
-def expand(data: dict[str, Any] | str | Path, name: str = "exp", **settings: Any) -> engine.Rendering:
+def expand(
+    data: dict[str, Any] | str | Path, name: str = "exp", **settings: Any
+) -> engine.Rendering:
     if isinstance(data, dict):
         model = manifest.parse(yaml.safe_dump(data), source="test.yaml")
     else:

@@ -49,7 +49,8 @@ def container_env(job: dict[str, Any], index: int, container: str | None = None)
             if "fieldRef" in source:
                 path = source["fieldRef"]["fieldPath"]
                 env[entry["name"]] = {
-                    INDEX_PATH: str(index), "status.podIP": f"10.0.0.{index + 1}",
+                    INDEX_PATH: str(index),
+                    "status.podIP": f"10.0.0.{index + 1}",
                     "metadata.namespace": job["metadata"]["namespace"],
                 }[path]
             else:
@@ -62,7 +63,10 @@ def container_env(job: dict[str, Any], index: int, container: str | None = None)
 
 
 def run_container(
-    job: dict[str, Any], index: int, container: str | None = None, timeout: float = 60,
+    job: dict[str, Any],
+    index: int,
+    container: str | None = None,
+    timeout: float = 60,
     extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """Run the container's command here, with the env Kubernetes would give it."""

@@ -17,20 +17,39 @@ VALID = {
     "pytorch 0.2.3 worker": {"worker": {"count": 2, "resources": R}},
     "xgboost": {"Master": {"resources": R}, "Worker": {"count": 2, "resources": R}},
     "jax": {"Worker": {"count": 4, "resources": R}},
-    "tf": {"Chief": {"resources": R}, "PS": {"count": 2, "resources": R},
-           "Worker": {"count": 3, "resources": R}, "Evaluator": {"resources": R}},
-    "ray": {"Head": {"resources": R}, "Job": {"resources": R},
-            "Workers": [{"name": "small-cpu-workers", "count": 10, "resources": R,
-                         "rayStartParams": {"num-cpus": 8}},
-                        {"name": "big", "count": 2, "resources": R}]},
-    "kuberay": {"head": {"resources": R}, "workers": [{"name": "pool", "count": 1, "resources": R}]},
+    "tf": {
+        "Chief": {"resources": R},
+        "PS": {"count": 2, "resources": R},
+        "Worker": {"count": 3, "resources": R},
+        "Evaluator": {"resources": R},
+    },
+    "ray": {
+        "Head": {"resources": R},
+        "Job": {"resources": R},
+        "Workers": [
+            {
+                "name": "small-cpu-workers",
+                "count": 10,
+                "resources": R,
+                "rayStartParams": {"num-cpus": 8},
+            },
+            {"name": "big", "count": 2, "resources": R},
+        ],
+    },
+    "kuberay": {
+        "head": {"resources": R},
+        "workers": [{"name": "pool", "count": 1, "resources": R}],
+    },
     "mpi": {"Launcher": {"resources": R}, "Worker": {"count": 2, "resources": R}},
 }
 
 
 def doc(operator: str, types: dict, **spec) -> str:
-    data = {"kind": "AIchorManifest", "apiVersion": "0.2.2",
-            "spec": {"operator": operator, "image": "img", "command": "run", "types": types, **spec}}
+    data = {
+        "kind": "AIchorManifest",
+        "apiVersion": "0.2.2",
+        "spec": {"operator": operator, "image": "img", "command": "run", "types": types, **spec},
+    }
     return yaml.safe_dump(data, sort_keys=False)
 
 
@@ -42,8 +61,9 @@ def test_every_operator_shape_validates(case):
 
 
 def test_types_are_case_insensitive_and_defaults_apply():
-    parsed = manifest.parse(doc("pytorch", {"master": {"resources": {"memory": 8}},
-                                            "WORKER": {"resources": R}}))
+    parsed = manifest.parse(
+        doc("pytorch", {"master": {"resources": {"memory": 8}}, "WORKER": {"resources": R}})
+    )
     types = parsed.spec.types
     assert types.Master.count == 1 and types.Worker.count == 1
     resources = types.Master.resources
@@ -51,62 +71,144 @@ def test_types_are_case_insensitive_and_defaults_apply():
     assert resources.shm_size_gb == 0 and resources.gpus == 0
 
 
-@pytest.mark.parametrize(("spec_types", "extra", "expected"), [
-    ({"Master": {"resources": {"cpus": 2}}, "Worker": {"resources": R}}, {},
-     "spec.types.Master.resources: give exactly one of ramRatio or memory"),
-    ({"Master": {"resources": {"cpus": 2, "ramRatio": 1, "memory": 4}}}, {},
-     "spec.types.Master.resources: give exactly one of ramRatio or memory"),
-    ({"Master": {"count": 2, "resources": R}}, {}, "spec.types.Master.count: must be 1, not 2"),
-    ({"Master": {"resources": {"cpus": 2, "ramratio": 2}}}, {},
-     "spec.types.Master.resources.ramratio: unknown key 'ramratio'; did you mean 'ramRatio'?"),
-    ({"Wroker": {"resources": R}}, {},
-     "spec.types.Wroker: unknown key 'Wroker'; did you mean 'Worker'?"),
-    ({"Worker": {"count": 0, "resources": R}}, {},
-     "spec.types: give Master (count 1) and Worker, or a Worker with count ≥ 1"),
-    ({"Chief": {"resources": R}}, {},
-     "spec.types.Chief: operator 'pytorch' has no Chief; its types are Master, Worker"),
-    ({"Worker": {"count": -1, "resources": R}}, {},
-     "spec.types.Worker.count: Input should be greater than or equal to 0"),
-    ({"Worker": {"resources": R}}, {"timeout": "4x"},
-     "spec.timeout: '4x' is not a duration such as \"30m\", \"6h\" or \"1d2h\""),
-    ({"Worker": {"resources": {**R, "accelerators": {"gpu": {"count": 1, "type": "mig"}}}}}, {},
-     "spec.types.Worker.resources.accelerators.gpu.type: 'mig' is neither 'gpu' nor a MIG "
-     "profile such as 'mig-1g.10gb'"),
-    ({"Worker": {"resources": R}}, {"imagePullPolicy": "Always"},
-     "spec.imagePullPolicy: unknown key 'imagePullPolicy'; allowed keys: operator, image, "
-     "command, types, tensorboard, timeout, restartPolicy, rayVersion, storage, securityContext, "
-     "slotsPerWorker, mpiImplementation"),
-])
+@pytest.mark.parametrize(
+    ("spec_types", "extra", "expected"),
+    [
+        (
+            {"Master": {"resources": {"cpus": 2}}, "Worker": {"resources": R}},
+            {},
+            "spec.types.Master.resources: give exactly one of ramRatio or memory",
+        ),
+        (
+            {"Master": {"resources": {"cpus": 2, "ramRatio": 1, "memory": 4}}},
+            {},
+            "spec.types.Master.resources: give exactly one of ramRatio or memory",
+        ),
+        ({"Master": {"count": 2, "resources": R}}, {}, "spec.types.Master.count: must be 1, not 2"),
+        (
+            {"Master": {"resources": {"cpus": 2, "ramratio": 2}}},
+            {},
+            "spec.types.Master.resources.ramratio: unknown key 'ramratio'; did you mean 'ramRatio'?",
+        ),
+        (
+            {"Wroker": {"resources": R}},
+            {},
+            "spec.types.Wroker: unknown key 'Wroker'; did you mean 'Worker'?",
+        ),
+        (
+            {"Worker": {"count": 0, "resources": R}},
+            {},
+            "spec.types: give Master (count 1) and Worker, or a Worker with count ≥ 1",
+        ),
+        (
+            {"Chief": {"resources": R}},
+            {},
+            "spec.types.Chief: operator 'pytorch' has no Chief; its types are Master, Worker",
+        ),
+        (
+            {"Worker": {"count": -1, "resources": R}},
+            {},
+            "spec.types.Worker.count: Input should be greater than or equal to 0",
+        ),
+        (
+            {"Worker": {"resources": R}},
+            {"timeout": "4x"},
+            'spec.timeout: \'4x\' is not a duration such as "30m", "6h" or "1d2h"',
+        ),
+        (
+            {"Worker": {"resources": {**R, "accelerators": {"gpu": {"count": 1, "type": "mig"}}}}},
+            {},
+            "spec.types.Worker.resources.accelerators.gpu.type: 'mig' is neither 'gpu' nor a MIG "
+            "profile such as 'mig-1g.10gb'",
+        ),
+        (
+            {"Worker": {"resources": R}},
+            {"imagePullPolicy": "Always"},
+            "spec.imagePullPolicy: unknown key 'imagePullPolicy'; allowed keys: operator, image, "
+            "command, types, tensorboard, timeout, restartPolicy, rayVersion, storage, securityContext, "
+            "slotsPerWorker, mpiImplementation",
+        ),
+    ],
+)
 def test_bad_pytorch_manifest_errors(spec_types, extra, expected):
     with pytest.raises(ManifestError) as caught:
         manifest.parse(doc("pytorch", spec_types, **extra), source="m.yaml")
     assert expected in [f"{p.path}: {p.message}" for p in caught.value.problems]
 
 
-@pytest.mark.parametrize(("operator", "spec_types", "expected"), [
-    ("tf", {"Chief": {"count": 2, "resources": R}}, "spec.types.Chief.count: at most one Chief"),
-    ("tf", {"PS": {"count": 2, "resources": R}}, "spec.types: TF needs a Chief or at least one Worker"),
-    ("jax", {"Worker": {"count": 0, "resources": R}},
-     "spec.types.Worker.count: JAX needs at least one Worker"),
-    ("xgboost", {"Master": {"count": 2, "resources": R}}, "spec.types.Master.count: must be 1, not 2"),
-    ("ray", {"Head": {"resources": R}, "Job": {"resources": R}},
-     "spec.types.Workers: give at least one worker pool"),
-    ("ray", {"Head": {"resources": R}, "Job": {"resources": R},
-             "Workers": [{"name": "a", "resources": R}, {"name": "a", "resources": R}]},
-     "spec.types.Workers.1.name: duplicate pool name 'a'"),
-    ("ray", {"Head": {"resources": R}, "Job": {"resources": R},
-             "Workers": [{"name": "Big_Pool", "resources": R}]},
-     "spec.types.Workers.0.name: 'Big_Pool' must be a DNS label: lowercase letters, digits and "
-     "'-', starting with a letter, at most 40 characters"),
-    ("kuberay", {"Head": {"resources": R}, "Job": {"resources": R},
-                 "Workers": [{"name": "a", "resources": R}]},
-     "spec.types.Job: operator 'kuberay' has no Job; its types are Head, Workers"),
-    ("mpi", {"Launcher": {"count": 2, "resources": R}, "Worker": {"resources": R}},
-     "spec.types.Launcher.count: must be 1, not 2"),
-    ("mpi", {"Launcher": {"resources": R}}, "spec.types.Worker.count: MPI needs at least one Worker"),
-    ("mxnet", {"Worker": {"resources": R}},
-     "spec.operator: must be 'ray', 'kuberay', 'tf', 'pytorch', 'xgboost', 'jax' or 'mpi'"),
-])
+@pytest.mark.parametrize(
+    ("operator", "spec_types", "expected"),
+    [
+        (
+            "tf",
+            {"Chief": {"count": 2, "resources": R}},
+            "spec.types.Chief.count: at most one Chief",
+        ),
+        (
+            "tf",
+            {"PS": {"count": 2, "resources": R}},
+            "spec.types: TF needs a Chief or at least one Worker",
+        ),
+        (
+            "jax",
+            {"Worker": {"count": 0, "resources": R}},
+            "spec.types.Worker.count: JAX needs at least one Worker",
+        ),
+        (
+            "xgboost",
+            {"Master": {"count": 2, "resources": R}},
+            "spec.types.Master.count: must be 1, not 2",
+        ),
+        (
+            "ray",
+            {"Head": {"resources": R}, "Job": {"resources": R}},
+            "spec.types.Workers: give at least one worker pool",
+        ),
+        (
+            "ray",
+            {
+                "Head": {"resources": R},
+                "Job": {"resources": R},
+                "Workers": [{"name": "a", "resources": R}, {"name": "a", "resources": R}],
+            },
+            "spec.types.Workers.1.name: duplicate pool name 'a'",
+        ),
+        (
+            "ray",
+            {
+                "Head": {"resources": R},
+                "Job": {"resources": R},
+                "Workers": [{"name": "Big_Pool", "resources": R}],
+            },
+            "spec.types.Workers.0.name: 'Big_Pool' must be a DNS label: lowercase letters, digits and "
+            "'-', starting with a letter, at most 40 characters",
+        ),
+        (
+            "kuberay",
+            {
+                "Head": {"resources": R},
+                "Job": {"resources": R},
+                "Workers": [{"name": "a", "resources": R}],
+            },
+            "spec.types.Job: operator 'kuberay' has no Job; its types are Head, Workers",
+        ),
+        (
+            "mpi",
+            {"Launcher": {"count": 2, "resources": R}, "Worker": {"resources": R}},
+            "spec.types.Launcher.count: must be 1, not 2",
+        ),
+        (
+            "mpi",
+            {"Launcher": {"resources": R}},
+            "spec.types.Worker.count: MPI needs at least one Worker",
+        ),
+        (
+            "mxnet",
+            {"Worker": {"resources": R}},
+            "spec.operator: must be 'ray', 'kuberay', 'tf', 'pytorch', 'xgboost', 'jax' or 'mpi'",
+        ),
+    ],
+)
 def test_bad_manifests_of_other_operators(operator, spec_types, expected):
     with pytest.raises(ManifestError) as caught:
         manifest.parse(doc(operator, spec_types), source="m.yaml")
@@ -114,8 +216,13 @@ def test_bad_manifests_of_other_operators(operator, spec_types, expected):
 
 
 def test_problems_are_reported_together_with_line_numbers():
-    text = doc("pytorch", {"Master": {"resources": {"cpus": 2}},
-                           "Worker": {"resources": {"cpus": 2, "ramRatio": 1, "gpus": 1}}})
+    text = doc(
+        "pytorch",
+        {
+            "Master": {"resources": {"cpus": 2}},
+            "Worker": {"resources": {"cpus": 2, "ramRatio": 1, "gpus": 1}},
+        },
+    )
     with pytest.raises(ManifestError) as caught:
         manifest.parse(text, source="exp.yaml")
     lines = str(caught.value).splitlines()
@@ -143,7 +250,9 @@ def test_cli_reports_errors_with_exit_2_one_line_each(tmp_path, capsys, command)
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.splitlines()
-    assert lines == [f"{path}:10: spec.types.Master.resources: give exactly one of ramRatio or memory"]
+    assert lines == [
+        f"{path}:10: spec.types.Master.resources: give exactly one of ramRatio or memory"
+    ]
     assert "Traceback" not in captured.err
 
 

@@ -21,12 +21,22 @@ KUBERNETES_VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
 VARIANTS = {
     "gpu product + shm": dict(shmSizeGB=2, accelerators={"gpu": {"count": 2, "product": "A100"}}),
     "mig": dict(accelerators={"gpu": {"count": 1, "type": "mig-1g.10gb"}}),
-    "tpu": dict(accelerators={"tpu": {"type": "tpu-v5-lite-podslice", "topology": "2x2",
-                                      "tpuChipsCount": 4}}),
+    "tpu": dict(
+        accelerators={
+            "tpu": {"type": "tpu-v5-lite-podslice", "topology": "2x2", "tpuChipsCount": 4}
+        }
+    ),
     "selectors + tolerations": dict(
         extraSelectors={"pool": "training"},
-        extraTolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
-                           "effect": "NoExecute", "tolerationSeconds": 60}],
+        extraTolerations=[
+            {
+                "key": "dedicated",
+                "operator": "Equal",
+                "value": "ml",
+                "effect": "NoExecute",
+                "tolerationSeconds": 60,
+            }
+        ],
     ),
     "fractional": dict(cpus=0.5, cpuLimitRatio=1.5, ramRatio=1.5),
 }
@@ -36,13 +46,22 @@ def all_renderings():
     for path in EXAMPLES:
         yield path.name, expand(path).objects
     for label, resources in VARIANTS.items():
-        data = with_resources(pytorch_manifest(1, 3, timeout="1d2h",
-                                               securityContext={"ptrace": True}), **resources)
+        data = with_resources(
+            pytorch_manifest(1, 3, timeout="1d2h", securityContext={"ptrace": True}), **resources
+        )
         for wait in ("none", "ready", "complete"):
-            yield f"{label}, wait {wait}", expand(
-                data, wait=wait, create_namespace=True, namespace="ml", image_pull_secrets=["reg"],
-                experiment_id="e1", output_path="/out/$(not-expanded)",
-            ).objects
+            yield (
+                f"{label}, wait {wait}",
+                expand(
+                    data,
+                    wait=wait,
+                    create_namespace=True,
+                    namespace="ml",
+                    image_pull_secrets=["reg"],
+                    experiment_id="e1",
+                    output_path="/out/$(not-expanded)",
+                ).objects,
+            )
     yield "single worker", expand(pytorch_manifest(None, 3)).objects
 
 
@@ -58,8 +77,11 @@ def test_every_object_is_valid_for_kubernetes(label, version):
 
 def test_two_renders_are_byte_identical():
     for path in EXAMPLES:
-        first = subprocess.run([sys.executable, "-m", "aichor_iac.cli", "render", str(path)],
-                               capture_output=True, check=True).stdout
+        first = subprocess.run(
+            [sys.executable, "-m", "aichor_iac.cli", "render", str(path)],
+            capture_output=True,
+            check=True,
+        ).stdout
         second = output.to_yaml(expand(path, name=None).objects).encode()
         assert first == second and first
 
@@ -69,9 +91,11 @@ def test_service_is_headless_and_resolves_peers_before_ready(render):
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["publishNotReadyAddresses"] is True
     assert service["spec"]["ports"] == [
-        {"name": "pytorch", "port": 23456, "protocol": "TCP", "targetPort": 23456}]
+        {"name": "pytorch", "port": 23456, "protocol": "TCP", "targetPort": 23456}
+    ]
     pod_labels = render(pytorch_manifest(1, 2))["Job/exp-worker"]["spec"]["template"]["metadata"][
-        "labels"]
+        "labels"
+    ]
     assert service["spec"]["selector"].items() <= pod_labels.items()
 
 
@@ -87,35 +111,51 @@ def test_jobs_are_indexed_with_stable_hosts_and_limits(render):
     assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     for container in pod["containers"] + pod["initContainers"]:
         assert container["securityContext"] == {
-            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
     assert job["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "worker"
 
 
 def test_accelerators_selectors_and_shm(render):
     data = with_resources(pytorch_manifest(None, 2), **VARIANTS["gpu product + shm"])
     pod = render(data, gpu_product_label="example.com/gpu")["Job/exp-worker"]["spec"]["template"][
-        "spec"]
+        "spec"
+    ]
     main = pod["containers"][0]
     assert main["resources"]["limits"] == {"cpu": "8", "memory": "14Gi", "nvidia.com/gpu": "2"}
     assert pod["nodeSelector"] == {"example.com/gpu": "A100"}
-    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+    assert pod["volumes"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}
+    ]
     assert main["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
 
     mig = render(with_resources(pytorch_manifest(None, 1), **VARIANTS["mig"]))
-    limits = mig["Job/exp-worker"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    limits = mig["Job/exp-worker"]["spec"]["template"]["spec"]["containers"][0]["resources"][
+        "limits"
+    ]
     assert limits["nvidia.com/mig-1g.10gb"] == "1" and "nvidia.com/gpu" not in limits
 
     tpu = render(with_resources(pytorch_manifest(None, 1), **VARIANTS["tpu"]))
     pod = tpu["Job/exp-worker"]["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"]["limits"]["google.com/tpu"] == "4"
-    assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-                                   "cloud.google.com/gke-tpu-topology": "2x2"}
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "2x2",
+    }
 
     extra = render(with_resources(pytorch_manifest(None, 1), **VARIANTS["selectors + tolerations"]))
     pod = extra["Job/exp-worker"]["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"pool": "training"}
-    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "ml",
-                                   "effect": "NoExecute", "tolerationSeconds": 60}]
+    assert pod["tolerations"] == [
+        {
+            "key": "dedicated",
+            "operator": "Equal",
+            "value": "ml",
+            "effect": "NoExecute",
+            "tolerationSeconds": 60,
+        }
+    ]
 
 
 def test_ptrace_adds_only_that_capability(render):
@@ -126,19 +166,28 @@ def test_ptrace_adds_only_that_capability(render):
 
 def test_platform_env_comes_from_settings_and_is_not_expanded(render):
     job = render(pytorch_manifest(1, 0), experiment_id="e-1", output_path="/out/$(HOME)")[
-        "Job/exp-master"]
-    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        "Job/exp-master"
+    ]
+    env = {
+        e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert env["AICHOR_EXPERIMENT_ID"] == "e-1"
     assert env["AICHOR_OUTPUT_PATH"] == "/out/$$(HOME)"  # Kubernetes turns $$ into $
     assert "AICHOR_INPUT_PATH" not in env
 
 
-@pytest.mark.parametrize(("wait", "master", "worker"), [
-    ("none", {"pulumi.com/skipAwait": "true"}, {"pulumi.com/skipAwait": "true"}),
-    ("ready", {"pulumi.com/waitFor": "jsonpath={.status.ready}=1"},
-     {"pulumi.com/waitFor": "jsonpath={.status.ready}=3"}),
-    ("complete", None, {"pulumi.com/skipAwait": "true"}),
-])
+@pytest.mark.parametrize(
+    ("wait", "master", "worker"),
+    [
+        ("none", {"pulumi.com/skipAwait": "true"}, {"pulumi.com/skipAwait": "true"}),
+        (
+            "ready",
+            {"pulumi.com/waitFor": "jsonpath={.status.ready}=1"},
+            {"pulumi.com/waitFor": "jsonpath={.status.ready}=3"},
+        ),
+        ("complete", None, {"pulumi.com/skipAwait": "true"}),
+    ],
+)
 def test_await_annotations_follow_the_wait_setting(wait, master, worker):
     rendering = expand(pytorch_manifest(1, 3, timeout="2h"), wait=wait)
     jobs = {r.name: r for r in rendering.resources if r.kind == "Job"}
@@ -168,9 +217,17 @@ def test_resources_are_created_in_dependency_order():
     assert all(o["metadata"]["namespace"] == "ml" for o in rendering.objects[1:])
 
 
-@pytest.mark.parametrize("raw", [
-    "exp", "My_Experiment.v2", "9lives", "a" * 80, "x" * 56 + "-y", "-weird--name-",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "exp",
+        "My_Experiment.v2",
+        "9lives",
+        "a" * 80,
+        "x" * 56 + "-y",
+        "-weird--name-",
+    ],
+)
 def test_experiment_names_keep_every_host_a_dns_label(raw):
     model = validate(pytorch_manifest(1, 1000))
     name = naming.experiment_name(raw, model)
@@ -209,5 +266,8 @@ def test_render_writes_one_file_per_object(tmp_path):
 
     assert cli.main(["render", str(ROOT / "examples/pytorch.yaml"), "-o", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["01-service-pytorch-ddp.yaml", "02-job-pytorch-ddp-master.yaml",
-                     "03-job-pytorch-ddp-worker.yaml"]
+    assert files == [
+        "01-service-pytorch-ddp.yaml",
+        "02-job-pytorch-ddp-master.yaml",
+        "03-job-pytorch-ddp-worker.yaml",
+    ]

@@ -27,8 +27,14 @@ def replicas(data: dict) -> list[tuple[str, int, dict]]:
 
 @pytest.mark.parametrize(
     ("masters", "workers", "coordinator"),
-    [(1, 0, "master"), (1, 1, "master"), (1, 2, "master"), (1, 5, "master"),
-     (None, 1, "worker"), (None, 4, "worker")],
+    [
+        (1, 0, "master"),
+        (1, 1, "master"),
+        (1, 2, "master"),
+        (1, 5, "master"),
+        (None, 1, "worker"),
+        (None, 4, "worker"),
+    ],
 )
 def test_every_replica_sees_the_torch_distributed_env(masters, workers, coordinator):
     world = (masters or 0) + workers
@@ -61,7 +67,8 @@ def test_issue_example_three_replicas_with_one_gpu_each(render):
         assert main["resources"]["limits"] == {"cpu": "8", "memory": "12Gi", "nvidia.com/gpu": "1"}
         assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "Quadro-RTX-4000"}
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
-            "tolerations"]
+            "tolerations"
+        ]
         env = container_env(job, 0)
         assert env["MASTER_ADDR"] == "exp-master-0.exp.default.svc.cluster.local"
         assert "NVIDIA_VISIBLE_DEVICES" not in env  # the device plugin decides

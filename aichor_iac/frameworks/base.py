@@ -18,7 +18,8 @@ class Names:
     """How the experiment's objects and hosts are named (DESIGN §4).
 
     One headless Service named after the experiment; one Indexed Job `<experiment>-<role>` per
-    group, whose pod `i` gets the stable host `<experiment>-<role>-<i>.<experiment>.<ns>.svc.<domain>`.
+    group, whose pod `i` gets the stable host
+    `<experiment>-<role>-<i>.<experiment>.<namespace>.svc.<cluster domain>`.
     """
 
     experiment: str
@@ -33,9 +34,7 @@ class Names:
         return f"{self.experiment}-{role}"
 
     def host(self, role: str, index: int) -> str:
-        return (
-            f"{self.job(role)}-{index}.{self.service}.{self.namespace}.svc.{self.cluster_domain}"
-        )
+        return f"{self.job(role)}-{index}.{self.service}.{self.namespace}.svc.{self.cluster_domain}"
 
 
 @dataclass(frozen=True)
@@ -117,4 +116,3 @@ class Plan:
         for group in self.groups:
             seen.update(group.ports)
         return tuple(sorted(seen.items(), key=lambda item: item[1]))
-

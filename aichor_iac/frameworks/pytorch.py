@@ -41,16 +41,18 @@ def plan(spec: Spec, names: Names) -> Plan:
         # Everyone but the master waits for and follows rank 0 (worker 0 of the single-group
         # shape is rank 0 itself: the engine never makes a replica wait for or follow itself).
         peer = role != "master"
-        groups.append(Group(
-            role=role,
-            replica_type=replica_type,
-            spec=group,
-            env=env,
-            ports=(("pytorch", PORT),),
-            waits_for=coordinator if peer else None,
-            follows=coordinator.host if peer else None,
-            after=(coordinator_role,) if role != coordinator_role else (),
-        ))
+        groups.append(
+            Group(
+                role=role,
+                replica_type=replica_type,
+                spec=group,
+                env=env,
+                ports=(("pytorch", PORT),),
+                waits_for=coordinator if peer else None,
+                follows=coordinator.host if peer else None,
+                after=(coordinator_role,) if role != coordinator_role else (),
+            )
+        )
     return Plan(
         framework="pytorch",
         groups=tuple(groups),

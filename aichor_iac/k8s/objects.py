@@ -110,9 +110,7 @@ def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
 def job(ctx: Context, group: Group) -> dict:
     spec = ctx.spec
     return dict(
-        metadata=ctx.metadata(
-            ctx.names.job(group.role), group.role, await_annotations(ctx, group)
-        ),
+        metadata=ctx.metadata(ctx.names.job(group.role), group.role, await_annotations(ctx, group)),
         spec=JobSpecArgs(
             completion_mode="Indexed",
             completions=group.count,
@@ -131,12 +129,14 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     resources = group.spec.resources
     volumes, mounts = [], []
     if resources.shm_size_gb:
-        volumes.append(VolumeArgs(
-            name="dshm",
-            empty_dir=EmptyDirVolumeSourceArgs(
-                medium="Memory", size_limit=gib(resources.shm_size_gb)
-            ),
-        ))
+        volumes.append(
+            VolumeArgs(
+                name="dshm",
+                empty_dir=EmptyDirVolumeSourceArgs(
+                    medium="Memory", size_limit=gib(resources.shm_size_gb)
+                ),
+            )
+        )
         mounts.append(VolumeMountArgs(name="dshm", mount_path="/dev/shm"))
     security = container_security(ctx.spec)
     main = ContainerArgs(
@@ -152,18 +152,25 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     )
     init = None
     if group.waits_for is not None:
-        init = [ContainerArgs(
-            name=WAIT_CONTAINER,
-            image=ctx.spec.image,
-            command=["/bin/sh", "-c", shell.k8s_escape(
-                shell.wait_script(group.waits_for, ctx.settings.peer_wait_seconds)
-            )],
-            env=[EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void")],
-            resources=ResourceRequirementsArgs(
-                requests={"cpu": "10m", "memory": "64Mi"}, limits={"cpu": "1", "memory": "256Mi"}
-            ),
-            security_context=security,
-        )]
+        init = [
+            ContainerArgs(
+                name=WAIT_CONTAINER,
+                image=ctx.spec.image,
+                command=[
+                    "/bin/sh",
+                    "-c",
+                    shell.k8s_escape(
+                        shell.wait_script(group.waits_for, ctx.settings.peer_wait_seconds)
+                    ),
+                ],
+                env=[EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void")],
+                resources=ResourceRequirementsArgs(
+                    requests={"cpu": "10m", "memory": "64Mi"},
+                    limits={"cpu": "1", "memory": "256Mi"},
+                ),
+                security_context=security,
+            )
+        ]
     return PodSpecArgs(
         restart_policy="Never",
         subdomain=ctx.names.service,
@@ -174,7 +181,9 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         ),
         node_selector=node_selector(ctx.settings, resources) or None,
         tolerations=tolerations(resources) or None,
-        image_pull_secrets=[LocalObjectReferenceArgs(name=n) for n in ctx.settings.image_pull_secrets]
+        image_pull_secrets=[
+            LocalObjectReferenceArgs(name=n) for n in ctx.settings.image_pull_secrets
+        ]
         or None,
         init_containers=init,
         containers=[main],
@@ -185,12 +194,16 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
 def env(ctx: Context, group: Group) -> list[EnvVarArgs]:
     """The replica index first (downward API), then the framework's variables (those that are
     the index plus an offset are computed by the command's prelude), then AICHOR_* ones."""
-    entries = [EnvVarArgs(
-        name=INDEX_VAR,
-        value_from=EnvVarSourceArgs(
-            field_ref=ObjectFieldSelectorArgs(field_path=f"metadata.annotations['{INDEX_ANNOTATION}']")
-        ),
-    )]
+    entries = [
+        EnvVarArgs(
+            name=INDEX_VAR,
+            value_from=EnvVarSourceArgs(
+                field_ref=ObjectFieldSelectorArgs(
+                    field_path=f"metadata.annotations['{INDEX_ANNOTATION}']"
+                )
+            ),
+        )
+    ]
     for var in group.env:
         if var.index_offset is None:
             entries.append(EnvVarArgs(name=var.name, value=var.value))
@@ -236,7 +249,7 @@ def node_selector(settings: Settings, resources: Resources) -> dict[str, str]:
     if gpu and gpu.count and gpu.product:
         selector[settings.gpu_product_label] = gpu.product
     if tpu:
-        selector.update(zip(TPU_SELECTORS, (tpu.type, tpu.topology)))
+        selector.update(zip(TPU_SELECTORS, (tpu.type, tpu.topology), strict=True))
     return selector
 
 
@@ -247,7 +260,9 @@ def tolerations(resources: Resources) -> list[TolerationArgs]:
         result.append(TolerationArgs(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"))
     if tpu:
         result.append(TolerationArgs(key=TPU_RESOURCE, operator="Exists", effect="NoSchedule"))
-    result += [TolerationArgs(**t.model_dump(exclude_none=True)) for t in resources.extra_tolerations]
+    result += [
+        TolerationArgs(**t.model_dump(exclude_none=True)) for t in resources.extra_tolerations
+    ]
     return result
 
 

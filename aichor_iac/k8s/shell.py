@@ -45,7 +45,7 @@ sys.exit(1)' "$1"
   fi
 }"""
 
-_SELF = '${HOSTNAME:-$(cat /proc/sys/kernel/hostname)}'
+_SELF = "${HOSTNAME:-$(cat /proc/sys/kernel/hostname)}"
 
 
 def k8s_escape(text: str) -> str:
@@ -76,9 +76,7 @@ echo "aichor: {host}:{port} accepts connections"
 def prelude(env: tuple[Env, ...]) -> list[str]:
     """Shell lines computing the index-dependent variables that need arithmetic."""
     return [
-        f'export {e.name}="$(( {INDEX_VAR} + {e.index_offset} ))"'
-        for e in env
-        if e.index_offset
+        f'export {e.name}="$(( {INDEX_VAR} + {e.index_offset} ))"' for e in env if e.index_offset
     ]
 
 
@@ -99,12 +97,15 @@ def main_command(user_command: str, env: tuple[Env, ...], follows: str | None) -
 
 
 def follow_script(host: str) -> str:
+    """Run `$1` in its own process group (with `setsid` when the image has it) so that stopping
+    reaches every process of the user's command; PID 1 exiting ends whatever is left."""
     quoted = shlex.quote(host)
     return f"""\
 {_GONE_PROBE}
-/bin/sh -c "$1" &
+if command -v setsid >/dev/null 2>&1; then setsid /bin/sh -c "$1" & else /bin/sh -c "$1" & fi
 child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+aichor_stop() {{ kill -"$1" -"$child" 2>/dev/null || kill -"$1" "$child" 2>/dev/null; }}
+trap 'aichor_stop TERM' TERM INT
 case {quoted} in "{_SELF}".*) wait "$child"; exit $?;; esac
 misses=0
 while kill -0 "$child" 2>/dev/null; do
@@ -112,8 +113,8 @@ while kill -0 "$child" 2>/dev/null; do
   if aichor_gone {quoted}; then misses=$((misses + 1)); else misses=0; fi
   if [ "$misses" -ge "${{AICHOR_FOLLOW_MISSES:-{FOLLOW_MISSES}}}" ]; then
     echo "aichor: {host} has ended; stopping this replica"
-    kill -TERM "$child" 2>/dev/null
-    ( sleep {STOP_GRACE_SECONDS}; kill -KILL "$child" 2>/dev/null ) &
+    aichor_stop TERM
+    ( sleep {STOP_GRACE_SECONDS}; aichor_stop KILL ) >/dev/null 2>&1 &
     wait "$child"
     exit 0
   fi

@@ -1,0 +1,154 @@
+"""The Pulumi program and the CLI around the same components: `__main__.py` under mocks with a
+stack config exports the documented outputs; `Pulumi.yaml` declares every setting; `preview`
+shows the tree, the order and the totals."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+from conftest import EXAMPLES, ROOT
+
+from aichor_iac import cli, engine, render
+from aichor_iac.settings import CONFIG_KEYS, Settings, load_stack_file
+
+OUTPUTS = [
+    "experiment",
+    "namespace",
+    "framework",
+    "entryPoint",
+    "addresses",
+    "logs",
+    "pods",
+    "gpus",
+    "cpus",
+    "memoryGiB",
+]
+STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+def run_program(stack_file: Path, monkeypatch) -> tuple[dict, engine.Rendering]:
+    """Run __main__.py as `pulumi up` would, with the stack file's config, under mocks."""
+    config = yaml.safe_load(stack_file.read_text())["config"]
+    # Pulumi hands every config value to the program as text; structured values as JSON.
+    values = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    exports: dict = {}
+    monkeypatch.setattr(pulumi, "export", lambda key, value: exports.__setitem__(key, value))
+    monkeypatch.chdir(ROOT)
+    stack = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    rendering = engine.run(
+        lambda: runpy.run_path(str(ROOT / "__main__.py"))["experiment"].outputs,
+        stack=stack,
+        config=values,
+    )
+    return exports, rendering
+
+
+@pytest.mark.parametrize("stack_file", STACKS, ids=lambda p: p.name)
+def test_main_exports_the_documented_outputs(stack_file, monkeypatch):
+    exports, rendering = run_program(stack_file, monkeypatch)
+    assert list(exports) == OUTPUTS
+    settings, stack = load_stack_file(stack_file)
+    assert exports["namespace"] == settings.namespace
+    manifest = yaml.safe_load(
+        (ROOT / yaml.safe_load(stack_file.read_text())["config"]["aichor:manifest"]).read_text()
+    )
+    assert exports["experiment"] == manifest.get("name", stack)
+    assert exports["pods"] == sum(
+        o["spec"]["completions"] for o in rendering.objects if o["kind"] == "Job"
+    )
+
+
+def test_main_and_cli_render_the_same_objects(monkeypatch):
+    stack_file = ROOT / "stacks/Pulumi.pytorch.yaml"
+    _, program = run_program(stack_file, monkeypatch)
+    settings, stack = load_stack_file(stack_file)
+    assert program.objects == render(ROOT / "examples/pytorch.yaml", settings=settings, stack=stack)
+
+
+def test_every_example_has_a_stack():
+    assert sorted(p.stem for p in EXAMPLES) == sorted(
+        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS
+    )
+
+
+def test_pulumi_yaml_declares_every_setting_with_type_default_and_description():
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    assert project["name"] == "aichor" and project["stackConfigDir"] == "stacks"
+    assert project["runtime"]["options"]["virtualenv"] == ".venv"
+    declared = project["config"]
+    assert sorted(declared) == sorted(f"aichor:{key}" for key in CONFIG_KEYS)
+    defaults = Settings()
+    for key, spec in declared.items():
+        assert spec["type"] in ("string", "integer", "boolean", "array") and spec["description"]
+        name = key.removeprefix("aichor:")
+        if name == "manifest":
+            assert "default" not in spec  # required
+            continue
+        field = next(n for n, f in Settings.model_fields.items() if (f.alias or n) == name)
+        assert spec["default"] == (
+            getattr(defaults, field) if getattr(defaults, field) is not None else ""
+        )
+
+
+def test_preview_shows_the_tree_order_and_totals(capsys):
+    assert (
+        cli.main(
+            [
+                "preview",
+                str(ROOT / "examples/pytorch.yaml"),
+                "--stack-config",
+                str(ROOT / "stacks/Pulumi.pytorch.yaml"),
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0] == "aichor:index:PyTorchJob pytorch-ddp"
+    assert [line.split()[1:3] for line in lines[1:5]] == [
+        ["1.", "Namespace"],
+        ["2.", "Service"],
+        ["3.", "Job"],
+        ["4.", "Job"],
+    ]
+    assert (
+        "pytorch-ddp-worker: 2 pods, 4 CPU, 12Gi memory, 1 × nvidia.com/gpu (Quadro-RTX-4000)"
+        in lines[4]
+    )
+    assert "(after pytorch-ddp, pytorch-ddp-master)" in lines[4]
+    assert "Totals: 3 pods, GPUs: 3 × Quadro-RTX-4000, 12 CPUs, 36 GiB memory" in text
+
+
+def test_cli_options_override_the_stack(capsys):
+    assert (
+        cli.main(
+            [
+                "render",
+                str(ROOT / "examples/pytorch.yaml"),
+                "--name",
+                "Other Name",
+                "--namespace",
+                "team-a",
+            ]
+        )
+        == 0
+    )
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert {o["metadata"]["namespace"] for o in objects} == {"team-a"}
+    assert objects[0]["metadata"]["name"] == "other-name"
+
+
+def test_bad_stack_config_is_a_clear_error(tmp_path, capsys):
+    stack = tmp_path / "Pulumi.x.yaml"
+    stack.write_text("config:\n  aichor:wait: forever\n  aichor:nameSpace: a\n")
+    assert (
+        cli.main(["render", str(ROOT / "examples/pytorch.yaml"), "--stack-config", str(stack)]) == 2
+    )
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{stack}: aichor:wait: Input should be 'none', 'ready' or 'complete'")
+    assert err[1].startswith(f"{stack}: aichor:nameSpace: unknown key")
