@@ -1,0 +1,65 @@
+"""Render benchmark: wall time (start-up included) and resource counts for PyTorch manifests
+with 1, 100 and 1,000 workers. Prints figures; asserts nothing (machines are shared and noisy).
+
+    make bench        # or: .venv/bin/python benchmarks/render.py
+Target (issue 2): the object count is the same for every size, and the 1,000-worker render
+takes at most 1.5 s on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from aichor_iac import engine, manifest
+
+SIZES = (1, 100, 1000)
+RUNS = 5
+TARGET_SECONDS = 1.5
+
+
+def pytorch(workers: int) -> dict:
+    resources = {"cpus": 4, "ramRatio": 3, "accelerators": {"gpu": {"count": 1}}}
+    return {
+        "kind": "AIchorManifest",
+        "apiVersion": "0.2.2",
+        "name": f"bench-{workers}",
+        "spec": {
+            "operator": "pytorch",
+            "image": "pytorch/pytorch:2.3.1",
+            "command": "python train.py",
+            "types": {
+                "Master": {"count": 1, "resources": resources},
+                "Worker": {"count": workers, "resources": resources},
+            },
+        },
+    }
+
+
+def main() -> None:
+    cli = [sys.executable, "-m", "aichor_iac.cli", "render"]
+    print(f"{'workers':>8} {'pulumi resources':>17} {'k8s objects':>12} "
+          f"{'render s (median of 5)':>23} {'max s':>7}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for workers in SIZES:
+            path = Path(tmp) / f"pytorch-{workers}.yaml"
+            path.write_text(yaml.safe_dump(pytorch(workers)))
+            rendering = engine.expand(manifest.load(path))
+            times = []
+            for _ in range(RUNS):
+                start = time.perf_counter()
+                subprocess.run([*cli, str(path)], check=True, stdout=subprocess.DEVNULL)
+                times.append(time.perf_counter() - start)
+            print(f"{workers:>8} {len(rendering.resources):>17} {len(rendering.objects):>12} "
+                  f"{statistics.median(times):>23.3f} {max(times):>7.3f}")
+    print(f"target: same object count for every size; 1000 workers <= {TARGET_SECONDS} s")
+
+
+if __name__ == "__main__":
+    main()
