@@ -117,7 +117,33 @@ class PyTorchJob(Experiment):
     OPERATORS = ("pytorch",)
 
 
-COMPONENTS: dict[str, type[Experiment]] = {op: cls for cls in (PyTorchJob,) for op in cls.OPERATORS}
+class XGBoostJob(Experiment):
+    """Distributed XGBoost (Kubeflow XGBoostJob contract): `Master` + `Worker` or a single
+    `worker` group; rank 0 hosts the Rabit tracker (`MASTER_*`, `WORKER_*`, `DMLC_*`)."""
+
+    TYPE = "aichor:index:XGBoostJob"
+    OPERATORS = ("xgboost",)
+
+
+class JaxJob(Experiment):
+    """Multi-process JAX: `Worker` × N; `jax.distributed.initialize()` works with no arguments
+    (`JAX_*`) and with AIchor's `JAXOPERATOR_*` names."""
+
+    TYPE = "aichor:index:JaxJob"
+    OPERATORS = ("jax",)
+
+
+class TFJob(Experiment):
+    """TensorFlow (Kubeflow TFJob contract): `Chief`, `PS`, `Worker`, `Evaluator`, each replica
+    with its `TF_CONFIG`; the other replicas end with the chief (or worker 0)."""
+
+    TYPE = "aichor:index:TFJob"
+    OPERATORS = ("tf",)
+
+
+COMPONENTS: dict[str, type[Experiment]] = {
+    op: cls for cls in (PyTorchJob, XGBoostJob, JaxJob, TFJob) for op in cls.OPERATORS
+}
 
 
 def experiment(

@@ -44,8 +44,10 @@ def pytorch(workers: int) -> dict:
 
 def main() -> None:
     cli = [sys.executable, "-m", "aichor_iac.cli", "render"]
-    print(f"{'workers':>8} {'pulumi resources':>17} {'k8s objects':>12} "
-          f"{'render s (median of 5)':>23} {'max s':>7}")
+    print(
+        f"{'workers':>8} {'pulumi resources':>17} {'k8s objects':>12} "
+        f"{'render s (median of 5)':>23} {'max s':>7}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for workers in SIZES:
             path = Path(tmp) / f"pytorch-{workers}.yaml"
@@ -56,8 +58,10 @@ def main() -> None:
                 start = time.perf_counter()
                 subprocess.run([*cli, str(path)], check=True, stdout=subprocess.DEVNULL)
                 times.append(time.perf_counter() - start)
-            print(f"{workers:>8} {len(rendering.resources):>17} {len(rendering.objects):>12} "
-                  f"{statistics.median(times):>23.3f} {max(times):>7.3f}")
+            print(
+                f"{workers:>8} {len(rendering.resources):>17} {len(rendering.objects):>12} "
+                f"{statistics.median(times):>23.3f} {max(times):>7.3f}"
+            )
     print(f"target: same object count for every size; 1000 workers <= {TARGET_SECONDS} s")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kube import PRINT_ENV, process_env
 
 from aichor_iac import engine, manifest
 from aichor_iac.settings import Settings
@@ -57,6 +58,20 @@ def expand(
     else:
         model = manifest.load(data)
     return engine.expand(model, Settings(**settings), stack="test", name=name)
+
+
+def replica_envs(data: dict[str, Any], **settings: Any) -> list[tuple[str, int, dict[str, str]]]:
+    """(role, index, environment the command sees) for every replica, computed from the
+    rendered Jobs as Kubernetes would and by running the command (set to `PRINT_ENV`)."""
+    data = copy.deepcopy(data)
+    data["spec"]["command"] = PRINT_ENV
+    result = []
+    for job in (o for o in expand(data, **settings).objects if o["kind"] == "Job"):
+        role = job["metadata"]["labels"]["training.kubeflow.org/replica-type"]
+        for i in range(job["spec"]["completions"]):
+            env = process_env(job, i, extra_env={"AICHOR_FOLLOW_INTERVAL": "0.05"})
+            result.append((role, i, env))
+    return result
 
 
 def by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

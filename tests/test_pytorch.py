@@ -4,7 +4,7 @@ rendered Jobs the way Kubernetes would and by running the command's shell prelud
 from __future__ import annotations
 
 import pytest
-from conftest import expand, pytorch_manifest, with_resources
+from conftest import expand, pytorch_manifest, replica_envs, with_resources
 from kube import PRINT_ENV, container_env, process_env
 from kube import expand as k8s_expand
 
@@ -12,17 +12,7 @@ HOST = "{exp}-{role}-{i}.{exp}.default.svc.cluster.local"
 
 
 def replicas(data: dict) -> list[tuple[str, int, dict]]:
-    """(role, index, env seen by the command) for every replica, in rank order."""
-    data["spec"]["command"] = PRINT_ENV
-    objects = expand(data).objects
-    jobs = [o for o in objects if o["kind"] == "Job"]
-    result = []
-    for job in jobs:
-        role = job["metadata"]["labels"]["training.kubeflow.org/replica-type"]
-        for i in range(job["spec"]["completions"]):
-            env = process_env(job, i, extra_env={"AICHOR_FOLLOW_INTERVAL": "0.05"})
-            result.append((role, i, env))
-    return sorted(result, key=lambda r: int(r[2]["RANK"]))
+    return sorted(replica_envs(data), key=lambda r: int(r[2]["RANK"]))
 
 
 @pytest.mark.parametrize(
@@ -93,7 +83,7 @@ def test_workers_wait_for_and_follow_rank_zero(render):
     wait = worker["initContainers"][0]
     assert wait["name"] == "wait-for-peers"
     assert "exp-master-0.exp.default.svc.cluster.local 23456" in wait["command"][2]
-    assert "aichor_gone" in worker["containers"][0]["command"][2]
+    assert "aichor_lookup" in worker["containers"][0]["command"][2]
     assert master["containers"][0]["command"] == ["/bin/sh", "-c", "python train.py"]
 
 

@@ -83,20 +83,61 @@ def test_follower_keeps_the_command_while_the_entry_point_exists():
     assert result.returncode == 7  # the command's own status
 
 
-@pytest.mark.skipif(
-    not _name_is_unknown(), reason=f"this resolver does not answer NXDOMAIN for {GONE_HOST}"
-)
-def test_follower_stops_the_command_once_the_entry_point_is_gone():
-    command = shell.main_command("sleep 600", (), GONE_HOST)
-    started = time.monotonic()
+def test_follower_ignores_an_entry_point_that_never_resolved():
+    # E.g. TF parameter servers starting before the chief's pod has an address.
+    command = shell.main_command("sleep 1; exit 5", (), GONE_HOST)
     result = sh(
         command[2].replace("$$", "$"),
-        "sleep 600",
-        env={"AICHOR_FOLLOW_INTERVAL": "0.2", "AICHOR_FOLLOW_MISSES": "3"},
+        "sleep 1; exit 5",
+        env={"AICHOR_FOLLOW_INTERVAL": "0.1", "AICHOR_FOLLOW_MISSES": "2"},
     )
-    assert result.returncode == 0  # the replica succeeds: its Job completes, GPUs are released
-    assert f"aichor: {GONE_HOST} has ended; stopping this replica" in result.stdout
-    assert time.monotonic() - started < 20
+    assert result.returncode == 5 and "has ended" not in result.stdout
+
+
+def _private_mounts() -> bool:
+    return subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(
+    not _name_is_unknown(), reason=f"the resolver does not answer NXDOMAIN for {GONE_HOST}"
+)
+@pytest.mark.skipif(
+    not _private_mounts(), reason="needs `unshare --mount` (root) for a private /etc/hosts"
+)
+def test_follower_stops_the_command_once_the_entry_point_is_gone(tmp_path):
+    """The entry point's host resolves (from a private /etc/hosts), then disappears as it does
+    from the cluster DNS when its pod ends: the command is stopped and the replica succeeds."""
+    import os
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n10.1.2.3 {GONE_HOST}\n")
+    script = shell.main_command("sleep 600", (), GONE_HOST)[2].replace("$$", "$")
+    wrapper = f'mount --bind {hosts} /etc/hosts && exec /bin/sh -c "$0" aichor "$1"'
+    process = subprocess.Popen(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            wrapper,
+            script,
+            "sleep 600",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PATH": os.environ["PATH"], "AICHOR_FOLLOW_INTERVAL": "0.2"},
+    )
+    time.sleep(2)
+    assert process.poll() is None  # resolvable: the command keeps running
+    with hosts.open("r+") as f:  # same inode, so the bind mount sees the change
+        f.truncate(0)
+        f.write("127.0.0.1 localhost\n")
+    out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err  # the replica succeeds: its Job completes, GPUs freed
+    assert f"aichor: {GONE_HOST} has ended; stopping this replica" in out
 
 
 def test_rank_zero_does_not_follow_itself():

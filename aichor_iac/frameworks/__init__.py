@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..manifest import Spec
-from . import pytorch
+from . import jax, pytorch, tf, xgboost
 from .base import Endpoint, Env, Group, Names, Plan
 
 Planner = Callable[[Spec, Names], Plan]
 
 PLANNERS: dict[str, Planner] = {
     "pytorch": pytorch.plan,
+    "xgboost": xgboost.plan,
+    "jax": jax.plan,
+    "tf": tf.plan,
 }
 
 __all__ = ["PLANNERS", "Endpoint", "Env", "Group", "Names", "Plan", "Planner"]

@@ -6,9 +6,10 @@ framework module is a small pure function from the manifest spec to a `Plan`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..manifest import ReplicaType
+from ..manifest import ReplicaType, Types
 
 INDEX_VAR = "JOB_COMPLETION_INDEX"
 
@@ -90,6 +91,13 @@ class Plan:
     entry_point: str  # role of the group whose end is the experiment's end
     addresses: dict[str, str] = field(default_factory=dict)  # role -> host:port
 
+    def __post_init__(self) -> None:
+        earlier: set[str] = set()
+        for group in self.groups:
+            if not set(group.after) <= earlier:
+                raise ValueError(f"{self.framework}: {group.role} is after a later group")
+            earlier.add(group.role)
+
     @property
     def pods(self) -> int:
         return sum(g.count for g in self.groups)
@@ -116,3 +124,55 @@ class Plan:
         for group in self.groups:
             seen.update(group.ports)
         return tuple(sorted(seen.items(), key=lambda item: item[1]))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A replica group placed in a global rank order: its replica i has rank `offset + i`."""
+
+    role: str
+    replica_type: str
+    spec: ReplicaType
+    offset: int
+
+
+def ranked(types: Types, order: tuple[str, ...]) -> list[Slot]:
+    """The manifest's groups of `order` that have replicas, with their rank offsets."""
+    slots, offset = [], 0
+    for name in order:
+        group = getattr(types, name)
+        if group is not None and group.count > 0:
+            slots.append(Slot(name.lower(), name, group, offset))
+            offset += group.count
+    return slots
+
+
+def world_size(slots: list[Slot]) -> int:
+    return sum(slot.spec.count for slot in slots)
+
+
+def coordinated(
+    slots: list[Slot],
+    coordinator: Endpoint,
+    port_name: str,
+    env: Callable[[Slot], tuple[Env, ...]],
+) -> tuple[Group, ...]:
+    """Groups around rank 0 (the entry point): every other replica waits until rank 0 accepts
+    connections and stops once rank 0 has ended. Rank 0 itself does neither."""
+    leader = slots[0].role
+    groups = []
+    for slot in slots:
+        rank_zero_only = slot.offset == 0 and slot.spec.count == 1
+        groups.append(
+            Group(
+                role=slot.role,
+                replica_type=slot.replica_type,
+                spec=slot.spec,
+                env=env(slot),
+                ports=((port_name, coordinator.port),),
+                waits_for=None if rank_zero_only else coordinator,
+                follows=None if rank_zero_only else coordinator.host,
+                after=() if slot.role == leader else (leader,),
+            )
+        )
+    return tuple(groups)

@@ -30,16 +30,15 @@ aichor_tcp() {
   fi
 }"""
 
-# Exit 0 only when the name is known not to exist (NXDOMAIN), not on a transient DNS failure.
-_GONE_PROBE = """\
-aichor_gone() {
+# Exit 0 when the name resolves, 2 when it is known not to exist (NXDOMAIN), 1 when unsure.
+_LOOKUP = """\
+aichor_lookup() {
   if command -v python3 >/dev/null 2>&1; then
     python3 -c 'import socket,sys
 try: socket.getaddrinfo(sys.argv[1], None)
-except socket.gaierror as e: sys.exit(0 if e.errno == socket.EAI_NONAME else 1)
-sys.exit(1)' "$1"
+except socket.gaierror as e: sys.exit(2 if e.errno == socket.EAI_NONAME else 1)' "$1"
   elif command -v getent >/dev/null 2>&1; then
-    getent hosts "$1" >/dev/null 2>&1; [ $? -eq 2 ]
+    getent hosts "$1" >/dev/null 2>&1
   else
     return 1
   fi
@@ -97,20 +96,26 @@ def main_command(user_command: str, env: tuple[Env, ...], follows: str | None) -
 
 
 def follow_script(host: str) -> str:
-    """Run `$1` in its own process group (with `setsid` when the image has it) so that stopping
+    """Stop the user's command once `host` has resolved and then stopped resolving.
+
+    Run `$1` in its own process group (with `setsid` when the image has it) so that stopping
     reaches every process of the user's command; PID 1 exiting ends whatever is left."""
     quoted = shlex.quote(host)
     return f"""\
-{_GONE_PROBE}
+{_LOOKUP}
 if command -v setsid >/dev/null 2>&1; then setsid /bin/sh -c "$1" & else /bin/sh -c "$1" & fi
 child=$!
 aichor_stop() {{ kill -"$1" -"$child" 2>/dev/null || kill -"$1" "$child" 2>/dev/null; }}
 trap 'aichor_stop TERM' TERM INT
 case {quoted} in "{_SELF}".*) wait "$child"; exit $?;; esac
-misses=0
+seen=0 misses=0
 while kill -0 "$child" 2>/dev/null; do
   sleep "${{AICHOR_FOLLOW_INTERVAL:-{FOLLOW_INTERVAL_SECONDS}}}" & wait $!
-  if aichor_gone {quoted}; then misses=$((misses + 1)); else misses=0; fi
+  aichor_lookup {quoted}
+  case $? in
+    0) seen=1 misses=0 ;;
+    2) [ "$seen" = 1 ] && misses=$((misses + 1)) ;;
+  esac
   if [ "$misses" -ge "${{AICHOR_FOLLOW_MISSES:-{FOLLOW_MISSES}}}" ]; then
     echo "aichor: {host} has ended; stopping this replica"
     aichor_stop TERM

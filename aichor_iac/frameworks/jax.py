@@ -1,0 +1,37 @@
+"""JAX (AIchor JAX operator contract): `Worker` × N processes, process 0 coordinates.
+
+`jax.distributed.initialize()` with no arguments reads the `JAX_*` names; AIchor scripts read
+the `JAXOPERATOR_*` ones. A single process coordinates itself on the loopback address.
+"""
+
+from __future__ import annotations
+
+from ..manifest import Spec
+from .base import Endpoint, Env, Names, Plan, Slot, coordinated, ranked, world_size
+
+PORT = 1234
+
+
+def plan(spec: Spec, names: Names) -> Plan:
+    slots = ranked(spec.types, ("Worker",))
+    processes = world_size(slots)
+    coordinator = Endpoint(names.host(slots[0].role, 0), PORT)
+    address = str(coordinator) if processes > 1 else f"127.0.0.1:{PORT}"
+
+    def env(slot: Slot) -> tuple[Env, ...]:
+        return (
+            Env("JAXOPERATOR_COORDINATOR_ADDRESS", address),
+            Env("JAXOPERATOR_NUM_PROCESSES", str(processes)),
+            Env.index("JAXOPERATOR_PROCESS_ID", slot.offset),
+            Env("JAX_COORDINATOR_ADDRESS", "$(JAXOPERATOR_COORDINATOR_ADDRESS)"),
+            Env("JAX_NUM_PROCESSES", "$(JAXOPERATOR_NUM_PROCESSES)"),
+            Env.index("JAX_PROCESS_ID", slot.offset),
+            Env("PYTHONUNBUFFERED", "1"),
+        )
+
+    return Plan(
+        framework="jax",
+        groups=coordinated(slots, coordinator, "jax", env),
+        entry_point=slots[0].role,
+        addresses={"coordinator": str(coordinator)},
+    )
