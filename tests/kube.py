@@ -92,3 +92,107 @@ PRINT_ENV = "python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'"
 def _container(pod_spec: dict[str, Any], name: str | None) -> dict[str, Any]:
     containers = pod_spec["containers"] + pod_spec.get("initContainers", [])
     return next(c for c in containers if name is None or c["name"] == name)
+
+
+class LocalCluster:
+    """Run every replica of a rendered experiment as local processes, the way Kubernetes would
+    run its pods: init containers, then the main container, each with its env and host name.
+
+    Every replica host resolves to 127.0.0.1 through a private /etc/hosts (a mount namespace
+    per process, `unshare --mount`, root only); when a replica's main container exits, its host
+    leaves that file, as a finished pod leaves the Service's DNS records.
+    """
+
+    def __init__(self, objects: list[dict[str, Any]], directory: Any, env: dict[str, str]):
+        import threading
+
+        self.jobs = [o for o in objects if o["kind"] == "Job"]
+        self.hosts_file = directory / "hosts"
+        self.env = env
+        self.lock = threading.Lock()
+        self.results: dict[str, subprocess.CompletedProcess] = {}
+        self.hosts = {
+            f"{job['metadata']['name']}-{i}": self._fqdn(job, i)
+            for job in self.jobs
+            for i in range(job["spec"]["completions"])
+        }
+        self._write(self.hosts)
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            return (
+                subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
+            )
+        except FileNotFoundError:
+            return False
+
+    def run(self, timeout: float = 120) -> dict[str, subprocess.CompletedProcess]:
+        """Start every replica at once; return each one's main container result by pod name."""
+        import threading
+
+        threads = [
+            threading.Thread(target=self._replica, args=(job, i), daemon=True)
+            for job in self.jobs
+            for i in range(job["spec"]["completions"])
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout)
+        return self.results
+
+    def _replica(self, job: dict[str, Any], index: int) -> None:
+        pod = f"{job['metadata']['name']}-{index}"
+        spec = job["spec"]["template"]["spec"]
+        for init in spec.get("initContainers", []):
+            result = self._container(job, index, init["name"])
+            if result.returncode != 0:
+                self._finish(pod, result)
+                return
+        self._finish(pod, self._container(job, index, spec["containers"][0]["name"]))
+
+    def _container(self, job: dict[str, Any], index: int, name: str) -> subprocess.CompletedProcess:
+        main = _container(job["spec"]["template"]["spec"], name)
+        env = container_env(job, index, name)
+        command = [expand(part, env) for part in main["command"] + main.get("args", [])]
+        wrapper = f'mount --bind {self.hosts_file} /etc/hosts && exec "$@"'
+        return subprocess.run(
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "/bin/sh",
+                "-c",
+                wrapper,
+                "pod",
+                *command,
+            ],
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    def _finish(self, pod: str, result: subprocess.CompletedProcess) -> None:
+        with self.lock:
+            self.results[pod] = result
+            self.hosts.pop(pod, None)
+            self._write(self.hosts)
+
+    def _write(self, hosts: dict[str, str]) -> None:
+        text = "127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in hosts.values())
+        mode = "r+" if self.hosts_file.exists() else "w"
+        with self.hosts_file.open(mode) as f:  # in place: bind mounts keep seeing this inode
+            f.truncate(0)
+            f.write(text)
+
+    @staticmethod
+    def _fqdn(job: dict[str, Any], index: int) -> str:
+        spec = job["spec"]["template"]["spec"]
+        namespace = job["metadata"]["namespace"]
+        return (
+            f"{job['metadata']['name']}-{index}.{spec['subdomain']}.{namespace}.svc.cluster.local"
+        )
