@@ -98,34 +98,56 @@ class LocalCluster:
     """Run every replica of a rendered experiment as local processes, the way Kubernetes would
     run its pods: init containers, then the main container, each with its env and host name.
 
-    Every replica host resolves to 127.0.0.1 through a private /etc/hosts (a mount namespace
-    per process, `unshare --mount`, root only); when a replica's main container exits, its host
-    leaves that file, as a finished pod leaves the Service's DNS records.
+    The replicas share a network namespace of their own (`ip netns`, root only), whose
+    /etc/hosts resolves every replica host to 127.0.0.1; when a replica's main container exits,
+    its host leaves that file, as a finished pod leaves the Service's DNS records.
     """
 
-    def __init__(self, objects: list[dict[str, Any]], directory: Any, env: dict[str, str]):
+    def __init__(self, objects: list[dict[str, Any]], env: dict[str, str]):
         import threading
+        import uuid
+        from pathlib import Path
 
         self.jobs = [o for o in objects if o["kind"] == "Job"]
-        self.hosts_file = directory / "hosts"
         self.env = env
         self.lock = threading.Lock()
         self.results: dict[str, subprocess.CompletedProcess] = {}
+        self.netns = f"aichor-test-{uuid.uuid4().hex[:8]}"
+        self.etc = Path("/etc/netns") / self.netns  # `ip netns exec` mounts etc/hosts from here
         self.hosts = {
             f"{job['metadata']['name']}-{i}": self._fqdn(job, i)
             for job in self.jobs
             for i in range(job["spec"]["completions"])
         }
-        self._write(self.hosts)
 
     @staticmethod
     def available() -> bool:
+        name = "aichor-probe"
         try:
-            return (
-                subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
-            )
+            made = subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0
         except FileNotFoundError:
             return False
+        if made:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        return made
+
+    def __enter__(self) -> LocalCluster:
+        subprocess.run(["ip", "netns", "add", self.netns], check=True)
+        subprocess.run(
+            ["ip", "netns", "exec", self.netns, "ip", "link", "set", "lo", "up"], check=True
+        )
+        self.etc.mkdir(parents=True, exist_ok=True)
+        # The hosts file is the authority, as the cluster DNS is for its own names: a name that
+        # left it is "not found" (NXDOMAIN), not a lookup error.
+        (self.etc / "nsswitch.conf").write_text("hosts: files\n")
+        self._write()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import shutil
+
+        subprocess.run(["ip", "netns", "del", self.netns], check=False)
+        shutil.rmtree(self.etc, ignore_errors=True)
 
     def run(self, timeout: float = 120) -> dict[str, subprocess.CompletedProcess]:
         """Start every replica at once; return each one's main container result by pod name."""
@@ -156,19 +178,8 @@ class LocalCluster:
         main = _container(job["spec"]["template"]["spec"], name)
         env = container_env(job, index, name)
         command = [expand(part, env) for part in main["command"] + main.get("args", [])]
-        wrapper = f'mount --bind {self.hosts_file} /etc/hosts && exec "$@"'
         return subprocess.run(
-            [
-                "unshare",
-                "--mount",
-                "--propagation",
-                "private",
-                "/bin/sh",
-                "-c",
-                wrapper,
-                "pod",
-                *command,
-            ],
+            ["ip", "netns", "exec", self.netns, *command],
             env={**self.env, **env},
             capture_output=True,
             text=True,
@@ -180,12 +191,12 @@ class LocalCluster:
         with self.lock:
             self.results[pod] = result
             self.hosts.pop(pod, None)
-            self._write(self.hosts)
+            self._write()
 
-    def _write(self, hosts: dict[str, str]) -> None:
-        text = "127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in hosts.values())
-        mode = "r+" if self.hosts_file.exists() else "w"
-        with self.hosts_file.open(mode) as f:  # in place: bind mounts keep seeing this inode
+    def _write(self) -> None:
+        text = "127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in self.hosts.values())
+        path = self.etc / "hosts"
+        with path.open("r+" if path.exists() else "w") as f:  # in place: mounts see this inode
             f.truncate(0)
             f.write(text)
 

@@ -13,20 +13,22 @@ from conftest import expand
 from kube import LocalCluster
 
 pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(), reason="needs `unshare --mount` (root) for private /etc/hosts"
+    not LocalCluster.available(),
+    reason="needs `ip netns` (root) for a private network and /etc/hosts",
 )
 
 R = {"cpus": 1, "ramRatio": 1}
 
 
-def run(operator: str, command: str, tmp_path: Path, **counts: int) -> dict:
+def run(operator: str, command: str, **counts: int) -> dict:
     types = {name: {"count": n, "resources": dict(R)} for name, n in counts.items()}
     data = {"spec": {"operator": operator, "image": "img", "command": command, "types": types}}
     env = {
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "AICHOR_FOLLOW_INTERVAL": "0.2",
     }
-    return LocalCluster(expand(data).objects, tmp_path, env).run()
+    with LocalCluster(expand(data).objects, env) as cluster:
+        return cluster.run()
 
 
 XGBOOST = r"""python3 - <<'EOF'
@@ -50,9 +52,9 @@ if os.environ["RANK"] == "0":
 EOF"""
 
 
-def test_xgboost_master_and_two_workers_allreduce(tmp_path):
+def test_xgboost_master_and_two_workers_allreduce():
     pytest.importorskip("xgboost")
-    results = run("xgboost", XGBOOST, tmp_path, Master=1, Worker=2)
+    results = run("xgboost", XGBOOST, Master=1, Worker=2)
     assert sorted(results) == ["exp-master-0", "exp-worker-0", "exp-worker-1"]
     ranks = {}
     for pod, result in results.items():
@@ -66,12 +68,12 @@ def test_xgboost_master_and_two_workers_allreduce(tmp_path):
     }
 
 
-def test_tf_parameter_servers_end_with_the_chief(tmp_path):
+def test_tf_parameter_servers_end_with_the_chief():
     # Parameter servers never exit on their own (server.join()); the chief trains, then exits.
     command = (
         'case "$TF_CONFIG" in *\'"type":"chief"\'*) sleep 2; echo trained;; *) sleep 600;; esac'
     )
-    results = run("tf", command, tmp_path, Chief=1, PS=2, Worker=1)
+    results = run("tf", command, Chief=1, PS=2, Worker=1)
     assert results["exp-chief-0"].stdout.strip() == "trained"
     for pod in ("exp-ps-0", "exp-ps-1", "exp-worker-0"):
         assert results[pod].returncode == 0, results[pod].stderr
@@ -80,7 +82,7 @@ def test_tf_parameter_servers_end_with_the_chief(tmp_path):
         )
 
 
-def test_pytorch_workers_wait_for_the_master_then_end_with_it(tmp_path):
+def test_pytorch_workers_wait_for_the_master_then_end_with_it():
     # The master listens on MASTER_PORT after a while (as a TCPStore does), trains, exits.
     command = """python3 - <<'EOF'
 import os, socket, time
@@ -94,7 +96,7 @@ else:
     print("worker", os.environ["RANK"], "connected")
     time.sleep(600)
 EOF"""
-    results = run("pytorch", command, tmp_path, Master=1, Worker=2)
+    results = run("pytorch", command, Master=1, Worker=2)
     assert results["exp-master-0"].stdout.strip() == "master done"
     for rank, pod in ((1, "exp-worker-0"), (2, "exp-worker-1")):
         out = results[pod].stdout
