@@ -112,14 +112,18 @@ def _render(args: argparse.Namespace) -> int:
 
 def _preview(args: argparse.Namespace) -> int:
     rendering = _expand(args)
-    names = {r.urn: r.inputs.get("metadata", {}).get("name", r.name) for r in rendering.resources}
+    names = {
+        r.urn: f"{r.kind}/{r.inputs.get('metadata', {}).get('name', r.name)}"
+        for r in rendering.resources
+    }
     components = [r for r in rendering.resources if not r.custom and r.parent]
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     for component in components:
         tree = Tree(f"[bold]{component.type}[/] {component.name}")
         children = [r for r in rendering.resources if r.parent == component.urn]
         for step, child in enumerate(children, 1):
-            line = f"{step}. [bold]{child.kind}[/] {names[child.urn]}"
+            kind, _, object_name = names[child.urn].partition("/")
+            line = f"{step}. [bold]{kind}[/] {object_name}"
             if details := output.summary(child.inputs):
                 line += f": {details}"
             after = [names[r.urn] for r in rendering.resources if r.urn in child.dependencies]

@@ -7,14 +7,17 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import pulumi
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.batch.v1 import Job
-from pulumi_kubernetes.core.v1 import Namespace, Service
+from pulumi_kubernetes.core.v1 import Namespace, PersistentVolumeClaim, Service
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
 from . import naming
 from .frameworks import PLANNERS, Names, Plan
-from .k8s import objects
-from .manifest import Manifest
+from .k8s import objects, services
+from .manifest import Manifest, ManifestError, Problem
 from .settings import Settings
 
 
@@ -47,7 +50,6 @@ class Experiment(pulumi.ComponentResource):
                 if operator in COMPONENTS
                 else f"operator '{operator}' is not supported yet"
             )
-        super().__init__(self.TYPE, name, None, opts)
         settings = settings or Settings()
         names = Names(
             naming.experiment_name(name, manifest), settings.namespace, settings.cluster_domain
@@ -55,6 +57,8 @@ class Experiment(pulumi.ComponentResource):
         self.experiment, self.namespace = names.experiment, names.namespace
         self.plan = PLANNERS[operator](manifest.spec, names)
         ctx = objects.Context(manifest.spec, self.plan, names, settings)
+        check(ctx)  # before anything is registered: nothing is half-created
+        super().__init__(self.TYPE, name, None, opts)
 
         first: list[pulumi.Resource] = []
         if settings.create_namespace:
@@ -67,16 +71,50 @@ class Experiment(pulumi.ComponentResource):
                     opts=self._child(),
                 )
             )
-        service = Service(f"{name}-service", **objects.service(ctx), opts=self._child(first))
+        needed = list(first)  # what every pod of the experiment needs to exist first
+        if ctx.shared_volume_claim:
+            needed.append(
+                PersistentVolumeClaim(
+                    f"{name}-shared-volume",
+                    **services.shared_volume(ctx),
+                    opts=self._child(first, retain=not settings.delete_shared_volume),
+                )
+            )
+        if settings.network_policy:
+            needed.append(
+                NetworkPolicy(
+                    f"{name}-network-policy",
+                    **services.network_policy(ctx),
+                    opts=self._child(first),
+                )
+            )
+        if settings.gang_scheduler != "none":
+            needed.append(
+                CustomResource(
+                    f"{name}-pod-group", **services.pod_group(ctx), opts=self._child(first)
+                )
+            )
+        service = Service(f"{name}-service", **objects.service(ctx), opts=self._child(needed))
         self.jobs = {}
         for group in self.plan.groups:
-            after = [service, *(self.jobs[role] for role in group.after)]
+            after = [service, *needed, *(self.jobs[role] for role in group.after)]
             self.jobs[group.role] = Job(
                 f"{name}-{group.role}",
                 **objects.job(ctx, group),
                 opts=self._child(after, manifest.spec.timeout_seconds, settings.wait),
             )
-        self.outputs = self._outputs(names)
+        if manifest.spec.tensorboard.enabled:
+            Deployment(
+                f"{name}-tensorboard",
+                **services.tensorboard_deployment(ctx),
+                opts=self._child(needed),
+            )
+            Service(
+                f"{name}-tensorboard-service",
+                **services.tensorboard_service(ctx),
+                opts=self._child(needed),
+            )
+        self.outputs = self._outputs(ctx)
         self.register_outputs(self.outputs)
 
     def _child(
@@ -84,6 +122,7 @@ class Experiment(pulumi.ComponentResource):
         depends_on: list[pulumi.Resource] | None = None,
         timeout: int | None = None,
         wait: str = "none",
+        retain: bool = False,
     ) -> pulumi.ResourceOptions:
         """Children have fixed names, so a change that replaces one deletes it first."""
         timeouts = None
@@ -94,11 +133,14 @@ class Experiment(pulumi.ComponentResource):
             depends_on=depends_on or None,
             delete_before_replace=True,
             custom_timeouts=timeouts,
+            retain_on_delete=retain or None,
         )
 
-    def _outputs(self, names: Names) -> dict[str, Any]:
+    def _outputs(self, ctx: objects.Context) -> dict[str, Any]:
+        """The stack outputs contract (README "Stack outputs")."""
+        names = ctx.names
         entry = names.job(self.plan.entry_point)
-        return {
+        outputs: dict[str, Any] = {
             "experiment": names.experiment,
             "namespace": names.namespace,
             "framework": self.plan.framework,
@@ -107,6 +149,40 @@ class Experiment(pulumi.ComponentResource):
             "logs": f"kubectl logs -n {names.namespace} -f job/{entry}",
             **self.plan.totals(),
         }
+        if ctx.spec.tensorboard.enabled:
+            outputs["tensorboard"] = (
+                f"kubectl port-forward -n {names.namespace} "
+                f"svc/{services.tensorboard_name(ctx)} {services.TENSORBOARD_PORT}"
+            )
+        if ctx.shared_volume_claim:
+            outputs["sharedVolume"] = ctx.shared_volume_claim
+        return outputs
+
+
+def check(ctx: objects.Context) -> None:
+    """Problems only visible once the plan and the stack config meet the manifest."""
+    problems = []
+    reserved = {objects.INDEX_VAR, "NVIDIA_VISIBLE_DEVICES", *ctx.platform_env()}
+    reserved |= {var.name for group in ctx.plan.groups for var in group.env}
+    for i, var in enumerate(ctx.spec.env):
+        if var.name in reserved:
+            problems.append(
+                Problem(
+                    f"spec.env.{i}.name",
+                    f"{var.name} is set by aichor-iac for operator '{ctx.spec.operator}'; "
+                    "choose another name",
+                )
+            )
+    if ctx.spec.tensorboard.enabled and not services.tensorboard_path(ctx):
+        problems.append(
+            Problem(
+                "spec.tensorboard.enabled",
+                "TensorBoard needs a log location: add spec.storage.sharedVolume or set "
+                "aichor:tensorboardPath",
+            )
+        )
+    if problems:
+        raise ManifestError("manifest", problems)
 
 
 class PyTorchJob(Experiment):

@@ -23,7 +23,17 @@ PROJECT = "aichor"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
 # Kinds created first when nothing else orders them (the order `kubectl apply` would use).
-KIND_ORDER = ("Namespace", "Secret", "ConfigMap", "PersistentVolumeClaim", "Service", "Job")
+KIND_ORDER = (
+    "Namespace",
+    "Secret",
+    "ConfigMap",
+    "PersistentVolumeClaim",
+    "NetworkPolicy",
+    "PodGroup",
+    "Service",
+    "Job",
+    "Deployment",
+)
 
 
 @dataclass

@@ -206,6 +206,25 @@ class SecurityContext(Model):
     ptrace: bool = False
 
 
+class SecretKeyRef(Model):
+    name: str = Field(description="An existing Secret in the experiment's namespace.")
+    key: str = Field(description="The key inside that Secret.")
+
+
+class EnvVar(Model):
+    """`spec.env` (extension): a plain value or a reference to an existing Secret's key."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    value: str | None = None
+    secret_key_ref: SecretKeyRef | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if (self.value is None) == (self.secret_key_ref is None):
+            raise ValueError("give exactly one of value or secretKeyRef")
+        return self
+
+
 class Spec(Model):
     operator: Operator
     image: str = Field(min_length=1)
@@ -219,6 +238,9 @@ class Spec(Model):
     security_context: SecurityContext = SecurityContext()
     slots_per_worker: int | None = Field(None, ge=1, description="mpi: MPI slots per worker.")
     mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] = "OpenMPI"
+    env: list[EnvVar] = Field(
+        default_factory=list, description="Extension: env of every replica (values or Secrets)."
+    )
 
     @field_validator("timeout")
     @classmethod
@@ -311,6 +333,11 @@ def validate(
 def _operator_rules(spec: Spec) -> list[Problem]:
     """Rules that depend on the operator: which types exist and how many of each."""
     op, types, problems = spec.operator, spec.types.present(), []
+    seen_env: set[str] = set()
+    for i, var in enumerate(spec.env):
+        if var.name in seen_env:
+            problems.append(Problem(f"spec.env.{i}.name", f"'{var.name}' is given twice"))
+        seen_env.add(var.name)
     allowed = OPERATOR_TYPES[op]
     for name in types:
         if name not in allowed:

@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 from .manifest import DNS_LABEL, ManifestError, Problem
 
 WaitMode = Literal["none", "ready", "complete"]
+GangScheduler = Literal["none", "coscheduling", "volcano"]
 
 
 class Settings(BaseModel):
@@ -56,6 +57,30 @@ class Settings(BaseModel):
         None, description="AICHOR_TENSORBOARD_PATH for every replica."
     )
     logs_path: str | None = Field(None, description="AICHOR_LOGS_PATH for every replica.")
+    tensorboard_image: str = Field(
+        "tensorflow/tensorflow:2.16.1", description="Image of TensorBoard (needs `tensorboard`)."
+    )
+    delete_shared_volume: bool = Field(
+        False, description="Let `pulumi destroy` delete the shared volume and its data."
+    )
+    kueue_queue: str | None = Field(
+        None, description="Kueue LocalQueue: sets kueue.x-k8s.io/queue-name on every Job."
+    )
+    gang_scheduler: GangScheduler = Field(
+        "none", description="Gang scheduling: none, coscheduling (scheduler-plugins) or volcano."
+    )
+    scheduler_name: str | None = Field(
+        None, description="Pod schedulerName (default: the gang scheduler's usual name)."
+    )
+    priority_class_name: str | None = Field(None, description="PriorityClass of every replica.")
+    network_policy: bool = Field(
+        True, description="Isolate the experiment: its pods talk to each other and DNS only."
+    )
+    egress_cidrs: list[str] = Field(
+        default_factory=list,
+        alias="egressCIDRs",
+        description="Extra egress the NetworkPolicy allows (CIDRs).",
+    )
 
     def platform_env(self) -> dict[str, str]:
         """The AICHOR_* variables that are configured, in a fixed order."""
@@ -83,7 +108,7 @@ def from_config(values: dict[str, Any], source: str = "stack config") -> Setting
         name = key.split(":", 1)[1] if key.startswith("aichor:") else key
         if ":" in name or value in ("", None):  # another provider's key, or unset
             continue
-        if name == "imagePullSecrets" and isinstance(value, str):
+        if name in ("imagePullSecrets", "egressCIDRs") and isinstance(value, str):
             value = json.loads(value) if value.strip().startswith("[") else [value]
         data[name] = value
     try:

@@ -83,16 +83,21 @@ def test_tf_parameter_servers_end_with_the_chief():
 
 
 def test_pytorch_workers_wait_for_the_master_then_end_with_it():
-    # The master listens on MASTER_PORT after a while (as a TCPStore does), trains, exits.
+    # Like a TCPStore, the master listens after a while, serves until every worker has said
+    # hello (the init containers' probes connect and close), then finishes training and exits.
     command = """python3 - <<'EOF'
 import os, socket, time
+world = int(os.environ["WORLD_SIZE"])
 if os.environ["RANK"] == "0":
     time.sleep(2)
     server = socket.create_server(("0.0.0.0", int(os.environ["MASTER_PORT"])))
-    time.sleep(2)
+    hellos = 0
+    while hellos < world - 1:
+        connection, _ = server.accept()
+        hellos += connection.recv(5) == b"hello"
     print("master done")
 else:
-    socket.create_connection((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), 5)
+    socket.create_connection((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), 5).sendall(b"hello")
     print("worker", os.environ["RANK"], "connected")
     time.sleep(600)
 EOF"""

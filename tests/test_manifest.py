@@ -126,7 +126,7 @@ def test_types_are_case_insensitive_and_defaults_apply():
             {"imagePullPolicy": "Always"},
             "spec.imagePullPolicy: unknown key 'imagePullPolicy'; allowed keys: operator, image, "
             "command, types, tensorboard, timeout, restartPolicy, rayVersion, storage, securityContext, "
-            "slotsPerWorker, mpiImplementation",
+            "slotsPerWorker, mpiImplementation, env",
         ),
     ],
 )

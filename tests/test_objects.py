@@ -205,13 +205,16 @@ def test_resources_are_created_in_dependency_order():
     assert order == [
         ("aichor:index:PyTorchJob", "exp"),
         ("kubernetes:core/v1:Namespace", "exp-namespace"),
+        ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "exp-network-policy"),
         ("kubernetes:core/v1:Service", "exp-service"),
         ("kubernetes:batch/v1:Job", "exp-master"),
         ("kubernetes:batch/v1:Job", "exp-worker"),
     ]
     urns = {r.name: r.urn for r in rendering.resources}
     worker = rendering.resources[-1]
-    assert set(worker.dependencies) == {urns["exp-service"], urns["exp-master"]}
+    assert set(worker.dependencies) == {
+        urns[n] for n in ("exp-namespace", "exp-network-policy", "exp-service", "exp-master")
+    }
     assert all(r.parent == urns["exp"] for r in rendering.resources[1:])
     assert all(r.options["deleteBeforeReplace"] for r in rendering.resources[1:])
     assert all(o["metadata"]["namespace"] == "ml" for o in rendering.objects[1:])
@@ -267,7 +270,8 @@ def test_render_writes_one_file_per_object(tmp_path):
     assert cli.main(["render", str(ROOT / "examples/pytorch.yaml"), "-o", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == [
-        "01-service-pytorch-ddp.yaml",
-        "02-job-pytorch-ddp-master.yaml",
-        "03-job-pytorch-ddp-worker.yaml",
+        "01-networkpolicy-pytorch-ddp.yaml",
+        "02-service-pytorch-ddp.yaml",
+        "03-job-pytorch-ddp-master.yaml",
+        "04-job-pytorch-ddp-worker.yaml",
     ]

@@ -110,17 +110,21 @@ def test_preview_shows_the_tree_order_and_totals(capsys):
     text = capsys.readouterr().out
     lines = text.splitlines()
     assert lines[0] == "aichor:index:PyTorchJob pytorch-ddp"
-    assert [line.split()[1:3] for line in lines[1:5]] == [
+    assert [line.split()[1:3] for line in lines[1:6]] == [
         ["1.", "Namespace"],
-        ["2.", "Service"],
-        ["3.", "Job"],
+        ["2.", "NetworkPolicy"],
+        ["3.", "Service"],
         ["4.", "Job"],
+        ["5.", "Job"],
     ]
     assert (
         "pytorch-ddp-worker: 2 pods, 4 CPU, 12Gi memory, 1 × nvidia.com/gpu (Quadro-RTX-4000)"
-        in lines[4]
+        in lines[5]
     )
-    assert "(after pytorch-ddp, pytorch-ddp-master)" in lines[4]
+    assert (
+        "(after Namespace/ml-experiments, NetworkPolicy/pytorch-ddp, Service/pytorch-ddp, Job/pytorch-ddp-master)"
+        in lines[5]
+    )
     assert "Totals: 3 pods, GPUs: 3 × Quadro-RTX-4000, 12 CPUs, 36 GiB memory" in text
 
 

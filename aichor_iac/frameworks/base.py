@@ -54,11 +54,13 @@ class Env:
 
 @dataclass(frozen=True)
 class Endpoint:
+    """A host, and the port that must accept connections (None: the host must resolve)."""
+
     host: str
-    port: int
+    port: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
+        return self.host if self.port is None else f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,9 @@ class Group:
     """One replica type of the manifest, run as one Indexed Job.
 
     `waits_for`: an endpoint that must accept TCP before this group's replicas start (a replica
-    never waits for itself). `follows`: the host of the entry point; once it has gone, this
-    group's replicas stop and succeed, so nothing keeps holding GPUs after the experiment ends.
+    never waits for itself). `follows`: the host of the entry point; replicas start once it
+    resolves and, once it has gone, stop and succeed, so nothing keeps holding GPUs after the
+    experiment ends.
     """
 
     role: str

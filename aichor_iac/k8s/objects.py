@@ -16,11 +16,13 @@ from pulumi_kubernetes.core.v1 import (
     EnvVarSourceArgs,
     LocalObjectReferenceArgs,
     ObjectFieldSelectorArgs,
+    PersistentVolumeClaimVolumeSourceArgs,
     PodSecurityContextArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
     ResourceRequirementsArgs,
     SeccompProfileArgs,
+    SecretKeySelectorArgs,
     SecurityContextArgs,
     ServicePortArgs,
     ServiceSpecArgs,
@@ -30,7 +32,7 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
-from ..frameworks import Group, Names, Plan
+from ..frameworks import Endpoint, Group, Names, Plan
 from ..frameworks.base import INDEX_VAR
 from ..manifest import Resources, Spec
 from ..settings import Settings
@@ -42,6 +44,15 @@ WAIT_FOR = "pulumi.com/waitFor"
 TPU_RESOURCE = "google.com/tpu"
 TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
 WAIT_CONTAINER = "wait-for-peers"
+GANG_SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
+PLATFORM_ENV = (
+    "AICHOR_EXPERIMENT_ID",
+    "AICHOR_PROJECT_ID",
+    "AICHOR_INPUT_PATH",
+    "AICHOR_OUTPUT_PATH",
+    "AICHOR_TENSORBOARD_PATH",
+    "AICHOR_LOGS_PATH",
+)
 
 
 @dataclass(frozen=True)
@@ -53,31 +64,111 @@ class Context:
     names: Names
     settings: Settings
 
-    def labels(self, role: str | None = None) -> dict[str, str]:
+    def labels(self, role: str | None = None, replica: bool = True) -> dict[str, str]:
+        """Recommended labels; replicas also carry Kubeflow's, which dashboards select on."""
         labels = {
             "app.kubernetes.io/name": self.plan.framework,
-            "app.kubernetes.io/instance": self.names.experiment,
-            "app.kubernetes.io/part-of": "aichor",
+            **self.experiment_selector(),
             "app.kubernetes.io/managed-by": "pulumi",
-            "training.kubeflow.org/job-name": self.names.experiment,
         }
+        if replica:
+            labels["training.kubeflow.org/job-name"] = self.names.experiment
         if role:
             labels["app.kubernetes.io/component"] = role
-            labels["training.kubeflow.org/replica-type"] = role
+            if replica:
+                labels["training.kubeflow.org/replica-type"] = role
         return labels
 
-    def selector(self) -> dict[str, str]:
+    def experiment_selector(self) -> dict[str, str]:
+        """Every pod of the experiment (replicas and TensorBoard)."""
         return {
             "app.kubernetes.io/instance": self.names.experiment,
             "app.kubernetes.io/part-of": "aichor",
         }
 
-    def metadata(self, name: str, role: str | None = None, annotations: dict | None = None):
+    def selector(self) -> dict[str, str]:
+        """The replicas only: the pods the headless Service names."""
+        return {
+            **self.experiment_selector(),
+            "training.kubeflow.org/job-name": self.names.experiment,
+        }
+
+    def metadata(
+        self,
+        name: str,
+        role: str | None = None,
+        annotations: dict[str, str] | None = None,
+        replica: bool = True,
+        labels: dict[str, str] | None = None,
+    ) -> ObjectMetaArgs:
         return ObjectMetaArgs(
             name=name,
             namespace=self.names.namespace,
-            labels=self.labels(role),
+            labels={**self.labels(role, replica), **(labels or {})},
             annotations=annotations or None,
+        )
+
+    @property
+    def shared_volume_claim(self) -> str | None:
+        return f"{self.names.experiment}-shared" if self.spec.storage.shared_volume else None
+
+    def platform_env(self) -> dict[str, str]:
+        """AICHOR_* values: the stack config's, else paths on the shared volume if any."""
+        values = self.settings.platform_env()
+        shared = self.spec.storage.shared_volume
+        if shared:
+            root = shared.mount_point.rstrip("/")
+            for name in ("INPUT", "OUTPUT", "TENSORBOARD", "LOGS"):
+                values.setdefault(f"AICHOR_{name}_PATH", f"{root}/{name.lower()}")
+        return {name: values[name] for name in PLATFORM_ENV if name in values}
+
+    def storage(self, read_only: bool = False) -> tuple[list[VolumeArgs], list[VolumeMountArgs]]:
+        """Volumes and mounts of the shared volume and of the existing claims to attach."""
+        claims = [(c.name, c.mount_point) for c in self.spec.storage.attach_existing_pvcs]
+        if self.shared_volume_claim:
+            claims.insert(
+                0, (self.shared_volume_claim, self.spec.storage.shared_volume.mount_point)
+            )
+        volumes, mounts = [], []
+        for i, (claim, mount_point) in enumerate(claims):
+            name = f"storage-{i}"
+            volumes.append(
+                VolumeArgs(
+                    name=name,
+                    persistent_volume_claim=PersistentVolumeClaimVolumeSourceArgs(
+                        claim_name=claim, read_only=read_only or None
+                    ),
+                )
+            )
+            mounts.append(
+                VolumeMountArgs(name=name, mount_path=mount_point, read_only=read_only or None)
+            )
+        return volumes, mounts
+
+    def gang_metadata(self) -> dict[str, dict[str, str]]:
+        """How replica pods name their PodGroup, per gang scheduler."""
+        group = self.names.experiment
+        if self.settings.gang_scheduler == "coscheduling":
+            return {"labels": {"scheduling.x-k8s.io/pod-group": group}}
+        if self.settings.gang_scheduler == "volcano":
+            return {"annotations": {"scheduling.k8s.io/group-name": group}}
+        return {}
+
+    @property
+    def scheduler_name(self) -> str | None:
+        return self.settings.scheduler_name or GANG_SCHEDULERS.get(self.settings.gang_scheduler)
+
+    def pod_defaults(self) -> dict:
+        """Pod spec fields every pod of the experiment shares."""
+        pull = [LocalObjectReferenceArgs(name=n) for n in self.settings.image_pull_secrets]
+        return dict(
+            automount_service_account_token=False,
+            enable_service_links=False,
+            security_context=PodSecurityContextArgs(
+                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault")
+            ),
+            image_pull_secrets=pull or None,
+            priority_class_name=self.settings.priority_class_name,
         )
 
 
@@ -108,9 +199,14 @@ def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
 
 
 def job(ctx: Context, group: Group) -> dict:
-    spec = ctx.spec
+    spec, queue, gang = ctx.spec, ctx.settings.kueue_queue, ctx.gang_metadata()
     return dict(
-        metadata=ctx.metadata(ctx.names.job(group.role), group.role, await_annotations(ctx, group)),
+        metadata=ctx.metadata(
+            ctx.names.job(group.role),
+            group.role,
+            await_annotations(ctx, group),
+            labels={"kueue.x-k8s.io/queue-name": queue} if queue else None,
+        ),
         spec=JobSpecArgs(
             completion_mode="Indexed",
             completions=group.count,
@@ -118,7 +214,10 @@ def job(ctx: Context, group: Group) -> dict:
             backoff_limit=spec.restart_policy.backoff_limit,
             active_deadline_seconds=spec.timeout_seconds,
             template=PodTemplateSpecArgs(
-                metadata=ObjectMetaArgs(labels=ctx.labels(group.role)),
+                metadata=ObjectMetaArgs(
+                    labels={**ctx.labels(group.role), **gang.get("labels", {})},
+                    annotations=gang.get("annotations"),
+                ),
                 spec=pod_spec(ctx, group),
             ),
         ),
@@ -127,7 +226,7 @@ def job(ctx: Context, group: Group) -> dict:
 
 def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     resources = group.spec.resources
-    volumes, mounts = [], []
+    volumes, mounts = ctx.storage()
     if resources.shm_size_gb:
         volumes.append(
             VolumeArgs(
@@ -151,18 +250,15 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         security_context=security,
     )
     init = None
-    if group.waits_for is not None:
+    # Followers start once the entry point exists, so its disappearance can be told apart.
+    target = group.waits_for or (Endpoint(group.follows) if group.follows else None)
+    if target is not None:
+        script = shell.wait_script(target, ctx.settings.peer_wait_seconds)
         init = [
             ContainerArgs(
                 name=WAIT_CONTAINER,
                 image=ctx.spec.image,
-                command=[
-                    "/bin/sh",
-                    "-c",
-                    shell.k8s_escape(
-                        shell.wait_script(group.waits_for, ctx.settings.peer_wait_seconds)
-                    ),
-                ],
+                command=["/bin/sh", "-c", shell.k8s_escape(script)],
                 env=[EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void")],
                 resources=ResourceRequirementsArgs(
                     requests={"cpu": "10m", "memory": "64Mi"},
@@ -174,34 +270,25 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     return PodSpecArgs(
         restart_policy="Never",
         subdomain=ctx.names.service,
-        automount_service_account_token=False,
-        enable_service_links=False,
-        security_context=PodSecurityContextArgs(
-            seccomp_profile=SeccompProfileArgs(type="RuntimeDefault")
-        ),
+        scheduler_name=ctx.scheduler_name,
         node_selector=node_selector(ctx.settings, resources) or None,
         tolerations=tolerations(resources) or None,
-        image_pull_secrets=[
-            LocalObjectReferenceArgs(name=n) for n in ctx.settings.image_pull_secrets
-        ]
-        or None,
         init_containers=init,
         containers=[main],
         volumes=volumes or None,
+        **ctx.pod_defaults(),
     )
 
 
 def env(ctx: Context, group: Group) -> list[EnvVarArgs]:
     """The replica index first (downward API), then the framework's variables (those that are
-    the index plus an offset are computed by the command's prelude), then AICHOR_* ones."""
+    the index plus an offset are computed by the command's prelude), AICHOR_* ones, and the
+    manifest's `spec.env` (Secrets by reference only)."""
+    index_path = f"metadata.annotations['{INDEX_ANNOTATION}']"
     entries = [
         EnvVarArgs(
             name=INDEX_VAR,
-            value_from=EnvVarSourceArgs(
-                field_ref=ObjectFieldSelectorArgs(
-                    field_path=f"metadata.annotations['{INDEX_ANNOTATION}']"
-                )
-            ),
+            value_from=EnvVarSourceArgs(field_ref=ObjectFieldSelectorArgs(field_path=index_path)),
         )
     ]
     for var in group.env:
@@ -209,11 +296,26 @@ def env(ctx: Context, group: Group) -> list[EnvVarArgs]:
             entries.append(EnvVarArgs(name=var.name, value=var.value))
         elif var.index_offset == 0:
             entries.append(EnvVarArgs(name=var.name, value=f"$({INDEX_VAR})"))
-    for name, value in ctx.settings.platform_env().items():
+    for name, value in ctx.platform_env().items():
         entries.append(EnvVarArgs(name=name, value=shell.k8s_escape(value)))
     if not group.spec.resources.gpus:
         # CUDA images set NVIDIA_VISIBLE_DEVICES=all: a replica without GPUs must not see any.
         entries.append(EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"))
+    entries += user_env(ctx.spec)
+    return entries
+
+
+def user_env(spec: Spec) -> list[EnvVarArgs]:
+    """`spec.env`: literal values (protected from `$(VAR)` expansion) and Secret references."""
+    entries = []
+    for var in spec.env:
+        if var.secret_key_ref is not None:
+            ref = SecretKeySelectorArgs(name=var.secret_key_ref.name, key=var.secret_key_ref.key)
+            entries.append(
+                EnvVarArgs(name=var.name, value_from=EnvVarSourceArgs(secret_key_ref=ref))
+            )
+        else:
+            entries.append(EnvVarArgs(name=var.name, value=shell.k8s_escape(var.value or "")))
     return entries
 
 

@@ -53,22 +53,29 @@ def k8s_escape(text: str) -> str:
 
 
 def wait_script(target: Endpoint, deadline_seconds: int) -> str:
-    """Init container: wait, bounded and logged, until `target` accepts TCP connections."""
-    host, port = shlex.quote(target.host), target.port
+    """Init container: wait, bounded and logged, until `target` accepts TCP connections (or,
+    without a port, until its host resolves)."""
+    host = shlex.quote(target.host)
+    if target.port is None:
+        probe, what, ready = _LOOKUP, f"aichor_lookup {host}", "to resolve"
+        done = "resolves"
+    else:
+        probe, what = _TCP_PROBE, f"aichor_tcp {host} {target.port}"
+        ready, done = "to accept connections", "accepts connections"
     return f"""\
-{_TCP_PROBE}
+{probe}
 case {host} in "{_SELF}".*) echo "aichor: {host} is this replica, not waiting"; exit 0;; esac
 start=$(date +%s)
-until aichor_tcp {host} {port}; do
+until {what}; do
   elapsed=$(( $(date +%s) - start ))
   if [ "$elapsed" -ge {deadline_seconds} ]; then
-    echo "aichor: gave up after ${{elapsed}}s: {host}:{port} does not accept connections" >&2
+    echo "aichor: gave up after ${{elapsed}}s waiting for {target} {ready}" >&2
     exit 1
   fi
-  echo "aichor: waiting for {host}:{port} to accept connections (${{elapsed}}s of {deadline_seconds}s)"
+  echo "aichor: waiting for {target} {ready} (${{elapsed}}s of {deadline_seconds}s)"
   sleep 2
 done
-echo "aichor: {host}:{port} accepts connections"
+echo "aichor: {target} {done}"
 """
 
 
@@ -96,7 +103,8 @@ def main_command(user_command: str, env: tuple[Env, ...], follows: str | None) -
 
 
 def follow_script(host: str) -> str:
-    """Stop the user's command once `host` has resolved and then stopped resolving.
+    """Stop the user's command once `host` no longer resolves (the init container made sure
+    it did when the replica started).
 
     Run `$1` in its own process group (with `setsid` when the image has it) so that stopping
     reaches every process of the user's command; PID 1 exiting ends whatever is left."""
@@ -108,13 +116,13 @@ child=$!
 aichor_stop() {{ kill -"$1" -"$child" 2>/dev/null || kill -"$1" "$child" 2>/dev/null; }}
 trap 'aichor_stop TERM' TERM INT
 case {quoted} in "{_SELF}".*) wait "$child"; exit $?;; esac
-seen=0 misses=0
+misses=0
 while kill -0 "$child" 2>/dev/null; do
   sleep "${{AICHOR_FOLLOW_INTERVAL:-{FOLLOW_INTERVAL_SECONDS}}}" & wait $!
   aichor_lookup {quoted}
   case $? in
-    0) seen=1 misses=0 ;;
-    2) [ "$seen" = 1 ] && misses=$((misses + 1)) ;;
+    0) misses=0 ;;
+    2) misses=$((misses + 1)) ;;
   esac
   if [ "$misses" -ge "${{AICHOR_FOLLOW_MISSES:-{FOLLOW_MISSES}}}" ]; then
     echo "aichor: {host} has ended; stopping this replica"
