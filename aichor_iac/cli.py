@@ -117,7 +117,7 @@ def _preview(args: argparse.Namespace) -> int:
         for r in rendering.resources
     }
     components = [r for r in rendering.resources if not r.custom and r.parent]
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 1000)
     for component in components:
         tree = Tree(f"[bold]{component.type}[/] {component.name}")
         children = [r for r in rendering.resources if r.parent == component.urn]
