@@ -7,6 +7,7 @@ stderr), 1 on an unexpected failure. Never a traceback unless AICHOR_IAC_DEBUG i
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -53,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     command("validate", _validate, "check a manifest; exit 2 with one line per problem")
+    schema = commands.add_parser("schema", help="print the manifest's JSON Schema (for editors)")
+    schema.set_defaults(handler=_schema)
     for name, handler, help in (
         ("render", _render, "print every Kubernetes object as multi-document YAML"),
         ("preview", _preview, "show the component, its objects in creation order and totals"),
@@ -81,6 +84,11 @@ def _parser() -> argparse.ArgumentParser:
 def _validate(args: argparse.Namespace) -> int:
     manifest = manifest_module.load(args.manifest)
     print(f"{args.manifest}: valid {manifest.spec.operator} manifest")
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    print(json.dumps(manifest_module.json_schema(), indent=2, sort_keys=True))
     return 0
 
 

@@ -109,6 +109,7 @@ class _Monitor(pulumi_mocks.MockMonitor):
                     k: v
                     for k, v in {
                         "deleteBeforeReplace": request.deleteBeforeReplace,
+                        "retainOnDelete": request.retainOnDelete,
                         "customTimeouts": {
                             k: getattr(timeouts, k)
                             for k in ("create", "update", "delete")

@@ -148,10 +148,16 @@ class RayPool(ReplicaType):
         return value
 
 
+def _lowercase_type_keys(schema: dict[str, Any]) -> None:
+    """Editors: accept `worker` as well as `Worker`, as the loader does."""
+    properties = schema.get("properties", {})
+    properties.update({k.lower(): v for k, v in list(properties.items())})
+
+
 class Types(Model):
     """Replica types; keys are matched case-insensitively (`worker` is `Worker`)."""
 
-    model_config = ConfigDict(alias_generator=None)
+    model_config = ConfigDict(alias_generator=None, json_schema_extra=_lowercase_type_keys)
 
     Master: ReplicaType | None = None
     Worker: ReplicaType | None = None
@@ -486,3 +492,11 @@ def _line_for(loc: tuple[str, ...], lines: dict) -> int | None:
         if loc[:end] in lines:
             return lines[loc[:end]]
     return None
+
+
+def json_schema() -> dict[str, Any]:
+    """The manifest's JSON Schema, for editors (`aichor-iac schema`)."""
+    schema = Manifest.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "AIchor experiment manifest (aichor-iac)"
+    return schema
