@@ -155,13 +155,15 @@ def world_size(slots: list[Slot]) -> int:
 
 
 def coordinated(
+    framework: str,
     slots: list[Slot],
     coordinator: Endpoint,
-    port_name: str,
     env: Callable[[Slot], tuple[Env, ...]],
-) -> tuple[Group, ...]:
-    """Groups around rank 0 (the entry point): every other replica waits until rank 0 accepts
-    connections and stops once rank 0 has ended. Rank 0 itself does neither."""
+    address_key: str | None = None,
+) -> Plan:
+    """A plan around rank 0 (the entry point), port named after the framework: every other
+    replica waits until rank 0 accepts connections and stops once rank 0 has ended. Rank 0
+    itself does neither."""
     leader = slots[0].role
     groups = []
     for slot in slots:
@@ -172,10 +174,15 @@ def coordinated(
                 replica_type=slot.replica_type,
                 spec=slot.spec,
                 env=env(slot),
-                ports=((port_name, coordinator.port),),
+                ports=((framework, coordinator.port),) if coordinator.port else (),
                 waits_for=None if rank_zero_only else coordinator,
                 follows=None if rank_zero_only else coordinator.host,
                 after=() if slot.role == leader else (leader,),
             )
         )
-    return tuple(groups)
+    return Plan(
+        framework=framework,
+        groups=tuple(groups),
+        entry_point=leader,
+        addresses={address_key or leader: str(coordinator)},
+    )

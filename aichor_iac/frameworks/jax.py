@@ -29,9 +29,4 @@ def plan(spec: Spec, names: Names) -> Plan:
             Env("PYTHONUNBUFFERED", "1"),
         )
 
-    return Plan(
-        framework="jax",
-        groups=coordinated(slots, coordinator, "jax", env),
-        entry_point=slots[0].role,
-        addresses={"coordinator": str(coordinator)},
-    )
+    return coordinated("jax", slots, coordinator, env, address_key="coordinator")

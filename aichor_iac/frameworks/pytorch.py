@@ -31,9 +31,4 @@ def plan(spec: Spec, names: Names) -> Plan:
             Env("PYTHONUNBUFFERED", "1"),
         )
 
-    return Plan(
-        framework="pytorch",
-        groups=coordinated(slots, coordinator, "pytorch", env),
-        entry_point=slots[0].role,
-        addresses={slots[0].role: str(coordinator)},
-    )
+    return coordinated("pytorch", slots, coordinator, env)

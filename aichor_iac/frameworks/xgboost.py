@@ -35,9 +35,4 @@ def plan(spec: Spec, names: Names) -> Plan:
             Env("PYTHONUNBUFFERED", "1"),
         )
 
-    return Plan(
-        framework="xgboost",
-        groups=coordinated(slots, coordinator, "xgboost", env),
-        entry_point=slots[0].role,
-        addresses={slots[0].role: str(coordinator)},
-    )
+    return coordinated("xgboost", slots, coordinator, env)
