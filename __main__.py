@@ -8,10 +8,13 @@ import pulumi
 from aichor_iac import components, manifest, settings
 
 config = pulumi.Config("aichor")
-stack_settings = settings.from_pulumi_config(config)
-experiment_manifest = manifest.load(config.require("manifest"))
-name = stack_settings.experiment_name or experiment_manifest.name or pulumi.get_stack()
+try:
+    stack_settings = settings.from_pulumi_config(config)
+    experiment_manifest = manifest.load(config.require("manifest"))
+    name = stack_settings.experiment_name or experiment_manifest.name or pulumi.get_stack()
+    experiment = components.experiment(name, experiment_manifest, stack_settings)
+except manifest.ManifestError as error:
+    raise pulumi.RunError(str(error)) from None  # one line per problem, no traceback
 
-experiment = components.experiment(name, experiment_manifest, stack_settings)
 for key, value in experiment.outputs.items():
     pulumi.export(key, value)

@@ -157,3 +157,17 @@ def test_bad_stack_config_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"{stack}: aichor:wait: Input should be 'none', 'ready' or 'complete'")
     assert err[1].startswith(f"{stack}: aichor:nameSpace: unknown key")
+
+
+def test_main_reports_manifest_problems_without_a_traceback(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("spec:\n  operator: pytorch\n  image: i\n  command: c\n  types: {Wroker: {}}\n")
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(pulumi.RunError) as caught:
+        engine.run(
+            lambda: runpy.run_path(str(ROOT / "__main__.py"))["experiment"].outputs,
+            config={"aichor:manifest": str(bad)},
+        )
+    assert str(caught.value) == (
+        f"{bad}:5: spec.types.Wroker: unknown key 'Wroker'; did you mean 'Worker'?"
+    )
