@@ -186,3 +186,13 @@ def coordinated(
         entry_point=leader,
         addresses={address_key or leader: str(coordinator)},
     )
+
+
+def master_env(coordinator: Endpoint, slots: list[Slot], slot: Slot) -> tuple[Env, ...]:
+    """Kubeflow's rank-0 rendezvous variables (PyTorchJob and XGBoostJob alike)."""
+    return (
+        Env("MASTER_ADDR", coordinator.host),
+        Env("MASTER_PORT", str(coordinator.port)),
+        Env("WORLD_SIZE", str(world_size(slots))),
+        Env.index("RANK", slot.offset),
+    )

@@ -7,7 +7,7 @@ aliases. Rank 0 is the master (or worker 0); worker i has rank i + 1 beside a ma
 from __future__ import annotations
 
 from ..manifest import Spec
-from .base import Endpoint, Env, Names, Plan, Slot, coordinated, ranked, world_size
+from .base import Endpoint, Env, Names, Plan, Slot, coordinated, master_env, ranked
 
 PORT = 23456
 
@@ -15,14 +15,10 @@ PORT = 23456
 def plan(spec: Spec, names: Names) -> Plan:
     slots = ranked(spec.types, ("Master", "Worker"))
     coordinator = Endpoint(names.host(slots[0].role, 0), PORT)
-    world = str(world_size(slots))
 
     def env(slot: Slot) -> tuple[Env, ...]:
         return (
-            Env("MASTER_ADDR", coordinator.host),
-            Env("MASTER_PORT", str(PORT)),
-            Env("WORLD_SIZE", world),
-            Env.index("RANK", slot.offset),
+            *master_env(coordinator, slots, slot),
             Env("PET_MASTER_ADDR", "$(MASTER_ADDR)"),
             Env("PET_MASTER_PORT", "$(MASTER_PORT)"),
             Env("PET_NNODES", "$(WORLD_SIZE)"),

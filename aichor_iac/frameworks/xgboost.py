@@ -8,7 +8,7 @@ connect unchanged. `WORKER_ADDRS` lists the `Worker` group's hosts.
 from __future__ import annotations
 
 from ..manifest import Spec
-from .base import Endpoint, Env, Names, Plan, Slot, coordinated, ranked, world_size
+from .base import Endpoint, Env, Names, Plan, Slot, coordinated, master_env, ranked
 
 PORT = 9999
 
@@ -16,16 +16,12 @@ PORT = 9999
 def plan(spec: Spec, names: Names) -> Plan:
     slots = ranked(spec.types, ("Master", "Worker"))
     coordinator = Endpoint(names.host(slots[0].role, 0), PORT)
-    world = str(world_size(slots))
     workers = spec.types.Worker.count if spec.types.Worker else 0
     worker_addrs = ",".join(names.host("worker", i) for i in range(workers))
 
     def env(slot: Slot) -> tuple[Env, ...]:
         return (
-            Env("MASTER_ADDR", coordinator.host),
-            Env("MASTER_PORT", str(PORT)),
-            Env("WORLD_SIZE", world),
-            Env.index("RANK", slot.offset),
+            *master_env(coordinator, slots, slot),
             Env("WORKER_PORT", str(PORT)),
             Env("WORKER_ADDRS", worker_addrs),
             Env("DMLC_TRACKER_URI", "$(MASTER_ADDR)"),
