@@ -1,0 +1,76 @@
+"""Property tests: for any valid manifest of the runnable operators, every object is valid
+Kubernetes (strict), every derived host name is a DNS label, rendering is deterministic and
+the totals match the manifest."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+from conftest import expand
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aichor_iac import output
+from aichor_iac.manifest import DNS_LABEL
+
+resources = st.fixed_dictionaries(
+    {"cpus": st.sampled_from([0.25, 1, 2, 7.5, 64])},
+    optional={
+        "shmSizeGB": st.sampled_from([0, 1, 16]),
+        "cpuLimitRatio": st.sampled_from([1, 1.5, 4]),
+        "accelerators": st.sampled_from(
+            [
+                {"gpu": {"count": 1, "product": "NVIDIA-A100-SXM4-80GB"}},
+                {"gpu": {"count": 2, "type": "mig-3g.40gb"}},
+            ]
+        ),
+    },
+).map(lambda r: {**r, "ramRatio": 2})
+count = st.integers(min_value=1, max_value=6)
+group = st.builds(lambda n, r: {"count": n, "resources": r}, count, resources)
+
+types_by_operator = {
+    "pytorch": st.one_of(
+        st.fixed_dictionaries({"Master": group.map(lambda g: {**g, "count": 1}), "Worker": group}),
+        st.fixed_dictionaries({"worker": group}),
+    ),
+    "xgboost": st.fixed_dictionaries(
+        {"Master": group.map(lambda g: {**g, "count": 1}), "Worker": group}
+    ),
+    "jax": st.fixed_dictionaries({"Worker": group}),
+    "tf": st.fixed_dictionaries(
+        {"Worker": group},
+        optional={
+            "Chief": group.map(lambda g: {**g, "count": 1}),
+            "PS": group,
+            "Evaluator": group.map(lambda g: {**g, "count": 1}),
+        },
+    ),
+}
+
+manifests = st.sampled_from(sorted(types_by_operator)).flatmap(
+    lambda op: st.builds(
+        lambda types, name: (
+            name,
+            {"spec": {"operator": op, "image": "img", "command": "run", "types": types}},
+        ),
+        types_by_operator[op],
+        st.text(alphabet="abcXYZ-_.09", min_size=1, max_size=80),
+    )
+)
+
+
+@given(manifests)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_manifest_renders_valid_deterministic_objects(case):
+    name, data = case
+    rendering = expand(data, name=name)
+    objects = rendering.objects
+    assert output.to_yaml(objects) == output.to_yaml(expand(data, name=name).objects)
+    for obj in objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    for job in jobs:
+        last = f"{job['metadata']['name']}-{job['spec']['completions'] - 1}"
+        assert DNS_LABEL.match(last) and len(last) <= 63
+    counts = sum(g["count"] for g in data["spec"]["types"].values())
+    assert rendering.outputs["pods"] == counts == sum(j["spec"]["completions"] for j in jobs)
