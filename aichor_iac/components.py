@@ -45,10 +45,8 @@ class Experiment(pulumi.ComponentResource):
         operator = manifest.spec.operator
         if operator not in self.OPERATORS:
             raise ValueError(
-                f"{type(self).__name__} runs operator {', '.join(self.OPERATORS)}, "
-                f"not '{operator}': use {COMPONENTS[operator].__name__}"
-                if operator in COMPONENTS
-                else f"operator '{operator}' is not supported yet"
+                f"{type(self).__name__} runs operator {', '.join(self.OPERATORS)}, not "
+                f"'{operator}': use components.experiment() to pick the component"
             )
         settings = settings or Settings()
         names = Names(
@@ -231,5 +229,7 @@ def experiment(
     """The component for the manifest's operator."""
     operator = manifest.spec.operator
     if operator not in COMPONENTS:
-        raise ValueError(f"operator '{operator}' is not supported yet")
+        raise ManifestError(
+            "manifest", [Problem("spec.operator", f"'{operator}' validates but cannot be run yet")]
+        )
     return COMPONENTS[operator](name, manifest, settings, opts)

@@ -16,7 +16,7 @@ import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
 from . import manifest as manifest_module
-from .manifest import Manifest, ManifestError, Problem
+from .manifest import Manifest
 from .settings import Settings
 
 PROJECT = "aichor"
@@ -151,18 +151,9 @@ def expand(
     name: str | None = None,
 ) -> Rendering:
     """The experiment's resources, exactly as `__main__.py` would create them."""
-    from .components import COMPONENTS, experiment
+    from .components import experiment
 
     settings = settings or Settings()
-    if manifest.spec.operator not in COMPONENTS:
-        raise ManifestError(
-            "manifest",
-            [
-                Problem(
-                    "spec.operator", f"'{manifest.spec.operator}' validates but cannot be run yet"
-                )
-            ],
-        )
     experiment_name = name or settings.experiment_name or manifest.name or stack
     return run(lambda: experiment(experiment_name, manifest, settings).outputs, stack)
 

@@ -82,8 +82,9 @@ class Settings(BaseModel):
         description="Extra egress the NetworkPolicy allows (CIDRs).",
     )
 
-    def platform_env(self) -> dict[str, str]:
-        """The AICHOR_* variables that are configured, in a fixed order."""
+    def platform_env(self, defaults: dict[str, str] | None = None) -> dict[str, str]:
+        """The AICHOR_* variables, configured or else from `defaults`, in a fixed order."""
+        defaults = defaults or {}
         values = {
             "AICHOR_EXPERIMENT_ID": self.experiment_id,
             "AICHOR_PROJECT_ID": self.project_id,
@@ -92,6 +93,7 @@ class Settings(BaseModel):
             "AICHOR_TENSORBOARD_PATH": self.tensorboard_path,
             "AICHOR_LOGS_PATH": self.logs_path,
         }
+        values = {k: v if v is not None else defaults.get(k) for k, v in values.items()}
         return {k: v for k, v in values.items() if v is not None}
 
 

@@ -45,14 +45,6 @@ TPU_RESOURCE = "google.com/tpu"
 TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
 WAIT_CONTAINER = "wait-for-peers"
 GANG_SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
-PLATFORM_ENV = (
-    "AICHOR_EXPERIMENT_ID",
-    "AICHOR_PROJECT_ID",
-    "AICHOR_INPUT_PATH",
-    "AICHOR_OUTPUT_PATH",
-    "AICHOR_TENSORBOARD_PATH",
-    "AICHOR_LOGS_PATH",
-)
 
 
 @dataclass(frozen=True)
@@ -114,13 +106,13 @@ class Context:
 
     def platform_env(self) -> dict[str, str]:
         """AICHOR_* values: the stack config's, else paths on the shared volume if any."""
-        values = self.settings.platform_env()
         shared = self.spec.storage.shared_volume
+        defaults = {}
         if shared:
             root = shared.mount_point.rstrip("/")
             for name in ("INPUT", "OUTPUT", "TENSORBOARD", "LOGS"):
-                values.setdefault(f"AICHOR_{name}_PATH", f"{root}/{name.lower()}")
-        return {name: values[name] for name in PLATFORM_ENV if name in values}
+                defaults[f"AICHOR_{name}_PATH"] = f"{root}/{name.lower()}"
+        return self.settings.platform_env(defaults)
 
     def storage(self, read_only: bool = False) -> tuple[list[VolumeArgs], list[VolumeMountArgs]]:
         """Volumes and mounts of the shared volume and of the existing claims to attach."""
