@@ -147,7 +147,7 @@ def test_tf_replicas_follow_the_entry_point(counts, entry):
         if name == f"exp-{entry}" and counts.get(entry.capitalize(), 0) == 1:
             assert not waits
         else:  # no TCP wait (TF's gRPC channels retry), but the entry point must exist first
-            assert len(waits) == 1 and f"aichor_lookup {entry_host};" in waits[0], name
+            assert len(waits) == 1 and f'aichor_wait {entry_host} ""' in waits[0], name
     outputs = expand(manifest("tf", **counts)).outputs
     assert outputs["entryPoint"] == f"exp-{entry}"
     assert outputs["addresses"] == {entry: f"{entry_host}:2222"}

@@ -45,7 +45,7 @@ def test_wait_returns_once_the_peer_accepts_connections():
 
     threading.Thread(target=listen_later, daemon=True).start()
     try:
-        result = sh(shell.wait_script(Endpoint("127.0.0.1", port), 60))
+        result = sh(shell.wait_script((Endpoint("127.0.0.1", port),), 60))
     finally:
         server.close()
     assert result.returncode == 0, result.stderr
@@ -55,13 +55,13 @@ def test_wait_returns_once_the_peer_accepts_connections():
 
 def test_wait_gives_up_after_its_deadline():
     port = free_port()
-    result = sh(shell.wait_script(Endpoint("127.0.0.1", port), 3))
+    result = sh(shell.wait_script((Endpoint("127.0.0.1", port),), 3))
     assert result.returncode == 1
     assert f"waiting for 127.0.0.1:{port} to accept connections" in result.stderr
 
 
 def test_a_replica_never_waits_for_itself():
-    script = shell.wait_script(Endpoint("exp-worker-0.exp.default.svc.cluster.local", 1), 3)
+    script = shell.wait_script((Endpoint("exp-worker-0.exp.default.svc.cluster.local", 1),), 3)
     result = sh(script, env={"HOSTNAME": "exp-worker-0"})
     assert result.returncode == 0
     assert "is this replica, not waiting" in result.stdout
@@ -86,10 +86,10 @@ def test_follower_keeps_the_command_while_the_entry_point_exists():
 def test_wait_for_a_host_to_resolve():
     # Followers without a port to wait for (e.g. TF parameter servers) wait for the entry
     # point's host to exist, so that its disappearance later means it has ended.
-    ok = sh(shell.wait_script(Endpoint("localhost"), 5))
+    ok = sh(shell.wait_script((Endpoint("localhost"),), 5))
     assert ok.returncode == 0 and ok.stdout.strip().endswith("aichor: localhost resolves")
     if _name_is_unknown():
-        missing = sh(shell.wait_script(Endpoint(GONE_HOST), 3))
+        missing = sh(shell.wait_script((Endpoint(GONE_HOST),), 3))
         assert missing.returncode == 1
         assert (
             "gave up after" in missing.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from ..manifest import ReplicaType, Types
 
@@ -34,43 +35,97 @@ class Names:
     def job(self, role: str) -> str:
         return f"{self.experiment}-{role}"
 
-    def host(self, role: str, index: int) -> str:
-        return f"{self.job(role)}-{index}.{self.service}.{self.namespace}.svc.{self.cluster_domain}"
+    @property
+    def secret(self) -> str:
+        """The Secret generated for the experiment (cluster password, SSH key)."""
+        return f"{self.experiment}-secret"
+
+    @property
+    def config(self) -> str:
+        """The ConfigMap of files the replicas mount (e.g. MPI's hostfile)."""
+        return f"{self.experiment}-config"
+
+    def service_host(self, service: str) -> str:
+        return f"{service}.{self.namespace}.svc.{self.cluster_domain}"
+
+    def host(self, role: str, index: int | str) -> str:
+        return self.service_host(f"{self.job(role)}-{index}.{self.service}")
 
 
 @dataclass(frozen=True)
 class Env:
     """One environment variable: a literal (which may use Kubernetes' `$(VAR)` references to
-    earlier entries), or the replica's index plus an offset (computed in the container)."""
+    earlier entries), the replica's index plus an offset (computed in the container), a pod
+    field (downward API), or a key of the experiment's generated Secret (by reference only)."""
 
     name: str
     value: str = ""
     index_offset: int | None = None
+    field_path: str | None = None
+    secret_key: str | None = None
 
     @classmethod
     def index(cls, name: str, offset: int = 0) -> Env:
         return cls(name, index_offset=offset)
 
+    @classmethod
+    def field(cls, name: str, path: str) -> Env:
+        return cls(name, field_path=path)
+
+    @classmethod
+    def secret(cls, name: str, key: str) -> Env:
+        return cls(name, secret_key=key)
+
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A host, and the port that must accept connections (None: the host must resolve)."""
+    """A host, and the port that must accept connections (None: the host must resolve).
+
+    With `replicas` N, `host` is a pattern holding `$i` and stands for the N hosts of a group
+    (`Names.host(role, "$i")`), so waiting for 1,000 workers stays a short loop."""
 
     host: str
     port: int | None = None
+    replicas: int = 0
 
     def __str__(self) -> str:
-        return self.host if self.port is None else f"{self.host}:{self.port}"
+        host = (
+            self.host.replace("$i", f"{{0..{self.replicas - 1}}}") if self.replicas else self.host
+        )
+        return host if self.port is None else f"{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class File:
+    """A key of the experiment's generated Secret or ConfigMap, as a file of a mount."""
+
+    source: Literal["secret", "config"]
+    key: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Mount:
+    """Files projected read-only into a directory of the replica, with one file mode."""
+
+    name: str
+    path: str
+    files: tuple[File, ...]
+    mode: int = 0o644
 
 
 @dataclass(frozen=True)
 class Group:
     """One replica type of the manifest, run as one Indexed Job.
 
-    `waits_for`: an endpoint that must accept TCP before this group's replicas start (a replica
-    never waits for itself). `follows`: the host of the entry point; replicas start once it
-    resolves and, once it has gone, stop and succeed, so nothing keeps holding GPUs after the
-    experiment ends.
+    `waits_for`: endpoints that must accept TCP before this group's replicas start (a replica
+    never waits for itself). `follows`: the host of the entry point; once it has gone, the
+    replicas stop and succeed, so nothing keeps holding GPUs after the experiment ends. When the
+    entry point is created before this group (`leader_first`), replicas start once it resolves;
+    otherwise they start at once and only a host they have seen can be gone.
+    `program`: what the replicas run instead of the manifest command (`ray start`, sshd).
+    `ready_port`: a replica is Ready once it accepts connections there, and the Jobs created
+    after this group wait until all its replicas are Ready (`pulumi.com/waitFor`).
     """
 
     role: str
@@ -78,9 +133,14 @@ class Group:
     spec: ReplicaType
     env: tuple[Env, ...] = ()
     ports: tuple[tuple[str, int], ...] = ()
-    waits_for: Endpoint | None = None
+    waits_for: tuple[Endpoint, ...] = ()
     follows: str | None = None
+    leader_first: bool = True
     after: tuple[str, ...] = ()  # roles whose Jobs are created before this one
+    program: str | None = None
+    ready_port: int | None = None
+    capabilities: tuple[str, ...] = ()  # added to the container's (all others are dropped)
+    mounts: tuple[Mount, ...] = ()
 
     @property
     def count(self) -> int:
@@ -93,6 +153,9 @@ class Plan:
     groups: tuple[Group, ...]
     entry_point: str  # role of the group whose end is the experiment's end
     addresses: dict[str, str] = field(default_factory=dict)  # role -> host:port
+    secret: Literal["password", "ssh"] | None = None  # what `Names.secret` holds, if created
+    files: dict[str, str] = field(default_factory=dict)  # the `Names.config` ConfigMap's data
+    outputs: dict[str, Any] = field(default_factory=dict)  # framework-specific stack outputs
 
     def __post_init__(self) -> None:
         earlier: set[str] = set()
@@ -175,7 +238,7 @@ def coordinated(
                 spec=slot.spec,
                 env=env(slot),
                 ports=((framework, coordinator.port),) if coordinator.port else (),
-                waits_for=None if rank_zero_only else coordinator,
+                waits_for=() if rank_zero_only else (coordinator,),
                 follows=None if rank_zero_only else coordinator.host,
                 after=() if slot.role == leader else (leader,),
             )

@@ -9,31 +9,38 @@ from dataclasses import dataclass
 from pulumi_kubernetes.batch.v1 import JobSpecArgs
 from pulumi_kubernetes.core.v1 import (
     CapabilitiesArgs,
+    ConfigMapProjectionArgs,
     ContainerArgs,
     ContainerPortArgs,
     EmptyDirVolumeSourceArgs,
     EnvVarArgs,
     EnvVarSourceArgs,
+    KeyToPathArgs,
     LocalObjectReferenceArgs,
     ObjectFieldSelectorArgs,
     PersistentVolumeClaimVolumeSourceArgs,
     PodSecurityContextArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
+    ProbeArgs,
+    ProjectedVolumeSourceArgs,
     ResourceRequirementsArgs,
     SeccompProfileArgs,
     SecretKeySelectorArgs,
+    SecretProjectionArgs,
     SecurityContextArgs,
     ServicePortArgs,
     ServiceSpecArgs,
+    TCPSocketActionArgs,
     TolerationArgs,
     VolumeArgs,
     VolumeMountArgs,
+    VolumeProjectionArgs,
 )
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
 from ..frameworks import Endpoint, Group, Names, Plan
-from ..frameworks.base import INDEX_VAR
+from ..frameworks.base import INDEX_VAR, Mount
 from ..manifest import Resources, Spec
 from ..settings import Settings
 from . import shell
@@ -181,9 +188,11 @@ def service(ctx: Context) -> dict:
 
 
 def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
-    """How `pulumi up` waits for this group's Job, per `aichor:wait` (DESIGN §4)."""
+    """How `pulumi up` waits for this group's Job, per `aichor:wait` (DESIGN §4). A group with
+    a readiness port is always awaited: the groups created after it need it up (Ray's head,
+    MPI's workers)."""
     mode = ctx.settings.wait
-    if mode == "ready":
+    if mode == "ready" or group.ready_port is not None:
         return {WAIT_FOR: f"jsonpath={{.status.ready}}={group.count}"}
     if mode == "complete" and group.role == ctx.plan.entry_point:
         return {}  # the provider's Job await: succeeds on Complete, fails on Failed
@@ -229,23 +238,36 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
             )
         )
         mounts.append(VolumeMountArgs(name="dshm", mount_path="/dev/shm"))
-    security = container_security(ctx.spec)
+    for mount in group.mounts:
+        volumes.append(projected_volume(ctx.names, mount))
+        mounts.append(VolumeMountArgs(name=mount.name, mount_path=mount.path, read_only=True))
+    security = container_security(ctx.spec, group.capabilities)
+    ready = group.ready_port
     main = ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,
-        command=shell.main_command(ctx.spec.command, group.env, group.follows),
+        command=shell.main_command(
+            group.program or ctx.spec.command, group.env, group.follows, group.leader_first
+        ),
         env=env(ctx, group),
         ports=[ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in group.ports]
         or None,
+        readiness_probe=ProbeArgs(
+            tcp_socket=TCPSocketActionArgs(port=ready), period_seconds=5, failure_threshold=1
+        )
+        if ready
+        else None,
         resources=requirements(resources),
         volume_mounts=mounts or None,
         security_context=security,
     )
     init = None
-    # Followers start once the entry point exists, so its disappearance can be told apart.
-    target = group.waits_for or (Endpoint(group.follows) if group.follows else None)
-    if target is not None:
-        script = shell.wait_script(target, ctx.settings.peer_wait_seconds)
+    targets = group.waits_for
+    if group.follows and group.leader_first and all(t.host != group.follows for t in targets):
+        # Followers start once the entry point exists, so its disappearance can be told apart.
+        targets = (*targets, Endpoint(group.follows))
+    if targets:
+        script = shell.wait_script(targets, ctx.settings.peer_wait_seconds)
         init = [
             ContainerArgs(
                 name=WAIT_CONTAINER,
@@ -256,7 +278,7 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
                     requests={"cpu": "10m", "memory": "64Mi"},
                     limits={"cpu": "1", "memory": "256Mi"},
                 ),
-                security_context=security,
+                security_context=container_security(ctx.spec),
             )
         ]
     return PodSpecArgs(
@@ -284,7 +306,15 @@ def env(ctx: Context, group: Group) -> list[EnvVarArgs]:
         )
     ]
     for var in group.env:
-        if var.index_offset is None:
+        if var.field_path is not None:
+            source = EnvVarSourceArgs(field_ref=ObjectFieldSelectorArgs(field_path=var.field_path))
+            entries.append(EnvVarArgs(name=var.name, value_from=source))
+        elif var.secret_key is not None:
+            ref = SecretKeySelectorArgs(name=ctx.names.secret, key=var.secret_key)
+            entries.append(
+                EnvVarArgs(name=var.name, value_from=EnvVarSourceArgs(secret_key_ref=ref))
+            )
+        elif var.index_offset is None:
             entries.append(EnvVarArgs(name=var.name, value=var.value))
         elif var.index_offset == 0:
             entries.append(EnvVarArgs(name=var.name, value=f"$({INDEX_VAR})"))
@@ -311,13 +341,36 @@ def user_env(spec: Spec) -> list[EnvVarArgs]:
     return entries
 
 
-def container_security(spec: Spec) -> SecurityContextArgs:
-    """Pod Security Standards "baseline", and of "restricted" all that ML images allow."""
+def container_security(spec: Spec, capabilities: tuple[str, ...] = ()) -> SecurityContextArgs:
+    """Pod Security Standards "baseline", and of "restricted" all that ML images allow: every
+    capability dropped but those a group's program needs (sshd) and ptrace if asked for."""
+    add = sorted({*capabilities, *(["SYS_PTRACE"] if spec.security_context.ptrace else [])})
     return SecurityContextArgs(
         allow_privilege_escalation=False,
-        capabilities=CapabilitiesArgs(
-            drop=["ALL"], add=["SYS_PTRACE"] if spec.security_context.ptrace else None
-        ),
+        capabilities=CapabilitiesArgs(drop=["ALL"], add=add or None),
+    )
+
+
+def projected_volume(names: Names, mount: Mount) -> VolumeArgs:
+    """Files of the experiment's Secret and ConfigMap in one directory, with one mode."""
+
+    def items(source: str) -> list[KeyToPathArgs]:
+        return [KeyToPathArgs(key=f.key, path=f.path) for f in mount.files if f.source == source]
+
+    sources = []
+    if secret := items("secret"):
+        sources.append(
+            VolumeProjectionArgs(secret=SecretProjectionArgs(name=names.secret, items=secret))
+        )
+    if config := items("config"):
+        sources.append(
+            VolumeProjectionArgs(
+                config_map=ConfigMapProjectionArgs(name=names.config, items=config)
+            )
+        )
+    return VolumeArgs(
+        name=mount.name,
+        projected=ProjectedVolumeSourceArgs(sources=sources, default_mode=mount.mode),
     )
 
 

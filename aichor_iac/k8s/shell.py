@@ -52,31 +52,41 @@ def k8s_escape(text: str) -> str:
     return text.replace("$", "$$")
 
 
-def wait_script(target: Endpoint, deadline_seconds: int) -> str:
-    """Init container: wait, bounded and logged, until `target` accepts TCP connections (or,
-    without a port, until its host resolves)."""
-    host = shlex.quote(target.host)
-    if target.port is None:
-        probe, what, ready = _LOOKUP, f"aichor_lookup {host}", "to resolve"
-        done = "resolves"
-    else:
-        probe, what = _TCP_PROBE, f"aichor_tcp {host} {target.port}"
-        ready, done = "to accept connections", "accepts connections"
-    return f"""\
-{probe}
-case {host} in "{_SELF}".*) echo "aichor: {host} is this replica, not waiting"; exit 0;; esac
+def wait_script(targets: tuple[Endpoint, ...], deadline_seconds: int) -> str:
+    """Init container: wait, bounded overall and logged, until every target accepts TCP
+    connections (or, without a port, until its host resolves). A replica skips itself."""
+    probes = {_LOOKUP if t.port is None else _TCP_PROBE for t in targets}
+    lines = [*sorted(probes), _WAIT.format(self=_SELF, deadline=deadline_seconds)]
+    for target in targets:
+        port = '""' if target.port is None else target.port
+        if target.replicas:  # host names are DNS names: "$i" is the only expansion
+            lines.append(
+                f'i=0; while [ "$i" -lt {target.replicas} ]; do '
+                f'aichor_wait "{target.host}" {port}; i=$((i + 1)); done'
+            )
+        else:
+            lines.append(f"aichor_wait {shlex.quote(target.host)} {port}")
+    return "\n".join(lines) + "\n"
+
+
+# `aichor_wait HOST PORT`: until HOST:PORT accepts connections (HOST resolves, without PORT).
+_WAIT = """\
 start=$(date +%s)
-until {what}; do
-  elapsed=$(( $(date +%s) - start ))
-  if [ "$elapsed" -ge {deadline_seconds} ]; then
-    echo "aichor: gave up after ${{elapsed}}s waiting for {target} {ready}" >&2
-    exit 1
-  fi
-  echo "aichor: waiting for {target} {ready} (${{elapsed}}s of {deadline_seconds}s)"
-  sleep 2
-done
-echo "aichor: {target} {done}"
-"""
+aichor_wait() {{
+  case "$1" in "{self}".*) echo "aichor: $1 is this replica, not waiting"; return 0;; esac
+  if [ -n "$2" ]; then what="$1:$2 to accept connections"; done="$1:$2 accepts connections"
+  else what="$1 to resolve"; done="$1 resolves"; fi
+  until if [ -n "$2" ]; then aichor_tcp "$1" "$2"; else aichor_lookup "$1"; fi; do
+    elapsed=$(( $(date +%s) - start ))
+    if [ "$elapsed" -ge {deadline} ]; then
+      echo "aichor: gave up after ${{elapsed}}s waiting for $what" >&2
+      exit 1
+    fi
+    echo "aichor: waiting for $what (${{elapsed}}s of {deadline}s)"
+    sleep 2
+  done
+  echo "aichor: $done"
+}}"""
 
 
 def prelude(env: tuple[Env, ...]) -> list[str]:
@@ -86,8 +96,11 @@ def prelude(env: tuple[Env, ...]) -> list[str]:
     ]
 
 
-def main_command(user_command: str, env: tuple[Env, ...], follows: str | None) -> list[str]:
-    """The main container's command: the prelude, then the user's command as `$1`.
+def main_command(
+    command: str, env: tuple[Env, ...], follows: str | None, seen: bool = True
+) -> list[str]:
+    """The main container's command: the prelude, then `command` (the user's, or the group's
+    program) as `$1`.
 
     With `follows`, the command runs as a child that is stopped (and the replica succeeds) once
     the followed host has disappeared from DNS, i.e. the entry point's pod has ended.
@@ -95,16 +108,17 @@ def main_command(user_command: str, env: tuple[Env, ...], follows: str | None) -
     lines = prelude(env)
     if follows is None:
         if not lines:
-            return ["/bin/sh", "-c", k8s_escape(user_command)]
+            return ["/bin/sh", "-c", k8s_escape(command)]
         lines.append('exec /bin/sh -c "$1"')
     else:
-        lines.append(follow_script(follows))
-    return ["/bin/sh", "-c", k8s_escape("\n".join(lines)), "aichor", k8s_escape(user_command)]
+        lines.append(follow_script(follows, seen))
+    return ["/bin/sh", "-c", k8s_escape("\n".join(lines)), "aichor", k8s_escape(command)]
 
 
-def follow_script(host: str) -> str:
-    """Stop the user's command once `host` no longer resolves (the init container made sure
-    it did when the replica started).
+def follow_script(host: str, seen: bool = True) -> str:
+    """Stop the command once `host` no longer resolves. `seen`: the init container made sure
+    it resolved when the replica started; otherwise only a host once seen can be gone (it
+    belongs to a group created after this one).
 
     Run `$1` in its own process group (with `setsid` when the image has it) so that stopping
     reaches every process of the user's command; PID 1 exiting ends whatever is left."""
@@ -117,12 +131,13 @@ aichor_stop() {{ kill -"$1" -"$child" 2>/dev/null || kill -"$1" "$child" 2>/dev/
 trap 'aichor_stop TERM' TERM INT
 case {quoted} in "{_SELF}".*) wait "$child"; exit $?;; esac
 misses=0
+seen={int(seen)}
 while kill -0 "$child" 2>/dev/null; do
   sleep "${{AICHOR_FOLLOW_INTERVAL:-{FOLLOW_INTERVAL_SECONDS}}}" & wait $!
   aichor_lookup {quoted}
   case $? in
-    0) misses=0 ;;
-    2) misses=$((misses + 1)) ;;
+    0) misses=0; seen=1 ;;
+    2) misses=$((misses + seen)) ;;
   esac
   if [ "$misses" -ge "${{AICHOR_FOLLOW_MISSES:-{FOLLOW_MISSES}}}" ]; then
     echo "aichor: {host} has ended; stopping this replica"
