@@ -1,11 +1,16 @@
 # make demo: create .venv, install, then validate, preview and render every example offline.
-# make test: create .venv, install with the test extra, lint and run the test suite.
+# make test: create .venv, install with the test extra (and, as root, Debian's OpenMPI and
+# OpenSSH for the real MPI test), lint and run the test suite.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean system-packages
+
+# Real MPI runs in the tests need Debian's OpenMPI and OpenSSH server: installed when this
+# runs as root with apt-get (CI), otherwise those tests skip and say why.
+SYSTEM_PACKAGES := openmpi-bin openssh-server openssh-client
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +33,13 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) lint
+system-packages:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null) \
+	  || echo "system-packages: could not install $(SYSTEM_PACKAGES); the real MPI test will skip"; \
+	fi
+
+test: $(STAMP) lint system-packages
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

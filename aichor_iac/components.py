@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import pulumi
+import pulumi_random
+import pulumi_tls
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.batch.v1 import Job
-from pulumi_kubernetes.core.v1 import Namespace, PersistentVolumeClaim, Service
+from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
@@ -70,6 +72,18 @@ class Experiment(pulumi.ComponentResource):
                 )
             )
         needed = list(first)  # what every pod of the experiment needs to exist first
+        if self.plan.secret:
+            needed.append(
+                Secret(
+                    f"{name}-secret",
+                    **services.generated_secret(ctx, self._secret_data(name)),
+                    opts=self._child(first),
+                )
+            )
+        if self.plan.files:
+            needed.append(
+                ConfigMap(f"{name}-config", **services.config_map(ctx), opts=self._child(first))
+            )
         if ctx.shared_volume_claim:
             needed.append(
                 PersistentVolumeClaim(
@@ -93,13 +107,28 @@ class Experiment(pulumi.ComponentResource):
                 )
             )
         service = Service(f"{name}-service", **objects.service(ctx), opts=self._child(needed))
+        role_services = {
+            role: Service(
+                f"{name}-{role}-service",
+                **objects.role_service(ctx, service_name, role),
+                opts=self._child(needed),
+            )
+            for service_name, role in self.plan.services.items()
+        }
         self.jobs = {}
         for group in self.plan.groups:
             after = [service, *needed, *(self.jobs[role] for role in group.after)]
+            if group.role in role_services:
+                after.append(role_services[group.role])
+            gate = group.ready_port is not None  # always awaited: see objects.await_annotations
             self.jobs[group.role] = Job(
                 f"{name}-{group.role}",
                 **objects.job(ctx, group),
-                opts=self._child(after, manifest.spec.timeout_seconds, settings.wait),
+                opts=self._child(
+                    after,
+                    manifest.spec.timeout_seconds or (settings.peer_wait_seconds if gate else None),
+                    "ready" if gate else settings.wait,
+                ),
             )
         if manifest.spec.tensorboard.enabled:
             Deployment(
@@ -134,6 +163,22 @@ class Experiment(pulumi.ComponentResource):
             retain_on_delete=retain or None,
         )
 
+    def _secret_data(self, name: str) -> dict[str, pulumi.Output[str]]:
+        """Values for the experiment's Secret, from a Pulumi resource created once per stack
+        (a password for Ray, an SSH key pair for MPI), marked secret."""
+        if self.plan.secret == "password":
+            password = pulumi_random.RandomPassword(
+                f"{name}-password", length=32, special=False, opts=self._child()
+            )
+            values = {"password": password.result}
+        else:
+            key = pulumi_tls.PrivateKey(f"{name}-ssh-key", algorithm="ED25519", opts=self._child())
+            values = {
+                "ssh-privatekey": key.private_key_openssh,
+                "ssh-publickey": key.public_key_openssh,
+            }
+        return {k: pulumi.Output.secret(v) for k, v in values.items()}
+
     def _outputs(self, ctx: objects.Context) -> dict[str, Any]:
         """The stack outputs contract (README "Stack outputs")."""
         names = ctx.names
@@ -146,6 +191,7 @@ class Experiment(pulumi.ComponentResource):
             "addresses": dict(self.plan.addresses),
             "logs": f"kubectl logs -n {names.namespace} -f job/{entry}",
             **self.plan.totals(),
+            **self.plan.outputs,
         }
         if ctx.spec.tensorboard.enabled:
             outputs["tensorboard"] = (
@@ -215,8 +261,17 @@ class TFJob(Experiment):
     OPERATORS = ("tf",)
 
 
+class MPIJob(Experiment):
+    """MPI over SSH (Kubeflow MPI Operator v2 contract): `Worker` replicas run sshd, the
+    `Launcher` runs the command (`mpirun …`) with the generated key and the hostfile, once
+    every worker accepts SSH; the workers stop when the launcher has ended."""
+
+    TYPE = "aichor:index:MPIJob"
+    OPERATORS = ("mpi",)
+
+
 COMPONENTS: dict[str, type[Experiment]] = {
-    op: cls for cls in (PyTorchJob, XGBoostJob, JaxJob, TFJob) for op in cls.OPERATORS
+    op: cls for cls in (PyTorchJob, XGBoostJob, JaxJob, TFJob, MPIJob) for op in cls.OPERATORS
 }
 
 

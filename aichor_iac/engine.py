@@ -67,6 +67,17 @@ class Rendering:
         return [r.inputs for r in self.resources if r.is_kubernetes]
 
 
+# Stand-in values for the outputs of the providers that generate secrets (they run only
+# under `pulumi up`). They never reach the output: the components mark them secret.
+GENERATED = {
+    "random:index/randomPassword:RandomPassword": {"result": "mock-password"},
+    "tls:index/privateKey:PrivateKey": {
+        "privateKeyOpenssh": "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n",
+        "publicKeyOpenssh": "ssh-ed25519 mock\n",
+    },
+}
+
+
 class _Recorder(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
@@ -79,7 +90,7 @@ class _Recorder(pulumi.runtime.Mocks):
             metadata.setdefault("name", args.name)
             state["metadata"] = metadata
         self.inputs[(args.typ, args.name)] = state
-        return f"{args.name}-id", state
+        return f"{args.name}-id", {**state, **GENERATED.get(args.typ, {})}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         return {}

@@ -38,8 +38,15 @@ def expand(text: str, mapping: dict[str, str]) -> str:
     return "".join(out)
 
 
-def container_env(job: dict[str, Any], index: int, container: str | None = None) -> dict[str, str]:
-    """The env Kubernetes gives a container of pod `index` of an Indexed Job."""
+def container_env(
+    job: dict[str, Any],
+    index: int,
+    container: str | None = None,
+    pod_ip: str | None = None,
+    secrets: dict[tuple[str, str], str] | None = None,
+) -> dict[str, str]:
+    """The env Kubernetes gives a container of pod `index` of an Indexed Job; `secrets` holds
+    the values of (Secret name, key) references."""
     spec = job["spec"]["template"]["spec"]
     main = _container(spec, container)
     env: dict[str, str] = {}
@@ -50,9 +57,12 @@ def container_env(job: dict[str, Any], index: int, container: str | None = None)
                 path = source["fieldRef"]["fieldPath"]
                 env[entry["name"]] = {
                     INDEX_PATH: str(index),
-                    "status.podIP": f"10.0.0.{index + 1}",
+                    "status.podIP": pod_ip or f"10.0.0.{index + 1}",
                     "metadata.namespace": job["metadata"]["namespace"],
                 }[path]
+            elif "secretKeyRef" in source and secrets:
+                ref = source["secretKeyRef"]
+                env[entry["name"]] = secrets[(ref["name"], ref["key"])]
             else:
                 env[entry["name"]] = f"<{entry['name']} from {sorted(source)[0]}>"
         else:
@@ -98,27 +108,51 @@ class LocalCluster:
     """Run every replica of a rendered experiment as local processes, the way Kubernetes would
     run its pods: init containers, then the main container, each with its env and host name.
 
-    The replicas share a network namespace of their own (`ip netns`, root only), whose
-    /etc/hosts resolves every replica host to 127.0.0.1; when a replica's main container exits,
-    its host leaves that file, as a finished pod leaves the Service's DNS records.
+    Each pod gets a network namespace of its own (`ip netns`, root only) with its own address
+    on a bridge, a private /tmp, and its projected volumes (Secret and ConfigMap files, with
+    their modes) mounted where the pod spec says. One /etc/hosts, shared by all pods and
+    trusted alone (as the cluster DNS is for its own names), resolves every pod host and every
+    per-group Service; when a pod's main container exits, its processes are killed and its
+    names leave that file, as a finished pod leaves the Service's DNS records.
+    `secrets` gives the values of the generated Secret's keys (they are never rendered).
     """
 
-    def __init__(self, objects: list[dict[str, Any]], env: dict[str, str]):
+    def __init__(
+        self,
+        objects: list[dict[str, Any]],
+        env: dict[str, str],
+        secrets: dict[str, str] | None = None,
+    ):
+        import tempfile
         import threading
         import uuid
         from pathlib import Path
 
         self.jobs = [o for o in objects if o["kind"] == "Job"]
+        self.services = [
+            o for o in objects if o["kind"] == "Service" and o["spec"].get("clusterIP") == "None"
+        ]
+        self.config = {
+            o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"
+        }
+        self.secrets = {
+            (o["metadata"]["name"], key): value
+            for o in objects
+            if o["kind"] == "Secret"
+            for key, value in (secrets or {}).items()
+        }
         self.env = env
         self.lock = threading.Lock()
         self.results: dict[str, subprocess.CompletedProcess] = {}
-        self.netns = f"aichor-test-{uuid.uuid4().hex[:8]}"
-        self.etc = Path("/etc/netns") / self.netns  # `ip netns exec` mounts etc/hosts from here
-        self.hosts = {
-            f"{job['metadata']['name']}-{i}": self._fqdn(job, i)
-            for job in self.jobs
-            for i in range(job["spec"]["completions"])
-        }
+        self.id = uuid.uuid4().hex[:6]
+        self.root = Path(
+            tempfile.mkdtemp(prefix="aichor-pods-", dir="/var/tmp")
+        )  # not under /tmp: each pod gets its own /tmp
+        self.etc = Path("/etc/netns")
+        self.pods = [(job, i) for job in self.jobs for i in range(job["spec"]["completions"])]
+        self.ips = {_pod(job, i): f"10.77.0.{n + 2}" for n, (job, i) in enumerate(self.pods)}
+        self.live = set(self.ips)
+        self.made: list[Path] = []
 
     @staticmethod
     def available() -> bool:
@@ -131,23 +165,50 @@ class LocalCluster:
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         return made
 
+    def _ns(self, pod: str | None = None) -> str:
+        return f"aichor-{self.id}-" + ("switch" if pod is None else str(list(self.ips).index(pod)))
+
     def __enter__(self) -> LocalCluster:
-        subprocess.run(["ip", "netns", "add", self.netns], check=True)
-        subprocess.run(
-            ["ip", "netns", "exec", self.netns, "ip", "link", "set", "lo", "up"], check=True
-        )
-        self.etc.mkdir(parents=True, exist_ok=True)
-        # The hosts file is the authority, as the cluster DNS is for its own names: a name that
-        # left it is "not found" (NXDOMAIN), not a lookup error.
-        (self.etc / "nsswitch.conf").write_text("hosts: files\n")
+        def ip(*args: str, ns: str | None = None) -> None:
+            prefix = ["ip", "netns", "exec", ns] if ns else []
+            subprocess.run([*prefix, "ip", *args], check=True, capture_output=True)
+
+        switch = self._ns()
+        ip("netns", "add", switch)
+        ip("link", "add", "br0", "type", "bridge", ns=switch)
+        ip("link", "set", "br0", "up", ns=switch)
+        hosts = self.root / "hosts"
+        hosts.write_text("")
+        for n, pod in enumerate(self.ips):
+            ns = self._ns(pod)
+            ip("netns", "add", ns)
+            ip("link", "set", "lo", "up", ns=ns)
+            outside = f"a{self.id}{n}"
+            ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip("link", "set", outside, "netns", switch)
+            ip("link", "set", outside, "master", "br0", "up", ns=switch)
+            ip("addr", "add", f"{self.ips[pod]}/24", "dev", "eth0", ns=ns)
+            ip("link", "set", "eth0", "up", ns=ns)
+            # `ip netns exec` mounts /etc/netns/<ns>/* over /etc: one hosts file (hard links)
+            etc = self.etc / ns
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "nsswitch.conf").write_text("hosts: files\n")
+            os.link(hosts, etc / "hosts")
+            (self.root / pod / "tmp").mkdir(parents=True)
         self._write()
         return self
 
     def __exit__(self, *exc: object) -> None:
         import shutil
 
-        subprocess.run(["ip", "netns", "del", self.netns], check=False)
-        shutil.rmtree(self.etc, ignore_errors=True)
+        for pod in self.ips:
+            self._kill(pod)
+            subprocess.run(["ip", "netns", "del", self._ns(pod)], check=False)
+            shutil.rmtree(self.etc / self._ns(pod), ignore_errors=True)
+        subprocess.run(["ip", "netns", "del", self._ns()], check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+        for path in reversed(self.made):
+            path.rmdir()
 
     def run(self, timeout: float = 120) -> dict[str, subprocess.CompletedProcess]:
         """Start every replica at once; return each one's main container result by pod name."""
@@ -155,8 +216,7 @@ class LocalCluster:
 
         threads = [
             threading.Thread(target=self._replica, args=(job, i), daemon=True)
-            for job in self.jobs
-            for i in range(job["spec"]["completions"])
+            for job, i in self.pods
         ]
         for thread in threads:
             thread.start()
@@ -165,7 +225,7 @@ class LocalCluster:
         return self.results
 
     def _replica(self, job: dict[str, Any], index: int) -> None:
-        pod = f"{job['metadata']['name']}-{index}"
+        pod = _pod(job, index)
         spec = job["spec"]["template"]["spec"]
         for init in spec.get("initContainers", []):
             result = self._container(job, index, init["name"])
@@ -175,11 +235,31 @@ class LocalCluster:
         self._finish(pod, self._container(job, index, spec["containers"][0]["name"]))
 
     def _container(self, job: dict[str, Any], index: int, name: str) -> subprocess.CompletedProcess:
-        main = _container(job["spec"]["template"]["spec"], name)
-        env = container_env(job, index, name)
+        pod = _pod(job, index)
+        spec = job["spec"]["template"]["spec"]
+        main = _container(spec, name)
+        env = container_env(job, index, name, self.ips[pod], self.secrets)
         command = [expand(part, env) for part in main["command"] + main.get("args", [])]
+        mounts = [(str(self.root / pod / "tmp"), "/tmp")]
+        mounts += [
+            (str(self._volume(pod, spec, m["name"])), m["mountPath"])
+            for m in main.get("volumeMounts", [])
+            if "projected" in _volume(spec, m["name"])
+        ]
+        binds = " && ".join(f"mkdir -p '{d}' && mount --bind '{s}' '{d}'" for s, d in mounts)
         return subprocess.run(
-            ["ip", "netns", "exec", self.netns, *command],
+            [
+                "ip",
+                "netns",
+                "exec",
+                self._ns(pod),
+                "/bin/sh",
+                "-c",
+                f'{binds} && exec "$@"',
+                "pod",
+                *_privileges(main.get("securityContext", {})),
+                *command,
+            ],
             env={**self.env, **env},
             capture_output=True,
             text=True,
@@ -187,23 +267,93 @@ class LocalCluster:
             check=False,
         )
 
+    def _volume(self, pod: str, spec: dict[str, Any], name: str) -> Any:
+        """A projected volume's files, written once per pod with their mode."""
+        from pathlib import Path
+
+        path = self.root / pod / "volumes" / name
+        with self.lock:
+            if path.exists():
+                return path
+            projected = _volume(spec, name)["projected"]
+            for source in projected["sources"]:
+                kind, ref = next(iter(source.items()))
+                for item in ref["items"]:
+                    if kind == "secret":
+                        value = self.secrets[(ref["name"], item["key"])]
+                    else:
+                        value = self.config[ref["name"]][item["key"]]
+                    target = path / item["path"]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(value)
+                    target.chmod(item.get("mode", projected.get("defaultMode", 0o644)))
+            for mount in spec["containers"][0].get("volumeMounts", []):
+                target = Path(mount["mountPath"])
+                missing = [p for p in (target, *target.parents) if not p.exists()]
+                for directory in reversed(missing):
+                    directory.mkdir()
+                    self.made.append(directory)
+        return path
+
+    def _kill(self, pod: str) -> None:
+        """What the end of a pod's container does: every process of the pod ends."""
+        pids = subprocess.run(
+            ["ip", "netns", "pids", self._ns(pod)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        for pid in pids:
+            subprocess.run(["kill", "-9", pid], capture_output=True, check=False)
+
     def _finish(self, pod: str, result: subprocess.CompletedProcess) -> None:
+        self._kill(pod)
         with self.lock:
             self.results[pod] = result
-            self.hosts.pop(pod, None)
+            self.live.discard(pod)
             self._write()
 
     def _write(self) -> None:
-        text = "127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in self.hosts.values())
-        path = self.etc / "hosts"
-        with path.open("r+" if path.exists() else "w") as f:  # in place: mounts see this inode
+        lines = ["127.0.0.1 localhost"]
+        for job, i in self.pods:
+            pod = _pod(job, i)
+            if pod in self.live:
+                lines.append(f"{self.ips[pod]} {self._fqdn(job, i)}")
+        for service in self.services:
+            selector = service["spec"]["selector"]
+            name = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
+            for job, i in self.pods:
+                labels = job["spec"]["template"]["metadata"]["labels"]
+                if _pod(job, i) in self.live and selector.items() <= labels.items():
+                    lines.append(f"{self.ips[_pod(job, i)]} {name}")
+        path = self.root / "hosts"
+        with path.open("r+") as f:  # in place: every pod's hard link sees this inode
             f.truncate(0)
-            f.write(text)
+            f.write("\n".join(lines) + "\n")
 
     @staticmethod
     def _fqdn(job: dict[str, Any], index: int) -> str:
         spec = job["spec"]["template"]["spec"]
         namespace = job["metadata"]["namespace"]
-        return (
-            f"{job['metadata']['name']}-{index}.{spec['subdomain']}.{namespace}.svc.cluster.local"
-        )
+        return f"{_pod(job, index)}.{spec['subdomain']}.{namespace}.svc.cluster.local"
+
+
+def _privileges(security: dict[str, Any]) -> list[str]:
+    """What the container runtime does with a security context: capabilities outside
+    `add` are dropped (from the bounding set, so root has them no more) and, without
+    privilege escalation, no_new_privs is set. Needs util-linux's setpriv."""
+    import shutil
+
+    capabilities = security.get("capabilities", {})
+    if capabilities.get("drop") != ["ALL"] or not shutil.which("setpriv"):
+        return []
+    keep = "".join(f",+{c.lower()}" for c in capabilities.get("add", []))
+    command = ["setpriv", f"--bounding-set=-all{keep}", f"--inh-caps=-all{keep}"]
+    if security.get("allowPrivilegeEscalation") is False:
+        command.append("--no-new-privs")
+    return command
+
+
+def _pod(job: dict[str, Any], index: int) -> str:
+    return f"{job['metadata']['name']}-{index}"
+
+
+def _volume(pod_spec: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(v for v in pod_spec.get("volumes", []) if v["name"] == name)

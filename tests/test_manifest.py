@@ -268,11 +268,11 @@ def test_examples_validate(path, capsys):
 
 
 def test_unsupported_operator_renders_a_clear_error(tmp_path, capsys):
-    path = tmp_path / "mpi.yaml"
-    path.write_text(doc("mpi", VALID["mpi"]))
+    path = tmp_path / "ray.yaml"
+    path.write_text(doc("ray", VALID["ray"]))
     assert cli.main(["validate", str(path)]) == 0
     assert cli.main(["render", str(path)]) == 2
-    assert "spec.operator: 'mpi' validates but cannot be run yet" in capsys.readouterr().err
+    assert "spec.operator: 'ray' validates but cannot be run yet" in capsys.readouterr().err
 
 
 def test_pytorch_builder_is_accepted_and_ignored():

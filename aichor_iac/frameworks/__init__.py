@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..manifest import Spec
-from . import jax, pytorch, tf, xgboost
+from . import jax, mpi, pytorch, tf, xgboost
 from .base import Endpoint, Env, Group, Names, Plan
 
 Planner = Callable[[Spec, Names], Plan]
@@ -15,6 +15,7 @@ PLANNERS: dict[str, Planner] = {
     "xgboost": xgboost.plan,
     "jax": jax.plan,
     "tf": tf.plan,
+    "mpi": mpi.plan,
 }
 
 __all__ = ["PLANNERS", "Endpoint", "Env", "Group", "Names", "Plan", "Planner"]

@@ -13,6 +13,8 @@ from typing import Any, Literal
 from ..manifest import ReplicaType, Types
 
 INDEX_VAR = "JOB_COMPLETION_INDEX"
+# The keys of the generated Secret, per `Plan.secret`.
+SECRET_KEYS = {"password": ("password",), "ssh": ("ssh-privatekey", "ssh-publickey")}
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,7 @@ class Plan:
     secret: Literal["password", "ssh"] | None = None  # what `Names.secret` holds, if created
     files: dict[str, str] = field(default_factory=dict)  # the `Names.config` ConfigMap's data
     outputs: dict[str, Any] = field(default_factory=dict)  # framework-specific stack outputs
+    services: dict[str, str] = field(default_factory=dict)  # Service name -> role it selects
 
     def __post_init__(self) -> None:
         earlier: set[str] = set()

@@ -187,6 +187,23 @@ def service(ctx: Context) -> dict:
     )
 
 
+def role_service(ctx: Context, name: str, role: str) -> dict:
+    """A headless Service for one group (Ray's head): its ports by name, resolvable at once."""
+    group = next(g for g in ctx.plan.groups if g.role == role)
+    return dict(
+        metadata=ctx.metadata(name, role, {SKIP_AWAIT: "true"}),
+        spec=ServiceSpecArgs(
+            cluster_ip="None",
+            publish_not_ready_addresses=True,
+            selector={**ctx.selector(), "app.kubernetes.io/component": role},
+            ports=[
+                ServicePortArgs(name=port_name, port=port, target_port=port, protocol="TCP")
+                for port_name, port in group.ports
+            ],
+        ),
+    )
+
+
 def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
     """How `pulumi up` waits for this group's Job, per `aichor:wait` (DESIGN §4). A group with
     a readiness port is always awaited: the groups created after it need it up (Ray's head,

@@ -3,6 +3,8 @@ NetworkPolicy that isolates it and the PodGroup of a gang scheduler. Pure, like 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pulumi_kubernetes.apps.v1 import DeploymentSpecArgs
 from pulumi_kubernetes.core.v1 import (
     ContainerArgs,
@@ -172,6 +174,21 @@ def network_policy(ctx: Context) -> dict:
             egress=egress,
         ),
     )
+
+
+def generated_secret(ctx: Context, data: dict[str, Any]) -> dict:
+    """The experiment's Secret, from values of Pulumi resources (kept in Pulumi's state, so
+    stable across `pulumi up`); the values reach Kubernetes only, never env literals or logs."""
+    return dict(
+        metadata=ctx.metadata(ctx.names.secret, replica=False),
+        type="kubernetes.io/ssh-auth" if ctx.plan.secret == "ssh" else "Opaque",
+        string_data=data,
+    )
+
+
+def config_map(ctx: Context) -> dict:
+    """Files the replicas mount (MPI's hostfile and SSH client configuration)."""
+    return dict(metadata=ctx.metadata(ctx.names.config, replica=False), data=ctx.plan.files)
 
 
 def pod_group(ctx: Context) -> dict:

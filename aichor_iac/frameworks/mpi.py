@@ -1,0 +1,126 @@
+"""MPI (Kubeflow MPI Operator v2 contract; `operator: mpi` extends AIchor's manifest).
+
+`Worker` × N replicas run only sshd. The `Launcher` runs the manifest command (typically
+`mpirun …`), which starts the ranks on the workers over SSH: the key pair is generated once per
+stack (`Plan.secret`), the hostfile lists every worker's stable host with its slots in the
+chosen implementation's syntax. Workers are Ready when sshd accepts connections; the launcher
+is created only then, checks each worker itself, and the workers stop once it has ended.
+"""
+
+from __future__ import annotations
+
+from ..manifest import Spec
+from .base import Endpoint, Env, File, Group, Mount, Names, Plan
+
+PORT = 22
+SSH_DIR = "/root/.ssh"  # the MPI Operator's default sshAuthMountPath: images run as root
+CONFIG_DIR = "/etc/mpi"
+HOSTFILE = f"{CONFIG_DIR}/hostfile"
+SSH_ARGS = "-o ConnectionAttempts=10"
+HOST_KEYS = "/tmp/aichor-sshd"  # per pod, generated at start: no host key is rendered or shared
+
+# sshd as root with every other capability dropped: bind port 22, chroot and drop privileges
+# for privilege separation, give sessions to root, signal its own children.
+SSHD_CAPABILITIES = ("AUDIT_WRITE", "KILL", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT")
+
+# Host keys are made per pod at start, so they cannot be pinned: trust comes from the
+# generated client key and the experiment's network (see aichor:networkPolicy).
+SSH_CONFIG = """\
+Host *
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+  IdentityFile ~/.ssh/id_ed25519
+"""
+
+SSHD = f"""\
+mkdir -p /run/sshd {HOST_KEYS} && chmod 700 {HOST_KEYS}
+key={HOST_KEYS}/ssh_host_ed25519_key
+[ -f "$key" ] || ssh-keygen -q -t ed25519 -N "" -f "$key" || exit 1
+sshd=$(command -v sshd || echo /usr/sbin/sshd)
+echo "aichor: sshd listening on port {PORT}"
+exec "$sshd" -D -e -p {PORT} -h "$key" -o AuthorizedKeysFile={SSH_DIR}/authorized_keys \\
+  -o PasswordAuthentication=no -o PermitRootLogin=prohibit-password -o UsePAM=no \\
+  -o StrictModes=no"""
+# StrictModes=no: Kubernetes mounts the key files in a directory sshd would find too open;
+# they are read-only and owned by root.
+
+
+def plan(spec: Spec, names: Names) -> Plan:
+    workers, launcher = spec.types.Worker, spec.types.Launcher
+    assert workers is not None and launcher is not None  # the manifest rules require both
+    slots = spec.slots_per_worker or workers.resources.gpus or 1
+    launcher_host = names.host("launcher", 0)
+    ssh = Mount(
+        "ssh",
+        SSH_DIR,
+        (
+            File("secret", "ssh-privatekey", "id_ed25519"),
+            File("secret", "ssh-publickey", "id_ed25519.pub"),
+            File("secret", "ssh-publickey", "authorized_keys"),
+            File("config", "ssh_config", "config"),
+        ),
+        mode=0o600,  # what ssh accepts for a private key and its configuration
+    )
+    hostfile_mount = Mount("mpi", CONFIG_DIR, (File("config", "hostfile", "hostfile"),))
+    worker_group = Group(
+        role="worker",
+        replica_type="Worker",
+        spec=workers,
+        env=(Env("K_MPI_JOB_ROLE", "worker"),),
+        ports=(("ssh", PORT),),
+        follows=launcher_host,
+        leader_first=False,
+        program=SSHD,
+        ready_port=PORT,
+        capabilities=SSHD_CAPABILITIES,
+        mounts=(ssh,),
+    )
+    launcher_group = Group(
+        role="launcher",
+        replica_type="Launcher",
+        spec=launcher,
+        env=(Env("K_MPI_JOB_ROLE", "launcher"), *launcher_env(spec.mpi_implementation, slots)),
+        waits_for=(Endpoint(names.host("worker", "$i"), PORT, workers.count),),
+        after=("worker",),
+        mounts=(ssh, hostfile_mount),
+    )
+    hosts = [names.host("worker", i) for i in range(workers.count)]
+    return Plan(
+        framework="mpi",
+        groups=(worker_group, launcher_group),
+        entry_point="launcher",
+        addresses={"launcher": launcher_host, "worker": f"{hosts[0]}:{PORT}"},
+        secret="ssh",
+        files={
+            "hostfile": hostfile(spec.mpi_implementation, hosts, slots),
+            "ssh_config": SSH_CONFIG,
+        },
+        outputs={"hostfile": HOSTFILE, "slots": slots * workers.count},
+    )
+
+
+def hostfile(implementation: str, hosts: list[str], slots: int) -> str:
+    """OpenMPI's `host slots=N` lines, or Hydra's `host:N` (Intel MPI, MPICH)."""
+    line = "{} slots={}" if implementation == "OpenMPI" else "{}:{}"
+    return "".join(line.format(host, slots) + "\n" for host in hosts)
+
+
+def launcher_env(implementation: str, slots: int) -> tuple[Env, ...]:
+    """Where the hostfile is, and SSH retries while a worker's sshd comes up, per launcher."""
+    if implementation == "Intel":
+        return (
+            Env("I_MPI_HYDRA_HOST_FILE", HOSTFILE),
+            Env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_ARGS),
+        )
+    if implementation == "MPICH":
+        return (Env("HYDRA_HOST_FILE", HOSTFILE), Env("HYDRA_LAUNCH_EXTRA_ARGS", SSH_ARGS))
+    return (
+        Env("OMPI_MCA_orte_default_hostfile", HOSTFILE),
+        Env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        Env("OMPI_MCA_orte_set_default_slots", str(slots)),
+        Env("OMPI_MCA_plm_rsh_args", SSH_ARGS),
+        # The replicas run as root (SSH_DIR): let `mpirun` start without --allow-run-as-root.
+        Env("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+        Env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    )
