@@ -189,8 +189,9 @@ def render(
 def normalise(value: Any) -> Any:
     """Mock-engine values as plain data: secrets redacted, whole floats as integers."""
     if isinstance(value, dict):
-        if SECRET_SIG in value:
-            return REDACTED
+        if SECRET_SIG in value:  # a secret map (a Secret's data) keeps its keys, not its values
+            inner = value.get("value")
+            return {k: REDACTED for k in inner} if isinstance(inner, dict) else REDACTED
         return {k: normalise(v) for k, v in value.items()}
     if isinstance(value, list):
         return [normalise(v) for v in value]

@@ -53,7 +53,10 @@ def test_example_gives_secret_hostfile_workers_and_a_launcher_after_them():
     ]
     secret = objects["Secret/horovod-secret"]
     assert secret["type"] == "kubernetes.io/ssh-auth"
-    assert secret["stringData"] == engine.REDACTED
+    assert secret["stringData"] == {
+        "ssh-privatekey": engine.REDACTED,
+        "ssh-publickey": engine.REDACTED,
+    }
     hostfile = objects["ConfigMap/horovod-config"]["data"]["hostfile"]
     assert hostfile == "".join(
         f"horovod-worker-{i}.horovod.default.svc.cluster.local slots=4\n" for i in range(2)
