@@ -270,8 +270,19 @@ class MPIJob(Experiment):
     OPERATORS = ("mpi",)
 
 
+class RayCluster(Experiment):
+    """A Ray cluster for one experiment: the head (awaited until its GCS accepts connections),
+    the worker pools, then the job that runs the command once every node has joined (or, for
+    kuberay, the submitter); head and pools stop when the job ends."""
+
+    TYPE = "aichor:index:RayCluster"
+    OPERATORS = ("ray", "kuberay")
+
+
 COMPONENTS: dict[str, type[Experiment]] = {
-    op: cls for cls in (PyTorchJob, XGBoostJob, JaxJob, TFJob, MPIJob) for op in cls.OPERATORS
+    op: cls
+    for cls in (RayCluster, TFJob, PyTorchJob, XGBoostJob, JaxJob, MPIJob)
+    for op in cls.OPERATORS
 }
 
 
@@ -282,9 +293,4 @@ def experiment(
     opts: pulumi.ResourceOptions | None = None,
 ) -> Experiment:
     """The component for the manifest's operator."""
-    operator = manifest.spec.operator
-    if operator not in COMPONENTS:
-        raise ManifestError(
-            "manifest", [Problem("spec.operator", f"'{operator}' validates but cannot be run yet")]
-        )
-    return COMPONENTS[operator](name, manifest, settings, opts)
+    return COMPONENTS[manifest.spec.operator](name, manifest, settings, opts)

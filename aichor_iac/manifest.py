@@ -41,6 +41,23 @@ OPERATOR_TYPES: dict[str, tuple[str, ...]] = {
     "mpi": ("Launcher", "Worker"),
 }
 
+# Ray groups' Job names, which pool names must not take.
+RAY_ROLES = ("head", "job", "submitter")
+RAY_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?$")
+# `ray start` flags that wire the cluster together (address, ports, auth, lifetime).
+RAY_MANAGED_FLAGS = frozenset(
+    {
+        "head",
+        "address",
+        "block",
+        "port",
+        "node-ip-address",
+        "redis-password",
+        "dashboard-port",
+        "dashboard-host",
+        "ray-client-server-port",
+    }
+)
 MIG_PROFILE = re.compile(r"^mig-\d+g\.\d+gb$")
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -381,6 +398,7 @@ def _operator_rules(spec: Spec) -> list[Problem]:
         if count("Chief") + count("Worker") < 1:
             problems.append(Problem("spec.types", "TF needs a Chief or at least one Worker"))
     elif op in ("ray", "kuberay"):
+        problems += _ray_rules(spec)
         for name in ("Head", "Job") if op == "ray" else ("Head",):
             if name not in types:
                 problems.append(Problem(f"spec.types.{name}", f"operator '{op}' needs a {name}"))
@@ -395,6 +413,13 @@ def _operator_rules(spec: Spec) -> list[Problem]:
                     Problem(f"spec.types.Workers.{i}.name", f"duplicate pool name '{pool.name}'")
                 )
             seen.add(pool.name)
+            if pool.name in RAY_ROLES:
+                problems.append(
+                    Problem(
+                        f"spec.types.Workers.{i}.name",
+                        f"'{pool.name}' names the {pool.name} group's Job; choose another name",
+                    )
+                )
     elif op == "mpi":
         if "Launcher" not in types:
             problems.append(Problem("spec.types.Launcher", "operator 'mpi' needs a Launcher"))
@@ -402,6 +427,61 @@ def _operator_rules(spec: Spec) -> list[Problem]:
         if count("Worker") < 1:
             problems.append(Problem("spec.types.Worker.count", "MPI needs at least one Worker"))
     return problems
+
+
+def ray_version(spec: Spec) -> tuple[int, int] | None:
+    """`rayVersion` as (major, minor); None when not given (the newest 2.x is assumed)."""
+    if spec.ray_version is None:
+        return None
+    match = RAY_VERSION.match(spec.ray_version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _ray_rules(spec: Spec) -> list[Problem]:
+    """Ray versions this package knows the flags of, and the `ray start` flags it owns."""
+    problems = []
+    if spec.ray_version is not None:
+        version = ray_version(spec)
+        if version is None or not (1, 6) <= version < (3, 0):
+            problems.append(
+                Problem(
+                    "spec.rayVersion",
+                    f"'{spec.ray_version}' is not a supported Ray version: give 1.6 to 2.x, "
+                    "e.g. '2.9.3'",
+                )
+            )
+        elif spec.operator == "kuberay" and version < (2, 0):
+            problems.append(
+                Problem(
+                    "spec.rayVersion",
+                    "operator 'kuberay' submits with the Ray Jobs API of Ray 2.0 and later; "
+                    "use operator 'ray' for Ray 1.x",
+                )
+            )
+    groups = [("Head", spec.types.Head), ("Job", spec.types.Job)]
+    groups += [(f"Workers.{i}", pool) for i, pool in enumerate(spec.types.Workers or [])]
+    for path, group in groups:
+        if group is None:
+            continue
+        for key, value in group.ray_start_params.items():
+            flag = key.lstrip("-").replace("_", "-")
+            where = f"spec.types.{path}.rayStartParams.{key}"
+            if flag in RAY_MANAGED_FLAGS:
+                problems.append(
+                    Problem(where, f"--{flag} is set by aichor-iac; remove it from rayStartParams")
+                )
+            elif flag == "resources" and not _json_object(value):
+                problems.append(Problem(where, "must be a JSON object such as '{\"TPU\": 4}'"))
+    return problems
+
+
+def _json_object(value: object) -> bool:
+    import json
+
+    try:
+        return isinstance(json.loads(str(value)), dict)
+    except ValueError:
+        return False
 
 
 # --- error formatting -------------------------------------------------------------------------

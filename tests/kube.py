@@ -210,12 +210,19 @@ class LocalCluster:
         for path in reversed(self.made):
             path.rmdir()
 
-    def run(self, timeout: float = 120) -> dict[str, subprocess.CompletedProcess]:
-        """Start every replica at once; return each one's main container result by pod name."""
+    def run(
+        self, timeout: float = 120, delays: dict[str, float] | None = None
+    ) -> dict[str, subprocess.CompletedProcess]:
+        """Start every replica at once (or after its delay in seconds, as a pod waiting for a
+        node or an image would); return each one's main container result by pod name."""
         import threading
 
         threads = [
-            threading.Thread(target=self._replica, args=(job, i), daemon=True)
+            threading.Thread(
+                target=self._replica,
+                args=(job, i, (delays or {}).get(_pod(job, i), 0)),
+                daemon=True,
+            )
             for job, i in self.pods
         ]
         for thread in threads:
@@ -224,7 +231,10 @@ class LocalCluster:
             thread.join(timeout)
         return self.results
 
-    def _replica(self, job: dict[str, Any], index: int) -> None:
+    def _replica(self, job: dict[str, Any], index: int, delay: float = 0) -> None:
+        import time
+
+        time.sleep(delay)
         pod = _pod(job, index)
         spec = job["spec"]["template"]["spec"]
         for init in spec.get("initContainers", []):

@@ -267,12 +267,15 @@ def test_examples_validate(path, capsys):
     assert "valid" in capsys.readouterr().out
 
 
-def test_unsupported_operator_renders_a_clear_error(tmp_path, capsys):
-    path = tmp_path / "ray.yaml"
-    path.write_text(doc("ray", VALID["ray"]))
-    assert cli.main(["validate", str(path)]) == 0
-    assert cli.main(["render", str(path)]) == 2
-    assert "spec.operator: 'ray' validates but cannot be run yet" in capsys.readouterr().err
+@pytest.mark.parametrize("operator", manifest.OPERATORS)
+def test_every_operator_has_a_component_and_renders(operator, tmp_path, capsys):
+    from aichor_iac.components import COMPONENTS
+
+    assert operator in COMPONENTS
+    path = tmp_path / f"{operator}.yaml"
+    path.write_text(doc(operator, VALID[operator]))
+    assert cli.main(["render", str(path)]) == 0
+    assert "kind: Job" in capsys.readouterr().out
 
 
 def test_pytorch_builder_is_accepted_and_ignored():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..manifest import Spec
-from . import jax, mpi, pytorch, tf, xgboost
+from . import jax, mpi, pytorch, ray, tf, xgboost
 from .base import Endpoint, Env, Group, Names, Plan
 
 Planner = Callable[[Spec, Names], Plan]
@@ -16,6 +16,8 @@ PLANNERS: dict[str, Planner] = {
     "jax": jax.plan,
     "tf": tf.plan,
     "mpi": mpi.plan,
+    "ray": ray.plan,
+    "kuberay": ray.plan,
 }
 
 __all__ = ["PLANNERS", "Endpoint", "Env", "Group", "Names", "Plan", "Planner"]

@@ -1,0 +1,251 @@
+"""Ray (AIchor's Ray operator; KubeRay for `operator: kuberay`): `Head`, worker pools under
+`Workers`, and `Job` (or, for kuberay, a submitter).
+
+The head runs `ray start --head` (GCS 6379, dashboard 8265 on all interfaces, client 10001)
+behind the Service `<experiment>-head`; each pool runs `ray start --address=… --block` with a
+custom resource named after the pool. The job joins the cluster, waits until the head reports
+every head and pool node, then runs the manifest command, so a bare `ray.init()` connects
+(`RAY_ADDRESS`). The kuberay submitter instead submits the command to the head through the Ray
+Jobs API, follows its logs and fails if the Ray job failed. Head and pools follow the entry
+point: once it has ended they stop, so no GPU stays held.
+
+Flags are those `ray start` has from Ray 1.6 to the newest 2.x. The cluster's secret is
+`--redis-password` for Ray 1.x and token authentication (`RAY_AUTH_MODE=token`, Ray 2.52 and
+later; earlier 2.x releases ignore it) otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+
+from ..manifest import ReplicaType, Spec, ray_version
+from .base import Endpoint, Env, Group, Names, Plan
+
+GCS, DASHBOARD, CLIENT = 6379, 8265, 10001
+PORTS = (("gcs", GCS), ("dashboard", DASHBOARD), ("client", CLIENT))
+
+# What the kuberay submitter asks for (KubeRay's default submitter: 500m CPU, 1Gi).
+SUBMITTER = ReplicaType.model_validate({"count": 1, "resources": {"cpus": 0.5, "memory": 1}})
+
+# The job's wait: until `expected` nodes other than this one are alive, logged, bounded.
+# argv: expected node count, this node's IP ("" counts every node), deadline in seconds.
+WAIT_FOR_NODES = """\
+import os, sys, time
+import ray
+expected, me, deadline = int(sys.argv[1]), sys.argv[2], time.time() + int(sys.argv[3])
+address = os.environ["RAY_ADDRESS"]
+auth = {"_redis_password": os.environ["REDIS_PASSWORD"]} if ray.__version__[:2] == "1." else {}
+ray.init(address=address, logging_level="WARNING", **auth)
+while True:
+    nodes = [n for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] != me]
+    print(f"ray_address={address}, node_count={len(nodes)}, expected_node_count={expected}")
+    if len(nodes) >= expected:
+        break
+    if time.time() >= deadline:
+        sys.exit(f"aichor: gave up waiting for {expected} Ray nodes")
+    print("retrying in 2s", flush=True)
+    time.sleep(2)
+ray.shutdown()
+"""
+
+# The kuberay submitter: submit once (a retried pod follows the job it submitted before),
+# follow the logs, exit with the Ray job's outcome (`ray job logs --follow` alone exits 0).
+# argv: dashboard URL, submission id, entrypoint, deadline in seconds.
+SUBMIT = """\
+import subprocess, sys, time
+from ray.job_submission import JobStatus, JobSubmissionClient
+url, job, entrypoint = sys.argv[1:4]
+deadline = time.time() + int(sys.argv[4])
+while True:
+    try:
+        client = JobSubmissionClient(url)
+        break
+    except Exception as error:
+        if time.time() >= deadline:
+            sys.exit(f"aichor: gave up waiting for the Ray dashboard at {url}: {error}")
+        print(f"aichor: waiting for the Ray dashboard at {url}: {error}", flush=True)
+        time.sleep(2)
+try:
+    print(f"aichor: Ray job {job} was submitted before: {client.get_job_status(job)}", flush=True)
+except Exception:
+    client.submit_job(entrypoint=entrypoint, submission_id=job)
+    print(f"aichor: submitted Ray job {job}", flush=True)
+subprocess.call(["ray", "job", "logs", "--address", url, "--follow", job])
+done = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
+while (status := client.get_job_status(job)) not in done:
+    time.sleep(2)
+print(f"aichor: Ray job {job} {status.value}", flush=True)
+sys.exit(0 if status == JobStatus.SUCCEEDED else 1)
+"""
+
+
+def plan(spec: Spec, names: Names) -> Plan:
+    head_spec = spec.types.Head
+    assert head_spec is not None  # the manifest rules require it
+    legacy = (ray_version(spec) or (2, 0)) < (2, 0)
+    head_service = f"{names.experiment}-head"
+    head_host = names.service_host(head_service)
+    address = f"{head_host}:{GCS}"
+    pools = [pool for pool in spec.types.Workers or [] if pool.count > 0]
+    expected = head_spec.count + sum(pool.count for pool in pools)
+    entry = "job" if spec.operator == "ray" else "submitter"
+    entry_host = names.host(entry, 0)
+    env = cluster_env(address, legacy)
+    gcs = Endpoint(head_host, GCS)
+    groups = [
+        Group(
+            role="head",
+            replica_type="Head",
+            spec=head_spec,
+            env=env,
+            ports=PORTS,
+            follows=entry_host,
+            leader_first=False,
+            program=start(head_spec, HEAD_FLAGS, legacy, head=True),
+            ready_port=GCS,
+        )
+    ]
+    for pool in pools:
+        resources = {pool.name: _cpus(pool)}
+        groups.append(
+            Group(
+                role=pool.name,
+                replica_type="Workers",
+                spec=pool,
+                env=env,
+                waits_for=(gcs,),
+                follows=entry_host,
+                leader_first=False,
+                program=start(pool, {"address": address, "block": True}, legacy, resources),
+                after=("head",),
+            )
+        )
+    started = tuple(g.role for g in groups)
+    if spec.operator == "ray":
+        assert spec.types.Job is not None
+        join = start(spec.types.Job, {"address": address}, legacy)
+        program = f"""{join} || exit 1
+{wait_for_nodes(expected, '"$CURRENT_POD_IP"', spec)} || exit 1
+exec /bin/sh -c {shlex.quote(spec.command)}"""
+        groups.append(
+            Group(
+                role="job",
+                replica_type="Job",
+                spec=spec.types.Job,
+                env=env,
+                waits_for=(gcs,),
+                program=program,
+                after=started,
+            )
+        )
+    else:
+        entrypoint = f"{wait_for_nodes(expected, EVERY_NODE, spec)} && {spec.command}"
+        url = f"http://{head_host}:{DASHBOARD}"
+        program = "python3 -c {} {} {} {} {}".format(
+            *map(shlex.quote, (SUBMIT, url, names.experiment, entrypoint, str(_deadline(spec))))
+        )
+        groups.append(
+            Group(
+                role="submitter",
+                replica_type="Submitter",
+                spec=SUBMITTER,
+                env=env,
+                waits_for=(Endpoint(head_host, DASHBOARD),),
+                program=program,
+                after=started,
+            )
+        )
+    return Plan(
+        framework="ray",
+        groups=tuple(groups),
+        entry_point=entry,
+        addresses={"head": address},
+        secret="password",
+        services={head_service: "head"},
+        outputs={
+            "rayAddress": address,
+            "dashboard": f"kubectl port-forward -n {names.namespace} svc/{head_service} "
+            f"{DASHBOARD}",
+            "dashboardUrl": f"http://{head_host}:{DASHBOARD}",
+            "expectedNodeCount": expected,
+        },
+    )
+
+
+EVERY_NODE = '""'  # the kuberay entrypoint runs on the head: every node counts
+
+HEAD_FLAGS = {
+    "head": True,
+    "port": GCS,
+    "dashboard-host": "0.0.0.0",
+    "dashboard-port": DASHBOARD,
+    "ray-client-server-port": CLIENT,
+}
+
+
+def cluster_env(address: str, legacy: bool) -> tuple[Env, ...]:
+    """DESIGN §5's Ray row, on every container; the secret by reference only."""
+    env = [
+        Env.field("CURRENT_POD_IP", "status.podIP"),
+        Env.secret("REDIS_PASSWORD", "password"),
+        Env("RAY_SERVER", address),
+        Env("RAY_ADDRESS", address),
+    ]
+    if not legacy:
+        env += [Env("RAY_AUTH_MODE", "token"), Env.secret("RAY_AUTH_TOKEN", "password")]
+    return (*env, Env("PYTHONUNBUFFERED", "1"))
+
+
+def start(
+    group: ReplicaType,
+    flags: dict[str, object],
+    legacy: bool,
+    resources: dict[str, int] | None = None,
+    head: bool = False,
+) -> str:
+    """`ray start` for a group: the given flags, its share of the pod's resources, the
+    cluster password on Ray 1.x, then the group's `rayStartParams` (which win, except for
+    the flags that wire the cluster, rejected by the manifest rules)."""
+    derived: dict[str, object] = {
+        **flags,
+        "node-ip-address": "$CURRENT_POD_IP",
+        "num-cpus": _cpus(group),
+        "num-gpus": group.resources.gpus,
+        "memory": int(group.resources.memory_gib * 2**30),
+    }
+    if legacy:
+        derived["redis-password"] = "$REDIS_PASSWORD"
+    params = {k.lstrip("-").replace("_", "-"): v for k, v in group.ray_start_params.items()}
+    if resources or "resources" in params:
+        derived["resources"] = json.dumps(
+            {**(resources or {}), **json.loads(str(params.pop("resources", "{}")))},
+            separators=(",", ":"),
+        )
+    derived.update(params)
+    if head:  # the head is Ready once its GCS accepts connections: start it in the foreground
+        derived["block"] = True
+    args = []
+    for flag, value in derived.items():
+        if value is True or (str(value).lower() == "true" and flag in ("block", "head")):
+            args.append(f"--{flag}")
+        elif value is not False:
+            text = str(value)
+            quoted = f'"{text}"' if text.startswith("$") else shlex.quote(text)
+            args.append(f"--{flag}={quoted}")
+    return "ray start " + " ".join(args)
+
+
+def wait_for_nodes(expected: int, me: str, spec: Spec) -> str:
+    return f"python3 -c {shlex.quote(WAIT_FOR_NODES)} {expected} {me} {_deadline(spec)}"
+
+
+def _deadline(spec: Spec) -> int:
+    """How long the job waits for nodes: the experiment's timeout, else 30 minutes."""
+    return spec.timeout_seconds or 1800
+
+
+def _cpus(group: ReplicaType) -> int:
+    """Whole CPUs for Ray, rounded up as KubeRay does."""
+    return max(1, math.ceil(group.resources.cpus))

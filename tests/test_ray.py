@@ -1,0 +1,287 @@
+"""RayCluster: head, pools and job (or kuberay's submitter) ordered by Pulumi, the Ray env on
+every container, and real Ray clusters run from the rendered pods (tests/kube.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, by_name, expand
+from kube import LocalCluster, container_env
+from test_mpi import validate
+
+from aichor_iac import engine, manifest
+
+EXAMPLES = {"ray": ROOT / "examples" / "ray.yaml", "kuberay": ROOT / "examples" / "kuberay.yaml"}
+HEAD = "exp-head.default.svc.cluster.local"
+
+
+def ray(operator: str = "ray", version: str | None = None, **overrides: Any) -> dict:
+    types: dict[str, Any] = {
+        "Head": {"resources": {"cpus": 8, "ramRatio": 4, "accelerators": {"gpu": {"count": 1}}}},
+        "Workers": [
+            {"name": "small-cpu-workers", "count": 10, "resources": {"cpus": 8, "ramRatio": 2}},
+            {"name": "big-cpu-workers", "count": 10, "resources": {"cpus": 48, "ramRatio": 2}},
+        ],
+    }
+    if operator == "ray":
+        types["Job"] = {"resources": {"cpus": 2, "ramRatio": 2}}
+    spec = {"operator": operator, "image": "rayproject/ray:2.9.3", "command": "python run.py"}
+    if version:
+        spec["rayVersion"] = version
+    return {"kind": "AIchorManifest", "apiVersion": "0.2.2", "spec": {**spec, "types": types}}
+
+
+def main(job: dict) -> str:
+    """The group's program: what the main container runs as `$1`."""
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    return command[-1].replace("$$", "$")
+
+
+def test_head_pools_and_job_of_the_issue():
+    rendering = expand(ray())
+    objects = by_name(rendering.objects)
+    jobs = {k: o for k, o in objects.items() if k.startswith("Job/")}
+    assert list(jobs) == [
+        "Job/exp-head",
+        "Job/exp-big-cpu-workers",
+        "Job/exp-small-cpu-workers",
+        "Job/exp-job",
+    ]
+    assert jobs["Job/exp-big-cpu-workers"]["spec"]["completions"] == 10
+    assert jobs["Job/exp-small-cpu-workers"]["spec"]["completions"] == 10
+    assert ' 21 "$CURRENT_POD_IP" 1800' in main(jobs["Job/exp-job"])
+    assert rendering.outputs["expectedNodeCount"] == 21
+    head_service = objects["Service/exp-head"]["spec"]
+    assert head_service["selector"]["app.kubernetes.io/component"] == "head"
+    assert [(p["name"], p["port"]) for p in head_service["ports"]] == [
+        ("gcs", 6379),
+        ("dashboard", 8265),
+        ("client", 10001),
+    ]
+    urns = {r.name: r.urn for r in rendering.resources}
+    deps = {r.name: set(r.dependencies) for r in rendering.resources}
+    for pool in ("exp-small-cpu-workers", "exp-big-cpu-workers"):
+        assert urns["exp-head"] in deps[pool]
+        assert urns[pool] in deps["exp-job"]
+    assert urns["exp-head"] in deps["exp-job"]
+
+
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+def test_pulumi_waits_for_the_head_whatever_the_wait_mode(wait):
+    rendering = expand(ray(), wait=wait)
+    jobs = by_name(rendering.objects)
+    head = jobs["Job/exp-head"]
+    assert head["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.status.ready}=1"}
+    probe = head["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    assert probe["tcpSocket"] == {"port": 6379}
+    options = next(r.options for r in rendering.resources if r.name == "exp-head")
+    assert options["customTimeouts"] == {"create": "1800s", "update": "1800s"}
+    if wait == "none":
+        pool = jobs["Job/exp-small-cpu-workers"]["metadata"]["annotations"]
+        assert pool == {"pulumi.com/skipAwait": "true"}
+
+
+def test_commands_of_head_pools_and_job():
+    jobs = by_name(expand(ray()).objects)
+    head = main(jobs["Job/exp-head"])
+    assert head.startswith("ray start --head --port=6379 --dashboard-host=0.0.0.0")
+    for flag in (
+        "--dashboard-port=8265",
+        "--ray-client-server-port=10001",
+        '--node-ip-address="$CURRENT_POD_IP"',
+        "--num-cpus=8",
+        "--num-gpus=1",
+        f"--memory={32 * 2**30}",
+        "--block",
+    ):
+        assert flag in head.split(), flag
+    pool = main(jobs["Job/exp-big-cpu-workers"]).split()
+    assert pool[:4] == ["ray", "start", f"--address={HEAD}:6379", "--block"]
+    assert "--resources='{\"big-cpu-workers\":48}'" in pool and "--num-gpus=0" in pool
+    job = main(jobs["Job/exp-job"])
+    assert job.splitlines()[0].startswith(f"ray start --address={HEAD}:6379 ")
+    assert job.splitlines()[-1] == "exec /bin/sh -c 'python run.py'"
+    for name in ("exp-big-cpu-workers", "exp-job"):  # both wait for the head's GCS first
+        init = jobs[f"Job/{name}"]["spec"]["template"]["spec"]["initContainers"][0]
+        assert f"aichor_wait {HEAD} 6379" in init["command"][2]
+
+
+def test_ray_start_params_pass_through_and_merge():
+    data = ray()
+    data["spec"]["types"]["Workers"][0]["rayStartParams"] = {
+        "resources": '{"TPU": 4}',
+        "num-cpus": 6,
+        "disable-usage-stats": True,
+        "object_store_memory": 1000,
+    }
+    command = main(by_name(expand(data).objects)["Job/exp-small-cpu-workers"]).split()
+    assert '--resources=\'{"small-cpu-workers":8,"TPU":4}\'' in command
+    assert "--num-cpus=6" in command and "--num-cpus=8" not in command
+    assert "--disable-usage-stats" in command and "--object-store-memory=1000" in command
+
+
+@pytest.mark.parametrize(("version", "legacy"), [(None, False), ("2.9.3", False), ("1.13.0", True)])
+def test_env_on_every_container_and_the_secret_by_reference(version, legacy):
+    objects = expand(ray(version=version)).objects
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    for job in jobs:
+        env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["CURRENT_POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        ref = {"secretKeyRef": {"name": "exp-secret", "key": "password"}}
+        assert env["REDIS_PASSWORD"]["valueFrom"] == ref
+        assert env["RAY_SERVER"]["value"] == env["RAY_ADDRESS"]["value"] == f"{HEAD}:6379"
+        assert ("RAY_AUTH_MODE" in env) is not legacy
+        if not legacy:
+            assert env["RAY_AUTH_TOKEN"]["valueFrom"] == ref
+        assert ('--redis-password="$REDIS_PASSWORD"' in main(job)) is legacy
+    secret = next(o for o in objects if o["kind"] == "Secret")
+    assert secret["stringData"] == {"password": engine.REDACTED}
+    assert engine.GENERATED["random:index/randomPassword:RandomPassword"]["result"] not in str(
+        objects
+    )
+
+
+def test_kuberay_submits_to_the_head_and_follows_the_job():
+    rendering = expand(ray("kuberay"))
+    jobs = by_name(rendering.objects)
+    assert "Job/exp-job" not in jobs
+    submitter = jobs["Job/exp-submitter"]
+    program = main(submitter)
+    assert program.startswith("python3 -c ")
+    assert f"http://{HEAD}:8265 exp " in program
+    assert '"ray", "job", "logs"' in program and "JobStatus.SUCCEEDED" in program
+    init = submitter["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    assert f"aichor_wait {HEAD} 8265" in init
+    assert rendering.outputs["entryPoint"] == "exp-submitter"
+    env = container_env(jobs["Job/exp-head"], 0)
+    assert env["RAY_ADDRESS"] == f"{HEAD}:6379"
+    for name in ("exp-head", "exp-small-cpu-workers"):  # they end with the submitter
+        script = jobs[f"Job/{name}"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
+        assert "aichor_lookup exp-submitter-0.exp.default.svc.cluster.local" in script
+
+
+def test_examples_render():
+    for operator, path in EXAMPLES.items():
+        rendering = engine.expand(manifest.load(path))
+        assert rendering.outputs["framework"] == "ray"
+        assert rendering.outputs["entryPoint"].endswith("job" if operator == "ray" else "submitter")
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "message"),
+    [
+        (lambda d: d["spec"]["types"].pop("Workers"), "spec.types.Workers", "worker pool"),
+        (
+            lambda d: d["spec"]["types"]["Workers"][1].update(name="small-cpu-workers"),
+            "spec.types.Workers.1.name",
+            "duplicate pool name",
+        ),
+        (
+            lambda d: d["spec"]["types"]["Workers"][0].update(name="head"),
+            "spec.types.Workers.0.name",
+            "choose another name",
+        ),
+        (
+            lambda d: d["spec"]["types"]["Head"].update(rayStartParams={"address": "x"}),
+            "spec.types.Head.rayStartParams.address",
+            "set by aichor-iac",
+        ),
+        (
+            lambda d: d["spec"]["types"]["Workers"][0].update(rayStartParams={"resources": "x"}),
+            "spec.types.Workers.0.rayStartParams.resources",
+            "JSON object",
+        ),
+        (lambda d: d["spec"].update(rayVersion="3.1"), "spec.rayVersion", "1.6 to 2.x"),
+        (lambda d: d["spec"]["types"].pop("Job"), "spec.types.Job", "needs a Job"),
+    ],
+)
+def test_bad_ray_manifests(change, path, message):
+    data = ray()
+    change(data)
+    errors = validate(data)
+    assert any(path in e and message in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "message"),
+    [
+        (
+            lambda d: d["spec"]["types"].update(Job={"resources": {"cpus": 1, "ramRatio": 1}}),
+            "spec.types.Job",
+            "has no Job",
+        ),
+        (lambda d: d["spec"].update(rayVersion="1.13.0"), "spec.rayVersion", "Ray 2.0"),
+    ],
+)
+def test_bad_kuberay_manifests(change, path, message):
+    data = ray("kuberay")
+    change(data)
+    errors = validate(data)
+    assert any(path in e and message in e for e in errors), errors
+
+
+# --- real Ray clusters from the rendered pods ---------------------------------------------------
+
+RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) is not None
+real = pytest.mark.skipif(
+    not (RAY and LocalCluster.available()),
+    reason="needs Ray (the test extra installs ray[default]) and `ip netns` (root)",
+)
+SMALL = {"resources": {"cpus": 1, "memory": 2}, "rayStartParams": {"object-store-memory": 10**8}}
+TOKEN = "s3cret-token-for-tests-0123456789"
+
+
+def run_cluster(operator: str, command: str, delays: dict[str, float] | None = None) -> dict:
+    types: dict[str, Any] = {"Head": SMALL, "Workers": [{"name": "cpu-pool", "count": 1, **SMALL}]}
+    if operator == "ray":
+        types["Job"] = SMALL
+    data = {"spec": {"operator": operator, "image": "img", "command": command, "types": types}}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "HOME": os.environ.get("HOME", "/root"),
+        "AICHOR_FOLLOW_INTERVAL": "0.5",
+    }
+    with LocalCluster(expand(data).objects, env, {"password": TOKEN}) as cluster:
+        return cluster.run(timeout=300, delays=delays)
+
+
+CHECK = """\
+if RAY_AUTH_TOKEN=wrong-token-wrong-token timeout 120 python3 -c 'import ray; ray.init()' >/dev/null 2>&1
+then echo "unprotected"; else echo "refused without the token"; fi
+python3 -c 'import ray; ray.init(); print("cpu-pool", ray.cluster_resources().get("cpu-pool"))'
+"""
+
+
+@real
+def test_real_ray_job_waits_for_every_node_then_the_cluster_ends():
+    # The pool's pod starts late (a node scaling up): the job must wait for it.
+    results = run_cluster("ray", CHECK, delays={"exp-cpu-pool-0": 8})
+    job = results["exp-job-0"]
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    address = f"ray_address={HEAD}:6379"
+    assert f"{address}, node_count=1, expected_node_count=2" in job.stdout
+    assert "retrying in 2s" in job.stdout
+    assert f"{address}, node_count=2, expected_node_count=2" in job.stdout
+    assert "refused without the token" in job.stdout
+    assert "cpu-pool 1.0" in job.stdout  # a bare ray.init() reached the pool's custom resource
+    for pod in ("exp-head-0", "exp-cpu-pool-0"):  # the cluster stops once the job has ended
+        assert results[pod].returncode == 0, results[pod].stderr[-3000:]
+        assert "exp-job-0.exp.default.svc.cluster.local has ended" in results[pod].stdout
+
+
+@real
+def test_real_kuberay_submitter_fails_when_the_ray_job_fails():
+    results = run_cluster("kuberay", "python3 -c 'import ray; ray.init()' && exit 3")
+    submitter = results["exp-submitter-0"]
+    assert submitter.returncode == 1, submitter.stdout[-3000:] + submitter.stderr[-3000:]
+    assert "aichor: submitted Ray job exp" in submitter.stdout
+    assert "expected_node_count=2" in submitter.stdout  # the wait ran on the head
+    assert "aichor: Ray job exp FAILED" in submitter.stdout
+    for pod in ("exp-head-0", "exp-cpu-pool-0"):
+        assert results[pod].returncode == 0, results[pod].stderr[-3000:]
+        assert "has ended; stopping this replica" in results[pod].stdout
