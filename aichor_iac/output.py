@@ -77,4 +77,6 @@ def summary(obj: dict[str, Any]) -> str:
     for resource, count in sorted(accelerators.items()):
         product = next((v for k, v in selector.items() if "product" in k or "tpu" in k), "")
         parts.append(f"{count} × {resource}" + (f" ({product})" if product else ""))
-    return ", ".join(parts) + " each"
+    text = ", ".join(parts) + " each"
+    wait = ((obj.get("metadata") or {}).get("annotations") or {}).get("pulumi.com/waitFor")
+    return f"{text}; pulumi up waits for {wait.removeprefix('jsonpath=')}" if wait else text
