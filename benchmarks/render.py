@@ -1,5 +1,6 @@
-"""Render benchmark: wall time (start-up included) and resource counts for PyTorch manifests
-with 1, 100 and 1,000 workers. Prints figures; asserts nothing (machines are shared and noisy).
+"""Render benchmark: wall time (start-up included) and resource counts for PyTorch, MPI and Ray
+manifests with 1, 100 and 1,000 workers. Prints figures; asserts nothing (machines are shared
+and noisy).
 
     make bench        # or: .venv/bin/python benchmarks/render.py
 Target (issue 2): the object count is the same for every size, and the 1,000-worker render
@@ -42,16 +43,41 @@ def pytorch(workers: int) -> dict:
     }
 
 
+def mpi(workers: int) -> dict:
+    data = pytorch(workers)
+    types = data["spec"]["types"]
+    data["spec"].update(operator="mpi", command="mpirun python train.py")
+    data["spec"]["types"] = {"Launcher": types["Master"], "Worker": types["Worker"]}
+    return data
+
+
+def ray(workers: int) -> dict:
+    data = pytorch(workers)
+    types = data["spec"]["types"]
+    data["spec"].update(operator="ray")
+    data["spec"]["types"] = {
+        "Head": types["Master"],
+        "Workers": [{"name": "gpu-workers", **types["Worker"]}],
+        "Job": types["Master"],
+    }
+    return data
+
+
+MANIFESTS = {"pytorch": pytorch, "mpi": mpi, "ray": ray}
+
+
 def main() -> None:
     cli = [sys.executable, "-m", "aichor_iac.cli", "render"]
     print(
-        f"{'workers':>8} {'pulumi resources':>17} {'k8s objects':>12} "
+        f"{'framework':>9} {'workers':>8} {'pulumi resources':>17} {'k8s objects':>12} "
         f"{'render s (median of 5)':>23} {'max s':>7}"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        for workers in SIZES:
-            path = Path(tmp) / f"pytorch-{workers}.yaml"
-            path.write_text(yaml.safe_dump(pytorch(workers)))
+        for (framework, build), workers in (
+            (item, size) for item in MANIFESTS.items() for size in SIZES
+        ):
+            path = Path(tmp) / f"{framework}-{workers}.yaml"
+            path.write_text(yaml.safe_dump(build(workers)))
             rendering = engine.expand(manifest.load(path))
             times = []
             for _ in range(RUNS):
@@ -59,7 +85,8 @@ def main() -> None:
                 subprocess.run([*cli, str(path)], check=True, stdout=subprocess.DEVNULL)
                 times.append(time.perf_counter() - start)
             print(
-                f"{workers:>8} {len(rendering.resources):>17} {len(rendering.objects):>12} "
+                f"{framework:>9} {workers:>8} {len(rendering.resources):>17} "
+                f"{len(rendering.objects):>12} "
                 f"{statistics.median(times):>23.3f} {max(times):>7.3f}"
             )
     print(f"target: same object count for every size; 1000 workers <= {TARGET_SECONDS} s")
