@@ -250,13 +250,17 @@ class LocalCluster:
         main = _container(spec, name)
         env = container_env(job, index, name, self.ips[pod], self.secrets)
         command = [expand(part, env) for part in main["command"] + main.get("args", [])]
-        mounts = [(str(self.root / pod / "tmp"), "/tmp")]
+        private = self.root / pod / "tmp"
+        # What the test itself runs from (a checkout or virtualenv under /tmp) stays visible
+        # in the pod's private /tmp, as an image's own files would be.
+        mounts = [(f"/tmp/{top}", str(private / top)) for top in _under_tmp()]
+        mounts += [(str(private), "/tmp")]
         mounts += [
             (str(self._volume(pod, spec, m["name"])), m["mountPath"])
             for m in main.get("volumeMounts", [])
             if "projected" in _volume(spec, m["name"])
         ]
-        binds = " && ".join(f"mkdir -p '{d}' && mount --bind '{s}' '{d}'" for s, d in mounts)
+        binds = " && ".join(f"mkdir -p '{d}' && mount --rbind '{s}' '{d}'" for s, d in mounts)
         return subprocess.run(
             [
                 "ip",
@@ -343,6 +347,16 @@ class LocalCluster:
         spec = job["spec"]["template"]["spec"]
         namespace = job["metadata"]["namespace"]
         return f"{_pod(job, index)}.{spec['subdomain']}.{namespace}.svc.cluster.local"
+
+
+def _under_tmp() -> list[str]:
+    """The top folders under /tmp that this test process needs: its checkout, its Python."""
+    import sys
+    from pathlib import Path
+
+    paths = [Path.cwd(), Path(sys.prefix), Path(sys.executable).resolve()]
+    parts = [q.resolve().parts for q in paths]
+    return sorted({p[2] for p in parts if p[:2] == ("/", "tmp") and len(p) > 2})
 
 
 def _privileges(security: dict[str, Any]) -> list[str]:
