@@ -7,6 +7,7 @@ problem found, each with the manifest path, a sentence and (when the YAML gives 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -437,6 +438,11 @@ def ray_version(spec: Spec) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def ray_flag(key: str) -> str:
+    """A `rayStartParams` key as the `ray start` flag it names (`num_cpus` is `num-cpus`)."""
+    return key.lstrip("-").replace("_", "-")
+
+
 def _ray_rules(spec: Spec) -> list[Problem]:
     """Ray versions this package knows the flags of, and the `ray start` flags it owns."""
     problems = []
@@ -464,7 +470,7 @@ def _ray_rules(spec: Spec) -> list[Problem]:
         if group is None:
             continue
         for key, value in group.ray_start_params.items():
-            flag = key.lstrip("-").replace("_", "-")
+            flag = ray_flag(key)
             where = f"spec.types.{path}.rayStartParams.{key}"
             if flag in RAY_MANAGED_FLAGS:
                 problems.append(
@@ -476,8 +482,6 @@ def _ray_rules(spec: Spec) -> list[Problem]:
 
 
 def _json_object(value: object) -> bool:
-    import json
-
     try:
         return isinstance(json.loads(str(value)), dict)
     except ValueError:

@@ -13,8 +13,6 @@ from typing import Any, Literal
 from ..manifest import ReplicaType, Types
 
 INDEX_VAR = "JOB_COMPLETION_INDEX"
-# The keys of the generated Secret, per `Plan.secret`.
-SECRET_KEYS = {"password": ("password",), "ssh": ("ssh-privatekey", "ssh-publickey")}
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,21 @@ import json
 import math
 import shlex
 
-from ..manifest import ReplicaType, Spec, ray_version
+from ..manifest import ReplicaType, Spec, ray_flag, ray_version
 from .base import Endpoint, Env, Group, Names, Plan
 
 GCS, DASHBOARD, CLIENT = 6379, 8265, 10001
 PORTS = (("gcs", GCS), ("dashboard", DASHBOARD), ("client", CLIENT))
+
+HEAD_FLAGS = {
+    "head": True,
+    "port": GCS,
+    "dashboard-host": "0.0.0.0",
+    "dashboard-port": DASHBOARD,
+    "ray-client-server-port": CLIENT,
+    "block": True,  # in the foreground: the head is Ready once its GCS accepts connections
+}
+EVERY_NODE = '""'  # the kuberay entrypoint runs on the head: every node counts
 
 # What the kuberay submitter asks for (KubeRay's default submitter: 500m CPU, 1Gi).
 SUBMITTER = ReplicaType.model_validate({"count": 1, "resources": {"cpus": 0.5, "memory": 1}})
@@ -88,6 +98,7 @@ def plan(spec: Spec, names: Names) -> Plan:
     head_service = f"{names.experiment}-head"
     head_host = names.service_host(head_service)
     address = f"{head_host}:{GCS}"
+    dashboard_url = f"http://{head_host}:{DASHBOARD}"
     pools = [pool for pool in spec.types.Workers or [] if pool.count > 0]
     expected = head_spec.count + sum(pool.count for pool in pools)
     entry = "job" if spec.operator == "ray" else "submitter"
@@ -103,7 +114,7 @@ def plan(spec: Spec, names: Names) -> Plan:
             ports=PORTS,
             follows=entry_host,
             leader_first=False,
-            program=start(head_spec, HEAD_FLAGS, legacy, head=True),
+            program=start(head_spec, HEAD_FLAGS, legacy),
             ready_port=GCS,
         )
     ]
@@ -142,10 +153,8 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
         )
     else:
         entrypoint = f"{wait_for_nodes(expected, EVERY_NODE, spec)} && {spec.command}"
-        url = f"http://{head_host}:{DASHBOARD}"
-        program = "python3 -c {} {} {} {} {}".format(
-            *map(shlex.quote, (SUBMIT, url, names.experiment, entrypoint, str(_deadline(spec))))
-        )
+        args = (SUBMIT, dashboard_url, names.experiment, entrypoint, str(_deadline(spec)))
+        program = "python3 -c " + " ".join(map(shlex.quote, args))
         groups.append(
             Group(
                 role="submitter",
@@ -168,21 +177,10 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
             "rayAddress": address,
             "dashboard": f"kubectl port-forward -n {names.namespace} svc/{head_service} "
             f"{DASHBOARD}",
-            "dashboardUrl": f"http://{head_host}:{DASHBOARD}",
+            "dashboardUrl": dashboard_url,
             "expectedNodeCount": expected,
         },
     )
-
-
-EVERY_NODE = '""'  # the kuberay entrypoint runs on the head: every node counts
-
-HEAD_FLAGS = {
-    "head": True,
-    "port": GCS,
-    "dashboard-host": "0.0.0.0",
-    "dashboard-port": DASHBOARD,
-    "ray-client-server-port": CLIENT,
-}
 
 
 def cluster_env(address: str, legacy: bool) -> tuple[Env, ...]:
@@ -203,7 +201,6 @@ def start(
     flags: dict[str, object],
     legacy: bool,
     resources: dict[str, int] | None = None,
-    head: bool = False,
 ) -> str:
     """`ray start` for a group: the given flags, its share of the pod's resources, the
     cluster password on Ray 1.x, then the group's `rayStartParams` (which win, except for
@@ -217,15 +214,13 @@ def start(
     }
     if legacy:
         derived["redis-password"] = "$REDIS_PASSWORD"
-    params = {k.lstrip("-").replace("_", "-"): v for k, v in group.ray_start_params.items()}
+    params = {ray_flag(k): v for k, v in group.ray_start_params.items()}
     if resources or "resources" in params:
         derived["resources"] = json.dumps(
             {**(resources or {}), **json.loads(str(params.pop("resources", "{}")))},
             separators=(",", ":"),
         )
     derived.update(params)
-    if head:  # the head is Ready once its GCS accepts connections: start it in the foreground
-        derived["block"] = True
     args = []
     for flag, value in derived.items():
         if value is True or (str(value).lower() == "true" and flag in ("block", "head")):
