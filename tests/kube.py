@@ -211,16 +211,17 @@ class LocalCluster:
             path.rmdir()
 
     def run(
-        self, timeout: float = 120, delays: dict[str, float] | None = None
+        self, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
     ) -> dict[str, subprocess.CompletedProcess]:
-        """Start every replica at once (or after its delay in seconds, as a pod waiting for a
-        node or an image would); return each one's main container result by pod name."""
+        """Start every replica at once and return each one's main container result by pod
+        name. `held` keeps a pod pending, as a node still scaling up would, until another
+        pod has printed a line: {pod: (other pod, text)} (bounded by `timeout`)."""
         import threading
 
         threads = [
             threading.Thread(
                 target=self._replica,
-                args=(job, i, (delays or {}).get(_pod(job, i), 0)),
+                args=(job, i, (held or {}).get(_pod(job, i)), timeout),
                 daemon=True,
             )
             for job, i in self.pods
@@ -231,10 +232,14 @@ class LocalCluster:
             thread.join(timeout)
         return self.results
 
-    def _replica(self, job: dict[str, Any], index: int, delay: float = 0) -> None:
+    def _replica(
+        self, job: dict[str, Any], index: int, hold: tuple[str, str] | None, timeout: float
+    ) -> None:
         import time
 
-        time.sleep(delay)
+        deadline = time.monotonic() + timeout
+        while hold and hold[1] not in self._output(hold[0]) and time.monotonic() < deadline:
+            time.sleep(0.2)
         pod = _pod(job, index)
         spec = job["spec"]["template"]["spec"]
         for init in spec.get("initContainers", []):
@@ -243,6 +248,11 @@ class LocalCluster:
                 self._finish(pod, result)
                 return
         self._finish(pod, self._container(job, index, spec["containers"][0]["name"]))
+
+    def _output(self, pod: str) -> str:
+        """What a pod's containers have printed so far."""
+        logs = sorted((self.root / pod).glob("*.out"))
+        return "".join(log.read_text(errors="replace") for log in logs)
 
     def _container(self, job: dict[str, Any], index: int, name: str) -> subprocess.CompletedProcess:
         pod = _pod(job, index)
@@ -261,24 +271,19 @@ class LocalCluster:
             if "projected" in _volume(spec, m["name"])
         ]
         binds = " && ".join(f"mkdir -p '{d}' && mount --rbind '{s}' '{d}'" for s, d in mounts)
-        return subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                self._ns(pod),
-                "/bin/sh",
-                "-c",
-                f'{binds} && exec "$@"',
-                "pod",
-                *_privileges(main.get("securityContext", {})),
-                *command,
-            ],
-            env={**self.env, **env},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
+        argv = ["ip", "netns", "exec", self._ns(pod), "/bin/sh", "-c", f'{binds} && exec "$@"']
+        argv += ["pod", *_privileges(main.get("securityContext", {})), *command]
+        # Output goes to files as it is printed, so that a held pod can watch for a line.
+        out, err = (self.root / pod / f"{name}.{kind}" for kind in ("out", "err"))
+        with out.open("w") as stdout, err.open("w") as stderr:
+            process = subprocess.run(
+                argv, env={**self.env, **env}, stdout=stdout, stderr=stderr, timeout=300
+            )
+        return subprocess.CompletedProcess(
+            argv,
+            process.returncode,
+            out.read_text(errors="replace"),
+            err.read_text(errors="replace"),
         )
 
     def _volume(self, pod: str, spec: dict[str, Any], name: str) -> Any:

@@ -236,7 +236,9 @@ SMALL = {"resources": {"cpus": 1, "memory": 2}, "rayStartParams": {"object-store
 TOKEN = "s3cret-token-for-tests-0123456789"
 
 
-def run_cluster(operator: str, command: str, delays: dict[str, float] | None = None) -> dict:
+def run_cluster(
+    operator: str, command: str, held: dict[str, tuple[str, str]] | None = None
+) -> dict:
     types: dict[str, Any] = {"Head": SMALL, "Workers": [{"name": "cpu-pool", "count": 1, **SMALL}]}
     if operator == "ray":
         types["Job"] = SMALL
@@ -247,7 +249,7 @@ def run_cluster(operator: str, command: str, delays: dict[str, float] | None = N
         "AICHOR_FOLLOW_INTERVAL": "0.5",
     }
     with LocalCluster(expand(data).objects, env, {"password": TOKEN}) as cluster:
-        return cluster.run(timeout=300, delays=delays)
+        return cluster.run(timeout=300, held=held)
 
 
 CHECK = """\
@@ -259,8 +261,9 @@ python3 -c 'import ray; ray.init(); print("cpu-pool", ray.cluster_resources().ge
 
 @real
 def test_real_ray_job_waits_for_every_node_then_the_cluster_ends():
-    # The pool's pod starts late (a node scaling up): the job must wait for it.
-    results = run_cluster("ray", CHECK, delays={"exp-cpu-pool-0": 8})
+    # The pool's pod stays pending (a node scaling up) until the job has seen the cluster
+    # incomplete: the job must wait for it.
+    results = run_cluster("ray", CHECK, held={"exp-cpu-pool-0": ("exp-job-0", "retrying in 2s")})
     job = results["exp-job-0"]
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
     address = f"ray_address={HEAD}:6379"
