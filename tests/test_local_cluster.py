@@ -69,9 +69,10 @@ def test_xgboost_master_and_two_workers_allreduce():
 
 
 def test_tf_parameter_servers_end_with_the_chief():
-    # Parameter servers never exit on their own (server.join()); the chief trains, then exits.
+    # Parameter servers never exit on their own (server.join()); the chief trains, then exits
+    # (after the others have started, even on a loaded machine).
     command = (
-        'case "$TF_CONFIG" in *\'"type":"chief"\'*) sleep 2; echo trained;; *) sleep 600;; esac'
+        'case "$TF_CONFIG" in *\'"type":"chief"\'*) sleep 5; echo trained;; *) sleep 600;; esac'
     )
     results = run("tf", command, Chief=1, PS=2, Worker=1)
     assert results["exp-chief-0"].stdout.strip() == "trained"
