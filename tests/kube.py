@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -123,11 +130,6 @@ class LocalCluster:
         env: dict[str, str],
         secrets: dict[str, str] | None = None,
     ):
-        import tempfile
-        import threading
-        import uuid
-        from pathlib import Path
-
         self.jobs = [o for o in objects if o["kind"] == "Job"]
         self.services = [
             o for o in objects if o["kind"] == "Service" and o["spec"].get("clusterIP") == "None"
@@ -199,8 +201,6 @@ class LocalCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        import shutil
-
         for pod in self.ips:
             self._kill(pod)
             subprocess.run(["ip", "netns", "del", self._ns(pod)], check=False)
@@ -216,7 +216,6 @@ class LocalCluster:
         """Start every replica at once and return each one's main container result by pod
         name. `held` keeps a pod pending, as a node still scaling up would, until another
         pod has printed a line: {pod: (other pod, text)} (bounded by `timeout`)."""
-        import threading
 
         threads = [
             threading.Thread(
@@ -235,8 +234,6 @@ class LocalCluster:
     def _replica(
         self, job: dict[str, Any], index: int, hold: tuple[str, str] | None, timeout: float
     ) -> None:
-        import time
-
         deadline = time.monotonic() + timeout
         while hold and hold[1] not in self._output(hold[0]) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -288,7 +285,6 @@ class LocalCluster:
 
     def _volume(self, pod: str, spec: dict[str, Any], name: str) -> Any:
         """A projected volume's files, written once per pod with their mode."""
-        from pathlib import Path
 
         path = self.root / pod / "volumes" / name
         with self.lock:
@@ -356,8 +352,6 @@ class LocalCluster:
 
 def _under_tmp() -> list[str]:
     """The top folders under /tmp that this test process needs: its checkout, its Python."""
-    import sys
-    from pathlib import Path
 
     paths = [Path.cwd(), Path(sys.prefix), Path(sys.executable).resolve()]
     parts = [q.resolve().parts for q in paths]
@@ -368,7 +362,6 @@ def _privileges(security: dict[str, Any]) -> list[str]:
     """What the container runtime does with a security context: capabilities outside
     `add` are dropped (from the bounding set, so root has them no more) and, without
     privilege escalation, no_new_privs is set. Needs util-linux's setpriv."""
-    import shutil
 
     capabilities = security.get("capabilities", {})
     if capabilities.get("drop") != ["ALL"] or not shutil.which("setpriv"):

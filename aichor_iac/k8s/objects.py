@@ -173,32 +173,30 @@ class Context:
 
 def service(ctx: Context) -> dict:
     """Headless Service giving every replica a stable DNS name, resolvable before it is Ready."""
-    return dict(
-        metadata=ctx.metadata(ctx.names.service, annotations={SKIP_AWAIT: "true"}),
-        spec=ServiceSpecArgs(
-            cluster_ip="None",
-            publish_not_ready_addresses=True,
-            selector=ctx.selector(),
-            ports=[
-                ServicePortArgs(name=name, port=port, target_port=port, protocol="TCP")
-                for name, port in ctx.plan.ports
-            ],
-        ),
-    )
+    metadata = ctx.metadata(ctx.names.service, annotations={SKIP_AWAIT: "true"})
+    return _headless(metadata, ctx.selector(), ctx.plan.ports)
 
 
 def role_service(ctx: Context, name: str, role: str) -> dict:
     """A headless Service for one group (Ray's head): its ports by name, resolvable at once."""
     group = next(g for g in ctx.plan.groups if g.role == role)
+    selector = {**ctx.selector(), "app.kubernetes.io/component": role}
+    return _headless(ctx.metadata(name, role, {SKIP_AWAIT: "true"}), selector, group.ports)
+
+
+def _headless(
+    metadata: ObjectMetaArgs, selector: dict[str, str], ports: tuple[tuple[str, int], ...]
+) -> dict:
+    """A headless Service: DNS records for the selected pods, published before they are Ready."""
     return dict(
-        metadata=ctx.metadata(name, role, {SKIP_AWAIT: "true"}),
+        metadata=metadata,
         spec=ServiceSpecArgs(
             cluster_ip="None",
             publish_not_ready_addresses=True,
-            selector={**ctx.selector(), "app.kubernetes.io/component": role},
+            selector=selector,
             ports=[
-                ServicePortArgs(name=port_name, port=port, target_port=port, protocol="TCP")
-                for port_name, port in group.ports
+                ServicePortArgs(name=name, port=port, target_port=port, protocol="TCP")
+                for name, port in ports
             ],
         ),
     )
@@ -327,10 +325,7 @@ def env(ctx: Context, group: Group) -> list[EnvVarArgs]:
             source = EnvVarSourceArgs(field_ref=ObjectFieldSelectorArgs(field_path=var.field_path))
             entries.append(EnvVarArgs(name=var.name, value_from=source))
         elif var.secret_key is not None:
-            ref = SecretKeySelectorArgs(name=ctx.names.secret, key=var.secret_key)
-            entries.append(
-                EnvVarArgs(name=var.name, value_from=EnvVarSourceArgs(secret_key_ref=ref))
-            )
+            entries.append(secret_env(var.name, ctx.names.secret, var.secret_key))
         elif var.index_offset is None:
             entries.append(EnvVarArgs(name=var.name, value=var.value))
         elif var.index_offset == 0:
@@ -349,13 +344,16 @@ def user_env(spec: Spec) -> list[EnvVarArgs]:
     entries = []
     for var in spec.env:
         if var.secret_key_ref is not None:
-            ref = SecretKeySelectorArgs(name=var.secret_key_ref.name, key=var.secret_key_ref.key)
-            entries.append(
-                EnvVarArgs(name=var.name, value_from=EnvVarSourceArgs(secret_key_ref=ref))
-            )
+            entries.append(secret_env(var.name, var.secret_key_ref.name, var.secret_key_ref.key))
         else:
             entries.append(EnvVarArgs(name=var.name, value=shell.k8s_escape(var.value or "")))
     return entries
+
+
+def secret_env(name: str, secret: str, key: str) -> EnvVarArgs:
+    """A variable read from a Secret's key by the kubelet: the value is never in the spec."""
+    ref = SecretKeySelectorArgs(name=secret, key=key)
+    return EnvVarArgs(name=name, value_from=EnvVarSourceArgs(secret_key_ref=ref))
 
 
 def container_security(spec: Spec, capabilities: tuple[str, ...] = ()) -> SecurityContextArgs:
