@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.tree import Tree
 
 from . import manifest as manifest_module
-from . import output
-from .manifest import ManifestError
+from . import output, planning
+from .manifest import Manifest, ManifestError
 from .settings import Settings, load_stack_file
 
 
@@ -53,10 +53,10 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    command("validate", _validate, "check a manifest; exit 2 with one line per problem")
     schema = commands.add_parser("schema", help="print the manifest's JSON Schema (for editors)")
     schema.set_defaults(handler=_schema)
     for name, handler, help in (
+        ("validate", _validate, "check a manifest; exit 2 with one line per problem"),
         ("render", _render, "print every Kubernetes object as multi-document YAML"),
         ("preview", _preview, "show the component, its objects in creation order and totals"),
     ):
@@ -82,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    manifest = manifest_module.load(args.manifest)
+    """What `render` checks, without Pulumi: the same `planning.blueprint` decides."""
+    manifest, settings, name, _ = _inputs(args)
+    planning.blueprint(manifest, settings, name)
     print(f"{args.manifest}: valid {manifest.spec.operator} manifest")
     return 0
 
@@ -92,16 +94,27 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _expand(args: argparse.Namespace):
-    from .engine import expand  # imports Pulumi: keep `validate` fast
-
+def _inputs(args: argparse.Namespace) -> tuple[Manifest, Settings, str, str]:
+    """The manifest, the settings, the experiment name and the stack the options give."""
     manifest = manifest_module.load(args.manifest)
     settings, stack = Settings(), "dev"
     if args.stack_config:
         settings, stack = load_stack_file(args.stack_config)
     if args.namespace:
         settings = settings.model_copy(update={"namespace": args.namespace})
-    return expand(manifest, settings, stack, args.name)
+    return (
+        manifest,
+        settings,
+        args.name or settings.experiment_name or manifest.name or stack,
+        stack,
+    )
+
+
+def _expand(args: argparse.Namespace):
+    from .engine import expand  # imports Pulumi: keep `validate` fast
+
+    manifest, settings, name, stack = _inputs(args)
+    return expand(manifest, settings, stack, name)
 
 
 def _render(args: argparse.Namespace) -> int:

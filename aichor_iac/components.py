@@ -16,10 +16,11 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClai
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
-from . import naming
-from .frameworks import PLANNERS, Names, Plan
-from .k8s import objects, services
-from .manifest import Manifest, ManifestError, Problem
+from . import planning
+from .frameworks import Plan
+from .k8s import objects, services, tensorboard
+from .k8s.context import Context
+from .manifest import Manifest
 from .settings import Settings
 
 
@@ -51,13 +52,10 @@ class Experiment(pulumi.ComponentResource):
                 f"'{operator}': use components.experiment() to pick the component"
             )
         settings = settings or Settings()
-        names = Names(
-            naming.experiment_name(name, manifest), settings.namespace, settings.cluster_domain
-        )
-        self.experiment, self.namespace = names.experiment, names.namespace
-        self.plan = PLANNERS[operator](manifest.spec, names)
-        ctx = objects.Context(manifest.spec, self.plan, names, settings)
-        check(ctx)  # before anything is registered: nothing is half-created
+        # Every problem is raised here, before anything is registered: nothing is half-created.
+        ctx = Context(planning.blueprint(manifest, settings, name))
+        names = ctx.names
+        self.experiment, self.namespace, self.plan = names.experiment, names.namespace, ctx.plan
         super().__init__(self.TYPE, name, None, opts)
 
         first: list[pulumi.Resource] = []
@@ -130,15 +128,22 @@ class Experiment(pulumi.ComponentResource):
                     "ready" if gate else settings.wait,
                 ),
             )
-        if manifest.spec.tensorboard.enabled:
+        if ctx.blueprint.tensorboard:
+            after = list(needed)
+            if tensorboard.has_volume(ctx):
+                after.append(
+                    PersistentVolumeClaim(
+                        f"{name}-tensorboard-volume",
+                        **tensorboard.log_volume(ctx),
+                        opts=self._child(first),
+                    )
+                )
             Deployment(
-                f"{name}-tensorboard",
-                **services.tensorboard_deployment(ctx),
-                opts=self._child(needed),
+                f"{name}-tensorboard", **tensorboard.deployment(ctx), opts=self._child(after)
             )
             Service(
                 f"{name}-tensorboard-service",
-                **services.tensorboard_service(ctx),
+                **tensorboard.service(ctx),
                 opts=self._child(needed),
             )
         self.outputs = self._outputs(ctx)
@@ -179,7 +184,7 @@ class Experiment(pulumi.ComponentResource):
             }
         return {k: pulumi.Output.secret(v) for k, v in values.items()}
 
-    def _outputs(self, ctx: objects.Context) -> dict[str, Any]:
+    def _outputs(self, ctx: Context) -> dict[str, Any]:
         """The stack outputs contract (README "Stack outputs")."""
         names = ctx.names
         entry = names.job(self.plan.entry_point)
@@ -193,40 +198,21 @@ class Experiment(pulumi.ComponentResource):
             **self.plan.totals(),
             **self.plan.outputs,
         }
-        if ctx.spec.tensorboard.enabled:
+        if len(self.plan.completes) > 1:  # several Jobs make the experiment: follow them all
+            outputs["logs"] = (
+                f"kubectl logs -n {names.namespace} -f --prefix --max-log-requests "
+                f"{self.plan.pods} -l training.kubeflow.org/job-name={names.experiment}"
+            )
+        if ctx.blueprint.tensorboard:
             outputs["tensorboard"] = (
                 f"kubectl port-forward -n {names.namespace} "
-                f"svc/{services.tensorboard_name(ctx)} {services.TENSORBOARD_PORT}"
+                f"svc/{tensorboard.name(ctx)} {tensorboard.PORT}"
             )
+            logs = ctx.blueprint.tensorboard
+            outputs["tensorboardLogs"] = f"{logs.path} ({logs.source}: {logs.why})"
         if ctx.shared_volume_claim:
             outputs["sharedVolume"] = ctx.shared_volume_claim
         return outputs
-
-
-def check(ctx: objects.Context) -> None:
-    """Problems only visible once the plan and the stack config meet the manifest."""
-    problems = []
-    reserved = {objects.INDEX_VAR, "NVIDIA_VISIBLE_DEVICES", *ctx.platform_env()}
-    reserved |= {var.name for group in ctx.plan.groups for var in group.env}
-    for i, var in enumerate(ctx.spec.env):
-        if var.name in reserved:
-            problems.append(
-                Problem(
-                    f"spec.env.{i}.name",
-                    f"{var.name} is set by aichor-iac for operator '{ctx.spec.operator}'; "
-                    "choose another name",
-                )
-            )
-    if ctx.spec.tensorboard.enabled and not services.tensorboard_path(ctx):
-        problems.append(
-            Problem(
-                "spec.tensorboard.enabled",
-                "TensorBoard needs a log location: add spec.storage.sharedVolume or set "
-                "aichor:tensorboardPath",
-            )
-        )
-    if problems:
-        raise ManifestError("manifest", problems)
 
 
 class PyTorchJob(Experiment):
@@ -279,9 +265,26 @@ class RayCluster(Experiment):
     OPERATORS = ("ray", "kuberay")
 
 
+class JobSet(Experiment):
+    """AIchor's jobset operator: each type is `count` Indexed Jobs `<exp>-<type>-<j>` of
+    `completions` pods (`parallelisms` at once), with JobSet's variables (`JOB_INDEX`,
+    `JOB_GLOBAL_INDEX`, …); the experiment succeeds when every Job has completed."""
+
+    TYPE = "aichor:index:JobSet"
+    OPERATORS = ("jobset",)
+
+
+class BatchJob(Experiment):
+    """AIchor's batchjob operator: the `Worker` type as one Indexed Job; each pod sees its
+    `JOB_COMPLETION_INDEX`."""
+
+    TYPE = "aichor:index:BatchJob"
+    OPERATORS = ("batchjob",)
+
+
 COMPONENTS: dict[str, type[Experiment]] = {
     op: cls
-    for cls in (RayCluster, TFJob, PyTorchJob, XGBoostJob, JaxJob, MPIJob)
+    for cls in (RayCluster, TFJob, PyTorchJob, XGBoostJob, JaxJob, MPIJob, JobSet, BatchJob)
     for op in cls.OPERATORS
 }
 

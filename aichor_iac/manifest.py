@@ -7,7 +7,9 @@ problem found, each with the manifest path, a sentence and (when the YAML gives 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,29 +20,28 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
+    ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-OPERATORS = ("ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "mpi")
-Operator = Literal["ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "mpi"]
+OPERATORS = ("ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "mpi", "jobset", "batchjob")
+Operator = Literal["ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "mpi", "jobset", "batchjob"]
+# Operators of AIchor manifests that target another platform than Kubernetes: one clear refusal.
+OTHER_PLATFORMS = {
+    "vertexai": "Google Cloud's Vertex AI custom jobs (workerPoolSpecs)",
+    "slurm": "a Slurm cluster (sbatch jobs)",
+}
 
-# Canonical replica type names, looked up case-insensitively (`worker` is `Worker`).
+# Canonical names of the fixed replica types, looked up case-insensitively (`worker` is
+# `Worker`). jobset's types have free lowercase names instead (JOBSET_TYPE).
 TYPE_NAMES = ("Master", "Worker", "Chief", "PS", "Evaluator", "Head", "Job", "Workers", "Launcher")
 _CANONICAL_TYPE = {name.lower(): name for name in TYPE_NAMES}
-
-# Which replica types each operator accepts.
-OPERATOR_TYPES: dict[str, tuple[str, ...]] = {
-    "pytorch": ("Master", "Worker"),
-    "xgboost": ("Master", "Worker"),
-    "jax": ("Worker",),
-    "tf": ("Chief", "PS", "Worker", "Evaluator"),
-    "ray": ("Head", "Workers", "Job"),
-    "kuberay": ("Head", "Workers"),
-    "mpi": ("Launcher", "Worker"),
-}
+JOBSET_TYPE = re.compile(r"[a-z][a-z0-9-]*\Z")
 
 # Ray groups' Job names, which pool names must not take.
 RAY_ROLES = ("head", "job", "submitter")
@@ -95,8 +96,28 @@ class Gpu(Model):
 
 class Tpu(Model):
     type: str = Field(description="TPU accelerator (GKE `cloud.google.com/gke-tpu-accelerator`).")
-    topology: str = Field(description="TPU topology, e.g. `2x2`.")
-    tpu_chips_count: int = Field(ge=1, description="TPU chips per replica.")
+    topology: str = Field(
+        pattern=r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$", description="TPU topology, e.g. `2x2`, `4x4`."
+    )
+    tpu_chips_count: int = Field(ge=1, description="TPU chips per host (VM).")
+
+    @model_validator(mode="after")
+    def _divides(self) -> Tpu:
+        if self.chips % self.tpu_chips_count:
+            raise ValueError(
+                f"topology {self.topology} has {self.chips} chips, which {self.tpu_chips_count} "
+                "chips per host do not divide: give the chips each host of this slice has"
+            )
+        return self
+
+    @property
+    def chips(self) -> int:
+        return math.prod(int(n) for n in self.topology.split("x"))
+
+    @property
+    def hosts(self) -> int:
+        """Hosts (VMs, one pod each) of one slice."""
+        return self.chips // self.tpu_chips_count
 
 
 class Accelerators(Model):
@@ -148,10 +169,17 @@ class Resources(Model):
 class ReplicaType(Model):
     count: int = Field(1, ge=0, description="Number of replicas.")
     resources: Resources
-    ray_start_params: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
-class RayPool(ReplicaType):
+class RayGroup(ReplicaType):
+    """Ray's Head and Job: `ray start` flags beside the resources."""
+
+    ray_start_params: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Extra `ray start` flags."
+    )
+
+
+class RayPool(RayGroup):
     name: str = Field(description="Pool name (a DNS label); also the pool's Ray custom resource.")
     count: int = Field(0, ge=0)
 
@@ -166,26 +194,21 @@ class RayPool(ReplicaType):
         return value
 
 
-def _lowercase_type_keys(schema: dict[str, Any]) -> None:
-    """Editors: accept `worker` as well as `Worker`, as the loader does."""
-    properties = schema.get("properties", {})
-    properties.update({k.lower(): v for k, v in list(properties.items())})
+class JobSetType(ReplicaType):
+    """A jobset type: `count` Jobs of `completions` pods each, `parallelisms` at once per Job."""
+
+    completions: int = Field(1, ge=1, description="Pods per Job.")
+    parallelisms: int = Field(1, ge=1, description="Pods of one Job running at once.")
+
+
+Group = ReplicaType | list[RayPool]
 
 
 class Types(Model):
-    """Replica types; keys are matched case-insensitively (`worker` is `Worker`)."""
+    """A manifest's replica types. Each operator has its own model (`types_model`), built from
+    its rules (`RULES`); keys are matched case-insensitively (`worker` is `Worker`)."""
 
-    model_config = ConfigDict(alias_generator=None, json_schema_extra=_lowercase_type_keys)
-
-    Master: ReplicaType | None = None
-    Worker: ReplicaType | None = None
-    Chief: ReplicaType | None = None
-    PS: ReplicaType | None = None
-    Evaluator: ReplicaType | None = None
-    Head: ReplicaType | None = None
-    Job: ReplicaType | None = None
-    Launcher: ReplicaType | None = None
-    Workers: list[RayPool] | None = None
+    model_config = ConfigDict(alias_generator=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -194,9 +217,117 @@ class Types(Model):
             return {_CANONICAL_TYPE.get(str(k).lower(), k): v for k, v in data.items()}
         return data
 
-    def present(self) -> dict[str, ReplicaType | list[RayPool]]:
-        """The types the manifest gives, in canonical order."""
-        return {n: getattr(self, n) for n in TYPE_NAMES if getattr(self, n) is not None}
+    def present(self) -> dict[str, Group]:
+        """The types the manifest gives, in the operator's order (jobset: the manifest's)."""
+        fields = {n: getattr(self, n) for n in type(self).model_fields}
+        return {n: g for n, g in {**fields, **(self.model_extra or {})}.items() if g is not None}
+
+    def get(self, name: str) -> Any:
+        return self.present().get(name)
+
+
+class JobSetTypes(Types):
+    """jobset's types: free names, each a `JobSetType`."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, JobSetType]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _canonical_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            bad = [str(k) for k in data if not JOBSET_TYPE.match(str(k)) or len(str(k)) > 40]
+            if bad:
+                raise ValueError(
+                    f"jobset type names are lowercase letters, digits and '-', starting with a "
+                    f"letter, at most 40 characters: rename {', '.join(map(repr, bad))}"
+                )
+        return data
+
+
+@dataclass(frozen=True)
+class TypeRule:
+    """One replica type an operator accepts."""
+
+    model: type[ReplicaType] = ReplicaType
+    count: tuple[int, int | None] = (0, None)  # the counts allowed, bounds included
+    required: bool = False
+    pools: bool = False  # a list of named pools (Ray's `Workers`)
+
+
+@dataclass(frozen=True)
+class OperatorRule:
+    """What an operator's `types` hold: its types by canonical name, in rank order, and which
+    types must have a pod between them (`needs`: types, error path, sentence; no types: all)."""
+
+    types: dict[str, TypeRule]
+    needs: tuple[tuple[str, ...], str, str] | None = None
+    model: type[Types] | None = None  # a model of its own (jobset's free names)
+
+
+_SINGLE = TypeRule(count=(1, 1))
+_MASTER_WORKER = OperatorRule(
+    {"Master": _SINGLE, "Worker": TypeRule()},
+    (
+        ("Master", "Worker"),
+        "spec.types",
+        "give Master (count 1) and Worker, or a Worker with count ≥ 1",
+    ),
+)
+_HEAD = TypeRule(RayGroup, (1, 1), required=True)
+RULES: dict[str, OperatorRule] = {
+    "pytorch": _MASTER_WORKER,
+    "xgboost": _MASTER_WORKER,
+    "jax": OperatorRule(
+        {"Worker": TypeRule()},
+        (("Worker",), "spec.types.Worker.count", "JAX needs at least one Worker"),
+    ),
+    "tf": OperatorRule(
+        {
+            "Chief": TypeRule(count=(0, 1)),
+            "PS": TypeRule(),
+            "Worker": TypeRule(),
+            "Evaluator": TypeRule(count=(0, 1)),
+        },
+        (("Chief", "Worker"), "spec.types", "TF needs a Chief or at least one Worker"),
+    ),
+    "ray": OperatorRule(
+        {
+            "Head": _HEAD,
+            "Workers": TypeRule(RayPool, required=True, pools=True),
+            "Job": TypeRule(RayGroup, (1, 1), required=True),
+        }
+    ),
+    # A kuberay cluster may be the head alone (no pool, or pools of count 0).
+    "kuberay": OperatorRule({"Head": _HEAD, "Workers": TypeRule(RayPool, pools=True)}),
+    "mpi": OperatorRule(
+        {"Launcher": TypeRule(count=(1, 1), required=True), "Worker": TypeRule()},
+        (("Worker",), "spec.types.Worker.count", "MPI needs at least one Worker"),
+    ),
+    "batchjob": OperatorRule(
+        {"Worker": TypeRule()},
+        (("Worker",), "spec.types.Worker.count", "batchjob needs at least one Worker"),
+    ),
+    "jobset": OperatorRule(
+        {}, ((), "spec.types", "give at least one type with count ≥ 1"), JobSetTypes
+    ),
+}
+
+
+@functools.cache
+def types_model(operator: str) -> type[Types]:
+    """The model of an operator's `types`, from its rules."""
+    rule = RULES[operator]
+    if rule.model is not None:
+        return rule.model
+    fields: dict[str, Any] = {
+        name: (list[t.model] if t.pools else t.model) | None for name, t in rule.types.items()
+    }
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        f"{operator.capitalize()}Types",
+        __base__=Types,
+        **{name: (annotation, None) for name, annotation in fields.items()},
+    )
 
 
 class SharedVolume(Model):
@@ -236,7 +367,7 @@ class SecretKeyRef(Model):
 
 
 class EnvVar(Model):
-    """`spec.env` (extension): a plain value or a reference to an existing Secret's key."""
+    """`spec.env` entry: a plain value or (extension) a reference to an existing Secret's key."""
 
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     value: str | None = None
@@ -249,13 +380,29 @@ class EnvVar(Model):
         return self
 
 
+class VsCode(Model):
+    enabled: bool = False
+    path: str | None = Field(None, description="AIchor: where the code is checked out.")
+    provider: str | None = Field(None, description="AIchor: the code's host, e.g. github.")
+
+
+class Debug(Model):
+    """AIchor's interactive debugging options."""
+
+    jupyter: bool = Field(False, description="A Jupyter server beside the entry point.")
+    vscode: VsCode = VsCode()
+
+
 class Spec(Model):
     operator: Operator
     image: str = Field(min_length=1)
     command: str = Field(min_length=1, description="One shell command line.")
-    types: Types
+    types: Types = Field(description="Replica types; which ones depends on the operator.")
     tensorboard: Tensorboard = Tensorboard()
     timeout: str | None = Field(None, description='Deadline such as "4m", "6h", "1d".')
+    active_deadline_seconds: int | None = Field(
+        None, ge=1, description="Deadline in seconds (older form of timeout, which wins)."
+    )
     restart_policy: RestartPolicy = RestartPolicy()
     ray_version: str | None = None
     storage: Storage = Storage()
@@ -263,8 +410,34 @@ class Spec(Model):
     slots_per_worker: int | None = Field(None, ge=1, description="mpi: MPI slots per worker.")
     mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] = "OpenMPI"
     env: list[EnvVar] = Field(
-        default_factory=list, description="Extension: env of every replica (values or Secrets)."
+        default_factory=list,
+        description="Env of every replica: a map of names to values, or a list of "
+        "{name, value} / {name, secretKeyRef} (extension).",
     )
+    debug: Debug = Debug()
+    engine_name: str | None = Field(
+        None,
+        max_length=63,
+        pattern=r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$",
+        description="AIchor's compute cluster: recorded as a label (the stack's Kubernetes "
+        "provider picks the cluster).",
+    )
+
+    @field_validator("types", mode="before")
+    @classmethod
+    def _operator_types(cls, value: Any, info: ValidationInfo) -> Any:
+        operator = info.data.get("operator")
+        if operator not in RULES:
+            return Types()  # the operator's own error says what is wrong
+        return types_model(operator).model_validate(value)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_map(cls, value: Any) -> Any:
+        """AIchor's map form, `{NAME: value}`, as the list form."""
+        if not isinstance(value, dict):
+            return value
+        return [{"name": str(k), "value": _env_text(v)} for k, v in value.items()]
 
     @field_validator("timeout")
     @classmethod
@@ -275,10 +448,19 @@ class Spec(Model):
 
     @property
     def timeout_seconds(self) -> int | None:
+        """`timeout`, else `activeDeadlineSeconds`, in seconds."""
         if self.timeout is None:
-            return None
+            return self.active_deadline_seconds
         parts = DURATION.match(self.timeout).groups()  # type: ignore[union-attr]
         return sum(int(p) * unit for p, unit in zip(parts, DURATION_UNITS, strict=True) if p)
+
+
+def _env_text(value: Any) -> Any:
+    """A YAML scalar as the text an env value is (`true`, `1`); anything else stays as is, to be
+    refused with its path."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int | float) else value
 
 
 class Manifest(Model):
@@ -288,10 +470,21 @@ class Manifest(Model):
     builder: dict[str, Any] | None = Field(None, description="Image build settings (ignored).")
     spec: Spec
 
+    _source: str = PrivateAttr("<manifest>")
+    _lines: dict[tuple[str, ...], int] = PrivateAttr(default_factory=dict)
+
     @field_validator("api_version", mode="before")
     @classmethod
     def _version_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int | float) else value
+
+    def error(self, problems: list[Problem]) -> ManifestError:
+        """Problems found after loading, with the file and lines the manifest came from."""
+        located = [
+            Problem(p.path, p.message, p.line or _line_for(tuple(p.path.split(".")), self._lines))
+            for p in problems
+        ]
+        return ManifestError(self._source, located)
 
 
 @dataclass(frozen=True)
@@ -341,92 +534,75 @@ def validate(
     data: dict[str, Any], source: str = "<manifest>", lines: dict | None = None
 ) -> Manifest:
     lines = lines or {}
+    spec = data.get("spec")
+    operator = spec.get("operator") if isinstance(spec, dict) else None
+    if isinstance(operator, str) and operator in OTHER_PLATFORMS:
+        raise ManifestError(
+            source,
+            [
+                Problem(
+                    "spec.operator",
+                    f"'{operator}' targets {OTHER_PLATFORMS[operator]}, another platform: "
+                    f"aichor-iac runs AIchor's Kubernetes operators ({', '.join(OPERATORS)}); "
+                    "rewrite the experiment for one of them",
+                    _line_for(("spec", "operator"), lines),
+                )
+            ],
+        )
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as error:
-        problems = [_problem(e, lines) for e in error.errors()]
+        problems = [_problem(e, lines, operator) for e in error.errors()]
         raise ManifestError(source, sorted(problems, key=lambda p: p.line or 0)) from None
+    manifest._source, manifest._lines = source, lines
     problems = _operator_rules(manifest.spec)
     if problems:
-        for i, p in enumerate(problems):
-            problems[i] = Problem(p.path, p.message, _line_for(tuple(p.path.split(".")), lines))
-        raise ManifestError(source, problems)
+        raise manifest.error(problems)
     return manifest
 
 
 def _operator_rules(spec: Spec) -> list[Problem]:
-    """Rules that depend on the operator: which types exist and how many of each."""
+    """Rules across fields: which types an operator needs and how many of each."""
     op, types, problems = spec.operator, spec.types.present(), []
+    rule = RULES[op]
     seen_env: set[str] = set()
     for i, var in enumerate(spec.env):
         if var.name in seen_env:
             problems.append(Problem(f"spec.env.{i}.name", f"'{var.name}' is given twice"))
         seen_env.add(var.name)
-    allowed = OPERATOR_TYPES[op]
-    for name in types:
-        if name not in allowed:
-            problems.append(
-                Problem(
-                    f"spec.types.{name}",
-                    f"operator '{op}' has no {name}; its types are {', '.join(allowed)}",
-                )
-            )
-
-    def count(name: str) -> int:
+    for name, type_rule in rule.types.items():
         group = types.get(name)
-        return group.count if isinstance(group, ReplicaType) else 0
-
-    def exactly_one(name: str) -> None:
-        if name in types and count(name) != 1:
-            problems.append(Problem(f"spec.types.{name}.count", f"must be 1, not {count(name)}"))
-
-    if op in ("pytorch", "xgboost"):
-        exactly_one("Master")
-        if "Master" not in types and count("Worker") < 1:
-            problems.append(
-                Problem(
-                    "spec.types", "give Master (count 1) and Worker, or a Worker with count ≥ 1"
-                )
-            )
-    elif op == "jax":
-        if count("Worker") < 1:
-            problems.append(Problem("spec.types.Worker.count", "JAX needs at least one Worker"))
-    elif op == "tf":
-        if count("Chief") > 1:
-            problems.append(Problem("spec.types.Chief.count", "at most one Chief"))
-        if count("Evaluator") > 1:
-            problems.append(Problem("spec.types.Evaluator.count", "at most one Evaluator"))
-        if count("Chief") + count("Worker") < 1:
-            problems.append(Problem("spec.types", "TF needs a Chief or at least one Worker"))
-    elif op in ("ray", "kuberay"):
-        problems += _ray_rules(spec)
-        for name in ("Head", "Job") if op == "ray" else ("Head",):
-            if name not in types:
+        if type_rule.pools:
+            if type_rule.required and not group:
+                problems.append(Problem(f"spec.types.{name}", "give at least one worker pool"))
+            continue
+        if group is None:
+            if type_rule.required:
                 problems.append(Problem(f"spec.types.{name}", f"operator '{op}' needs a {name}"))
-            exactly_one(name)
-        pools = spec.types.Workers or []
-        if not pools:
-            problems.append(Problem("spec.types.Workers", "give at least one worker pool"))
-        seen: set[str] = set()
-        for i, pool in enumerate(pools):
-            if pool.name in seen:
-                problems.append(
-                    Problem(f"spec.types.Workers.{i}.name", f"duplicate pool name '{pool.name}'")
-                )
-            seen.add(pool.name)
-            if pool.name in RAY_ROLES:
-                problems.append(
-                    Problem(
-                        f"spec.types.Workers.{i}.name",
-                        f"'{pool.name}' names the {pool.name} group's Job; choose another name",
-                    )
-                )
-    elif op == "mpi":
-        if "Launcher" not in types:
-            problems.append(Problem("spec.types.Launcher", "operator 'mpi' needs a Launcher"))
-        exactly_one("Launcher")
-        if count("Worker") < 1:
-            problems.append(Problem("spec.types.Worker.count", "MPI needs at least one Worker"))
+            continue
+        low, high = type_rule.count
+        if low == high and group.count != low:
+            problems.append(
+                Problem(f"spec.types.{name}.count", f"must be {low}, not {group.count}")
+            )
+        elif high is not None and group.count > high:
+            problems.append(Problem(f"spec.types.{name}.count", f"at most one {name}"))
+    if rule.needs:
+        names, path, sentence = rule.needs
+        counted = [g for n, g in types.items() if n in names or not names]
+        if not any(isinstance(g, ReplicaType) and g.count > 0 for g in counted):
+            problems.append(Problem(path, sentence))
+    if op in ("ray", "kuberay"):
+        problems += _ray_rules(spec)
+    if spec.debug.vscode.enabled:
+        problems.append(
+            Problem(
+                "spec.debug.vscode.enabled",
+                "VS Code sessions are AIchor's own service and are not run here: set it to false "
+                "and use `kubectl exec -it` into a replica, or VS Code's Kubernetes extension "
+                "(attach to a running pod)",
+            )
+        )
     return problems
 
 
@@ -464,8 +640,21 @@ def _ray_rules(spec: Spec) -> list[Problem]:
                     "use operator 'ray' for Ray 1.x",
                 )
             )
-    groups = [("Head", spec.types.Head), ("Job", spec.types.Job)]
-    groups += [(f"Workers.{i}", pool) for i, pool in enumerate(spec.types.Workers or [])]
+    pools = spec.types.get("Workers") or []
+    seen: set[str] = set()
+    for i, pool in enumerate(pools):
+        where = f"spec.types.Workers.{i}.name"
+        if pool.name in seen:
+            problems.append(Problem(where, f"duplicate pool name '{pool.name}'"))
+        seen.add(pool.name)
+        if pool.name in RAY_ROLES:
+            problems.append(
+                Problem(
+                    where, f"'{pool.name}' names the {pool.name} group's Job; choose another name"
+                )
+            )
+    groups = [("Head", spec.types.get("Head")), ("Job", spec.types.get("Job"))]
+    groups += [(f"Workers.{i}", pool) for i, pool in enumerate(pools)]
     for path, group in groups:
         if group is None:
             continue
@@ -491,13 +680,16 @@ def _json_object(value: object) -> bool:
 # --- error formatting -------------------------------------------------------------------------
 
 
-def _problem(error: dict[str, Any], lines: dict) -> Problem:
+def _problem(error: dict[str, Any], lines: dict, operator: Any = None) -> Problem:
     loc = tuple(str(part) for part in error["loc"])
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
         *parent, key = loc
-        message = f"unknown key '{key}'" + _did_you_mean(key, _allowed_keys(tuple(parent)))
-        loc = (*parent, key)
+        allowed = _allowed_keys(tuple(parent), operator)
+        if tuple(parent) == ("spec", "types") and key in TYPE_NAMES:
+            message = f"operator '{operator}' has no {key}; its types are {', '.join(allowed)}"
+        else:
+            message = f"unknown key '{key}'" + _did_you_mean(key, allowed)
     elif kind == "missing":
         message = "required; add it"
     elif kind == "literal_error":
@@ -515,16 +707,21 @@ def _did_you_mean(key: str, allowed: list[str]) -> str:
     return f"; allowed keys: {', '.join(allowed)}" if allowed else ""
 
 
-def _allowed_keys(loc: tuple[str, ...]) -> list[str]:
+def _allowed_keys(loc: tuple[str, ...], operator: Any = None) -> list[str]:
     """The keys the model at `loc` accepts (walks the model tree along the error path)."""
     model: Any = Manifest
     for part in loc:
+        if model is JobSetTypes:
+            model = JobSetType
+            continue
         field = _field_by_key(model, part)
         if field is None:
             if part.isdigit() or model is None:
                 continue
             return []
         model = _model_of(field.annotation)
+        if model is Types:
+            model = types_model(operator) if operator in RULES else None
     if model is None or not isinstance(model, type) or not issubclass(model, BaseModel):
         return []
     return [f.alias or name for name, f in model.model_fields.items()]
@@ -555,14 +752,14 @@ def _key_lines(node: yaml.Node | None, path: tuple[str, ...] = ()) -> dict[tuple
     lines: dict[tuple[str, ...], int] = {}
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            sub = (
-                *path,
-                str(_CANONICAL_TYPE.get(key.value.lower(), key.value))
-                if path and path[-1] == "types"
-                else str(key.value),
-            )
+            sub = (*path, str(key.value))
             lines[sub] = key.start_mark.line + 1
             lines.update(_key_lines(value, sub))
+            if path and path[-1] == "types":  # errors name fixed types canonically
+                canonical = (*path, _CANONICAL_TYPE.get(str(key.value).lower(), str(key.value)))
+                if canonical != sub:
+                    lines.setdefault(canonical, key.start_mark.line + 1)
+                    lines.update(_key_lines(value, canonical))
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             sub = (*path, str(i))
@@ -579,8 +776,44 @@ def _line_for(loc: tuple[str, ...], lines: dict) -> int | None:
 
 
 def json_schema() -> dict[str, Any]:
-    """The manifest's JSON Schema, for editors (`aichor-iac schema`)."""
+    """The manifest's JSON Schema, for editors (`aichor-iac schema`): `types` follows the
+    operator (if/then per operator), type keys in either casing, `env` in either form."""
     schema = Manifest.model_json_schema(by_alias=True)
+    defs = schema["$defs"]
+    spec = defs["Spec"]
+    spec["properties"]["types"] = {
+        "type": "object",
+        "description": spec["properties"]["types"].get("description", ""),
+    }
+    env = spec["properties"]["env"]
+    spec["properties"]["env"] = {
+        "anyOf": [
+            {"type": "array", "items": env["items"]},
+            {
+                "type": "object",
+                "propertyNames": {"pattern": EnvVar.model_fields["name"].metadata[0].pattern},
+                "additionalProperties": {"type": ["string", "number", "boolean"]},
+            },
+        ],
+        "description": env["description"],
+    }
+    spec["allOf"] = []
+    for operator in OPERATORS:
+        model = types_model(operator)
+        sub = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        defs.update(sub.pop("$defs", {}))
+        properties = sub.get("properties", {})
+        properties.update({k.lower(): v for k, v in list(properties.items())})
+        if model is JobSetTypes:
+            sub["propertyNames"] = {"pattern": "^" + JOBSET_TYPE.pattern.removesuffix("\\Z") + "$"}
+        defs[model.__name__] = sub
+        spec["allOf"].append(
+            {
+                "if": {"properties": {"operator": {"const": operator}}, "required": ["operator"]},
+                "then": {"properties": {"types": {"$ref": f"#/$defs/{model.__name__}"}}},
+            }
+        )
+    defs.pop("Types", None)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "AIchor experiment manifest (aichor-iac)"
     return schema

@@ -11,32 +11,18 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .manifest import Manifest, RayPool
-
 MAX_LABEL = 63
 HASH_LENGTH = 6
 
 
-def roles(manifest: Manifest) -> list[tuple[str, int]]:
-    """(role, replica count) of every group the manifest asks for; roles name Jobs."""
-    result = []
-    for name, group in manifest.spec.types.present().items():
-        if isinstance(group, list):
-            result += [(pool.name, pool.count) for pool in group if isinstance(pool, RayPool)]
-        else:
-            result.append((name.lower(), group.count))
-    return result
-
-
-def experiment_name(raw: str, manifest: Manifest) -> str:
-    """A DNS-1035 label short enough for `<name>-<role>-<last index>` to be one too."""
+def experiment_name(raw: str, roles: list[tuple[str, int]]) -> str:
+    """A DNS-1035 label short enough for `<name>-<role>-<last index>` to be one too, for
+    every (role, replica count) of the experiment's groups."""
     cleaned = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")
     cleaned = re.sub(r"-{2,}", "-", cleaned)
     if not cleaned or not cleaned[0].isalpha():
         cleaned = f"x-{cleaned}".rstrip("-")
-    suffix = max(
-        (len(f"-{role}-{max(count - 1, 0)}") for role, count in roles(manifest)), default=0
-    )
+    suffix = max((len(f"-{role}-{max(count - 1, 0)}") for role, count in roles), default=0)
     budget = MAX_LABEL - suffix
     if len(cleaned) <= budget:
         return cleaned

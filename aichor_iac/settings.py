@@ -58,7 +58,17 @@ class Settings(BaseModel):
     )
     logs_path: str | None = Field(None, description="AICHOR_LOGS_PATH for every replica.")
     tensorboard_image: str = Field(
-        "tensorflow/tensorflow:2.16.1", description="Image of TensorBoard (needs `tensorboard`)."
+        "tensorflow/tensorflow:2.16.1",
+        description="Image of TensorBoard (needs `tensorboard` and `python3`).",
+    )
+    tensorboard_volume_gb: int = Field(
+        10,
+        ge=1,
+        alias="tensorboardVolumeGB",
+        description="Size of TensorBoard's log volume, made when no other log location is set.",
+    )
+    tensorboard_storage_class: str | None = Field(
+        None, description="StorageClass of TensorBoard's log volume (default: the cluster's)."
     )
     delete_shared_volume: bool = Field(
         False, description="Let `pulumi destroy` delete the shared volume and its data."

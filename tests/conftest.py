@@ -54,7 +54,7 @@ def expand(
     data: dict[str, Any] | str | Path, name: str = "exp", **settings: Any
 ) -> engine.Rendering:
     if isinstance(data, dict):
-        model = manifest.parse(yaml.safe_dump(data), source="test.yaml")
+        model = manifest.parse(yaml.safe_dump(data, sort_keys=False), source="test.yaml")
     else:
         model = manifest.load(data)
     return engine.expand(model, Settings(**settings), stack="test", name=name)

@@ -113,16 +113,22 @@ def _container(pod_spec: dict[str, Any], name: str | None) -> dict[str, Any]:
 
 class LocalCluster:
     """Run every replica of a rendered experiment as local processes, the way Kubernetes would
-    run its pods: init containers, then the main container, each with its env and host name.
+    run its pods: native sidecars (init containers with `restartPolicy: Always`) beside the
+    others, init containers in turn, then the main containers, each with its env and host name.
 
     Each pod gets a network namespace of its own (`ip netns`, root only) with its own address
-    on a bridge, a private /tmp, and its projected volumes (Secret and ConfigMap files, with
-    their modes) mounted where the pod spec says. One /etc/hosts, shared by all pods and
-    trusted alone (as the cluster DNS is for its own names), resolves every pod host and every
-    per-group Service; when a pod's main container exits, its processes are killed and its
-    names leave that file, as a finished pod leaves the Service's DNS records.
+    on a bridge, a private /tmp, and its volumes mounted where the pod spec says: projected
+    Secret and ConfigMap files with their modes, an `emptyDir` of its own, and each
+    PersistentVolumeClaim as one directory every pod that claims it shares (`claim()`). One
+    /etc/hosts, shared by all pods and trusted alone (as the cluster DNS is for its own names),
+    resolves every pod host and every Service; when a Job pod's main container exits, its
+    sidecars get TERM (then KILL after the grace period), its processes are killed and its
+    names leave that file, as a finished pod leaves the Service's DNS records. Deployment pods
+    run from the start until the cluster is left. The Job controller's `parallelism` holds.
     `secrets` gives the values of the generated Secret's keys (they are never rendered).
     """
+
+    GRACE_SECONDS = 30
 
     def __init__(
         self,
@@ -131,9 +137,8 @@ class LocalCluster:
         secrets: dict[str, str] | None = None,
     ):
         self.jobs = [o for o in objects if o["kind"] == "Job"]
-        self.services = [
-            o for o in objects if o["kind"] == "Service" and o["spec"].get("clusterIP") == "None"
-        ]
+        self.deployments = [o for o in objects if o["kind"] == "Deployment"]
+        self.services = [o for o in objects if o["kind"] == "Service"]
         self.config = {
             o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"
         }
@@ -152,9 +157,17 @@ class LocalCluster:
         )  # not under /tmp: each pod gets its own /tmp
         self.etc = Path("/etc/netns")
         self.pods = [(job, i) for job in self.jobs for i in range(job["spec"]["completions"])]
-        self.ips = {_pod(job, i): f"10.77.0.{n + 2}" for n, (job, i) in enumerate(self.pods)}
+        self.servers = [(d, i) for d in self.deployments for i in range(d["spec"]["replicas"])]
+        # The Job controller keeps at most `parallelism` pods of a Job running at once.
+        self.slots = {
+            job["metadata"]["name"]: threading.BoundedSemaphore(job["spec"]["parallelism"])
+            for job in self.jobs
+        }
+        every = self.servers + self.pods
+        self.ips = {_pod(w, i): f"10.77.0.{n + 2}" for n, (w, i) in enumerate(every)}
         self.live = set(self.ips)
         self.made: list[Path] = []
+        self.processes: dict[str, list[subprocess.Popen]] = {pod: [] for pod in self.ips}
 
     @staticmethod
     def available() -> bool:
@@ -166,6 +179,17 @@ class LocalCluster:
         if made:
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         return made
+
+    def claim(self, name: str) -> Path:
+        """The directory standing for a PersistentVolumeClaim (it outlives every pod)."""
+        path = self.root / "claims" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def exec(self, pod: str, *command: str) -> subprocess.CompletedProcess:
+        """Run a command in a pod's network namespace (as `kubectl exec` would)."""
+        argv = ["ip", "netns", "exec", self._ns(pod), *command]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 
     def _ns(self, pod: str | None = None) -> str:
         return f"aichor-{self.id}-" + ("switch" if pod is None else str(list(self.ips).index(pod)))
@@ -198,6 +222,8 @@ class LocalCluster:
             os.link(hosts, etc / "hosts")
             (self.root / pod / "tmp").mkdir(parents=True)
         self._write()
+        for deployment, i in self.servers:
+            threading.Thread(target=self._server, args=(deployment, i), daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -213,8 +239,8 @@ class LocalCluster:
     def run(
         self, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
     ) -> dict[str, subprocess.CompletedProcess]:
-        """Start every replica at once and return each one's main container result by pod
-        name. `held` keeps a pod pending, as a node still scaling up would, until another
+        """Start every Job's replicas at once and return each one's main container result by
+        pod name. `held` keeps a pod pending, as a node still scaling up would, until another
         pod has printed a line: {pod: (other pod, text)} (bounded by `timeout`)."""
 
         threads = [
@@ -237,60 +263,125 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while hold and hold[1] not in self._output(hold[0]) and time.monotonic() < deadline:
             time.sleep(0.2)
-        pod = _pod(job, index)
-        spec = job["spec"]["template"]["spec"]
-        for init in spec.get("initContainers", []):
-            result = self._container(job, index, init["name"])
-            if result.returncode != 0:
-                self._finish(pod, result)
-                return
-        self._finish(pod, self._container(job, index, spec["containers"][0]["name"]))
+        with self.slots[job["metadata"]["name"]]:
+            pod = _pod(job, index)
+            spec = job["spec"]["template"]["spec"]
+            sidecars = []
+            for init in spec.get("initContainers", []):
+                if init.get("restartPolicy") == "Always":
+                    sidecars.append(self._start(job, index, init["name"]))
+                    continue
+                result = self._wait(self._start(job, index, init["name"]))
+                if result.returncode != 0:
+                    self._stop(sidecars)
+                    self._finish(pod, result)
+                    return
+            result = self._wait(self._start(job, index, spec["containers"][0]["name"]))
+            self._stop(sidecars)
+            self._finish(pod, result)
+
+    def _server(self, deployment: dict[str, Any], index: int) -> None:
+        """A Deployment's pod: every container at once, until the cluster is left."""
+        spec = deployment["spec"]["template"]["spec"]
+        for container in spec["containers"]:
+            self._start(deployment, index, container["name"])
+
+    def _stop(self, sidecars: list[subprocess.Popen]) -> None:
+        """What the kubelet does to native sidecars once the main container has ended."""
+        for process in sidecars:
+            process.terminate()
+        for process in sidecars:
+            try:
+                process.wait(self.GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
     def _output(self, pod: str) -> str:
         """What a pod's containers have printed so far."""
         logs = sorted((self.root / pod).glob("*.out"))
         return "".join(log.read_text(errors="replace") for log in logs)
 
-    def _container(self, job: dict[str, Any], index: int, name: str) -> subprocess.CompletedProcess:
-        pod = _pod(job, index)
-        spec = job["spec"]["template"]["spec"]
+    def logs(self, pod: str, container: str) -> str:
+        """What one container of a pod has printed (stdout and stderr)."""
+        return "".join(
+            (self.root / pod / f"{container}.{kind}").read_text(errors="replace")
+            for kind in ("out", "err")
+            if (self.root / pod / f"{container}.{kind}").exists()
+        )
+
+    def _start(self, workload: dict[str, Any], index: int, name: str) -> subprocess.Popen:
+        pod = _pod(workload, index)
+        spec = workload["spec"]["template"]["spec"]
         main = _container(spec, name)
-        env = container_env(job, index, name, self.ips[pod], self.secrets)
+        env = container_env(workload, index, name, self.ips[pod], self.secrets)
         command = [expand(part, env) for part in main["command"] + main.get("args", [])]
         private = self.root / pod / "tmp"
         # What the test itself runs from (a checkout or virtualenv under /tmp) stays visible
         # in the pod's private /tmp, as an image's own files would be.
-        mounts = [(f"/tmp/{top}", str(private / top)) for top in _under_tmp()]
-        mounts += [(str(private), "/tmp")]
-        mounts += [
-            (str(self._volume(pod, spec, m["name"])), m["mountPath"])
-            for m in main.get("volumeMounts", [])
-            if "projected" in _volume(spec, m["name"])
-        ]
-        binds = " && ".join(f"mkdir -p '{d}' && mount --rbind '{s}' '{d}'" for s, d in mounts)
+        mounts = [(f"/tmp/{top}", str(private / top), False) for top in _under_tmp()]
+        mounts += [(str(private), "/tmp", False)]
+        for mount in main.get("volumeMounts", []):
+            source = self._volume(pod, spec, mount["name"])
+            if source is not None:
+                self._mount_point(Path(mount["mountPath"]))
+                mounts.append((str(source), mount["mountPath"], bool(mount.get("readOnly"))))
+        binds = " && ".join(
+            f"mkdir -p '{d}' && mount --rbind '{s}' '{d}'"
+            + (f" && mount -o remount,bind,ro '{d}'" if ro else "")
+            for s, d, ro in mounts
+        )
         argv = ["ip", "netns", "exec", self._ns(pod), "/bin/sh", "-c", f'{binds} && exec "$@"']
         argv += ["pod", *_privileges(main.get("securityContext", {})), *command]
         # Output goes to files as it is printed, so that a held pod can watch for a line.
         out, err = (self.root / pod / f"{name}.{kind}" for kind in ("out", "err"))
         with out.open("w") as stdout, err.open("w") as stderr:
-            process = subprocess.run(
-                argv, env={**self.env, **env}, stdout=stdout, stderr=stderr, timeout=300
-            )
+            process = subprocess.Popen(argv, env={**self.env, **env}, stdout=stdout, stderr=stderr)
+        process.paths = (out, err)  # type: ignore[attr-defined]
+        with self.lock:
+            self.processes[pod].append(process)
+        return process
+
+    @staticmethod
+    def _wait(process: subprocess.Popen) -> subprocess.CompletedProcess:
+        try:
+            process.wait(300)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        out, err = process.paths  # type: ignore[attr-defined]
         return subprocess.CompletedProcess(
-            argv,
+            process.args,
             process.returncode,
             out.read_text(errors="replace"),
             err.read_text(errors="replace"),
         )
 
-    def _volume(self, pod: str, spec: dict[str, Any], name: str) -> Any:
-        """A projected volume's files, written once per pod with their mode."""
+    def _mount_point(self, target: Path) -> None:
+        """Bind mounts need their target to exist: make it (and remember to remove it)."""
+        with self.lock:
+            missing = [p for p in (target, *target.parents) if not p.exists()]
+            for directory in reversed(missing):
+                directory.mkdir()
+                self.made.append(directory)
 
+    def _volume(self, pod: str, spec: dict[str, Any], name: str) -> Path | None:
+        """Where a volume's files are: a projected volume's, written once per pod with their
+        mode; a pod's own emptyDir; a claim's shared directory. None: not emulated
+        (a memory-backed /dev/shm)."""
+        volume = _volume(spec, name)
+        if "persistentVolumeClaim" in volume:
+            return self.claim(volume["persistentVolumeClaim"]["claimName"])
         path = self.root / pod / "volumes" / name
+        if "emptyDir" in volume:
+            if volume["emptyDir"].get("medium") == "Memory":
+                return None
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(0o777)
+            return path
         with self.lock:
             if path.exists():
                 return path
-            projected = _volume(spec, name)["projected"]
+            projected = volume["projected"]
             for source in projected["sources"]:
                 kind, ref = next(iter(source.items()))
                 for item in ref["items"]:
@@ -302,12 +393,6 @@ class LocalCluster:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text(value)
                     target.chmod(item.get("mode", projected.get("defaultMode", 0o644)))
-            for mount in spec["containers"][0].get("volumeMounts", []):
-                target = Path(mount["mountPath"])
-                missing = [p for p in (target, *target.parents) if not p.exists()]
-                for directory in reversed(missing):
-                    directory.mkdir()
-                    self.made.append(directory)
         return path
 
     def _kill(self, pod: str) -> None:
@@ -317,6 +402,10 @@ class LocalCluster:
         ).stdout.split()
         for pid in pids:
             subprocess.run(["kill", "-9", pid], capture_output=True, check=False)
+        for process in self.processes.get(pod, []):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
     def _finish(self, pod: str, result: subprocess.CompletedProcess) -> None:
         self._kill(pod)
@@ -332,12 +421,14 @@ class LocalCluster:
             if pod in self.live:
                 lines.append(f"{self.ips[pod]} {self._fqdn(job, i)}")
         for service in self.services:
-            selector = service["spec"]["selector"]
+            selector = service["spec"].get("selector") or {}
             name = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
-            for job, i in self.pods:
-                labels = job["spec"]["template"]["metadata"]["labels"]
-                if _pod(job, i) in self.live and selector.items() <= labels.items():
-                    lines.append(f"{self.ips[_pod(job, i)]} {name}")
+            for workload, i in self.servers + self.pods:
+                labels = workload["spec"]["template"]["metadata"]["labels"]
+                if _pod(workload, i) in self.live and selector.items() <= labels.items():
+                    lines.append(f"{self.ips[_pod(workload, i)]} {name}")
+                    if service["spec"].get("clusterIP") != "None":
+                        break  # a ClusterIP: one address, as kube-proxy's virtual IP
         path = self.root / "hosts"
         with path.open("r+") as f:  # in place: every pod's hard link sees this inode
             f.truncate(0)

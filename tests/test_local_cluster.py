@@ -4,8 +4,10 @@ when its pod ends, as the cluster DNS does."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,8 +22,12 @@ pytestmark = pytest.mark.skipif(
 R = {"cpus": 1, "ramRatio": 1}
 
 
-def run(operator: str, command: str, **counts: int) -> dict:
-    types = {name: {"count": n, "resources": dict(R)} for name, n in counts.items()}
+def run(operator: str, command: str, **counts: int | dict) -> dict:
+    """Run every replica; a type is a count, or its manifest fields (jobset)."""
+    types = {
+        name: {"resources": dict(R), **(n if isinstance(n, dict) else {"count": n})}
+        for name, n in counts.items()
+    }
     data = {"spec": {"operator": operator, "image": "img", "command": command, "types": types}}
     env = {
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
@@ -108,3 +114,98 @@ EOF"""
         out = results[pod].stdout
         assert results[pod].returncode == 0, results[pod].stderr
         assert f"worker {rank} connected" in out and "has ended; stopping this replica" in out
+
+
+def test_jobset_runs_every_job_and_completion_index_once_within_parallelism():
+    # Two types, in manifest order: `trainer` (2 Jobs) then `evaluator` (1 Job), each Job of 3
+    # pods of which at most 2 run at once. Every pod says who it is and when it ran.
+    command = """python3 -c '
+import os, time
+start = time.time()
+time.sleep(1)
+print("pod", os.environ["JOB_GLOBAL_INDEX"], os.environ["JOB_COMPLETION_INDEX"],
+      os.environ["JOB_INDEX"], os.environ["REPLICATED_JOB_NAME"],
+      os.environ["REPLICATED_JOB_REPLICAS"], os.environ["GLOBAL_REPLICAS"], start, time.time())
+'"""
+    jobset = {"completions": 3, "parallelisms": 2}
+    results = run(
+        "jobset", command, trainer={"count": 2, **jobset}, evaluator={"count": 1, **jobset}
+    )
+    assert len(results) == 9
+    seen, runs = [], {}
+    for pod, result in sorted(results.items()):
+        assert result.returncode == 0, (pod, result.stderr)
+        words = result.stdout.split()
+        seen.append(tuple(words[1:7]))
+        runs.setdefault(words[1], []).append((float(words[7]), float(words[8])))
+    assert sorted((g, c) for g, c, *_ in seen) == [
+        (str(g), str(c)) for g in range(3) for c in range(3)
+    ]
+    assert {(g, j, name, n, total) for g, _, j, name, n, total in seen} == {
+        ("0", "0", "trainer", "2", "3"),
+        ("1", "1", "trainer", "2", "3"),
+        ("2", "0", "evaluator", "1", "3"),
+    }
+    for spans in runs.values():  # at most `parallelisms` pods of one Job at any moment
+        for start, _ in spans:
+            assert sum(s <= start < e for s, e in spans) <= 2
+
+
+def test_tensorboard_without_storage_keeps_rank_0_logs_and_serves_them_after_the_run():
+    # Rank 0 writes a real TensorBoard event file to AICHOR_TENSORBOARD_PATH and ends; the
+    # worker follows it. Nothing is configured: the replicas' sidecars ship the logs to
+    # TensorBoard's own volume, which holds them once every Job has ended.
+    pytest.importorskip("tensorboard")
+    command = """python3 - <<'EOF'
+import hashlib, os, socket, time
+if os.environ["RANK"] != "0":
+    time.sleep(600)
+store = socket.create_server(("0.0.0.0", int(os.environ["MASTER_PORT"])))  # as a TCPStore
+store.accept()  # the worker's wait
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+writer = EventFileWriter(os.path.join(os.environ["AICHOR_TENSORBOARD_PATH"], "run-a"))
+for step in range(3):
+    value = summary_pb2.Summary.Value(tag="loss", simple_value=1.0 / (step + 1))
+    writer.add_event(event_pb2.Event(step=step, wall_time=time.time(),
+                                     summary=summary_pb2.Summary(value=[value])))
+writer.close()
+(path,) = [os.path.join(d, f) for d, _, fs in os.walk(os.environ["AICHOR_TENSORBOARD_PATH"]) for f in fs]
+print("wrote", os.path.relpath(path, os.environ["AICHOR_TENSORBOARD_PATH"]),
+      hashlib.sha256(open(path, "rb").read()).hexdigest())
+EOF"""
+    types = {"Master": {"resources": R}, "Worker": {"count": 1, "resources": R}}
+    data = {
+        "spec": {
+            "operator": "pytorch",
+            "image": "img",
+            "command": command,
+            "tensorboard": {"enabled": True},
+            "types": types,
+        }
+    }
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "AICHOR_FOLLOW_INTERVAL": "0.2",
+    }
+    with LocalCluster(expand(data).objects, env) as cluster:
+        results = cluster.run()
+        master = results["exp-master-0"]
+        assert master.returncode == 0, master.stderr
+        assert results["exp-worker-0"].returncode == 0, results["exp-worker-0"].stderr
+        _, relative, digest = master.stdout.split()
+        shipped = cluster.claim("exp-tensorboard") / relative
+        assert shipped.exists(), cluster.logs("exp-master-0", "tensorboard-logs")
+        assert hashlib.sha256(shipped.read_bytes()).hexdigest() == digest
+        assert "shipped" in cluster.logs("exp-master-0", "tensorboard-logs")
+        # TensorBoard, still running after the run, serves the run it was shipped.
+        ask = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:6006/data/runs').read().decode())"
+        deadline = time.monotonic() + 60
+        while "run-a" not in (
+            answer := cluster.exec("exp-tensorboard-0", "python3", "-c", ask).stdout
+        ):
+            assert time.monotonic() < deadline, (
+                answer,
+                cluster.logs("exp-tensorboard-0", "tensorboard"),
+            )
+            time.sleep(1)

@@ -41,6 +41,11 @@ VALID = {
         "workers": [{"name": "pool", "count": 1, "resources": R}],
     },
     "mpi": {"Launcher": {"resources": R}, "Worker": {"count": 2, "resources": R}},
+    "jobset": {
+        "master": {"resources": R},
+        "worker-heavy": {"count": 2, "completions": 3, "parallelisms": 2, "resources": R},
+    },
+    "batchjob": {"Worker": {"count": 3, "resources": R}},
 }
 
 
@@ -125,8 +130,8 @@ def test_types_are_case_insensitive_and_defaults_apply():
             {"Worker": {"resources": R}},
             {"imagePullPolicy": "Always"},
             "spec.imagePullPolicy: unknown key 'imagePullPolicy'; allowed keys: operator, image, "
-            "command, types, tensorboard, timeout, restartPolicy, rayVersion, storage, securityContext, "
-            "slotsPerWorker, mpiImplementation, env",
+            "command, types, tensorboard, timeout, activeDeadlineSeconds, restartPolicy, rayVersion, "
+            "storage, securityContext, slotsPerWorker, mpiImplementation, env, debug, engineName",
         ),
     ],
 )
@@ -205,7 +210,8 @@ def test_bad_pytorch_manifest_errors(spec_types, extra, expected):
         (
             "mxnet",
             {"Worker": {"resources": R}},
-            "spec.operator: must be 'ray', 'kuberay', 'tf', 'pytorch', 'xgboost', 'jax' or 'mpi'",
+            "spec.operator: must be 'ray', 'kuberay', 'tf', 'pytorch', 'xgboost', 'jax', 'mpi', "
+            "'jobset' or 'batchjob'",
         ),
     ],
 )

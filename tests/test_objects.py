@@ -12,7 +12,7 @@ from conftest import EXAMPLES, ROOT, expand, pytorch_manifest, with_resources
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aichor_iac import naming, output
+from aichor_iac import naming, output, planning
 from aichor_iac.k8s.objects import cpu, gib
 from aichor_iac.manifest import DNS_LABEL, validate
 
@@ -233,18 +233,18 @@ def test_resources_are_created_in_dependency_order():
 )
 def test_experiment_names_keep_every_host_a_dns_label(raw):
     model = validate(pytorch_manifest(1, 1000))
-    name = naming.experiment_name(raw, model)
-    assert name == naming.experiment_name(raw, model)  # deterministic
-    for role, count in naming.roles(model):
-        assert DNS_LABEL.match(f"{name}-{role}-{count - 1}")
-        assert len(f"{name}-{role}-{count - 1}") <= 63
+    name = planning.blueprint(model, name=raw).names.experiment
+    assert name == planning.blueprint(model, name=raw).names.experiment  # deterministic
+    for group in planning.blueprint(model, name=raw).plan.groups:
+        assert DNS_LABEL.match(f"{name}-{group.role}-{group.count - 1}")
+        assert len(f"{name}-{group.role}-{group.count - 1}") <= 63
     if len(raw) <= 40 and raw == raw.lower() and DNS_LABEL.match(raw):
         assert name == raw
 
 
 def test_long_names_differ_by_hash():
-    model = validate(pytorch_manifest(1, 1))
-    a, b = (naming.experiment_name(("n" * 70) + s, model) for s in ("a", "b"))
+    roles = [("master", 1), ("worker", 1)]
+    a, b = (naming.experiment_name(("n" * 70) + s, roles) for s in ("a", "b"))
     assert a != b and a[:40] == b[:40] == "n" * 40
 
 

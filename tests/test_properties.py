@@ -64,12 +64,30 @@ pools = st.lists(
 single = group.map(lambda g: {**g, "count": 1})
 types_by_operator["ray"] = st.fixed_dictionaries({"Head": single, "Workers": pools, "Job": single})
 types_by_operator["kuberay"] = st.fixed_dictionaries({"Head": single, "Workers": pools})
+types_by_operator["batchjob"] = st.fixed_dictionaries({"Worker": group})
+types_by_operator["jobset"] = st.dictionaries(
+    st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True),
+    st.builds(
+        lambda g, completions, parallelisms: {
+            **g,
+            "count": min(g["count"], 3),
+            "completions": completions,
+            "parallelisms": parallelisms,
+        },
+        group,
+        st.integers(1, 4),
+        st.integers(1, 4),
+    ),
+    min_size=1,
+    max_size=3,
+)
 
 
 def pods(data: dict) -> int:
-    """Replicas the manifest asks for (kuberay adds its submitter)."""
+    """Replicas the manifest asks for (kuberay adds its submitter; a jobset type has `count`
+    Jobs of `completions` pods)."""
     types = data["spec"]["types"]
-    counts = [g["count"] for g in types.values() if isinstance(g, dict)]
+    counts = [g["count"] * g.get("completions", 1) for g in types.values() if isinstance(g, dict)]
     counts += [pool["count"] for pool in types.get("Workers", [])]
     return sum(counts) + (data["spec"]["operator"] == "kuberay")
 

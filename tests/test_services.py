@@ -178,15 +178,67 @@ def test_bad_env(env, settings, expected):
     assert expected in [f"{p.path}: {p.message}" for p in caught.value.problems]
 
 
-def test_tensorboard_needs_a_log_location_and_nothing_is_half_created():
+@pytest.mark.parametrize(
+    ("spec", "settings", "source", "path"),
+    [
+        ({}, {"tensorboard_path": "gs://bucket/tb"}, "path", "gs://bucket/tb"),
+        ({"storage": STORAGE}, {"tensorboard_path": "s3://b/x"}, "path", "s3://b/x"),
+        ({"storage": STORAGE}, {}, "shared", "/mnt/shared/tensorboard"),
+        ({}, {}, "volume", "/aichor/tensorboard"),
+        ({}, {"tensorboard_volume_gb": 50, "tensorboard_storage_class": "ssd"}, "volume", None),
+    ],
+)
+def test_tensorboard_log_location_is_chosen_once_and_explained(spec, settings, source, path):
+    path = path or "/aichor/tensorboard"
+    data = pytorch_manifest(1, 2, tensorboard={"enabled": True}, **spec)
+    rendering = expand(data, **settings)
+    rendered = {f"{o['kind']}/{o['metadata']['name']}": o for o in rendering.objects}
+    assert rendering.outputs["tensorboardLogs"].startswith(f"{path} ({source}: ")
+    board = pod(rendered["Deployment/exp-tensorboard"])
+    assert board["containers"][0]["command"][:3] == ["tensorboard", "--logdir", path]
+    assert all(m["readOnly"] for m in board["containers"][0].get("volumeMounts", []))
+    own = source == "volume"
+    assert ("PersistentVolumeClaim/exp-tensorboard" in rendered) == own
+    ports = [p["port"] for p in rendered["Service/exp-tensorboard"]["spec"]["ports"]]
+    assert ports == ([6006, 6007] if own else [6006])
+    for job in (o for o in rendered.values() if o["kind"] == "Job"):
+        spec_ = pod(job)
+        env = {e["name"]: e.get("value") for e in spec_["containers"][0]["env"]}
+        assert env["AICHOR_TENSORBOARD_PATH"] == path
+        sidecars = [c for c in spec_.get("initContainers", []) if c.get("restartPolicy")]
+        assert [c["name"] for c in sidecars] == (["tensorboard-logs"] if own else [])
+        if own:  # the replica writes locally; the sidecar reads that directory and ships it
+            (local,) = [m for m in spec_["containers"][0]["volumeMounts"] if m["mountPath"] == path]
+            assert {"name": "tensorboard-logs", "emptyDir": {}} in spec_["volumes"]
+            assert sidecars[0]["volumeMounts"] == [{**local, "readOnly": True}]
+            assert (
+                sidecars[0]["command"][-3]
+                == "http://exp-tensorboard.default.svc.cluster.local:6007"
+            )
+            assert spec_["initContainers"][0] == sidecars[0]  # before any wait
+    if own:
+        claim = rendered["PersistentVolumeClaim/exp-tensorboard"]["spec"]
+        assert claim["accessModes"] == ["ReadWriteOnce"]
+        assert (
+            claim["resources"]["requests"]["storage"]
+            == f"{settings.get('tensorboard_volume_gb', 10)}Gi"
+        )
+        assert claim.get("storageClassName") == settings.get("tensorboard_storage_class")
+        deployment = rendered["Deployment/exp-tensorboard"]["spec"]
+        assert deployment["strategy"] == {"type": "Recreate"}  # one node may hold the volume
+        receiver = board["containers"][1]
+        assert receiver["name"] == "log-receiver" and not receiver["volumeMounts"][0].get(
+            "readOnly"
+        )
+
+
+def test_nothing_is_half_created_when_a_manifest_has_a_problem():
     from aichor_iac import engine
 
-    data = pytorch_manifest(1, 1, tensorboard={"enabled": True})
-    with pytest.raises(ManifestError, match="TensorBoard needs a log location"):
+    data = pytorch_manifest(1, 1, env=[{"name": "RANK", "value": "1"}])
+    with pytest.raises(ManifestError, match="RANK is set by aichor-iac"):
         expand(data)
-    registered = engine.run(lambda: {}).resources  # a fresh run registers nothing else
-    assert registered == []
-    assert objects(data, tensorboard_path="gs://bucket/tb")["Deployment/exp-tensorboard"]
+    assert engine.run(lambda: {}).resources == []  # a fresh run registers nothing else
 
 
 def test_network_policy_isolates_the_experiment():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..manifest import Spec
-from . import jax, mpi, pytorch, ray, tf, xgboost
+from . import jax, jobset, mpi, pytorch, ray, tf, xgboost
 from .base import Endpoint, Env, Group, Names, Plan
 
 Planner = Callable[[Spec, Names], Plan]
@@ -18,6 +18,8 @@ PLANNERS: dict[str, Planner] = {
     "mpi": mpi.plan,
     "ray": ray.plan,
     "kuberay": ray.plan,
+    "jobset": jobset.plan,
+    "batchjob": jobset.batch_plan,
 }
 
 __all__ = ["PLANNERS", "Endpoint", "Env", "Group", "Names", "Plan", "Planner"]

@@ -141,10 +141,12 @@ class Group:
     ready_port: int | None = None
     capabilities: tuple[str, ...] = ()  # added to the container's (all others are dropped)
     mounts: tuple[Mount, ...] = ()
+    completions: int | None = None  # pods of the Job (default: the type's count)
+    parallelism: int | None = None  # pods running at once (default: all)
 
     @property
     def count(self) -> int:
-        return self.spec.count
+        return self.spec.count if self.completions is None else self.completions
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,8 @@ class Plan:
     files: dict[str, str] = field(default_factory=dict)  # the `Names.config` ConfigMap's data
     outputs: dict[str, Any] = field(default_factory=dict)  # framework-specific stack outputs
     services: dict[str, str] = field(default_factory=dict)  # Service name -> role it selects
+    # Roles whose Jobs must all complete for the experiment to succeed (default: the entry point)
+    completes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         earlier: set[str] = set()
@@ -164,6 +168,8 @@ class Plan:
             if not set(group.after) <= earlier:
                 raise ValueError(f"{self.framework}: {group.role} is after a later group")
             earlier.add(group.role)
+        if not self.completes:
+            object.__setattr__(self, "completes", (self.entry_point,))
 
     @property
     def pods(self) -> int:
@@ -207,7 +213,7 @@ def ranked(types: Types, order: tuple[str, ...]) -> list[Slot]:
     """The manifest's groups of `order` that have replicas, with their rank offsets."""
     slots, offset = [], 0
     for name in order:
-        group = getattr(types, name)
+        group = types.get(name)
         if group is not None and group.count > 0:
             slots.append(Slot(name.lower(), name, group, offset))
             offset += group.count

@@ -47,7 +47,7 @@ exec "$sshd" -D -e -p {PORT} -h "$key" -o AuthorizedKeysFile={SSH_DIR}/authorize
 
 
 def plan(spec: Spec, names: Names) -> Plan:
-    workers, launcher = spec.types.Worker, spec.types.Launcher
+    workers, launcher = spec.types.get("Worker"), spec.types.get("Launcher")
     assert workers is not None and launcher is not None  # the manifest rules require both
     slots = spec.slots_per_worker or workers.resources.gpus or 1
     launcher_host = names.host("launcher", 0)

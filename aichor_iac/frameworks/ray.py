@@ -20,7 +20,7 @@ import json
 import math
 import shlex
 
-from ..manifest import ReplicaType, Spec, ray_flag, ray_version
+from ..manifest import RayGroup, ReplicaType, Spec, ray_flag, ray_version
 from .base import Endpoint, Env, Group, Names, Plan
 
 GCS, DASHBOARD, CLIENT = 6379, 8265, 10001
@@ -92,14 +92,14 @@ sys.exit(0 if status == JobStatus.SUCCEEDED else 1)
 
 
 def plan(spec: Spec, names: Names) -> Plan:
-    head_spec = spec.types.Head
+    head_spec = spec.types.get("Head")
     assert head_spec is not None  # the manifest rules require it
     legacy = (ray_version(spec) or (2, 0)) < (2, 0)
     head_service = f"{names.experiment}-head"
     head_host = names.service_host(head_service)
     address = f"{head_host}:{GCS}"
     dashboard_url = f"http://{head_host}:{DASHBOARD}"
-    pools = [pool for pool in spec.types.Workers or [] if pool.count > 0]
+    pools = [pool for pool in spec.types.get("Workers") or [] if pool.count > 0]
     expected = head_spec.count + sum(pool.count for pool in pools)
     entry = "job" if spec.operator == "ray" else "submitter"
     entry_host = names.host(entry, 0)
@@ -135,8 +135,8 @@ def plan(spec: Spec, names: Names) -> Plan:
         )
     started = tuple(g.role for g in groups)
     if spec.operator == "ray":
-        assert spec.types.Job is not None
-        join = start(spec.types.Job, {"address": address}, legacy)
+        job = spec.types.get("Job")
+        join = start(job, {"address": address}, legacy)
         program = f"""{join} || exit 1
 {wait_for_nodes(expected, '"$CURRENT_POD_IP"', spec)} || exit 1
 exec /bin/sh -c {shlex.quote(spec.command)}"""
@@ -144,7 +144,7 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
             Group(
                 role="job",
                 replica_type="Job",
-                spec=spec.types.Job,
+                spec=job,
                 env=env,
                 waits_for=(gcs,),
                 program=program,
@@ -197,7 +197,7 @@ def cluster_env(address: str, legacy: bool) -> tuple[Env, ...]:
 
 
 def start(
-    group: ReplicaType,
+    group: RayGroup,
     flags: dict[str, object],
     legacy: bool,
     resources: dict[str, int] | None = None,

@@ -16,7 +16,7 @@ PORT = 9999
 def plan(spec: Spec, names: Names) -> Plan:
     slots = ranked(spec.types, ("Master", "Worker"))
     coordinator = Endpoint(names.host(slots[0].role, 0), PORT)
-    workers = spec.types.Worker.count if spec.types.Worker else 0
+    workers = slots[-1].spec.count if slots[-1].role == "worker" else 0
     worker_addrs = ",".join(names.host("worker", i) for i in range(workers))
 
     def env(slot: Slot) -> tuple[Env, ...]:

@@ -4,11 +4,8 @@ per replica group (DESIGN §4). Pure: builds argument objects, registers nothing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pulumi_kubernetes.batch.v1 import JobSpecArgs
 from pulumi_kubernetes.core.v1 import (
-    CapabilitiesArgs,
     ConfigMapProjectionArgs,
     ContainerArgs,
     ContainerPortArgs,
@@ -16,19 +13,14 @@ from pulumi_kubernetes.core.v1 import (
     EnvVarArgs,
     EnvVarSourceArgs,
     KeyToPathArgs,
-    LocalObjectReferenceArgs,
     ObjectFieldSelectorArgs,
-    PersistentVolumeClaimVolumeSourceArgs,
-    PodSecurityContextArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
     ProbeArgs,
     ProjectedVolumeSourceArgs,
     ResourceRequirementsArgs,
-    SeccompProfileArgs,
     SecretKeySelectorArgs,
     SecretProjectionArgs,
-    SecurityContextArgs,
     ServicePortArgs,
     ServiceSpecArgs,
     TCPSocketActionArgs,
@@ -39,136 +31,17 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
-from ..frameworks import Endpoint, Group, Names, Plan
+from ..frameworks import Endpoint, Group, Names
 from ..frameworks.base import INDEX_VAR, Mount
 from ..manifest import Resources, Spec
 from ..settings import Settings
-from . import shell
+from . import shell, tensorboard
+from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-SKIP_AWAIT = "pulumi.com/skipAwait"
-WAIT_FOR = "pulumi.com/waitFor"
 TPU_RESOURCE = "google.com/tpu"
 TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
 WAIT_CONTAINER = "wait-for-peers"
-GANG_SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every object of one experiment shares."""
-
-    spec: Spec
-    plan: Plan
-    names: Names
-    settings: Settings
-
-    def labels(self, role: str | None = None, replica: bool = True) -> dict[str, str]:
-        """Recommended labels; replicas also carry Kubeflow's, which dashboards select on."""
-        labels = {
-            "app.kubernetes.io/name": self.plan.framework,
-            **self.experiment_selector(),
-            "app.kubernetes.io/managed-by": "pulumi",
-        }
-        if replica:
-            labels["training.kubeflow.org/job-name"] = self.names.experiment
-        if role:
-            labels["app.kubernetes.io/component"] = role
-            if replica:
-                labels["training.kubeflow.org/replica-type"] = role
-        return labels
-
-    def experiment_selector(self) -> dict[str, str]:
-        """Every pod of the experiment (replicas and TensorBoard)."""
-        return {
-            "app.kubernetes.io/instance": self.names.experiment,
-            "app.kubernetes.io/part-of": "aichor",
-        }
-
-    def selector(self) -> dict[str, str]:
-        """The replicas only: the pods the headless Service names."""
-        return {
-            **self.experiment_selector(),
-            "training.kubeflow.org/job-name": self.names.experiment,
-        }
-
-    def metadata(
-        self,
-        name: str,
-        role: str | None = None,
-        annotations: dict[str, str] | None = None,
-        replica: bool = True,
-        labels: dict[str, str] | None = None,
-    ) -> ObjectMetaArgs:
-        return ObjectMetaArgs(
-            name=name,
-            namespace=self.names.namespace,
-            labels={**self.labels(role, replica), **(labels or {})},
-            annotations=annotations or None,
-        )
-
-    @property
-    def shared_volume_claim(self) -> str | None:
-        return f"{self.names.experiment}-shared" if self.spec.storage.shared_volume else None
-
-    def platform_env(self) -> dict[str, str]:
-        """AICHOR_* values: the stack config's, else paths on the shared volume if any."""
-        shared = self.spec.storage.shared_volume
-        defaults = {}
-        if shared:
-            root = shared.mount_point.rstrip("/")
-            for name in ("INPUT", "OUTPUT", "TENSORBOARD", "LOGS"):
-                defaults[f"AICHOR_{name}_PATH"] = f"{root}/{name.lower()}"
-        return self.settings.platform_env(defaults)
-
-    def storage(self, read_only: bool = False) -> tuple[list[VolumeArgs], list[VolumeMountArgs]]:
-        """Volumes and mounts of the shared volume and of the existing claims to attach."""
-        claims = [(c.name, c.mount_point) for c in self.spec.storage.attach_existing_pvcs]
-        if self.shared_volume_claim:
-            claims.insert(
-                0, (self.shared_volume_claim, self.spec.storage.shared_volume.mount_point)
-            )
-        volumes, mounts = [], []
-        for i, (claim, mount_point) in enumerate(claims):
-            name = f"storage-{i}"
-            volumes.append(
-                VolumeArgs(
-                    name=name,
-                    persistent_volume_claim=PersistentVolumeClaimVolumeSourceArgs(
-                        claim_name=claim, read_only=read_only or None
-                    ),
-                )
-            )
-            mounts.append(
-                VolumeMountArgs(name=name, mount_path=mount_point, read_only=read_only or None)
-            )
-        return volumes, mounts
-
-    def gang_metadata(self) -> dict[str, dict[str, str]]:
-        """How replica pods name their PodGroup, per gang scheduler."""
-        group = self.names.experiment
-        if self.settings.gang_scheduler == "coscheduling":
-            return {"labels": {"scheduling.x-k8s.io/pod-group": group}}
-        if self.settings.gang_scheduler == "volcano":
-            return {"annotations": {"scheduling.k8s.io/group-name": group}}
-        return {}
-
-    @property
-    def scheduler_name(self) -> str | None:
-        return self.settings.scheduler_name or GANG_SCHEDULERS.get(self.settings.gang_scheduler)
-
-    def pod_defaults(self) -> dict:
-        """Pod spec fields every pod of the experiment shares."""
-        pull = [LocalObjectReferenceArgs(name=n) for n in self.settings.image_pull_secrets]
-        return dict(
-            automount_service_account_token=False,
-            enable_service_links=False,
-            security_context=PodSecurityContextArgs(
-                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault")
-            ),
-            image_pull_secrets=pull or None,
-            priority_class_name=self.settings.priority_class_name,
-        )
 
 
 def service(ctx: Context) -> dict:
@@ -209,7 +82,7 @@ def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
     mode = ctx.settings.wait
     if mode == "ready" or group.ready_port is not None:
         return {WAIT_FOR: f"jsonpath={{.status.ready}}={group.count}"}
-    if mode == "complete" and group.role == ctx.plan.entry_point:
+    if mode == "complete" and group.role in ctx.plan.completes:
         return {}  # the provider's Job await: succeeds on Complete, fails on Failed
     return {SKIP_AWAIT: "true"}
 
@@ -226,7 +99,7 @@ def job(ctx: Context, group: Group) -> dict:
         spec=JobSpecArgs(
             completion_mode="Indexed",
             completions=group.count,
-            parallelism=group.count,
+            parallelism=group.parallelism or group.count,
             backoff_limit=spec.restart_policy.backoff_limit,
             active_deadline_seconds=spec.timeout_seconds,
             template=PodTemplateSpecArgs(
@@ -256,6 +129,11 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     for mount in group.mounts:
         volumes.append(projected_volume(ctx.names, mount))
         mounts.append(VolumeMountArgs(name=mount.name, mount_path=mount.path, read_only=True))
+    sidecars = []
+    if logs := tensorboard.replica_volume(ctx):
+        volumes.append(logs[0])
+        mounts.append(logs[1])
+        sidecars.append(tensorboard.shipper(ctx))
     security = container_security(ctx.spec, group.capabilities)
     ready = group.ready_port
     main = ContainerArgs(
@@ -276,7 +154,7 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         volume_mounts=mounts or None,
         security_context=security,
     )
-    init = None
+    init = sidecars or None
     targets = group.waits_for
     if group.follows and group.leader_first and all(t.host != group.follows for t in targets):
         # Followers start once the entry point exists, so its disappearance can be told apart.
@@ -284,6 +162,7 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     if targets:
         script = shell.wait_script(targets, ctx.settings.peer_wait_seconds)
         init = [
+            *sidecars,
             ContainerArgs(
                 name=WAIT_CONTAINER,
                 image=ctx.spec.image,
@@ -294,7 +173,7 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
                     limits={"cpu": "1", "memory": "256Mi"},
                 ),
                 security_context=container_security(ctx.spec),
-            )
+            ),
         ]
     return PodSpecArgs(
         restart_policy="Never",
@@ -354,16 +233,6 @@ def secret_env(name: str, secret: str, key: str) -> EnvVarArgs:
     """A variable read from a Secret's key by the kubelet: the value is never in the spec."""
     ref = SecretKeySelectorArgs(name=secret, key=key)
     return EnvVarArgs(name=name, value_from=EnvVarSourceArgs(secret_key_ref=ref))
-
-
-def container_security(spec: Spec, capabilities: tuple[str, ...] = ()) -> SecurityContextArgs:
-    """Pod Security Standards "baseline", and of "restricted" all that ML images allow: every
-    capability dropped but those a group's program needs (sshd) and ptrace if asked for."""
-    add = sorted({*capabilities, *(["SYS_PTRACE"] if spec.security_context.ptrace else [])})
-    return SecurityContextArgs(
-        allow_privilege_escalation=False,
-        capabilities=CapabilitiesArgs(drop=["ALL"], add=add or None),
-    )
 
 
 def projected_volume(names: Names, mount: Mount) -> VolumeArgs:

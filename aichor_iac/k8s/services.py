@@ -1,26 +1,16 @@
-"""What an experiment has beside its replicas: the shared volume, TensorBoard, the
-NetworkPolicy that isolates it and the PodGroup of a gang scheduler. Pure, like `objects`."""
+"""What an experiment has beside its replicas: the shared volume, the NetworkPolicy that
+isolates it and the PodGroup of a gang scheduler (TensorBoard: `tensorboard`). Pure, like
+`objects`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pulumi_kubernetes.apps.v1 import DeploymentSpecArgs
 from pulumi_kubernetes.core.v1 import (
-    ContainerArgs,
-    ContainerPortArgs,
-    EnvVarArgs,
     PersistentVolumeClaimSpecArgs,
-    PodSpecArgs,
-    PodTemplateSpecArgs,
-    ProbeArgs,
-    ResourceRequirementsArgs,
-    ServicePortArgs,
-    ServiceSpecArgs,
-    TCPSocketActionArgs,
     VolumeResourceRequirementsArgs,
 )
-from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
+from pulumi_kubernetes.meta.v1 import LabelSelectorArgs
 from pulumi_kubernetes.networking.v1 import (
     IPBlockArgs,
     NetworkPolicyEgressRuleArgs,
@@ -30,9 +20,8 @@ from pulumi_kubernetes.networking.v1 import (
     NetworkPolicySpecArgs,
 )
 
-from .objects import SKIP_AWAIT, Context, container_security
+from .context import SKIP_AWAIT, Context
 
-TENSORBOARD_PORT = 6006
 POD_GROUP_APIS = {
     "coscheduling": "scheduling.x-k8s.io/v1alpha1",
     "volcano": "scheduling.volcano.sh/v1beta1",
@@ -52,98 +41,6 @@ def shared_volume(ctx: Context) -> dict:
             access_modes=[volume.access_mode],
             storage_class_name=volume.storage_class,
             resources=VolumeResourceRequirementsArgs(requests={"storage": f"{volume.size_gb}Gi"}),
-        ),
-    )
-
-
-def tensorboard_path(ctx: Context) -> str | None:
-    return ctx.platform_env().get("AICHOR_TENSORBOARD_PATH")
-
-
-def tensorboard_name(ctx: Context) -> str:
-    return f"{ctx.names.experiment}-tensorboard"
-
-
-def _tensorboard_await(ctx: Context) -> dict[str, str]:
-    return {} if ctx.settings.wait == "ready" else {SKIP_AWAIT: "true"}
-
-
-def tensorboard_deployment(ctx: Context) -> dict:
-    """TensorBoard on the experiment's log location, reading the shared volume read-only."""
-    labels = ctx.labels("tensorboard", replica=False)
-    volumes, mounts = ctx.storage(read_only=True)
-    path = tensorboard_path(ctx)
-    return dict(
-        metadata=ctx.metadata(
-            tensorboard_name(ctx), "tensorboard", _tensorboard_await(ctx), replica=False
-        ),
-        spec=DeploymentSpecArgs(
-            replicas=1,
-            selector=LabelSelectorArgs(match_labels=labels),
-            template=PodTemplateSpecArgs(
-                metadata=ObjectMetaArgs(labels=labels),
-                spec=PodSpecArgs(
-                    containers=[
-                        ContainerArgs(
-                            name="tensorboard",
-                            image=ctx.settings.tensorboard_image,
-                            command=[
-                                "tensorboard",
-                                "--logdir",
-                                path or "",
-                                "--host",
-                                "0.0.0.0",
-                                "--port",
-                                str(TENSORBOARD_PORT),
-                            ],
-                            env=[
-                                EnvVarArgs(name="AICHOR_TENSORBOARD_PATH", value=path),
-                                EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"),
-                            ],
-                            ports=[
-                                ContainerPortArgs(
-                                    name="tensorboard",
-                                    container_port=TENSORBOARD_PORT,
-                                    protocol="TCP",
-                                )
-                            ],
-                            readiness_probe=ProbeArgs(
-                                tcp_socket=TCPSocketActionArgs(port=TENSORBOARD_PORT),
-                                period_seconds=10,
-                            ),
-                            resources=ResourceRequirementsArgs(
-                                requests={"cpu": "250m", "memory": "1Gi"},
-                                limits={"cpu": "1", "memory": "2Gi"},
-                            ),
-                            volume_mounts=mounts or None,
-                            security_context=container_security(ctx.spec),
-                        )
-                    ],
-                    volumes=volumes or None,
-                    **ctx.pod_defaults(),
-                ),
-            ),
-        ),
-    )
-
-
-def tensorboard_service(ctx: Context) -> dict:
-    """ClusterIP only: reach it with `kubectl port-forward` (no LoadBalancer, no NodePort)."""
-    return dict(
-        metadata=ctx.metadata(
-            tensorboard_name(ctx), "tensorboard", _tensorboard_await(ctx), replica=False
-        ),
-        spec=ServiceSpecArgs(
-            type="ClusterIP",
-            selector=ctx.labels("tensorboard", replica=False),
-            ports=[
-                ServicePortArgs(
-                    name="tensorboard",
-                    port=TENSORBOARD_PORT,
-                    target_port=TENSORBOARD_PORT,
-                    protocol="TCP",
-                )
-            ],
         ),
     )
 

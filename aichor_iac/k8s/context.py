@@ -1,0 +1,163 @@
+"""What every object of one experiment shares: its blueprint, its labels, names and pod
+defaults, the await annotations and the containers' security context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pulumi_kubernetes.core.v1 import (
+    CapabilitiesArgs,
+    LocalObjectReferenceArgs,
+    PersistentVolumeClaimVolumeSourceArgs,
+    PodSecurityContextArgs,
+    SeccompProfileArgs,
+    SecurityContextArgs,
+    VolumeArgs,
+    VolumeMountArgs,
+)
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+
+from ..frameworks import Names, Plan
+from ..manifest import Spec
+from ..planning import Blueprint
+from ..settings import Settings
+
+SKIP_AWAIT = "pulumi.com/skipAwait"
+WAIT_FOR = "pulumi.com/waitFor"
+ENGINE_LABEL = "aichor.ai/engine-name"
+GANG_SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every object of one experiment shares: its blueprint."""
+
+    blueprint: Blueprint
+
+    @property
+    def spec(self) -> Spec:
+        return self.blueprint.spec
+
+    @property
+    def plan(self) -> Plan:
+        return self.blueprint.plan
+
+    @property
+    def names(self) -> Names:
+        return self.blueprint.names
+
+    @property
+    def settings(self) -> Settings:
+        return self.blueprint.settings
+
+    def labels(self, role: str | None = None, replica: bool = True) -> dict[str, str]:
+        """Recommended labels; replicas also carry Kubeflow's, which dashboards select on."""
+        labels = {
+            "app.kubernetes.io/name": self.plan.framework,
+            **self.experiment_selector(),
+            "app.kubernetes.io/managed-by": "pulumi",
+        }
+        if self.spec.engine_name:  # AIchor's choice of cluster, kept for the record
+            labels[ENGINE_LABEL] = self.spec.engine_name
+        if replica:
+            labels["training.kubeflow.org/job-name"] = self.names.experiment
+        if role:
+            labels["app.kubernetes.io/component"] = role
+            if replica:
+                labels["training.kubeflow.org/replica-type"] = role
+        return labels
+
+    def experiment_selector(self) -> dict[str, str]:
+        """Every pod of the experiment (replicas and TensorBoard)."""
+        return {
+            "app.kubernetes.io/instance": self.names.experiment,
+            "app.kubernetes.io/part-of": "aichor",
+        }
+
+    def selector(self) -> dict[str, str]:
+        """The replicas only: the pods the headless Service names."""
+        return {
+            **self.experiment_selector(),
+            "training.kubeflow.org/job-name": self.names.experiment,
+        }
+
+    def metadata(
+        self,
+        name: str,
+        role: str | None = None,
+        annotations: dict[str, str] | None = None,
+        replica: bool = True,
+        labels: dict[str, str] | None = None,
+    ) -> ObjectMetaArgs:
+        return ObjectMetaArgs(
+            name=name,
+            namespace=self.names.namespace,
+            labels={**self.labels(role, replica), **(labels or {})},
+            annotations=annotations or None,
+        )
+
+    @property
+    def shared_volume_claim(self) -> str | None:
+        return f"{self.names.experiment}-shared" if self.spec.storage.shared_volume else None
+
+    def platform_env(self) -> dict[str, str]:
+        return self.blueprint.platform_env
+
+    def storage(self, read_only: bool = False) -> tuple[list[VolumeArgs], list[VolumeMountArgs]]:
+        """Volumes and mounts of the shared volume and of the existing claims to attach."""
+        claims = [(c.name, c.mount_point) for c in self.spec.storage.attach_existing_pvcs]
+        if self.shared_volume_claim:
+            claims.insert(
+                0, (self.shared_volume_claim, self.spec.storage.shared_volume.mount_point)
+            )
+        volumes, mounts = [], []
+        for i, (claim, mount_point) in enumerate(claims):
+            name = f"storage-{i}"
+            volumes.append(
+                VolumeArgs(
+                    name=name,
+                    persistent_volume_claim=PersistentVolumeClaimVolumeSourceArgs(
+                        claim_name=claim, read_only=read_only or None
+                    ),
+                )
+            )
+            mounts.append(
+                VolumeMountArgs(name=name, mount_path=mount_point, read_only=read_only or None)
+            )
+        return volumes, mounts
+
+    def gang_metadata(self) -> dict[str, dict[str, str]]:
+        """How replica pods name their PodGroup, per gang scheduler."""
+        group = self.names.experiment
+        if self.settings.gang_scheduler == "coscheduling":
+            return {"labels": {"scheduling.x-k8s.io/pod-group": group}}
+        if self.settings.gang_scheduler == "volcano":
+            return {"annotations": {"scheduling.k8s.io/group-name": group}}
+        return {}
+
+    @property
+    def scheduler_name(self) -> str | None:
+        return self.settings.scheduler_name or GANG_SCHEDULERS.get(self.settings.gang_scheduler)
+
+    def pod_defaults(self) -> dict:
+        """Pod spec fields every pod of the experiment shares."""
+        pull = [LocalObjectReferenceArgs(name=n) for n in self.settings.image_pull_secrets]
+        return dict(
+            automount_service_account_token=False,
+            enable_service_links=False,
+            security_context=PodSecurityContextArgs(
+                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault")
+            ),
+            image_pull_secrets=pull or None,
+            priority_class_name=self.settings.priority_class_name,
+        )
+
+
+def container_security(spec: Spec, capabilities: tuple[str, ...] = ()) -> SecurityContextArgs:
+    """Pod Security Standards "baseline", and of "restricted" all that ML images allow: every
+    capability dropped but those a group's program needs (sshd) and ptrace if asked for."""
+    add = sorted({*capabilities, *(["SYS_PTRACE"] if spec.security_context.ptrace else [])})
+    return SecurityContextArgs(
+        allow_privilege_escalation=False,
+        capabilities=CapabilitiesArgs(drop=["ALL"], add=add or None),
+    )

@@ -1,0 +1,144 @@
+"""From a validated manifest and the stack config to what the layers below read: the
+experiment's names, its framework's plan and its platform env, or every problem that only shows
+once they meet. The one path that decides validity: `aichor-iac validate`, `render`, `preview`
+and `pulumi up` all go through `blueprint()`, so they agree on every input.
+
+Pure: no Pulumi or Kubernetes import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from . import naming
+from .frameworks import PLANNERS, Names, Plan
+from .frameworks.base import INDEX_VAR
+from .manifest import Manifest, Problem, Spec
+from .settings import Settings
+
+# Variables every replica gets from aichor-iac whatever the framework.
+PLATFORM_VARS = (INDEX_VAR, "NVIDIA_VISIBLE_DEVICES")
+# Where replicas write TensorBoard logs when TensorBoard has a volume of its own (a local
+# directory of each replica, shipped to that volume as it grows).
+TENSORBOARD_DIR = "/aichor/tensorboard"
+
+
+@dataclass(frozen=True)
+class TensorboardLogs:
+    """Where an experiment's TensorBoard logs go, and why (README "TensorBoard")."""
+
+    source: Literal["path", "shared", "volume"]
+    path: str  # AICHOR_TENSORBOARD_PATH of every replica, and what TensorBoard reads
+    why: str
+
+
+@dataclass(frozen=True)
+class Blueprint:
+    """One experiment, decided: what `k8s` turns into objects and components register."""
+
+    manifest: Manifest
+    settings: Settings
+    names: Names
+    plan: Plan
+    platform_env: dict[str, str]  # AICHOR_* values, in a fixed order
+    tensorboard: TensorboardLogs | None  # None: TensorBoard is not enabled
+
+    @property
+    def spec(self) -> Spec:
+        return self.manifest.spec
+
+
+def blueprint(manifest: Manifest, settings: Settings | None = None, name: str = "") -> Blueprint:
+    """The experiment named `name` (shortened if host names derived from it would not be DNS
+    labels), or ManifestError naming each problem with the manifest's file and line."""
+    settings = settings or Settings()
+    spec = manifest.spec
+    planner = PLANNERS[spec.operator]
+    draft = planner(spec, Names("x", settings.namespace, settings.cluster_domain))
+    experiment = naming.experiment_name(
+        name or manifest.name or "experiment", [(g.role, g.count) for g in draft.groups]
+    )
+    names = Names(experiment, settings.namespace, settings.cluster_domain)
+    logs = tensorboard_logs(spec, settings)
+    env = platform_env(spec, settings, logs)
+    result = Blueprint(manifest, settings, names, planner(spec, names), env, logs)
+    problems = _problems(result)
+    if problems:
+        raise manifest.error(problems)
+    return result
+
+
+def tensorboard_logs(spec: Spec, settings: Settings) -> TensorboardLogs | None:
+    """The log location TensorBoard reads: the configured path, else the shared volume, else a
+    volume of TensorBoard's own that every replica's logs are shipped to."""
+    if not spec.tensorboard.enabled:
+        return None
+    if settings.tensorboard_path:
+        why = "aichor:tensorboardPath is set: replicas write there and TensorBoard reads it"
+        return TensorboardLogs("path", settings.tensorboard_path, why)
+    shared = spec.storage.shared_volume
+    if shared:
+        path = f"{shared.mount_point.rstrip('/')}/tensorboard"
+        why = "the shared volume: every replica writes there and TensorBoard mounts it read-only"
+        return TensorboardLogs("shared", path, why)
+    why = (
+        "no log location is configured: each replica writes to a local directory whose new "
+        "bytes are shipped to TensorBoard's own ReadWriteOnce volume"
+    )
+    return TensorboardLogs("volume", TENSORBOARD_DIR, why)
+
+
+def platform_env(
+    spec: Spec, settings: Settings, logs: TensorboardLogs | None = None
+) -> dict[str, str]:
+    """AICHOR_* values: the stack config's, else paths on the shared volume if any, and
+    TensorBoard's log location."""
+    shared = spec.storage.shared_volume
+    defaults = {}
+    if shared:
+        root = shared.mount_point.rstrip("/")
+        for name in ("INPUT", "OUTPUT", "TENSORBOARD", "LOGS"):
+            defaults[f"AICHOR_{name}_PATH"] = f"{root}/{name.lower()}"
+    if logs:
+        defaults["AICHOR_TENSORBOARD_PATH"] = logs.path
+    return settings.platform_env(defaults)
+
+
+def _problems(blueprint: Blueprint) -> list[Problem]:
+    """Problems only visible once the plan and the stack config meet the manifest."""
+    spec, plan = blueprint.spec, blueprint.plan
+    problems = []
+    reserved = {*PLATFORM_VARS, *blueprint.platform_env}
+    reserved |= {var.name for group in plan.groups for var in group.env}
+    for i, var in enumerate(spec.env):
+        if var.name in reserved:
+            problems.append(
+                Problem(
+                    f"spec.env.{i}.name",
+                    f"{var.name} is set by aichor-iac for operator '{spec.operator}'; "
+                    "choose another name",
+                )
+            )
+    for type_name, group in spec.types.present().items():
+        for i, one in enumerate(group if isinstance(group, list) else [group]):
+            tpu = one.resources.accelerators.tpu
+            if tpu and tpu.hosts > 1:
+                where = f"spec.types.{type_name}" + (f".{i}" if isinstance(group, list) else "")
+                problems.append(
+                    Problem(
+                        f"{where}.resources.accelerators.tpu",
+                        f"a {tpu.topology} slice of {tpu.hosts} hosts is a multi-host TPU slice, "
+                        "which aichor-iac does not expand yet: use a single-host topology "
+                        f"({tpu.tpu_chips_count} chips)",
+                    )
+                )
+    if spec.debug.jupyter:
+        problems.append(
+            Problem(
+                "spec.debug.jupyter",
+                "a Jupyter server is not started by aichor-iac yet: set it to false and use "
+                "`kubectl port-forward` to a server your command starts",
+            )
+        )
+    return problems
