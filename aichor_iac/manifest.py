@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -61,6 +61,8 @@ RAY_MANAGED_FLAGS = frozenset(
     }
 )
 MIG_PROFILE = re.compile(r"^mig-\d+g\.\d+gb$")
+# The name part of an extended resource (`<prefix>/<name>`): a Kubernetes qualified name.
+RESOURCE_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 DURATION_UNITS = (86400, 3600, 60, 1)
@@ -139,6 +141,24 @@ class Toleration(Model):
     toleration_seconds: int | None = None
 
 
+class Rdma(Model):
+    """SR-IOV NICs for GPU-to-GPU traffic: one virtual function of each device."""
+
+    devices: list[Annotated[str, Field(pattern=RESOURCE_NAME)]] = Field(
+        min_length=1,
+        description="Device (SR-IOV resource) names, e.g. sriov_a; each is requested once and "
+        "its network attached.",
+    )
+
+    @field_validator("devices")
+    @classmethod
+    def _once(cls, value: list[str]) -> list[str]:
+        twice = sorted({d for d in value if value.count(d) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} given twice")
+        return value
+
+
 class Resources(Model):
     cpus: float = Field(1, gt=0, description="CPU request per replica.")
     ram_ratio: float | None = Field(None, gt=0, description="Memory GiB per CPU.")
@@ -148,6 +168,7 @@ class Resources(Model):
         0, ge=0, alias="shmSizeGB", description="Size of a memory-backed /dev/shm (GiB)."
     )
     accelerators: Accelerators = Accelerators()
+    rdma: Rdma | None = None
     extra_selectors: dict[str, str] = Field(default_factory=dict, description="Node selectors.")
     extra_tolerations: list[Toleration] = Field(default_factory=list)
 

@@ -19,6 +19,8 @@ from .settings import Settings
 
 # Variables every replica gets from aichor-iac whatever the framework.
 PLATFORM_VARS = (INDEX_VAR, "NVIDIA_VISIBLE_DEVICES")
+# The types that may be multi-host TPU slices (one Job per slice, GKE's TPU variables).
+TPU_SLICES = {("jax", "Worker"), ("ray", "Workers"), ("kuberay", "Workers")}
 # Where replicas write TensorBoard logs when TensorBoard has a volume of its own (a local
 # directory of each replica, shipped to that volume as it grows).
 TENSORBOARD_DIR = "/aichor/tensorboard"
@@ -123,16 +125,24 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
     for type_name, group in spec.types.present().items():
         for i, one in enumerate(group if isinstance(group, list) else [group]):
             tpu = one.resources.accelerators.tpu
-            if tpu and tpu.hosts > 1:
+            if tpu and tpu.hosts > 1 and (spec.operator, type_name) not in TPU_SLICES:
                 where = f"spec.types.{type_name}" + (f".{i}" if isinstance(group, list) else "")
                 problems.append(
                     Problem(
                         f"{where}.resources.accelerators.tpu",
                         f"a {tpu.topology} slice of {tpu.hosts} hosts is a multi-host TPU slice, "
-                        "which aichor-iac does not expand yet: use a single-host topology "
-                        f"({tpu.tpu_chips_count} chips)",
+                        f"which only jax Workers and Ray worker pools can be: use a single-host "
+                        f"topology ({tpu.tpu_chips_count} chips) here",
                     )
                 )
+    roles = [g.role for g in blueprint.plan.groups]
+    for role in sorted({r for r in roles if roles.count(r) > 1}):
+        problems.append(
+            Problem(
+                "spec.types",
+                f"two groups would both be the Job {blueprint.names.job(role)}: rename one of them",
+            )
+        )
     if spec.debug.jupyter:
         problems.append(
             Problem(

@@ -8,16 +8,20 @@ keeps the two in step.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from .manifest import DNS_LABEL, ManifestError, Problem
 
 WaitMode = Literal["none", "ready", "complete"]
+# A NetworkAttachmentDefinition by name or namespace/name (DNS-1123 names).
+_DNS = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+NETWORK = re.compile(rf"(?:{_DNS}/)?{_DNS}(?:\.{_DNS})*\Z")
 GangScheduler = Literal["none", "coscheduling", "volcano"]
 
 
@@ -86,11 +90,39 @@ class Settings(BaseModel):
     network_policy: bool = Field(
         True, description="Isolate the experiment: its pods talk to each other and DNS only."
     )
+    rdma_resource_prefix: str = Field(
+        "intel.com",
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Extended-resource prefix of the SR-IOV device plugin (resources.rdma).",
+    )
+    rdma_networks: list[str] = Field(
+        default_factory=list,
+        description="device=network entries: the NetworkAttachmentDefinition (name or "
+        "namespace/name) of each RDMA device (default: the device name, _ written -).",
+    )
     egress_cidrs: list[str] = Field(
         default_factory=list,
         alias="egressCIDRs",
         description="Extra egress the NetworkPolicy allows (CIDRs).",
     )
+
+    @field_validator("rdma_networks")
+    @classmethod
+    def _device_networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            device, _, network = entry.partition("=")
+            if not device or not NETWORK.match(network):
+                raise ValueError(
+                    f"'{entry}' is not device=network, the network a Kubernetes name or "
+                    "namespace/name (e.g. sriov_a=sriov-net-a)"
+                )
+        return value
+
+    def rdma_network(self, device: str) -> str:
+        """The network attached for an RDMA device: the configured one, else the device's name
+        as a Kubernetes object name."""
+        mapped = dict(e.split("=", 1) for e in self.rdma_networks)
+        return mapped.get(device, device.lower().replace("_", "-").replace(".", "-"))
 
     def platform_env(self, defaults: dict[str, str] | None = None) -> dict[str, str]:
         """The AICHOR_* variables, configured or else from `defaults`, in a fixed order."""
@@ -120,7 +152,7 @@ def from_config(values: dict[str, Any], source: str = "stack config") -> Setting
         name = key.split(":", 1)[1] if key.startswith("aichor:") else key
         if ":" in name or value in ("", None):  # another provider's key, or unset
             continue
-        if name in ("imagePullSecrets", "egressCIDRs") and isinstance(value, str):
+        if name in ("imagePullSecrets", "egressCIDRs", "rdmaNetworks") and isinstance(value, str):
             value = json.loads(value) if value.strip().startswith("[") else [value]
         data[name] = value
     try:

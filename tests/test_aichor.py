@@ -305,3 +305,135 @@ def test_validate_decides_exactly_what_render_decides(case, tmp_path, capsys):
     assert code in (0, 2) and "Traceback" not in err
     if code == 2:
         assert all(line.startswith(f"{path}:") for line in err.splitlines())
+
+
+SLICE = {"tpu": {"type": "tpu-v5-lite-podslice", "topology": "4x4", "tpuChipsCount": 4}}
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            pytorch_manifest(1, 1, types={"Master": {"resources": {**R, "accelerators": SLICE}}}),
+            "spec.types.Master.resources.accelerators.tpu: a 4x4 slice of 4 hosts is a multi-host "
+            "TPU slice, which only jax Workers and Ray worker pools can be",
+        ),
+        (
+            {
+                "spec": {
+                    "operator": "kuberay",
+                    "image": "i",
+                    "command": "c",
+                    "types": {"Head": {"resources": {**R, "accelerators": SLICE}}},
+                }
+            },
+            "spec.types.Head.resources.accelerators.tpu: a 4x4 slice of 4 hosts",
+        ),
+        (
+            {
+                "spec": {
+                    "operator": "jax",
+                    "image": "i",
+                    "command": "c",
+                    "types": {
+                        "Worker": {
+                            "resources": {
+                                **R,
+                                "accelerators": {"tpu": {**SLICE["tpu"], "topology": "3x3"}},
+                            }
+                        }
+                    },
+                }
+            },
+            "spec.types.Worker.resources.accelerators.tpu: topology 3x3 has 9 chips, which 4 chips "
+            "per host do not divide",
+        ),
+    ],
+)
+def test_tpu_topologies_that_cannot_run(data, expected, tmp_path, capsys):
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_two_groups_may_not_become_one_job(tmp_path, capsys):
+    pools = [
+        {"name": "tpu", "count": 1, "resources": {**R, "accelerators": SLICE}},
+        {"name": "tpu-0", "count": 1, "resources": R},
+    ]
+    data = {
+        "spec": {
+            "operator": "kuberay",
+            "image": "i",
+            "command": "c",
+            "types": {"Head": {"resources": R}, "Workers": pools},
+        }
+    }
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 2
+    assert (
+        "two groups would both be the Job dev-tpu-0: rename one of them" in capsys.readouterr().err
+    )
+
+
+RDMA = {"rdma": {"devices": ["sriov_a", "sriov_b"]}, "accelerators": {"gpu": {"count": 8}}}
+
+
+@pytest.mark.parametrize(
+    ("settings", "resources", "networks"),
+    [
+        ({}, ["intel.com/sriov_a", "intel.com/sriov_b"], "sriov-a,sriov-b"),
+        (
+            {"rdma_resource_prefix": "nvidia.com", "rdma_networks": ["sriov_b=infra/rdma-b"]},
+            ["nvidia.com/sriov_a", "nvidia.com/sriov_b"],
+            "sriov-a,infra/rdma-b",
+        ),
+    ],
+)
+def test_rdma_requests_a_vf_of_each_device_and_attaches_its_network(settings, resources, networks):
+    data = pytorch_manifest(
+        1, 1, types={"Master": {"resources": {**R, **RDMA}}, "Worker": {"resources": R}}
+    )
+    by_name = {j["metadata"]["name"]: j["spec"]["template"] for j in jobs(data, **settings)}
+    master, worker = by_name["exp-master"], by_name["exp-worker"]
+    limits = master["spec"]["containers"][0]["resources"]["limits"]
+    assert [k for k in limits if "/sriov" in k] == resources and all(
+        limits[k] == "1" for k in resources
+    )
+    assert master["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == networks
+    assert master["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+    assert "k8s.v1.cni.cncf.io/networks" not in (worker["metadata"].get("annotations") or {})
+    assert "add" not in worker["spec"]["containers"][0]["securityContext"]["capabilities"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("aichor:rdmaNetworks", ["sriov_a"], "is not device=network"),
+        ("aichor:rdmaNetworks", ["sriov_a=Bad_Net"], "is not device=network"),
+        ("aichor:rdmaResourcePrefix", "Intel.com/", "should match pattern"),
+    ],
+)
+def test_bad_rdma_settings_name_the_key(key, value, expected, tmp_path):
+    from aichor_iac.settings import load_stack_file
+
+    stack = tmp_path / "Pulumi.x.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aichor:manifest": "m.yaml", key: value}}))
+    with pytest.raises(ManifestError) as caught:
+        load_stack_file(stack)
+    assert key in str(caught.value) and expected in str(caught.value)
+
+
+def test_rdma_devices_are_checked():
+    text = yaml.safe_dump(
+        pytorch_manifest(
+            1, 1, types={"Master": {"resources": {**R, "rdma": {"devices": ["a", "a", "b c"]}}}}
+        )
+    )
+    lines = problems(text)
+    assert any(
+        "spec.types.Master.resources.rdma.devices.2: String should match pattern" in x
+        for x in lines
+    )

@@ -80,6 +80,43 @@ EXPECTED: dict[str, dict] = {
         "*": {"LOG_LEVEL": "debug", "SHARDS": "4"},
         **{("worker", i): {"JOB_COMPLETION_INDEX": str(i)} for i in range(4)},
     },
+    "pytorch-rdma-h100.yaml": {
+        "*": {"WORLD_SIZE": "2", "PET_NPROC_PER_NODE": "8", "AICHOR_TENSORBOARD_PATH": TB},
+        ("master", 0): {"RANK": "0"},
+        ("worker", 0): {"RANK": "1"},
+    },
+    "kuberay-tpu-slice.yaml": {
+        "*": {"RAY_ADDRESS": "exp-head.default.svc.cluster.local:6379"},
+        ("head", 0): {},
+        **{
+            ("tpu-pool-0", w): {
+                "TPU_WORKER_ID": str(w),
+                "TPU_NAME": "tpu-pool-0",
+                "TPU_WORKER_HOSTNAMES": ",".join(host("tpu-pool-0", i) for i in range(4)),
+            }
+            for w in range(4)
+        },
+        ("submitter", 0): {},
+    },
+    "jax-tpu-multislice.yaml": {
+        "*": {
+            "JAX_NUM_PROCESSES": "4",
+            "JAX_COORDINATOR_ADDRESS": f"{host('worker-0')}:1234",
+            "MEGASCALE_COORDINATOR_ADDRESS": host("worker-0"),
+            "MEGASCALE_NUM_SLICES": "2",
+        },
+        **{
+            (f"worker-{s}", w): {
+                "JAX_PROCESS_ID": str(2 * s + w),
+                "TPU_WORKER_ID": str(w),
+                "TPU_NAME": f"worker-{s}",
+                "TPU_WORKER_HOSTNAMES": f"{host(f'worker-{s}', 0)},{host(f'worker-{s}', 1)}",
+                "MEGASCALE_SLICE_ID": str(s),
+            }
+            for s in range(2)
+            for w in range(2)
+        },
+    },
     "tf-vscode-off.yaml": {
         ("chief", 0): {"TF_CONFIG": ("chief", 0)},
         ("ps", 0): {"TF_CONFIG": ("ps", 0)},
@@ -148,3 +185,30 @@ def test_older_keys_reach_the_jobs():
         o for o in expand(MANIFESTS / "tf-vscode-off.yaml").objects if o["kind"] == "Job"
     ]
     assert tf_chief["spec"]["activeDeadlineSeconds"] == 6 * 3600
+
+
+@pytest.mark.parametrize(
+    ("name", "slices", "expected_nodes"),
+    [
+        ("kuberay-tpu-slice.yaml", {"tpu-pool-0": 4}, 5),
+        ("jax-tpu-multislice.yaml", {"worker-0": 2, "worker-1": 2}, None),
+    ],
+)
+def test_tpu_slices_are_one_job_each_kept_on_one_node_pool(name, slices, expected_nodes):
+    rendering = expand(MANIFESTS / name)
+    jobs = {
+        o["metadata"]["name"].removeprefix("exp-"): o
+        for o in rendering.objects
+        if o["kind"] == "Job"
+    }
+    for role, hosts in slices.items():
+        spec = jobs[role]["spec"]
+        assert spec["completions"] == spec["parallelism"] == hosts
+        pod = spec["template"]["spec"]
+        (term,) = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "cloud.google.com/gke-nodepool"
+        assert term["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == role
+        assert pod["containers"][0]["resources"]["limits"]["google.com/tpu"] == "4"
+        assert pod["nodeSelector"]["cloud.google.com/gke-tpu-accelerator"] == "tpu-v5-lite-podslice"
+    if expected_nodes:
+        assert rendering.outputs["expectedNodeCount"] == expected_nodes

@@ -143,6 +143,7 @@ class Group:
     mounts: tuple[Mount, ...] = ()
     completions: int | None = None  # pods of the Job (default: the type's count)
     parallelism: int | None = None  # pods running at once (default: all)
+    colocate: str | None = None  # a topology key the Job's pods must share (a TPU slice's)
 
     @property
     def count(self) -> int:
@@ -199,29 +200,95 @@ class Plan:
         return tuple(sorted(seen.items(), key=lambda item: item[1]))
 
 
+# A multi-host TPU slice is one GKE node pool: its hosts' pods are kept together there.
+TPU_SLICE_TOPOLOGY = "cloud.google.com/gke-nodepool"
+
+
+@dataclass(frozen=True)
+class TpuSlice:
+    """Slice `index` of `slices` of a multi-host TPU group; `first` is slice 0's role."""
+
+    index: int
+    slices: int
+    first: str
+
+
 @dataclass(frozen=True)
 class Slot:
-    """A replica group placed in a global rank order: its replica i has rank `offset + i`."""
+    """A replica group placed in a global rank order: its `count` replicas have ranks
+    `offset` … `offset + count - 1`. A multi-host TPU group is one slot per slice."""
 
     role: str
     replica_type: str
     spec: ReplicaType
     offset: int
+    count: int
+    tpu: TpuSlice | None = None
+
+
+def slots_of(role: str, replica_type: str, spec: ReplicaType, offset: int = 0) -> list[Slot]:
+    """A group as slots: itself, or, for a multi-host TPU topology, one slot `<role>-<s>` per
+    slice (`count` is then the number of slices), of as many replicas as a slice has hosts."""
+    tpu = spec.resources.accelerators.tpu
+    if tpu is None or tpu.hosts == 1:
+        return [Slot(role, replica_type, spec, offset, spec.count)]
+    return [
+        Slot(
+            f"{role}-{s}",
+            replica_type,
+            spec,
+            offset + s * tpu.hosts,
+            tpu.hosts,
+            TpuSlice(s, spec.count, f"{role}-0"),
+        )
+        for s in range(spec.count)
+    ]
 
 
 def ranked(types: Types, order: tuple[str, ...]) -> list[Slot]:
     """The manifest's groups of `order` that have replicas, with their rank offsets."""
-    slots, offset = [], 0
+    slots: list[Slot] = []
     for name in order:
         group = types.get(name)
         if group is not None and group.count > 0:
-            slots.append(Slot(name.lower(), name, group, offset))
-            offset += group.count
+            slots += slots_of(name.lower(), name, group, world_size(slots))
     return slots
 
 
 def world_size(slots: list[Slot]) -> int:
-    return sum(slot.spec.count for slot in slots)
+    return sum(slot.count for slot in slots)
+
+
+def tpu_env(names: Names, slot: Slot) -> tuple[Env, ...]:
+    """What GKE's TPU webhook gives each host of a multi-host slice (worker id in the slice,
+    the slice's hosts, its name) and, across slices, the multislice (Megascale) variables."""
+    if slot.tpu is None:
+        return ()
+    hosts = ",".join(names.host(slot.role, w) for w in range(slot.count))
+    env = (
+        Env.index("TPU_WORKER_ID"),
+        Env("TPU_WORKER_HOSTNAMES", hosts),
+        Env("TPU_NAME", slot.role),
+    )
+    if slot.tpu.slices > 1:
+        env += (
+            Env("MEGASCALE_COORDINATOR_ADDRESS", names.host(slot.tpu.first, 0)),
+            Env("MEGASCALE_NUM_SLICES", str(slot.tpu.slices)),
+            Env("MEGASCALE_SLICE_ID", str(slot.tpu.index)),
+        )
+    return env
+
+
+def slot_group(slot: Slot, **fields: Any) -> Group:
+    """The Job of a slot: its replicas, kept on one node pool when it is a TPU slice."""
+    return Group(
+        role=slot.role,
+        replica_type=slot.replica_type,
+        spec=slot.spec,
+        completions=slot.count,
+        colocate=TPU_SLICE_TOPOLOGY if slot.tpu else None,
+        **fields,
+    )
 
 
 def coordinated(
@@ -237,12 +304,10 @@ def coordinated(
     leader = slots[0].role
     groups = []
     for slot in slots:
-        rank_zero_only = slot.offset == 0 and slot.spec.count == 1
+        rank_zero_only = slot.offset == 0 and slot.count == 1
         groups.append(
-            Group(
-                role=slot.role,
-                replica_type=slot.replica_type,
-                spec=slot.spec,
+            slot_group(
+                slot,
                 env=env(slot),
                 ports=((framework, coordinator.port),) if coordinator.port else (),
                 waits_for=() if rank_zero_only else (coordinator,),

@@ -1,13 +1,15 @@
 """JAX (AIchor JAX operator contract): `Worker` × N processes, process 0 coordinates.
 
-`jax.distributed.initialize()` with no arguments reads the `JAX_*` names; AIchor scripts read
-the `JAXOPERATOR_*` ones. A single process coordinates itself on the loopback address.
+AIchor scripts read the `JAXOPERATOR_*` names; the `JAX_*` aliases are there for scripts that
+pass them to `jax.distributed.initialize()`. A single process coordinates itself on the
+loopback address. With a multi-host TPU topology, `count` is the number of slices: each slice
+is one Job of as many processes as it has hosts, with GKE's TPU variables (`tpu_env`).
 """
 
 from __future__ import annotations
 
 from ..manifest import Spec
-from .base import Endpoint, Env, Names, Plan, Slot, coordinated, ranked, world_size
+from .base import Endpoint, Env, Names, Plan, Slot, coordinated, ranked, tpu_env, world_size
 
 PORT = 1234
 
@@ -27,6 +29,7 @@ def plan(spec: Spec, names: Names) -> Plan:
             Env("JAX_NUM_PROCESSES", "$(JAXOPERATOR_NUM_PROCESSES)"),
             Env.index("JAX_PROCESS_ID", slot.offset),
             Env("PYTHONUNBUFFERED", "1"),
+            *tpu_env(names, slot),
         )
 
     return coordinated("jax", slots, coordinator, env, address_key="coordinator")

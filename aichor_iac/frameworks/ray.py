@@ -21,7 +21,7 @@ import math
 import shlex
 
 from ..manifest import RayGroup, ReplicaType, Spec, ray_flag, ray_version
-from .base import Endpoint, Env, Group, Names, Plan
+from .base import Endpoint, Env, Group, Names, Plan, slot_group, slots_of, tpu_env
 
 GCS, DASHBOARD, CLIENT = 6379, 8265, 10001
 PORTS = (("gcs", GCS), ("dashboard", DASHBOARD), ("client", CLIENT))
@@ -100,7 +100,6 @@ def plan(spec: Spec, names: Names) -> Plan:
     address = f"{head_host}:{GCS}"
     dashboard_url = f"http://{head_host}:{DASHBOARD}"
     pools = [pool for pool in spec.types.get("Workers") or [] if pool.count > 0]
-    expected = head_spec.count + sum(pool.count for pool in pools)
     entry = "job" if spec.operator == "ray" else "submitter"
     entry_host = names.host(entry, 0)
     env = cluster_env(address, legacy)
@@ -120,20 +119,20 @@ def plan(spec: Spec, names: Names) -> Plan:
     ]
     for pool in pools:
         resources = {pool.name: _cpus(pool)}
-        groups.append(
-            Group(
-                role=pool.name,
-                replica_type="Workers",
-                spec=pool,
-                env=env,
-                waits_for=(gcs,),
-                follows=entry_host,
-                leader_first=False,
-                program=start(pool, {"address": address, "block": True}, legacy, resources),
-                after=("head",),
+        for slot in slots_of(pool.name, "Workers", pool):  # a multi-host TPU pool: per slice
+            groups.append(
+                slot_group(
+                    slot,
+                    env=(*env, *tpu_env(names, slot)),
+                    waits_for=(gcs,),
+                    follows=entry_host,
+                    leader_first=False,
+                    program=start(pool, {"address": address, "block": True}, legacy, resources),
+                    after=("head",),
+                )
             )
-        )
     started = tuple(g.role for g in groups)
+    expected = sum(g.count for g in groups)  # the head and every pool replica
     if spec.operator == "ray":
         job = spec.types.get("Job")
         join = start(job, {"address": address}, legacy)

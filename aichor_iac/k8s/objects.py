@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pulumi_kubernetes.batch.v1 import JobSpecArgs
 from pulumi_kubernetes.core.v1 import (
+    AffinityArgs,
     ConfigMapProjectionArgs,
     ContainerArgs,
     ContainerPortArgs,
@@ -14,6 +15,8 @@ from pulumi_kubernetes.core.v1 import (
     EnvVarSourceArgs,
     KeyToPathArgs,
     ObjectFieldSelectorArgs,
+    PodAffinityArgs,
+    PodAffinityTermArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
     ProbeArgs,
@@ -29,7 +32,7 @@ from pulumi_kubernetes.core.v1 import (
     VolumeMountArgs,
     VolumeProjectionArgs,
 )
-from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
 from ..frameworks import Endpoint, Group, Names
 from ..frameworks.base import INDEX_VAR, Mount
@@ -40,6 +43,7 @@ from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TPU_RESOURCE = "google.com/tpu"
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
 TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
 WAIT_CONTAINER = "wait-for-peers"
 
@@ -105,7 +109,7 @@ def job(ctx: Context, group: Group) -> dict:
             template=PodTemplateSpecArgs(
                 metadata=ObjectMetaArgs(
                     labels={**ctx.labels(group.role), **gang.get("labels", {})},
-                    annotations=gang.get("annotations"),
+                    annotations={**gang.get("annotations", {}), **networks(ctx, group)} or None,
                 ),
                 spec=pod_spec(ctx, group),
             ),
@@ -134,7 +138,8 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         volumes.append(logs[0])
         mounts.append(logs[1])
         sidecars.append(tensorboard.shipper(ctx))
-    security = container_security(ctx.spec, group.capabilities)
+    rdma = ("IPC_LOCK",) if resources.rdma else ()  # RDMA pins (locks) its buffers' memory
+    security = container_security(ctx.spec, (*group.capabilities, *rdma))
     ready = group.ready_port
     main = ContainerArgs(
         name=ctx.plan.framework,
@@ -150,7 +155,7 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         )
         if ready
         else None,
-        resources=requirements(resources),
+        resources=requirements(resources, ctx.settings.rdma_resource_prefix),
         volume_mounts=mounts or None,
         security_context=security,
     )
@@ -175,9 +180,22 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
                 security_context=container_security(ctx.spec),
             ),
         ]
+    affinity = None
+    if group.colocate:  # e.g. a TPU slice: every host of it on the same node pool
+        together = LabelSelectorArgs(
+            match_labels={**ctx.selector(), "app.kubernetes.io/component": group.role}
+        )
+        affinity = AffinityArgs(
+            pod_affinity=PodAffinityArgs(
+                required_during_scheduling_ignored_during_execution=[
+                    PodAffinityTermArgs(label_selector=together, topology_key=group.colocate)
+                ]
+            )
+        )
     return PodSpecArgs(
         restart_policy="Never",
         subdomain=ctx.names.service,
+        affinity=affinity,
         scheduler_name=ctx.scheduler_name,
         node_selector=node_selector(ctx.settings, resources) or None,
         tolerations=tolerations(resources) or None,
@@ -258,7 +276,7 @@ def projected_volume(names: Names, mount: Mount) -> VolumeArgs:
     )
 
 
-def requirements(resources: Resources) -> ResourceRequirementsArgs:
+def requirements(resources: Resources, rdma_prefix: str = "intel.com") -> ResourceRequirementsArgs:
     memory = resources.memory_gib
     requests = {"cpu": cpu(resources.cpus), "memory": gib(memory)}
     # A memory-backed /dev/shm is charged to the container: make room for it in the limit.
@@ -271,7 +289,17 @@ def requirements(resources: Resources) -> ResourceRequirementsArgs:
         limits[gpu.resource_name] = str(gpu.count)
     if tpu:
         limits[TPU_RESOURCE] = str(tpu.tpu_chips_count)
+    for device in resources.rdma.devices if resources.rdma else ():
+        limits[f"{rdma_prefix}/{device}"] = "1"  # one virtual function of each NIC
     return ResourceRequirementsArgs(requests=requests, limits=limits)
+
+
+def networks(ctx: Context, group: Group) -> dict[str, str]:
+    """Multus' annotation attaching the network of each RDMA device the group requests."""
+    rdma = group.spec.resources.rdma
+    if rdma is None:
+        return {}
+    return {NETWORKS: ",".join(ctx.settings.rdma_network(d) for d in rdma.devices)}
 
 
 def node_selector(settings: Settings, resources: Resources) -> dict[str, str]:
