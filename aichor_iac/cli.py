@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.tree import Tree
 
 from . import manifest as manifest_module
@@ -160,7 +161,7 @@ def _preview(args: argparse.Namespace) -> int:
     )
     console.print("[bold]Outputs:[/]")
     for key, value in outputs.items():
-        console.print(f"  {key}: {value}")
+        console.print(f"  {key}: {escape(str(value))}")  # values are text, not markup
     return 0
 
 

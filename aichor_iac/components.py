@@ -18,7 +18,7 @@ from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
 from . import planning
 from .frameworks import Plan
-from .k8s import objects, services, tensorboard
+from .k8s import jupyter, objects, services, tensorboard
 from .k8s.context import Context
 from .manifest import Manifest
 from .settings import Settings
@@ -70,11 +70,12 @@ class Experiment(pulumi.ComponentResource):
                 )
             )
         needed = list(first)  # what every pod of the experiment needs to exist first
-        if self.plan.secret:
+        secret_data = self._secret_data(name, ctx)
+        if secret_data:
             needed.append(
                 Secret(
                     f"{name}-secret",
-                    **services.generated_secret(ctx, self._secret_data(name)),
+                    **services.generated_secret(ctx, secret_data),
                     opts=self._child(first),
                 )
             )
@@ -128,6 +129,8 @@ class Experiment(pulumi.ComponentResource):
                     "ready" if gate else settings.wait,
                 ),
             )
+        if ctx.blueprint.jupyter:
+            Service(f"{name}-jupyter-service", **jupyter.service(ctx), opts=self._child(needed))
         if ctx.blueprint.tensorboard:
             after = list(needed)
             if tensorboard.has_volume(ctx):
@@ -168,21 +171,25 @@ class Experiment(pulumi.ComponentResource):
             retain_on_delete=retain or None,
         )
 
-    def _secret_data(self, name: str) -> dict[str, pulumi.Output[str]]:
-        """Values for the experiment's Secret, from a Pulumi resource created once per stack
-        (a password for Ray, an SSH key pair for MPI), marked secret."""
+    def _secret_data(self, name: str, ctx: Context) -> dict[str, pulumi.Output[str]]:
+        """Values for the experiment's Secret, from Pulumi resources created once per stack
+        (Ray's password, MPI's SSH key pair, Jupyter's token), marked secret."""
+        values: dict[str, pulumi.Output[str]] = {}
         if self.plan.secret == "password":
-            password = pulumi_random.RandomPassword(
-                f"{name}-password", length=32, special=False, opts=self._child()
-            )
-            values = {"password": password.result}
-        else:
+            values["password"] = self._password(f"{name}-password", 32)
+        elif self.plan.secret == "ssh":
             key = pulumi_tls.PrivateKey(f"{name}-ssh-key", algorithm="ED25519", opts=self._child())
-            values = {
-                "ssh-privatekey": key.private_key_openssh,
-                "ssh-publickey": key.public_key_openssh,
-            }
-        return {k: pulumi.Output.secret(v) for k, v in values.items()}
+            values["ssh-privatekey"] = key.private_key_openssh
+            values["ssh-publickey"] = key.public_key_openssh
+        if ctx.blueprint.jupyter:
+            values[jupyter.TOKEN_KEY] = self._password(f"{name}-jupyter-token", 48)
+        self.secrets = {k: pulumi.Output.secret(v) for k, v in values.items()}
+        return self.secrets
+
+    def _password(self, name: str, length: int) -> pulumi.Output[str]:
+        return pulumi_random.RandomPassword(
+            name, length=length, special=False, opts=self._child()
+        ).result
 
     def _outputs(self, ctx: Context) -> dict[str, Any]:
         """The stack outputs contract (README "Stack outputs")."""
@@ -212,6 +219,12 @@ class Experiment(pulumi.ComponentResource):
             outputs["tensorboardLogs"] = f"{logs.path} ({logs.source}: {logs.why})"
         if ctx.shared_volume_claim:
             outputs["sharedVolume"] = ctx.shared_volume_claim
+        if ctx.blueprint.jupyter:
+            outputs["jupyter"] = (
+                f"kubectl port-forward -n {names.namespace} svc/{jupyter.name(ctx)} "
+                f"{jupyter.PORT}, then http://localhost:{jupyter.PORT}/?token=<jupyterToken>"
+            )
+            outputs["jupyterToken"] = self.secrets[jupyter.TOKEN_KEY]
         return outputs
 
 

@@ -144,8 +144,15 @@ def run(
     pulumi.runtime.set_all_config(config or {})
     outputs: dict[str, Any] = {}
 
+    async def collect(exported: dict[str, Any]) -> None:
+        """Each output's value, or REDACTED when it is secret (as `pulumi stack output` shows
+        it): an `apply` would hand over secrets unmarked."""
+        for key, value in exported.items():
+            output = pulumi.Output.from_input(value)
+            outputs[key] = REDACTED if await output.is_secret() else await output.future()
+
     def body() -> Any:
-        return pulumi.Output.from_input(program()).apply(lambda o: outputs.update(o or {}))
+        return pulumi.Output.from_input(collect(program() or {}))
 
     pulumi.runtime.test(body)()
     resources = [

@@ -45,6 +45,7 @@ class Blueprint:
     plan: Plan
     platform_env: dict[str, str]  # AICHOR_* values, in a fixed order
     tensorboard: TensorboardLogs | None  # None: TensorBoard is not enabled
+    jupyter: str | None  # the role whose pods run a Jupyter server (spec.debug.jupyter)
 
     @property
     def spec(self) -> Spec:
@@ -64,7 +65,8 @@ def blueprint(manifest: Manifest, settings: Settings | None = None, name: str = 
     names = Names(experiment, settings.namespace, settings.cluster_domain)
     logs = tensorboard_logs(spec, settings)
     env = platform_env(spec, settings, logs)
-    result = Blueprint(manifest, settings, names, planner(spec, names), env, logs)
+    plan = planner(spec, names)
+    result = Blueprint(manifest, settings, names, plan, env, logs, jupyter_role(spec, plan))
     problems = _problems(result)
     if problems:
         raise manifest.error(problems)
@@ -89,6 +91,14 @@ def tensorboard_logs(spec: Spec, settings: Settings) -> TensorboardLogs | None:
         "bytes are shipped to TensorBoard's own ReadWriteOnce volume"
     )
     return TensorboardLogs("volume", TENSORBOARD_DIR, why)
+
+
+def jupyter_role(spec: Spec, plan: Plan) -> str | None:
+    """Where `debug.jupyter` puts its server: beside the entry point, and for Ray on the head,
+    where the driver's cluster is."""
+    if not spec.debug.jupyter:
+        return None
+    return "head" if plan.framework == "ray" else plan.entry_point
 
 
 def platform_env(
@@ -141,14 +151,6 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
             Problem(
                 "spec.types",
                 f"two groups would both be the Job {blueprint.names.job(role)}: rename one of them",
-            )
-        )
-    if spec.debug.jupyter:
-        problems.append(
-            Problem(
-                "spec.debug.jupyter",
-                "a Jupyter server is not started by aichor-iac yet: set it to false and use "
-                "`kubectl port-forward` to a server your command starts",
             )
         )
     return problems

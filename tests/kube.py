@@ -424,7 +424,9 @@ class LocalCluster:
             selector = service["spec"].get("selector") or {}
             name = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
             for workload, i in self.servers + self.pods:
-                labels = workload["spec"]["template"]["metadata"]["labels"]
+                labels = dict(workload["spec"]["template"]["metadata"]["labels"])
+                if workload["kind"] == "Job":  # the Job controller labels pods with their index
+                    labels["batch.kubernetes.io/job-completion-index"] = str(i)
                 if _pod(workload, i) in self.live and selector.items() <= labels.items():
                     lines.append(f"{self.ips[_pod(workload, i)]} {name}")
                     if service["spec"].get("clusterIP") != "None":

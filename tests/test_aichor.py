@@ -143,6 +143,59 @@ def test_debug_blocks_that_are_off_are_accepted(debug):
     assert len(jobs(pytorch_manifest(1, 1, debug=debug))) == 2
 
 
+@pytest.mark.parametrize(
+    ("operator", "types", "role"),
+    [
+        ("pytorch", {"Master": {"resources": R}, "Worker": {"resources": R}}, "master"),
+        ("jax", {"Worker": {"count": 2, "resources": R}}, "worker"),
+        ("kuberay", {"Head": {"resources": R}}, "head"),
+        (
+            "ray",
+            {
+                "Head": {"resources": R},
+                "Workers": [{"name": "w", "count": 1, "resources": R}],
+                "Job": {"resources": R},
+            },
+            "head",
+        ),
+    ],
+)
+def test_jupyter_runs_beside_the_entry_point_with_a_generated_token(operator, types, role):
+    data = {
+        "spec": {
+            "operator": operator,
+            "image": "img",
+            "command": "run",
+            "debug": {"jupyter": True},
+            "types": types,
+        }
+    }
+    rendering = expand(data)
+    objects = {f"{o['kind']}/{o['metadata']['name']}": o for o in rendering.objects}
+    for name, obj in objects.items():
+        if obj["kind"] != "Job":
+            continue
+        init = obj["spec"]["template"]["spec"].get("initContainers", [])
+        jupyters = [c for c in init if c["name"] == "jupyter"]
+        assert bool(jupyters) == (name == f"Job/exp-{role}")
+        if jupyters:
+            (sidecar,) = jupyters
+            assert sidecar["restartPolicy"] == "Always" and sidecar["image"] == "img"
+            assert sidecar["env"] == [
+                {
+                    "name": "JUPYTER_TOKEN",
+                    "valueFrom": {"secretKeyRef": {"name": "exp-secret", "key": "jupyter-token"}},
+                }
+            ]
+    service = objects["Service/exp-jupyter"]["spec"]
+    assert service["selector"]["app.kubernetes.io/component"] == role
+    assert service["selector"]["batch.kubernetes.io/job-completion-index"] == "0"
+    assert objects["Secret/exp-secret"]["stringData"]["jupyter-token"] == "[secret]"
+    assert rendering.outputs["jupyterToken"] == "[secret]"
+    assert "kubectl port-forward -n default svc/exp-jupyter 8888" in rendering.outputs["jupyter"]
+    assert "mock-password" not in repr(rendering.objects) + repr(rendering.outputs)
+
+
 def test_vscode_sessions_are_refused_with_what_to_use_instead():
     text = yaml.safe_dump(pytorch_manifest(1, 1, debug={"vscode": {"enabled": True}}))
     (line,) = problems(text)
@@ -287,6 +340,7 @@ AGREEMENT = {
     "valid": pytorch_manifest(1, 1),
     "reserved env": pytorch_manifest(1, 1, env=[{"name": "WORLD_SIZE", "value": "1"}]),
     "jupyter": pytorch_manifest(1, 1, debug={"jupyter": True}),
+    "vscode": pytorch_manifest(1, 1, debug={"vscode": {"enabled": True}}),
     "bad count": pytorch_manifest(2, 1),
     "jobset": jobset(w={"count": 2, "resources": R}),
 }
@@ -399,7 +453,7 @@ def test_rdma_requests_a_vf_of_each_device_and_attaches_its_network(settings, re
     by_name = {j["metadata"]["name"]: j["spec"]["template"] for j in jobs(data, **settings)}
     master, worker = by_name["exp-master"], by_name["exp-worker"]
     limits = master["spec"]["containers"][0]["resources"]["limits"]
-    assert [k for k in limits if "/sriov" in k] == resources and all(
+    assert sorted(k for k in limits if "/sriov" in k) == resources and all(
         limits[k] == "1" for k in resources
     )
     assert master["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == networks

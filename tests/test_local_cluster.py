@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -209,3 +210,70 @@ EOF"""
                 cluster.logs("exp-tensorboard-0", "tensorboard"),
             )
             time.sleep(1)
+
+
+def test_jupyter_beside_rank_0_opens_with_its_token_only(tmp_path):
+    # The master keeps running until the test has knocked on Jupyter's door; the server runs in
+    # its pod (a native sidecar), reached through the Service `exp-jupyter`.
+    pytest.importorskip("jupyter_server")
+    stop = Path("/var/tmp") / f"aichor-stop-{os.getpid()}"  # outside the pods' private /tmp
+    command = f"""python3 - <<'EOF'
+import os, socket, time
+if os.environ["RANK"] != "0":
+    time.sleep(600)
+store = socket.create_server(("0.0.0.0", int(os.environ["MASTER_PORT"])))
+store.accept()
+deadline = time.time() + 90
+while not os.path.exists("{stop}") and time.time() < deadline:
+    time.sleep(0.2)
+EOF"""
+    types = {"Master": {"resources": R}, "Worker": {"count": 1, "resources": R}}
+    data = {
+        "spec": {
+            "operator": "pytorch",
+            "image": "img",
+            "command": command,
+            "debug": {"jupyter": True},
+            "types": types,
+        }
+    }
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "AICHOR_FOLLOW_INTERVAL": "0.2",
+    }
+    token = "t0ken-" + os.urandom(8).hex()
+    ask = """import sys, urllib.error, urllib.request
+request = urllib.request.Request("http://exp-jupyter.default.svc.cluster.local:8888/api/status")
+if len(sys.argv) > 1:
+    request.add_header("Authorization", "token " + sys.argv[1])
+try:
+    print(urllib.request.urlopen(request, timeout=5).status)
+except urllib.error.HTTPError as error:
+    print(error.code)
+except OSError as error:
+    print("down", error)"""
+    try:
+        with LocalCluster(expand(data).objects, env, secrets={"jupyter-token": token}) as cluster:
+            finished = {}
+            runner = threading.Thread(target=lambda: finished.update(cluster.run()), daemon=True)
+            runner.start()
+            deadline = time.monotonic() + 90
+            while (
+                answer := cluster.exec("exp-worker-0", "python3", "-c", ask, token).stdout.strip()
+            ) != "200":
+                assert time.monotonic() < deadline, (
+                    answer,
+                    cluster.logs("exp-master-0", "jupyter"),
+                )
+                time.sleep(1)
+            assert cluster.exec("exp-worker-0", "python3", "-c", ask).stdout.strip() == "403"
+            assert (
+                cluster.exec("exp-worker-0", "python3", "-c", ask, "wrong").stdout.strip() == "403"
+            )
+            stop.touch()
+            runner.join(120)
+            assert finished["exp-master-0"].returncode == 0, finished["exp-master-0"].stderr
+            assert finished["exp-worker-0"].returncode == 0, finished["exp-worker-0"].stderr
+            assert token not in cluster.logs("exp-master-0", "jupyter")
+    finally:
+        stop.unlink(missing_ok=True)

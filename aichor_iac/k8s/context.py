@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 from pulumi_kubernetes.core.v1 import (
     CapabilitiesArgs,
+    EnvVarArgs,
+    EnvVarSourceArgs,
     LocalObjectReferenceArgs,
     PersistentVolumeClaimVolumeSourceArgs,
     PodSecurityContextArgs,
     SeccompProfileArgs,
+    SecretKeySelectorArgs,
     SecurityContextArgs,
     VolumeArgs,
     VolumeMountArgs,
@@ -161,3 +164,9 @@ def container_security(spec: Spec, capabilities: tuple[str, ...] = ()) -> Securi
         allow_privilege_escalation=False,
         capabilities=CapabilitiesArgs(drop=["ALL"], add=add or None),
     )
+
+
+def secret_env(name: str, secret: str, key: str) -> EnvVarArgs:
+    """A variable read from a Secret's key by the kubelet: the value is never in the spec."""
+    ref = SecretKeySelectorArgs(name=secret, key=key)
+    return EnvVarArgs(name=name, value_from=EnvVarSourceArgs(secret_key_ref=ref))

@@ -22,7 +22,6 @@ from pulumi_kubernetes.core.v1 import (
     ProbeArgs,
     ProjectedVolumeSourceArgs,
     ResourceRequirementsArgs,
-    SecretKeySelectorArgs,
     SecretProjectionArgs,
     ServicePortArgs,
     ServiceSpecArgs,
@@ -38,8 +37,8 @@ from ..frameworks import Endpoint, Group, Names
 from ..frameworks.base import INDEX_VAR, Mount
 from ..manifest import Resources, Spec
 from ..settings import Settings
-from . import shell, tensorboard
-from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security
+from . import jupyter, shell, tensorboard
+from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_env
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TPU_RESOURCE = "google.com/tpu"
@@ -138,6 +137,8 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         volumes.append(logs[0])
         mounts.append(logs[1])
         sidecars.append(tensorboard.shipper(ctx))
+    if group.role == ctx.blueprint.jupyter:
+        sidecars.append(jupyter.sidecar(ctx, list(mounts)))
     rdma = ("IPC_LOCK",) if resources.rdma else ()  # RDMA pins (locks) its buffers' memory
     security = container_security(ctx.spec, (*group.capabilities, *rdma))
     ready = group.ready_port
@@ -245,12 +246,6 @@ def user_env(spec: Spec) -> list[EnvVarArgs]:
         else:
             entries.append(EnvVarArgs(name=var.name, value=shell.k8s_escape(var.value or "")))
     return entries
-
-
-def secret_env(name: str, secret: str, key: str) -> EnvVarArgs:
-    """A variable read from a Secret's key by the kubelet: the value is never in the spec."""
-    ref = SecretKeySelectorArgs(name=secret, key=key)
-    return EnvVarArgs(name=name, value_from=EnvVarSourceArgs(secret_key_ref=ref))
 
 
 def projected_volume(names: Names, mount: Mount) -> VolumeArgs:
