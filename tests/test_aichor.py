@@ -181,6 +181,7 @@ def test_jupyter_runs_beside_the_entry_point_with_a_generated_token(operator, ty
         if jupyters:
             (sidecar,) = jupyters
             assert sidecar["restartPolicy"] == "Always" and sidecar["image"] == "img"
+            assert "readinessProbe" not in sidecar  # never holds the pod (the head's gate) back
             assert sidecar["env"] == [
                 {
                     "name": "JUPYTER_TOKEN",

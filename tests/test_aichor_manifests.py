@@ -7,6 +7,8 @@ sees the env its framework promises."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -212,3 +214,18 @@ def test_tpu_slices_are_one_job_each_kept_on_one_node_pool(name, slices, expecte
         assert pod["nodeSelector"]["cloud.google.com/gke-tpu-accelerator"] == "tpu-v5-lite-podslice"
     if expected_nodes:
         assert rendering.outputs["expectedNodeCount"] == expected_nodes
+
+
+DEMOS = os.environ.get("AICHOR_DEMOS")  # a checkout of AIchor's public demos, if given
+
+
+@pytest.mark.skipif(not DEMOS, reason="set AICHOR_DEMOS to a checkout of instadeepai/aichor-demo")
+def test_public_aichor_demos_run_unchanged(capsys):
+    paths = sorted(
+        p for p in Path(DEMOS).rglob("*.y*ml") if "kind: AIchorManifest" in p.read_text()
+    )
+    assert paths
+    for path in paths:
+        assert cli.main(["validate", str(path)]) == 0, (path, capsys.readouterr().err)
+        for obj in expand(path).objects:
+            kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)

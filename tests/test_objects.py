@@ -63,6 +63,19 @@ def all_renderings():
                 ).objects,
             )
     yield "single worker", expand(pytorch_manifest(None, 3)).objects
+    # TensorBoard's own volume and log shipper, Jupyter, RDMA NICs, TPU slices, jobset
+    rdma = {"rdma": {"devices": ["sriov_a"]}, "accelerators": {"gpu": {"count": 8}}}
+    yield (
+        "tensorboard volume + jupyter + rdma",
+        expand(
+            with_resources(
+                pytorch_manifest(1, 2, tensorboard={"enabled": True}, debug={"jupyter": True}),
+                **rdma,
+            )
+        ).objects,
+    )
+    for path in sorted((ROOT / "tests" / "aichor").glob("*.yaml")):
+        yield f"aichor/{path.name}", expand(path).objects
 
 
 RENDERINGS = dict(all_renderings())

@@ -9,11 +9,9 @@ from __future__ import annotations
 from pulumi_kubernetes.core.v1 import (
     ContainerArgs,
     ContainerPortArgs,
-    ProbeArgs,
     ResourceRequirementsArgs,
     ServicePortArgs,
     ServiceSpecArgs,
-    TCPSocketActionArgs,
     VolumeMountArgs,
 )
 
@@ -49,7 +47,8 @@ def sidecar(ctx: Context, mounts: list[VolumeMountArgs]) -> ContainerArgs:
         command=["/bin/sh", "-c", shell.k8s_escape(_SERVE)],
         env=[secret_env("JUPYTER_TOKEN", ctx.names.secret, TOKEN_KEY)],
         ports=[ContainerPortArgs(name="jupyter", container_port=PORT, protocol="TCP")],
-        readiness_probe=ProbeArgs(tcp_socket=TCPSocketActionArgs(port=PORT), period_seconds=10),
+        # No readiness probe: a sidecar's readiness is the pod's, and the Ray head's readiness
+        # gates `pulumi up`; `kubectl port-forward svc/…` picks the pod by its selector.
         resources=ResourceRequirementsArgs(
             requests={"cpu": "250m", "memory": "512Mi"}, limits={"cpu": "2", "memory": "8Gi"}
         ),
