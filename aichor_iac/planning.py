@@ -8,11 +8,11 @@ Pure: no Pulumi or Kubernetes import.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from . import naming
-from .frameworks import PLANNERS, Names, Plan
+from .frameworks import PLANNERS, Group, Names, Plan
 from .frameworks.base import INDEX_VAR
 from .manifest import Manifest, Problem, Spec
 from .settings import Settings
@@ -65,7 +65,7 @@ def blueprint(manifest: Manifest, settings: Settings | None = None, name: str = 
     names = Names(experiment, settings.namespace, settings.cluster_domain)
     logs = tensorboard_logs(spec, settings)
     env = platform_env(spec, settings, logs)
-    plan = planner(spec, names)
+    plan = arrange(planner(spec, names), settings)
     result = Blueprint(manifest, settings, names, plan, env, logs, jupyter_role(spec, plan))
     problems = _problems(result)
     if problems:
@@ -91,6 +91,47 @@ def tensorboard_logs(spec: Spec, settings: Settings) -> TensorboardLogs | None:
         "bytes are shipped to TensorBoard's own ReadWriteOnce volume"
     )
     return TensorboardLogs("volume", TENSORBOARD_DIR, why)
+
+
+def arrange(plan: Plan, settings: Settings) -> Plan:
+    """The order Pulumi creates the groups' Jobs in, such that `pulumi up` never waits on
+    itself. The provider holds every resource until the awaits of the resources it depends on
+    hold (DESIGN §7), so:
+
+    - with a gang scheduler, no Job waits for another: the gang's pods are scheduled only once
+      all exist, so a Job held back (behind the Ray head's or MPI workers' readiness, or any
+      group under `wait: ready`) would hold back the whole gang, its gate included;
+    - under `wait: complete`, the Jobs awaited until they complete come after every other
+      group, so nothing waits for them (their peers must run for them to complete).
+
+    Followers of an entry point no longer created before them start at once and count it gone
+    only once they have seen it (`leader_first=False`)."""
+    if settings.gang_scheduler != "none":
+        held = {g.role for g in plan.groups}  # every Job is created at once
+    elif settings.wait == "complete":
+        held = set(plan.completes)
+    else:
+        return plan
+    groups = []
+    for group in plan.groups:
+        after = tuple(r for r in group.after if r not in held)
+        if settings.gang_scheduler == "none" and group.role in held:  # last, after its peers
+            after = tuple(g.role for g in plan.groups if g.role not in held)
+        leader_first = group.leader_first and not set(group.after) & held
+        groups.append(replace(group, after=after, leader_first=leader_first))
+    return replace(plan, groups=tuple(_topological(groups)))
+
+
+def _topological(groups: list[Group]) -> list[Group]:
+    """The groups, each after the groups it is created after (stable otherwise)."""
+    placed: list[Group] = []
+    while len(placed) < len(groups):
+        roles = {g.role for g in placed}
+        ready = [g for g in groups if g not in placed and set(g.after) <= roles]
+        if not ready:
+            raise ValueError(f"groups created after each other: {[g.role for g in groups]}")
+        placed += ready
+    return placed
 
 
 def jupyter_role(spec: Spec, plan: Plan) -> str | None:
