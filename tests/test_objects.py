@@ -198,14 +198,15 @@ def test_platform_env_comes_from_settings_and_is_not_expanded(render):
             {"pulumi.com/waitFor": "jsonpath={.status.ready}=1"},
             {"pulumi.com/waitFor": "jsonpath={.status.ready}=3"},
         ),
-        ("complete", None, {"pulumi.com/skipAwait": "true"}),
+        ("complete", {}, {"pulumi.com/skipAwait": "true"}),
     ],
 )
 def test_await_annotations_follow_the_wait_setting(wait, master, worker):
     rendering = expand(pytorch_manifest(1, 3, timeout="2h"), wait=wait)
     jobs = {r.name: r for r in rendering.resources if r.kind == "Job"}
-    assert jobs["exp-master"].inputs["metadata"].get("annotations") == master
-    assert jobs["exp-worker"].inputs["metadata"].get("annotations") == worker
+    background = {"pulumi.com/deletionPropagationPolicy": "background"}
+    assert jobs["exp-master"].inputs["metadata"].get("annotations") == {**master, **background}
+    assert jobs["exp-worker"].inputs["metadata"].get("annotations") == {**worker, **background}
     timeouts = jobs["exp-master"].options.get("customTimeouts")
     assert timeouts == (None if wait == "none" else {"create": "7200s", "update": "7200s"})
     service = next(r for r in rendering.resources if r.kind == "Service")
@@ -288,3 +289,18 @@ def test_render_writes_one_file_per_object(tmp_path):
         "03-job-pytorch-ddp-master.yaml",
         "04-job-pytorch-ddp-worker.yaml",
     ]
+
+
+def test_disruptions_do_not_count_as_failures():
+    # A node drain or a preemption (condition DisruptionTarget) replaces the pod; only the
+    # program's failures count against backoffLimit.
+    for job in (o for o in expand(pytorch_manifest(1, 2)).objects if o["kind"] == "Job"):
+        assert job["spec"]["podFailurePolicy"] == {
+            "rules": [
+                {
+                    "action": "Ignore",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                }
+            ]
+        }
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"  # required by it

@@ -76,14 +76,17 @@ def test_pulumi_waits_for_the_head_whatever_the_wait_mode(wait):
     rendering = expand(ray(), wait=wait)
     jobs = by_name(rendering.objects)
     head = jobs["Job/exp-head"]
-    assert head["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.status.ready}=1"}
+    assert head["metadata"]["annotations"] == {
+        "pulumi.com/waitFor": "jsonpath={.status.ready}=1",
+        "pulumi.com/deletionPropagationPolicy": "background",
+    }
     probe = head["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
     assert probe["tcpSocket"] == {"port": 6379}
     options = next(r.options for r in rendering.resources if r.name == "exp-head")
     assert options["customTimeouts"] == {"create": "1800s", "update": "1800s"}
     if wait == "none":
         pool = jobs["Job/exp-small-cpu-workers"]["metadata"]["annotations"]
-        assert pool == {"pulumi.com/skipAwait": "true"}
+        assert pool["pulumi.com/skipAwait"] == "true" and "pulumi.com/waitFor" not in pool
 
 
 def test_commands_of_head_pools_and_job():

@@ -4,7 +4,12 @@ per replica group (DESIGN §4). Pure: builds argument objects, registers nothing
 
 from __future__ import annotations
 
-from pulumi_kubernetes.batch.v1 import JobSpecArgs
+from pulumi_kubernetes.batch.v1 import (
+    JobSpecArgs,
+    PodFailurePolicyArgs,
+    PodFailurePolicyOnPodConditionsPatternArgs,
+    PodFailurePolicyRuleArgs,
+)
 from pulumi_kubernetes.core.v1 import (
     AffinityArgs,
     ConfigMapProjectionArgs,
@@ -43,6 +48,7 @@ from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_e
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TPU_RESOURCE = "google.com/tpu"
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
+DELETION = "pulumi.com/deletionPropagationPolicy"
 TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
 WAIT_CONTAINER = "wait-for-peers"
 
@@ -96,7 +102,10 @@ def job(ctx: Context, group: Group) -> dict:
         metadata=ctx.metadata(
             ctx.names.job(group.role),
             group.role,
-            await_annotations(ctx, group),
+            # A replaced Job (fixed name: deleted, then created) goes at once, its pods after:
+            # with foreground deletion the create can find it still there (pulumi-kubernetes
+            # #3154). The annotation needs pulumi-kubernetes 4.12.
+            {**await_annotations(ctx, group), DELETION: "background"},
             labels={"kueue.x-k8s.io/queue-name": queue} if queue else None,
         ),
         spec=JobSpecArgs(
@@ -104,6 +113,20 @@ def job(ctx: Context, group: Group) -> dict:
             completions=group.count,
             parallelism=group.parallelism or group.count,
             backoff_limit=spec.restart_policy.backoff_limit,
+            # A pod evicted by a node drain or preempted is replaced without counting as a
+            # failure (`backoffLimit` counts the program's failures), as JobSet users expect.
+            pod_failure_policy=PodFailurePolicyArgs(
+                rules=[
+                    PodFailurePolicyRuleArgs(
+                        action="Ignore",
+                        on_pod_conditions=[
+                            PodFailurePolicyOnPodConditionsPatternArgs(
+                                type="DisruptionTarget", status="True"
+                            )
+                        ],
+                    )
+                ]
+            ),
             active_deadline_seconds=spec.timeout_seconds,
             template=PodTemplateSpecArgs(
                 metadata=ObjectMetaArgs(
