@@ -23,18 +23,27 @@ pytestmark = pytest.mark.skipif(
 R = {"cpus": 1, "ramRatio": 1}
 
 
-def run(operator: str, command: str, **counts: int | dict) -> dict:
-    """Run every replica; a type is a count, or its manifest fields (jobset)."""
+# What the test's own interpreter and tools need in the pods, and quick followers.
+ENV = {
+    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    "AICHOR_FOLLOW_INTERVAL": "0.2",
+}
+
+
+def objects(operator: str, command: str, spec: dict | None = None, **counts: int | dict) -> list:
+    """The rendered objects of an experiment; a type is a count, or its manifest fields."""
     types = {
         name: {"resources": dict(R), **(n if isinstance(n, dict) else {"count": n})}
         for name, n in counts.items()
     }
     data = {"spec": {"operator": operator, "image": "img", "command": command, "types": types}}
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "AICHOR_FOLLOW_INTERVAL": "0.2",
-    }
-    with LocalCluster(expand(data).objects, env) as cluster:
+    data["spec"].update(spec or {})
+    return expand(data).objects
+
+
+def run(operator: str, command: str, **counts: int | dict) -> dict:
+    """Run every replica to its end."""
+    with LocalCluster(objects(operator, command, **counts), ENV) as cluster:
         return cluster.run()
 
 
@@ -175,21 +184,10 @@ writer.close()
 print("wrote", os.path.relpath(path, os.environ["AICHOR_TENSORBOARD_PATH"]),
       hashlib.sha256(open(path, "rb").read()).hexdigest())
 EOF"""
-    types = {"Master": {"resources": R}, "Worker": {"count": 1, "resources": R}}
-    data = {
-        "spec": {
-            "operator": "pytorch",
-            "image": "img",
-            "command": command,
-            "tensorboard": {"enabled": True},
-            "types": types,
-        }
-    }
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "AICHOR_FOLLOW_INTERVAL": "0.2",
-    }
-    with LocalCluster(expand(data).objects, env) as cluster:
+    tensorboard = objects(
+        "pytorch", command, {"tensorboard": {"enabled": True}}, Master=1, Worker=1
+    )
+    with LocalCluster(tensorboard, ENV) as cluster:
         results = cluster.run()
         master = results["exp-master-0"]
         assert master.returncode == 0, master.stderr
@@ -227,20 +225,6 @@ deadline = time.time() + 90
 while not os.path.exists("{stop}") and time.time() < deadline:
     time.sleep(0.2)
 EOF"""
-    types = {"Master": {"resources": R}, "Worker": {"count": 1, "resources": R}}
-    data = {
-        "spec": {
-            "operator": "pytorch",
-            "image": "img",
-            "command": command,
-            "debug": {"jupyter": True},
-            "types": types,
-        }
-    }
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "AICHOR_FOLLOW_INTERVAL": "0.2",
-    }
     token = "t0ken-" + os.urandom(8).hex()
     ask = """import sys, urllib.error, urllib.request
 request = urllib.request.Request("http://exp-jupyter.default.svc.cluster.local:8888/api/status")
@@ -253,7 +237,8 @@ except urllib.error.HTTPError as error:
 except OSError as error:
     print("down", error)"""
     try:
-        with LocalCluster(expand(data).objects, env, secrets={"jupyter-token": token}) as cluster:
+        jupyter = objects("pytorch", command, {"debug": {"jupyter": True}}, Master=1, Worker=1)
+        with LocalCluster(jupyter, ENV, secrets={"jupyter-token": token}) as cluster:
             finished = {}
             runner = threading.Thread(target=lambda: finished.update(cluster.run()), daemon=True)
             runner.start()
