@@ -119,15 +119,10 @@ class Experiment(pulumi.ComponentResource):
             after = [service, *needed, *(self.jobs[role] for role in group.after)]
             if group.role in role_services:
                 after.append(role_services[group.role])
-            gate = group.ready_port is not None  # always awaited: see objects.await_annotations
             self.jobs[group.role] = Job(
                 f"{name}-{group.role}",
                 **objects.job(ctx, group),
-                opts=self._child(
-                    after,
-                    manifest.spec.timeout_seconds or (settings.peer_wait_seconds if gate else None),
-                    "ready" if gate else settings.wait,
-                ),
+                opts=self._child(after, objects.await_timeout(ctx, group)),
             )
         if ctx.blueprint.jupyter:
             Service(f"{name}-jupyter-service", **jupyter.service(ctx), opts=self._child(needed))
@@ -156,12 +151,12 @@ class Experiment(pulumi.ComponentResource):
         self,
         depends_on: list[pulumi.Resource] | None = None,
         timeout: int | None = None,
-        wait: str = "none",
         retain: bool = False,
     ) -> pulumi.ResourceOptions:
-        """Children have fixed names, so a change that replaces one deletes it first."""
+        """Children have fixed names, so a change that replaces one deletes it first;
+        `timeout` bounds an awaited one's create and update."""
         timeouts = None
-        if timeout and wait != "none":
+        if timeout:
             timeouts = pulumi.CustomTimeouts(create=f"{timeout}s", update=f"{timeout}s")
         return pulumi.ResourceOptions(
             parent=self,

@@ -53,6 +53,12 @@ class Settings(BaseModel):
     peer_wait_seconds: int = Field(
         1800, ge=10, description="How long a replica waits for the peers it depends on."
     )
+    wait_timeout_seconds: int = Field(
+        86400,
+        ge=60,
+        description="How long pulumi up follows a run under wait: complete when the manifest "
+        "gives no timeout.",
+    )
     experiment_id: str | None = Field(None, description="AICHOR_EXPERIMENT_ID for every replica.")
     project_id: str | None = Field(None, description="AICHOR_PROJECT_ID for every replica.")
     input_path: str | None = Field(None, description="AICHOR_INPUT_PATH for every replica.")

@@ -208,7 +208,8 @@ def test_await_annotations_follow_the_wait_setting(wait, master, worker):
     assert jobs["exp-master"].inputs["metadata"].get("annotations") == {**master, **background}
     assert jobs["exp-worker"].inputs["metadata"].get("annotations") == {**worker, **background}
     timeouts = jobs["exp-master"].options.get("customTimeouts")
-    assert timeouts == (None if wait == "none" else {"create": "7200s", "update": "7200s"})
+    seconds = {"none": None, "ready": 7200, "complete": 7200 + 300}[wait]  # past its deadline
+    assert timeouts == (seconds and {"create": f"{seconds}s", "update": f"{seconds}s"})
     service = next(r for r in rendering.resources if r.kind == "Service")
     assert service.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
@@ -304,3 +305,20 @@ def test_disruptions_do_not_count_as_failures():
             ]
         }
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"  # required by it
+
+
+@pytest.mark.parametrize(
+    ("wait", "settings", "master", "worker"),
+    [
+        ("ready", {}, 1800, 1800),  # aichor:peerWaitSeconds
+        ("complete", {}, 86400, None),  # aichor:waitTimeoutSeconds; the worker is not awaited
+        ("complete", {"wait_timeout_seconds": 3 * 86400}, 3 * 86400, None),
+    ],
+)
+def test_no_await_falls_back_to_the_providers_ten_minutes(wait, settings, master, worker):
+    rendering = expand(pytorch_manifest(1, 2), wait=wait, **settings)
+    jobs = {r.name: r.options.get("customTimeouts") for r in rendering.resources if r.kind == "Job"}
+    for role, seconds in (("master", master), ("worker", worker)):
+        assert jobs[f"exp-{role}"] == (
+            seconds and {"create": f"{seconds}s", "update": f"{seconds}s"}
+        )

@@ -49,6 +49,7 @@ INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TPU_RESOURCE = "google.com/tpu"
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 DELETION = "pulumi.com/deletionPropagationPolicy"
+COMPLETION_MARGIN = 300  # seconds pulumi up waits past a Job's deadline to see it fail
 TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
 WAIT_CONTAINER = "wait-for-peers"
 
@@ -94,6 +95,21 @@ def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
     if mode == "complete" and group.role in ctx.plan.completes:
         return {}  # the provider's Job await: succeeds on Complete, fails on Failed
     return {SKIP_AWAIT: "true"}
+
+
+def await_timeout(ctx: Context, group: Group) -> int | None:
+    """How long `pulumi up` may wait for this group's Job (its custom create/update timeout),
+    so that no await falls back to the provider's 10-minute default: readiness within the
+    manifest's `timeout`, else `aichor:peerWaitSeconds`; completion within the manifest's
+    `timeout` plus `COMPLETION_MARGIN` (the Job's own deadline fails it first, and `up` reports
+    that failure), else `aichor:waitTimeoutSeconds`. None: not awaited."""
+    annotations = await_annotations(ctx, group)
+    deadline = ctx.spec.timeout_seconds
+    if WAIT_FOR in annotations:
+        return deadline or ctx.settings.peer_wait_seconds
+    if SKIP_AWAIT not in annotations:  # awaited until it completes
+        return deadline + COMPLETION_MARGIN if deadline else ctx.settings.wait_timeout_seconds
+    return None
 
 
 def job(ctx: Context, group: Group) -> dict:
