@@ -119,6 +119,7 @@ class _Monitor(pulumi_mocks.MockMonitor):
                 "options": {
                     k: v
                     for k, v in {
+                        "provider": request.provider.split("::")[-2] if request.provider else None,
                         "deleteBeforeReplace": request.deleteBeforeReplace,
                         "retainOnDelete": request.retainOnDelete,
                         "customTimeouts": {

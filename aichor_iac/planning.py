@@ -8,6 +8,7 @@ Pure: no Pulumi or Kubernetes import.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -21,6 +22,8 @@ from .settings import Settings
 PLATFORM_VARS = (INDEX_VAR, "NVIDIA_VISIBLE_DEVICES")
 # The types that may be multi-host TPU slices (one Job per slice, GKE's TPU variables).
 TPU_SLICES = {("jax", "Worker"), ("ray", "Workers"), ("kuberay", "Workers")}
+# Paths replicas (and TensorBoard) reach over the network: s3://, gs://, az://, hdfs://, …
+OBJECT_STORAGE = re.compile(r"[a-z][a-z0-9+.-]*://")
 # Where replicas write TensorBoard logs when TensorBoard has a volume of its own (a local
 # directory of each replica, shipped to that volume as it grows).
 TENSORBOARD_DIR = "/aichor/tensorboard"
@@ -184,6 +187,20 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                         f"a {tpu.topology} slice of {tpu.hosts} hosts is a multi-host TPU slice, "
                         f"which only jax Workers and Ray worker pools can be: use a single-host "
                         f"topology ({tpu.tpu_chips_count} chips) here",
+                    )
+                )
+    settings = blueprint.settings
+    if settings.network_policy and not settings.egress_cidrs:
+        for key, value in blueprint.platform_env.items():
+            if OBJECT_STORAGE.match(value):
+                setting = f"aichor:{key.removeprefix('AICHOR_').removesuffix('_PATH').lower()}Path"
+                problems.append(
+                    Problem(
+                        setting,
+                        f"{value} is object storage, which the experiment's NetworkPolicy does "
+                        "not let pods reach (only each other and DNS): set aichor:egressCIDRs "
+                        "to the storage's address ranges (or 0.0.0.0/0), or "
+                        "aichor:networkPolicy: false",
                     )
                 )
     roles = [g.role for g in blueprint.plan.groups]

@@ -11,9 +11,9 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, pytorch_manifest
 
-from aichor_iac import cli, engine, render
+from aichor_iac import cli, engine, manifest, render
 from aichor_iac.settings import CONFIG_KEYS, Settings, load_stack_file
 
 OUTPUTS = [
@@ -180,3 +180,23 @@ def test_main_reports_manifest_problems_without_a_traceback(tmp_path, monkeypatc
     assert str(caught.value) == (
         f"{bad}:5: spec.types.Wroker: unknown key 'Wroker'; did you mean 'Worker'?"
     )
+
+
+@pytest.mark.parametrize("option", ["providers", "provider"])
+def test_a_components_provider_reaches_every_kubernetes_object(option):
+    # What the README's own-program example does: the cluster comes from the provider passed
+    # in the component's opts, not from the ambient default provider.
+    import pulumi_kubernetes as k8s
+
+    from aichor_iac.components import PyTorchJob
+
+    model = manifest.validate(pytorch_manifest(1, 1))
+
+    def program():
+        provider = k8s.Provider("team-a", context="team-a")
+        value = [provider] if option == "providers" else provider
+        opts = pulumi.ResourceOptions(**{option: value})
+        return PyTorchJob("my-run", model, Settings(namespace="team-a"), opts=opts).outputs
+
+    objects = [r for r in engine.run(program).resources if r.is_kubernetes]
+    assert objects and all(r.options.get("provider") == "team-a" for r in objects)

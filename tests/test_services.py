@@ -115,7 +115,12 @@ def test_shared_volume_survives_destroy_unless_asked():
             },
         ),
         (
-            {"experiment_id": "e1", "project_id": "p1", "output_path": "s3://bucket/out"},
+            {
+                "experiment_id": "e1",
+                "project_id": "p1",
+                "output_path": "s3://bucket/out",
+                "egress_cidrs": ["0.0.0.0/0"],  # object storage is outside the cluster
+            },
             {
                 "AICHOR_EXPERIMENT_ID": "e1",
                 "AICHOR_PROJECT_ID": "p1",
@@ -181,8 +186,18 @@ def test_bad_env(env, settings, expected):
 @pytest.mark.parametrize(
     ("spec", "settings", "source", "path"),
     [
-        ({}, {"tensorboard_path": "gs://bucket/tb"}, "path", "gs://bucket/tb"),
-        ({"storage": STORAGE}, {"tensorboard_path": "s3://b/x"}, "path", "s3://b/x"),
+        (
+            {},
+            {"tensorboard_path": "gs://bucket/tb", "network_policy": False},
+            "path",
+            "gs://bucket/tb",
+        ),
+        (
+            {"storage": STORAGE},
+            {"tensorboard_path": "s3://b/x", "egress_cidrs": ["0.0.0.0/0"]},
+            "path",
+            "s3://b/x",
+        ),
         ({"storage": STORAGE}, {}, "shared", "/mnt/shared/tensorboard"),
         ({}, {}, "volume", "/aichor/tensorboard"),
         ({}, {"tensorboard_volume_gb": 50, "tensorboard_storage_class": "ssd"}, "volume", None),
@@ -230,6 +245,25 @@ def test_tensorboard_log_location_is_chosen_once_and_explained(spec, settings, s
         assert receiver["name"] == "log-receiver" and not receiver["volumeMounts"][0].get(
             "readOnly"
         )
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        ({"tensorboard_path": "gs://bucket/tb"}, "aichor:tensorboardPath"),
+        ({"output_path": "s3://bucket/out"}, "aichor:outputPath"),
+        ({"input_path": "hdfs://namenode/data"}, "aichor:inputPath"),
+    ],
+)
+def test_object_storage_behind_the_network_policy_is_an_error_not_a_silent_block(settings, key):
+    data = pytorch_manifest(1, 1, tensorboard={"enabled": True})
+    with pytest.raises(ManifestError) as caught:
+        expand(data, **settings)
+    (problem,) = caught.value.problems
+    assert problem.path == key
+    assert "does not let pods reach" in problem.message and "aichor:egressCIDRs" in problem.message
+    assert expand(data, egress_cidrs=["0.0.0.0/0"], **settings).objects
+    assert expand(data, network_policy=False, **settings).objects
 
 
 def test_nothing_is_half_created_when_a_manifest_has_a_problem():
