@@ -78,7 +78,10 @@ class Settings(BaseModel):
         description="Size of TensorBoard's log volume, made when no other log location is set.",
     )
     tensorboard_storage_class: str | None = Field(
-        None, description="StorageClass of TensorBoard's log volume (default: the cluster's)."
+        None,
+        max_length=253,
+        pattern=rf"^{_DNS}(\.{_DNS})*$",  # a StorageClass name (DNS subdomain)
+        description="StorageClass of TensorBoard's log volume (default: the cluster's).",
     )
     delete_shared_volume: bool = Field(
         False, description="Let `pulumi destroy` delete the shared volume and its data."

@@ -12,7 +12,8 @@ follows the provider or Kubernetes:
   when N pods of the Job are Ready; a Job without either is awaited until it completes (all its
   pods succeeded); Secrets, ConfigMaps, NetworkPolicies and custom resources hold at once; a
   Deployment holds once its pod runs.
-- Pods (Kubernetes): a Job's pods exist once it is created; with a gang scheduler
+- Pods (Kubernetes): a Job's pods exist once it is created, at most `parallelism` of them
+  running at once (the others wait for a finished one); with a gang scheduler
   (coscheduling / Volcano PodGroup), a gang's pods are scheduled only once `minMember` of them
   exist; a pod's init containers wait for their targets (a host: its pod exists, the headless
   Service publishes not-ready addresses; a port: that pod's main container runs); a pod is
@@ -56,8 +57,10 @@ class Cluster:
     experiment: str
     gang_sizes: dict[str, int]
     pods: dict[tuple[str, int], Pod] = field(default_factory=dict)
+    parallelism: dict[str, int] = field(default_factory=dict)
 
-    def create(self, role: str, count: int, gang: str | None) -> None:
+    def create(self, role: str, count: int, parallelism: int, gang: str | None) -> None:
+        self.parallelism[role] = parallelism
         for i in range(count):
             self.pods[(role, i)] = Pod(role, i, gang)
 
@@ -87,6 +90,9 @@ class Cluster:
             group = groups[pod.role]
             if pod.state == "pending":
                 members = [p for p in self.pods.values() if p.gang == pod.gang]
+                active = [p for p in self.group(pod.role) if p.state in ("waiting", "running")]
+                if len(active) >= self.parallelism[pod.role]:  # the Job's parallelism
+                    continue
                 if pod.gang is None or len(members) >= self.gang_sizes[pod.gang]:
                     pod.state, changed = "waiting", True
             elif pod.state == "waiting":
@@ -155,7 +161,8 @@ def up(rendering: Rendering, plan: Plan, experiment: str, rounds: int = 1000) ->
                     gang = labels.get("scheduling.x-k8s.io/pod-group") or annotations.get(
                         "scheduling.k8s.io/group-name"
                     )
-                    cluster.create(group.role, r.inputs["spec"]["completions"], gang)
+                    spec = r.inputs["spec"]
+                    cluster.create(group.role, spec["completions"], spec["parallelism"], gang)
             if r.urn in created and _await_holds(r, cluster, role_of):
                 done.add(r.urn)
                 progressed = True

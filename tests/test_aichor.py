@@ -316,6 +316,24 @@ def test_bad_jobset_types(types, expected):
     assert any(expected in line for line in lines), lines
 
 
+def test_wait_ready_does_not_wait_for_independent_pods():
+    # jobset and batchjob pods run a few at a time and end on their own: "all Ready" may never
+    # be seen, so `ready` awaits none of their Jobs (`complete` awaits them all).
+    data = jobset(w={"count": 2, "completions": 4, "parallelisms": 2, "resources": R})
+    for job in jobs(data, wait="ready"):
+        assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+@pytest.mark.parametrize("name", ["Fast_SSD", "ssd/fast", "-ssd", "x" * 254])
+def test_tensorboard_storage_class_must_be_a_storage_class_name(name, tmp_path):
+    from aichor_iac.settings import load_stack_file
+
+    stack = tmp_path / "Pulumi.x.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aichor:tensorboardStorageClass": name}}))
+    with pytest.raises(ManifestError, match="aichor:tensorboardStorageClass"):
+        load_stack_file(stack)
+
+
 def test_batchjob_is_one_indexed_job():
     data = {
         "spec": {

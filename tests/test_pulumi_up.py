@@ -29,6 +29,10 @@ TYPES = {
     "ray": {"Head": {"resources": R}, "Workers": POOL, "Job": {"resources": R}},
     "kuberay": {"Head": {"resources": R}, "Workers": POOL},
     "jobset": {"a": {"count": 2, "completions": 2, "resources": R}, "b": {"resources": R}},
+    "jobset parallelisms": {
+        "a": {"count": 2, "completions": 3, "parallelisms": 1, "resources": R},
+        "b": {"completions": 4, "parallelisms": 2, "resources": R},
+    },
     "batchjob": {"Worker": {"count": 3, "resources": R}},
 }
 
@@ -104,3 +108,23 @@ def test_the_old_order_deadlocks_and_says_so(case, settings, expected, monkeypat
     with pytest.raises(Deadlock) as caught:
         pulumi_up(data(case), **settings)
     assert expected in str(caught.value).splitlines()[0] or expected in str(caught.value)
+
+
+def test_waiting_for_every_pod_of_a_parallelism_limited_job_never_ends(monkeypatch):
+    # What `wait: ready` did to jobset before: await .status.ready = completions, which a Job
+    # running `parallelisms` pods at a time never reaches.
+    from dataclasses import replace
+
+    from aichor_iac import frameworks
+
+    planner = frameworks.PLANNERS["jobset"]
+    monkeypatch.setitem(
+        frameworks.PLANNERS,
+        "jobset",
+        lambda spec, names: replace(planner(spec, names), independent=False),
+    )
+    with pytest.raises(
+        Deadlock,
+        match=r"deadlock: pulumi up waits for Job/exp-a-0 \(awaited until jsonpath=\{\.status\.ready\}=3",
+    ):
+        pulumi_up(data("jobset parallelisms"), wait="ready")

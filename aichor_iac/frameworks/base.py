@@ -162,6 +162,8 @@ class Plan:
     services: dict[str, str] = field(default_factory=dict)  # Service name -> role it selects
     # Roles whose Jobs must all complete for the experiment to succeed (default: the entry point)
     completes: tuple[str, ...] = ()
+    # Pods that run and end on their own (jobset, batchjob): "all running" is no stable state
+    independent: bool = False
 
     def __post_init__(self) -> None:
         earlier: set[str] = set()

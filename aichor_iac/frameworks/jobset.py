@@ -44,10 +44,16 @@ def plan(spec: Spec, names: Names) -> Plan:
                 )
             )
     roles = tuple(g.role for g in groups)
-    return Plan(framework="jobset", groups=tuple(groups), entry_point=roles[0], completes=roles)
+    return Plan(
+        framework="jobset",
+        groups=tuple(groups),
+        entry_point=roles[0],
+        completes=roles,
+        independent=True,
+    )
 
 
 def batch_plan(spec: Spec, names: Names) -> Plan:
     worker = spec.types.get("Worker")
     group = Group(role="worker", replica_type="Worker", spec=worker)
-    return Plan(framework="batchjob", groups=(group,), entry_point="worker")
+    return Plan(framework="batchjob", groups=(group,), entry_point="worker", independent=True)

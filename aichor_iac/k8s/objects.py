@@ -90,7 +90,9 @@ def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
     a readiness port is always awaited: the groups created after it need it up (Ray's head,
     MPI's workers)."""
     mode = ctx.settings.wait
-    if mode == "ready" or group.ready_port is not None:
+    # Independent pods (jobset, batchjob) may end before all have run, or run a few at a time
+    # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
+    if (mode == "ready" and not ctx.plan.independent) or group.ready_port is not None:
         return {WAIT_FOR: f"jsonpath={{.status.ready}}={group.count}"}
     if mode == "complete" and group.role in ctx.plan.completes:
         return {}  # the provider's Job await: succeeds on Complete, fails on Failed
