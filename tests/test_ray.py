@@ -280,9 +280,17 @@ def test_real_ray_job_waits_for_every_node_then_the_cluster_ends():
         assert "exp-job-0.exp.default.svc.cluster.local has ended" in results[pod].stdout
 
 
+# Pulumi creates the pools once the head is Ready; here every pod shares two CPUs, so the pool
+# waits until the head's `ray start` has finished: Ray gives a new node's raylet a fixed 30 s to
+# register, which a head still starting its dashboard and agents can make it miss.
+HEAD_STARTED = {"exp-cpu-pool-0": ("exp-head-0", "Running subprocesses are monitored")}
+
+
 @real
 def test_real_kuberay_submitter_fails_when_the_ray_job_fails():
-    results = run_cluster("kuberay", "python3 -c 'import ray; ray.init()' && exit 3")
+    results = run_cluster(
+        "kuberay", "python3 -c 'import ray; ray.init()' && exit 3", held=HEAD_STARTED
+    )
     submitter = results["exp-submitter-0"]
     assert submitter.returncode == 1, submitter.stdout[-3000:] + submitter.stderr[-3000:]
     assert "aichor: submitted Ray job exp" in submitter.stdout
