@@ -70,12 +70,12 @@ class Experiment(pulumi.ComponentResource):
                 )
             )
         needed = list(first)  # what every pod of the experiment needs to exist first
-        secret_data = self._secret_data(name, ctx)
-        if secret_data:
+        self.secrets = self._secret_data(name, ctx)
+        if self.secrets:
             needed.append(
                 Secret(
                     f"{name}-secret",
-                    **services.generated_secret(ctx, secret_data),
+                    **services.generated_secret(ctx, self.secrets),
                     opts=self._child(first),
                 )
             )
@@ -178,8 +178,7 @@ class Experiment(pulumi.ComponentResource):
             values["ssh-publickey"] = key.public_key_openssh
         if ctx.blueprint.jupyter:
             values[jupyter.TOKEN_KEY] = self._password(f"{name}-jupyter-token", 48)
-        self.secrets = {k: pulumi.Output.secret(v) for k, v in values.items()}
-        return self.secrets
+        return {k: pulumi.Output.secret(v) for k, v in values.items()}
 
     def _password(self, name: str, length: int) -> pulumi.Output[str]:
         return pulumi_random.RandomPassword(

@@ -366,3 +366,18 @@ def test_schema_file_is_current_and_every_example_validates_against_it():
             },
             shipped,
         )
+
+
+def test_tensorboard_gets_the_configured_path_as_given():
+    # Kubernetes expands $(VAR) in commands and env: the path reaches TensorBoard unexpanded,
+    # as it reaches the replicas.
+    rendered = objects(
+        pytorch_manifest(1, 1, tensorboard={"enabled": True}),
+        tensorboard_path="/logs/$(EXP)/tb",
+        network_policy=False,
+    )
+    board = pod(rendered["Deployment/exp-tensorboard"])["containers"][0]
+    assert board["command"][2] == "/logs/$$(EXP)/tb"
+    assert {"name": "AICHOR_TENSORBOARD_PATH", "value": "/logs/$$(EXP)/tb"} in board["env"]
+    replica = pod(rendered["Job/exp-master"])["containers"][0]["env"]
+    assert {"name": "AICHOR_TENSORBOARD_PATH", "value": "/logs/$$(EXP)/tb"} in replica

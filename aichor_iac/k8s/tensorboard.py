@@ -185,6 +185,7 @@ def deployment(ctx: Context) -> dict:
     pod, replaced by deleting it first (`Recreate`): a ReadWriteOnce volume has one node."""
     labels = ctx.labels("tensorboard", replica=False)
     path = logs(ctx).path
+    arg = shell.k8s_escape(path)  # reaches TensorBoard as given, as it reaches the replicas
     security = container_security(ctx.spec)
     if has_volume(ctx):
         claim = PersistentVolumeClaimVolumeSourceArgs(claim_name=name(ctx))
@@ -195,9 +196,9 @@ def deployment(ctx: Context) -> dict:
     tensorboard = ContainerArgs(
         name="tensorboard",
         image=ctx.settings.tensorboard_image,
-        command=["tensorboard", "--logdir", path, "--host", "0.0.0.0", "--port", str(PORT)],
+        command=["tensorboard", "--logdir", arg, "--host", "0.0.0.0", "--port", str(PORT)],
         env=[
-            EnvVarArgs(name="AICHOR_TENSORBOARD_PATH", value=path),
+            EnvVarArgs(name="AICHOR_TENSORBOARD_PATH", value=arg),
             EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"),
         ],
         ports=[ContainerPortArgs(name="tensorboard", container_port=PORT, protocol="TCP")],
@@ -214,7 +215,7 @@ def deployment(ctx: Context) -> dict:
             ContainerArgs(
                 name="log-receiver",
                 image=ctx.settings.tensorboard_image,
-                command=["python3", "-c", RECEIVER, path, str(LOGS_PORT)],
+                command=["python3", "-c", RECEIVER, arg, str(LOGS_PORT)],
                 ports=[ContainerPortArgs(name="logs", container_port=LOGS_PORT, protocol="TCP")],
                 readiness_probe=ProbeArgs(
                     tcp_socket=TCPSocketActionArgs(port=LOGS_PORT), period_seconds=10
