@@ -107,8 +107,12 @@ def arrange(plan: Plan, settings: Settings) -> Plan:
     - under `wait: complete`, the Jobs awaited until they complete come after every other
       group, so nothing waits for them (their peers must run for them to complete).
 
-    Followers of an entry point no longer created before them start at once and count it gone
-    only once they have seen it (`leader_first=False`)."""
+    Followers keep waiting (init container) for the entry point's host even when it is now
+    created after them: nothing awaits their pods before the entry point is created, and a
+    follower that has seen the entry point resolve before its command starts cannot miss an
+    entry point that ends quickly (a follower that must count it gone only once it has seen
+    it, `leader_first=False`, stays that way only where the entry point's creation awaits
+    the follower's readiness: Ray's head and pools, MPI's workers)."""
     if settings.gang_scheduler != "none":
         held = {g.role for g in plan.groups}  # every Job is created at once
     elif settings.wait == "complete":
@@ -120,8 +124,7 @@ def arrange(plan: Plan, settings: Settings) -> Plan:
         after = tuple(r for r in group.after if r not in held)
         if settings.gang_scheduler == "none" and group.role in held:  # last, after its peers
             after = tuple(g.role for g in plan.groups if g.role not in held)
-        leader_first = group.leader_first and not set(group.after) & held
-        groups.append(replace(group, after=after, leader_first=leader_first))
+        groups.append(replace(group, after=after))
     return replace(plan, groups=tuple(_topological(groups)))
 
 

@@ -121,11 +121,18 @@ class LocalCluster:
     Secret and ConfigMap files with their modes, an `emptyDir` of its own, and each
     PersistentVolumeClaim as one directory every pod that claims it shares (`claim()`). One
     /etc/hosts, shared by all pods and trusted alone (as the cluster DNS is for its own names),
-    resolves every pod host and every Service; when a Job pod's main container exits, its
-    sidecars get TERM (then KILL after the grace period), its processes are killed and its
-    names leave that file, as a finished pod leaves the Service's DNS records. Deployment pods
-    run from the start until the cluster is left. The Job controller's `parallelism` holds.
-    `secrets` gives the values of the generated Secret's keys (they are never rendered).
+    resolves every pod host and every Service. A pod's names enter that file once it is
+    scheduled (it has an address: the headless Service publishes not-ready addresses) and
+    leave it when its main container has exited, its sidecars have had TERM (then KILL after
+    the grace period) and its processes are killed, as a finished pod leaves the Service's
+    DNS records. Deployment pods run from the start until the cluster is left. The Job
+    controller's `parallelism` holds, and so does a gang scheduler's: a pod of a PodGroup is
+    scheduled only once `minMember` pods of that group exist. `secrets` gives the values of
+    the generated Secret's keys (they are never rendered).
+
+    `run()` creates every Job at once; `start(job)` creates one, for callers that create them
+    in an order (tests/pulumi_up.py), and `job_status(job)` reports what the Job controller
+    would (`active`, `ready`, `succeeded`, `failed`, `conditions`).
     """
 
     GRACE_SECONDS = 30
@@ -163,9 +170,18 @@ class LocalCluster:
             job["metadata"]["name"]: threading.BoundedSemaphore(job["spec"]["parallelism"])
             for job in self.jobs
         }
+        self.gangs = {
+            o["metadata"]["name"]: int(o["spec"]["minMember"])
+            for o in objects
+            if o["kind"] == "PodGroup"
+        }
         every = self.servers + self.pods
         self.ips = {_pod(w, i): f"10.77.0.{n + 2}" for n, (w, i) in enumerate(every)}
-        self.live = set(self.ips)
+        self.live = {_pod(d, i) for d, i in self.servers}  # Job pods: once scheduled
+        # pending → init → running → succeeded | failed, per Job pod
+        self.state = {_pod(job, i): "pending" for job, i in self.pods}
+        self.started: dict[str, list[threading.Thread]] = {}
+        self.closed = False
         self.made: list[Path] = []
         self.processes: dict[str, list[subprocess.Popen]] = {pod: [] for pod in self.ips}
 
@@ -227,8 +243,11 @@ class LocalCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closed = True
         for pod in self.ips:
             self._kill(pod)
+        for thread in (t for threads in self.started.values() for t in threads):
+            thread.join(10)  # each sees its processes end before their files go
             subprocess.run(["ip", "netns", "del", self._ns(pod)], check=False)
             shutil.rmtree(self.etc / self._ns(pod), ignore_errors=True)
         subprocess.run(["ip", "netns", "del", self._ns()], check=False)
@@ -242,20 +261,59 @@ class LocalCluster:
         """Start every Job's replicas at once and return each one's main container result by
         pod name. `held` keeps a pod pending, as a node still scaling up would, until another
         pod has printed a line: {pod: (other pod, text)} (bounded by `timeout`)."""
+        for job in self.jobs:
+            self.start(job["metadata"]["name"], timeout, held)
+        for threads in self.started.values():
+            for thread in threads:
+                thread.join(timeout)
+        return self.results
 
+    def start(
+        self, name: str, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
+    ) -> None:
+        """Create the Job `name`: its pods from now on, as the Job controller makes them."""
+        job = next(j for j in self.jobs if j["metadata"]["name"] == name)
         threads = [
             threading.Thread(
                 target=self._replica,
                 args=(job, i, (held or {}).get(_pod(job, i)), timeout),
                 daemon=True,
             )
-            for job, i in self.pods
+            for i in range(job["spec"]["completions"])
         ]
+        with self.lock:
+            self.started[name] = threads
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join(timeout)
-        return self.results
+
+    def job_status(self, name: str) -> dict[str, Any]:
+        """The Job's `.status` as the Job controller writes it, Ready from the pods' probes."""
+        job = next(j for j in self.jobs if j["metadata"]["name"] == name)
+        states = [self.state[_pod(job, i)] for i in range(job["spec"]["completions"])]
+        status: dict[str, Any] = {
+            "active": sum(s in ("init", "running") for s in states),
+            "ready": sum(self.ready(_pod(job, i)) for i in range(len(states))),
+            "succeeded": states.count("succeeded"),
+            "failed": states.count("failed"),
+        }
+        if status["succeeded"] == len(states):
+            status["conditions"] = [{"type": "Complete", "status": "True"}]
+        elif status["failed"] > job["spec"].get("backoffLimit", 6):
+            status["conditions"] = [{"type": "Failed", "status": "True"}]
+        return {k: v for k, v in status.items() if v}  # the controller omits zero counts
+
+    def ready(self, pod: str) -> bool:
+        """Whether the pod is Ready: its main container runs and its readiness probe (a TCP
+        port, the only kind rendered) accepts a connection from the node."""
+        if self.state.get(pod) != "running":
+            return False
+        job = next(j for j, i in self.pods if _pod(j, i) == pod)
+        probe = job["spec"]["template"]["spec"]["containers"][0].get("readinessProbe")
+        if not probe:
+            return True
+        port = probe["tcpSocket"]["port"]
+        connect = f"import socket; socket.create_connection(('{self.ips[pod]}', {port}), 2)"
+        return self.exec(pod, sys.executable, "-c", connect).returncode == 0
 
     def _replica(
         self, job: dict[str, Any], index: int, hold: tuple[str, str] | None, timeout: float
@@ -263,8 +321,19 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while hold and hold[1] not in self._output(hold[0]) and time.monotonic() < deadline:
             time.sleep(0.2)
+        gang = _gang(job)
+        while gang and self._members(gang) < self.gangs[gang]:  # not scheduled before its gang
+            if self.closed:
+                return
+            time.sleep(0.1)
         with self.slots[job["metadata"]["name"]]:
+            if self.closed:
+                return
             pod = _pod(job, index)
+            with self.lock:  # scheduled: it has an address, the Service publishes it
+                self.state[pod] = "init"
+                self.live.add(pod)
+                self._write()
             spec = job["spec"]["template"]["spec"]
             sidecars = []
             for init in spec.get("initContainers", []):
@@ -276,9 +345,17 @@ class LocalCluster:
                     self._stop(sidecars)
                     self._finish(pod, result)
                     return
-            result = self._wait(self._start(job, index, spec["containers"][0]["name"]))
+            main = self._start(job, index, spec["containers"][0]["name"])
+            self.state[pod] = "running"
+            result = self._wait(main)
             self._stop(sidecars)
             self._finish(pod, result)
+
+    def _members(self, gang: str) -> int:
+        """How many pods of the gang exist (their Jobs have been created)."""
+        with self.lock:
+            created = [j for j in self.jobs if j["metadata"]["name"] in self.started]
+        return sum(j["spec"]["completions"] for j in created if _gang(j) == gang)
 
     def _server(self, deployment: dict[str, Any], index: int) -> None:
         """A Deployment's pod: every container at once, until the cluster is left."""
@@ -411,6 +488,7 @@ class LocalCluster:
         self._kill(pod)
         with self.lock:
             self.results[pod] = result
+            self.state[pod] = "succeeded" if result.returncode == 0 else "failed"
             self.live.discard(pod)
             self._write()
 
@@ -464,6 +542,14 @@ def _privileges(security: dict[str, Any]) -> list[str]:
     if security.get("allowPrivilegeEscalation") is False:
         command.append("--no-new-privs")
     return command
+
+
+def _gang(job: dict[str, Any]) -> str | None:
+    """The PodGroup a Job's pods belong to (coscheduling's label, Volcano's annotation)."""
+    metadata = job["spec"]["template"]["metadata"]
+    return (metadata.get("labels") or {}).get("scheduling.x-k8s.io/pod-group") or (
+        metadata.get("annotations") or {}
+    ).get("scheduling.k8s.io/group-name")
 
 
 def _pod(job: dict[str, Any], index: int) -> str:

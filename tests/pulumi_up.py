@@ -1,5 +1,6 @@
-"""`pulumi up` as the real engine runs it, modelled over the registrations the offline engine
-records (`aichor_iac.engine`), with the experiment's pods as a cluster would run them.
+"""`pulumi up` as the real engine runs it, over the registrations the offline engine records
+(`aichor_iac.engine`), against a cluster: `Model` (pods as rules, instant) or `Live` (real
+processes on the local cluster, tests/kube.py).
 
 The mock monitor answers every registration at once; the real engine does not. Each rule here
 follows the provider or Kubernetes:
@@ -7,39 +8,152 @@ follows the provider or Kubernetes:
 - A resource is created once every resource it depends on is created *and its await holds*
   (Pulumi registers dependents after their dependencies' Create returns; pulumi-kubernetes'
   Create returns only when the object's await condition holds).
-- Awaits (pulumi-kubernetes `await` package, `pulumi.com/*` annotations): `skipAwait: "true"`
-  holds at once; `waitFor: jsonpath={.status.ready}=N` replaces the built-in await and holds
-  when N pods of the Job are Ready; a Job without either is awaited until it completes (all its
-  pods succeeded); Secrets, ConfigMaps, NetworkPolicies and custom resources hold at once; a
-  Deployment holds once its pod runs.
-- Pods (Kubernetes): a Job's pods exist once it is created, at most `parallelism` of them
-  running at once (the others wait for a finished one); with a gang scheduler
-  (coscheduling / Volcano PodGroup), a gang's pods are scheduled only once `minMember` of them
-  exist; a pod's init containers wait for their targets (a host: its pod exists, the headless
-  Service publishes not-ready addresses; a port: that pod's main container runs); a pod is
-  Ready while its main container runs.
-- Programs (the frameworks' contracts): replicas that rendezvous (every framework but jobset
-  and batchjob) run until every replica of the experiment runs, then the entry point ends;
-  a follower ends once the entry point it has seen is gone; jobset and batchjob pods end on
-  their own.
+- Awaits (pulumi-kubernetes `provider/pkg/await`): `pulumi.com/skipAwait: "true"` holds at
+  once; `pulumi.com/waitFor` replaces the built-in await and holds when its JSONPath matches
+  the live object (`waitfor_holds`: the provider's own parse and match rules over an RFC 9535
+  evaluation, as in 4.24+); it never fails early, a failed Job just never matches. Without
+  either, a Job is awaited until its `Complete` condition, and `up` fails at once on its
+  `Failed` condition (`await/job.go`); a Deployment until its pod runs; Secrets, ConfigMaps,
+  NetworkPolicies, Services and custom resources hold at once.
+- Pods (Kubernetes, `Model`): a Job's pods exist once it is created, at most `parallelism` of
+  them running at once; with a gang scheduler (coscheduling / Volcano PodGroup) a gang's pods
+  are scheduled only once `minMember` of them exist; a pod's init containers wait for their
+  targets (a host: its pod was scheduled, as the headless Service publishes not-ready
+  addresses; a port: that pod's main container runs); a pod is Ready while its main container
+  runs. `Live` gets all of this from tests/kube.py and real programs instead.
+- Programs (the frameworks' contracts, `Model`): replicas that rendezvous (every framework but
+  jobset and batchjob) run until every replica of the experiment runs, then the entry point
+  ends; a follower ends once the entry point it has seen is gone; jobset and batchjob pods end
+  on their own.
 
-`up()` returns the creation order, or raises `Deadlock` naming what waits for what.
+`up()` returns the creation order, raises `Deadlock` naming what waits for what when nothing
+can move any more (`Model`: no rule applies; `Live`: nothing has changed for `stall`
+seconds), or `Failed` when an awaited Job fails, as `pulumi up` does.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from aichor_iac.engine import Rendering
+import jsonpath_rfc9535
+
+from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
 
 INDEPENDENT = ("jobset", "batchjob")  # pods that end on their own: no rendezvous
+SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
 
 
 class Deadlock(Exception):
     """`pulumi up` would never finish: one line per wait that cannot end."""
+
+
+class Failed(Exception):
+    """`pulumi up` fails: an awaited Job failed."""
+
+
+def waitfor_holds(expression: str, live: dict[str, Any]) -> bool:
+    """Whether pulumi-kubernetes' `pulumi.com/waitFor: jsonpath=…` holds for the live object:
+    its Parse (`{…}` around the path, `$` added, one `=value` after it, `==` kept) and its
+    Matches (the first node selected; a map or list matches when no value is asked; else the
+    value printed as Go prints it equals the asked one), from provider/pkg/jsonpath."""
+    raw = expression.removeprefix("jsonpath=")
+    assert raw != expression, f"no model for waitFor {expression!r}"
+    parts = raw.replace("==", "\0").split("=")
+    assert len(parts) <= 2, f"the provider refuses {expression!r}"
+    path, value = parts[0].replace("\0", "=="), "=".join(parts[1:]).replace("\0", "==")
+    braced = re.search(r"\{\s*(.*?)\s*\}", path)
+    assert braced, f"the provider refuses {expression!r}"
+    query = braced.group(1) if braced.group(1).startswith("$") else "$" + braced.group(1)
+    found = jsonpath_rfc9535.find(query, live).values()
+    if not found:
+        return False
+    first = found[0]
+    if isinstance(first, dict | list):
+        return not value
+    printed = str(first).lower() if isinstance(first, bool) else str(first)
+    return not value or printed == value
+
+
+class Cluster(Protocol):
+    """What `up()` needs from a cluster."""
+
+    def create(self, obj: dict[str, Any]) -> None: ...
+    def job_status(self, name: str) -> dict[str, Any]: ...
+    def describe(self, name: str) -> str: ...
+    def step(self, progressed: bool) -> bool:
+        """Let the cluster act; False once nothing can change any more."""
+        ...
+
+
+def up(rendering: Rendering, cluster: Cluster) -> list[str]:
+    """The order `pulumi up` creates the Kubernetes objects in (`Kind/name`), each created only
+    once its dependencies' awaits hold; `Deadlock` when it would never finish, `Failed` when
+    an awaited Job fails."""
+    objects = [r for r in rendering.resources if r.is_kubernetes]
+    urns = {r.urn for r in objects}
+    created: list[Resource] = []
+    done: set[str] = set()
+    while True:
+        progressed = False
+        for r in objects:
+            if r.urn in done:
+                continue
+            if r not in created and all(d in done for d in r.dependencies if d in urns):
+                created.append(r)
+                cluster.create(r.inputs)
+                progressed = True
+            if r in created and _await_holds(r, cluster):
+                done.add(r.urn)
+                progressed = True
+        if len(done) == len(objects):
+            return [_name(r) for r in created]
+        if not cluster.step(progressed):
+            raise Deadlock("\n".join(_diagnosis(objects, created, done, cluster)))
+
+
+def awaited(r: Resource) -> str:
+    """What pulumi-kubernetes waits for before it reports `r` created."""
+    annotations = r.inputs["metadata"].get("annotations") or {}
+    if annotations.get(SKIP_AWAIT) == "true":
+        return "nothing"
+    if WAIT_FOR in annotations:
+        return annotations[WAIT_FOR]
+    return {"Job": "completion", "Deployment": "its pod to run"}.get(r.kind, "nothing")
+
+
+def _await_holds(r: Resource, cluster: Cluster) -> bool:
+    condition = awaited(r)
+    if condition in ("nothing", "its pod to run"):
+        return True
+    name = r.inputs["metadata"]["name"]
+    live = {**r.inputs, "status": cluster.job_status(name)}
+    if condition != "completion":
+        return waitfor_holds(condition, live)
+    states = {c["type"] for c in live["status"].get("conditions", []) if c["status"] == "True"}
+    if "Failed" in states:
+        raise Failed(f"{_name(r)} failed ({cluster.describe(name)})")
+    return "Complete" in states
+
+
+def _name(r: Resource) -> str:
+    return f"{r.kind}/{r.inputs['metadata']['name']}"
+
+
+def _diagnosis(objects, created, done, cluster: Cluster) -> list[str]:
+    lines = []
+    for r in (r for r in created if r.urn not in done):
+        held = [_name(o) for o in objects if o not in created and r.urn in o.dependencies]
+        what = f"{_name(r)} (awaited until {awaited(r)}; pods: "
+        what += f"{cluster.describe(r.inputs['metadata']['name'])})"
+        if held:
+            lines += [f"deadlock: {h} waits for {what}" for h in held]
+        else:
+            lines.append(f"deadlock: pulumi up waits for {what}")
+    return lines or ["deadlock: nothing can be created"]
 
 
 @dataclass
@@ -52,17 +166,45 @@ class Pod:
 
 
 @dataclass
-class Cluster:
+class Model:
+    """The experiment's pods under the rules in this module's docstring."""
+
     plan: Plan
     experiment: str
-    gang_sizes: dict[str, int]
+    gang_sizes: dict[str, int] = field(default_factory=dict)
     pods: dict[tuple[str, int], Pod] = field(default_factory=dict)
     parallelism: dict[str, int] = field(default_factory=dict)
 
-    def create(self, role: str, count: int, parallelism: int, gang: str | None) -> None:
-        self.parallelism[role] = parallelism
-        for i in range(count):
+    def create(self, obj: dict[str, Any]) -> None:
+        if obj["kind"] == "PodGroup":
+            self.gang_sizes[obj["metadata"]["name"]] = int(obj["spec"]["minMember"])
+        if obj["kind"] != "Job":
+            return
+        role, spec = self._role(obj["metadata"]["name"]), obj["spec"]
+        template = spec["template"]["metadata"]
+        gang = (template.get("labels") or {}).get("scheduling.x-k8s.io/pod-group") or (
+            template.get("annotations") or {}
+        ).get("scheduling.k8s.io/group-name")
+        self.parallelism[role] = spec["parallelism"]
+        for i in range(spec["completions"]):
             self.pods[(role, i)] = Pod(role, i, gang)
+
+    def job_status(self, name: str) -> dict[str, Any]:
+        pods = self.group(self._role(name))
+        status = {
+            "active": sum(p.state in ("waiting", "running") for p in pods),
+            "ready": sum(p.state == "running" for p in pods),
+            "succeeded": sum(p.state == "succeeded" for p in pods),
+        }
+        if pods and status["succeeded"] == len(pods):
+            status["conditions"] = [{"type": "Complete", "status": "True"}]
+        return {k: v for k, v in status.items() if v}
+
+    def describe(self, name: str) -> str:
+        return ", ".join(f"{p.role}-{p.index} {p.state}" for p in self.group(self._role(name)))
+
+    def _role(self, job: str) -> str:
+        return next(g.role for g in self.plan.groups if job == f"{self.experiment}-{g.role}")
 
     def group(self, role: str) -> list[Pod]:
         return [p for p in self.pods.values() if p.role == role]
@@ -82,9 +224,9 @@ class Cluster:
                 return [self.pods.get((role, int(index)), Pod(role, int(index), None))]
         raise AssertionError(f"no pod is {host}")
 
-    def step(self) -> bool:
+    def step(self, progressed: bool) -> bool:
         """One round of what the cluster does; whether anything changed."""
-        changed = False
+        changed = progressed
         groups = {g.role: g for g in self.plan.groups}
         for pod in list(self.pods.values()):
             group = groups[pod.role]
@@ -107,7 +249,7 @@ class Cluster:
                     if entry[0].state == "running" and not pod.seen_entry:
                         pod.seen_entry, changed = True, True
                     gone = entry[0].state == "succeeded"
-                    if gone and (pod.seen_entry or group.leader_first):
+                    if gone and (pod.seen_entry or group.sees_entry_first):
                         pod.state, changed = "succeeded", True
                 elif self._done(pod):
                     pod.state, changed = "succeeded", True
@@ -131,80 +273,29 @@ class Cluster:
         )
 
 
-def up(rendering: Rendering, plan: Plan, experiment: str, rounds: int = 1000) -> list[str]:
-    """The order `pulumi up` creates the Kubernetes objects in (`Kind/name`), each created only
-    once its dependencies' awaits hold; `Deadlock` when it would never finish."""
-    objects = [r for r in rendering.resources if r.is_kubernetes]
-    name = {r.urn: f"{r.kind}/{r.inputs['metadata']['name']}" for r in objects}
-    by_urn = {r.urn: r for r in objects}
-    gangs = {
-        r.inputs["metadata"]["name"]: int(r.inputs["spec"]["minMember"])
-        for r in objects
-        if r.kind == "PodGroup"
-    }
-    cluster = Cluster(plan, experiment, gangs)
-    role_of = {f"{experiment}-{g.role}": g for g in plan.groups}
-    created: list[str] = []
-    done: set[str] = set()
-    for _ in range(rounds):
-        progressed = cluster.step()
-        for r in objects:
-            if r.urn in done:
-                continue
-            if r.urn not in created and all(d in done for d in r.dependencies if d in by_urn):
-                created.append(r.urn)
-                progressed = True
-                if r.kind == "Job":
-                    group = role_of[r.inputs["metadata"]["name"]]
-                    labels = r.inputs["spec"]["template"]["metadata"]["labels"]
-                    annotations = r.inputs["spec"]["template"]["metadata"].get("annotations") or {}
-                    gang = labels.get("scheduling.x-k8s.io/pod-group") or annotations.get(
-                        "scheduling.k8s.io/group-name"
-                    )
-                    spec = r.inputs["spec"]
-                    cluster.create(group.role, spec["completions"], spec["parallelism"], gang)
-            if r.urn in created and _await_holds(r, cluster, role_of):
-                done.add(r.urn)
-                progressed = True
-        if len(done) == len(objects):
-            return [name[u] for u in created]
-        if not progressed:
-            break
-    raise Deadlock("\n".join(_diagnosis(objects, name, created, done, cluster, role_of)))
+class Live:
+    """The cluster's answers from real processes: tests/kube.py's `LocalCluster` runs each
+    Job's pods from the moment `up()` creates it. Nothing can change any more once no pod has
+    changed state (and `up()` has created or seen nothing new) for `stall` seconds."""
 
+    def __init__(self, local: Any, stall: float = 20.0) -> None:
+        self.local, self.stall = local, stall
+        self.last_change, self.seen = time.monotonic(), dict(local.state)
 
-def _await(r: Any) -> str:
-    """What pulumi-kubernetes waits for before it reports `r` created."""
-    annotations = r.inputs["metadata"].get("annotations") or {}
-    if annotations.get("pulumi.com/skipAwait") == "true":
-        return "nothing"
-    if "pulumi.com/waitFor" in annotations:
-        return annotations["pulumi.com/waitFor"]
-    return {"Job": "completion", "Deployment": "its pod to run"}.get(r.kind, "nothing")
+    def create(self, obj: dict[str, Any]) -> None:
+        if obj["kind"] == "Job":
+            self.local.start(obj["metadata"]["name"], timeout=600)
 
+    def job_status(self, name: str) -> dict[str, Any]:
+        return self.local.job_status(name)
 
-def _await_holds(r: Any, cluster: Cluster, role_of: dict) -> bool:
-    condition = _await(r)
-    if condition in ("nothing", "its pod to run"):
-        return True
-    pods = cluster.group(role_of[r.inputs["metadata"]["name"]].role)
-    if condition == "completion":
-        return bool(pods) and all(p.state == "succeeded" for p in pods)
-    match = re.fullmatch(r"jsonpath=\{\.status\.ready\}=(\d+)", condition)
-    assert match, f"no model for {condition}"
-    return sum(p.state == "running" for p in pods) >= int(match.group(1))
+    def describe(self, name: str) -> str:
+        states = self.local.state.items()
+        return ", ".join(f"{pod} {state}" for pod, state in states if pod.rsplit("-", 1)[0] == name)
 
-
-def _diagnosis(objects, name, created, done, cluster, role_of) -> list[str]:
-    lines = []
-    stuck = [r for r in objects if r.urn in created and r.urn not in done]
-    for r in stuck:
-        pods = cluster.group(role_of[r.inputs["metadata"]["name"]].role)
-        states = ", ".join(f"{p.role}-{p.index} {p.state}" for p in pods)
-        held = [name[o.urn] for o in objects if o.urn not in created and r.urn in o.dependencies]
-        what = f"{name[r.urn]} (awaited until {_await(r)}; pods: {states})"
-        if held:
-            lines += [f"deadlock: {h} waits for {what}" for h in held]
-        else:
-            lines.append(f"deadlock: pulumi up waits for {what}")
-    return lines or ["deadlock: nothing can be created"]
+    def step(self, progressed: bool) -> bool:
+        time.sleep(0.2)
+        now, states = time.monotonic(), dict(self.local.state)
+        if progressed or states != self.seen:
+            self.last_change, self.seen = now, states
+        return now - self.last_change < self.stall

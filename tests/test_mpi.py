@@ -66,7 +66,7 @@ def test_example_gives_secret_hostfile_workers_and_a_launcher_after_them():
     worker = next(r for r in rendering.resources if r.name == "horovod-worker")
     assert worker.urn in launcher.dependencies
     assert objects["Job/horovod-worker"]["metadata"]["annotations"] == {
-        "pulumi.com/waitFor": "jsonpath={.status.ready}=2",
+        "pulumi.com/waitFor": "jsonpath={$[?@.ready==2 || @.succeeded==2]}",
         "pulumi.com/deletionPropagationPolicy": "background",
     }
 

@@ -195,8 +195,8 @@ def test_platform_env_comes_from_settings_and_is_not_expanded(render):
         ("none", {"pulumi.com/skipAwait": "true"}, {"pulumi.com/skipAwait": "true"}),
         (
             "ready",
-            {"pulumi.com/waitFor": "jsonpath={.status.ready}=1"},
-            {"pulumi.com/waitFor": "jsonpath={.status.ready}=3"},
+            {"pulumi.com/waitFor": "jsonpath={$[?@.ready==1 || @.succeeded==1]}"},
+            {"pulumi.com/waitFor": "jsonpath={$[?@.ready==3 || @.succeeded==3]}"},
         ),
         ("complete", {}, {"pulumi.com/skipAwait": "true"}),
     ],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import EXAMPLES, ROOT
-from pulumi_up import Deadlock, up
+from pulumi_up import Deadlock, Model, up, waitfor_holds
 
 from aichor_iac import engine, manifest, planning
 from aichor_iac.settings import Settings, load_stack_file
@@ -42,7 +42,7 @@ def pulumi_up(data: dict, **settings) -> tuple[list[str], planning.Blueprint]:
     chosen = Settings(**settings)
     blueprint = planning.blueprint(model, chosen, "exp")
     rendering = engine.expand(model, chosen, name="exp")
-    return up(rendering, blueprint.plan, blueprint.names.experiment), blueprint
+    return up(rendering, Model(blueprint.plan, blueprint.names.experiment)), blueprint
 
 
 def data(case: str) -> dict:
@@ -72,7 +72,7 @@ def test_every_example_with_its_stack_file(path):
     name = settings.experiment_name or model.name or path.stem
     blueprint = planning.blueprint(model, settings, name)
     rendering = engine.expand(model, settings, name=name)
-    order = up(rendering, blueprint.plan, blueprint.names.experiment)
+    order = up(rendering, Model(blueprint.plan, blueprint.names.experiment))
     assert len(order) == len([r for r in rendering.resources if r.is_kubernetes])
 
 
@@ -93,13 +93,14 @@ def test_every_example_with_its_stack_file(path):
             "ray",
             {"gang_scheduler": "coscheduling"},
             "deadlock: Job/exp-pool waits for Job/exp-head (awaited until "
-            "jsonpath={.status.ready}=1; pods: head-0 pending)",
+            "jsonpath={$[?@.ready==1 || @.succeeded==1]}; pods: head-0 pending)",
         ),
         (
             "mpi",
             {"gang_scheduler": "volcano", "wait": "ready"},
             "deadlock: Job/exp-launcher waits for Job/exp-worker (awaited until "
-            "jsonpath={.status.ready}=2; pods: worker-0 pending, worker-1 pending)",
+            "jsonpath={$[?@.ready==2 || @.succeeded==2]}; pods: worker-0 pending, "
+            "worker-1 pending)",
         ),
     ],
 )
@@ -116,6 +117,7 @@ def test_waiting_for_every_pod_of_a_parallelism_limited_job_never_ends(monkeypat
     from dataclasses import replace
 
     from aichor_iac import frameworks
+    from aichor_iac.k8s import objects
 
     planner = frameworks.PLANNERS["jobset"]
     monkeypatch.setitem(
@@ -123,8 +125,68 @@ def test_waiting_for_every_pod_of_a_parallelism_limited_job_never_ends(monkeypat
         "jobset",
         lambda spec, names: replace(planner(spec, names), independent=False),
     )
+    monkeypatch.setattr(objects, "ready_or_finished", lambda n: f"jsonpath={{.status.ready}}={n}")
     with pytest.raises(
         Deadlock,
-        match=r"deadlock: pulumi up waits for Job/exp-a-0 \(awaited until jsonpath=\{\.status\.ready\}=3",
+        match=r"deadlock: pulumi up waits for Job/exp-a-0 \(awaited until jsonpath=\{\.status",
     ):
         pulumi_up(data("jobset parallelisms"), wait="ready")
+
+
+JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {}}
+
+
+@pytest.mark.parametrize(
+    ("expression", "status", "holds"),
+    [
+        # The readiness gate: every pod Ready, or every pod finished.
+        ("jsonpath={$[?@.ready==2 || @.succeeded==2]}", {"active": 2, "ready": 2}, True),
+        ("jsonpath={$[?@.ready==2 || @.succeeded==2]}", {"active": 2, "ready": 1}, False),
+        ("jsonpath={$[?@.ready==2 || @.succeeded==2]}", {"succeeded": 2}, True),
+        ("jsonpath={$[?@.ready==2 || @.succeeded==2]}", {"succeeded": 1, "failed": 1}, False),
+        ("jsonpath={$[?@.ready==2 || @.succeeded==2]}", {}, False),
+        # The provider's own rules: a value compares as printed, `{.path}` alone is presence.
+        ("jsonpath={.status.ready}=2", {"ready": 2}, True),
+        ("jsonpath={.status.ready}=2", {"ready": 1}, False),
+        ("jsonpath={.status.ready}", {"ready": 0}, True),
+        ("jsonpath={.status.ready}", {}, False),
+        # The changelog's examples (4.24.0).
+        (
+            "jsonpath={.status.conditions[?(@.type=='Failed'||@.type=='Complete')].status}=True",
+            {"conditions": [{"type": "Complete", "status": "True"}]},
+            True,
+        ),
+        ("jsonpath={.status[?@ == 'Running' || @ == 'Succeeded' ]}", {"phase": "Running"}, True),
+        ("jsonpath={.status[?@ == 'Running' || @ == 'Succeeded' ]}", {"phase": "Pending"}, False),
+    ],
+)
+def test_wait_for_is_evaluated_as_the_provider_does(expression, status, holds):
+    assert waitfor_holds(expression, {**JOB, "status": status}) is holds
+
+
+def test_a_gated_job_that_has_finished_is_not_awaited_again():
+    # `pulumi refresh` marks a running gated Job unfinished (the provider's Job read check);
+    # the next `pulumi up` re-awaits it, and an in-place update of a finished stack does too:
+    # its waitFor must hold for a finished Job, not wait its timeout for Ready pods.
+    rendering = engine.expand(manifest.validate(data("mpi")), Settings(), name="exp")
+    gate = next(r for r in rendering.resources if r.kind == "Job" and "waitFor" in str(r.inputs))
+    expression = gate.inputs["metadata"]["annotations"]["pulumi.com/waitFor"]
+    assert waitfor_holds(expression, {**gate.inputs, "status": {"succeeded": 2}})
+    assert not waitfor_holds(expression, {**gate.inputs, "status": {"failed": 2}})
+
+
+@pytest.mark.parametrize(
+    ("timeout", "peer_wait", "expected"),
+    [(None, 1800, 1800), (7200, 1800, 1800), (600, 1800, 600), (None, 60, 60)],
+)
+def test_a_gate_gives_up_when_the_replicas_waiting_for_it_do(timeout, peer_wait, expected):
+    # A waitFor never sees a failed Job: the gate's bound is how long `up` hangs after the
+    # head (or MPI's workers) failed, so it is peerWaitSeconds, or the run's shorter timeout.
+    spec = data("ray")
+    if timeout:
+        spec["spec"]["timeout"] = f"{timeout}s"
+    rendering = engine.expand(
+        manifest.validate(spec), Settings(peer_wait_seconds=peer_wait), name="exp"
+    )
+    head = next(r for r in rendering.resources if r.name == "exp-head")
+    assert head.options["customTimeouts"] == {"create": f"{expected}s", "update": f"{expected}s"}

@@ -77,7 +77,7 @@ def test_pulumi_waits_for_the_head_whatever_the_wait_mode(wait):
     jobs = by_name(rendering.objects)
     head = jobs["Job/exp-head"]
     assert head["metadata"]["annotations"] == {
-        "pulumi.com/waitFor": "jsonpath={.status.ready}=1",
+        "pulumi.com/waitFor": "jsonpath={$[?@.ready==1 || @.succeeded==1]}",
         "pulumi.com/deletionPropagationPolicy": "background",
     }
     probe = head["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]

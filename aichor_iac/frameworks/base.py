@@ -149,6 +149,15 @@ class Group:
     def count(self) -> int:
         return self.spec.count if self.completions is None else self.completions
 
+    @property
+    def sees_entry_first(self) -> bool:
+        """Whether the entry point has resolved before a replica's command starts: it was
+        created first, or the init container waited for it. Only then may a follower count
+        it gone without having seen it itself (an entry point that ended between the init
+        container's check and the follower's first look would otherwise be waited for
+        forever)."""
+        return self.leader_first or any(t.host == self.follows for t in self.waits_for)
+
 
 @dataclass(frozen=True)
 class Plan:

@@ -93,22 +93,39 @@ def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
     # Independent pods (jobset, batchjob) may end before all have run, or run a few at a time
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
     if (mode == "ready" and not ctx.plan.independent) or group.ready_port is not None:
-        return {WAIT_FOR: f"jsonpath={{.status.ready}}={group.count}"}
+        return {WAIT_FOR: ready_or_finished(group.count)}
     if mode == "complete" and group.role in ctx.plan.completes:
         return {}  # the provider's Job await: succeeds on Complete, fails on Failed
     return {SKIP_AWAIT: "true"}
 
 
+def ready_or_finished(pods: int) -> str:
+    """The `waitFor` of a Job awaited until its pods are up: all `pods` Ready, or all
+    succeeded. The second half means a Job that has already finished is not awaited again: a
+    `pulumi up` after `pulumi refresh` (which marks a still-running gated Job unfinished) or
+    an in-place update of a finished stack (a changed label or `aichor:wait`) passes at once
+    instead of waiting its whole timeout for pods that will never be Ready again.
+
+    An RFC 9535 filter over the Job's top-level members, of which only `.status` has `ready`
+    and `succeeded`; it selects that map, which pulumi-kubernetes counts as a match
+    (provider/pkg/jsonpath: a non-primitive result with no `=value` matches). RFC 9535
+    paths need pulumi-kubernetes 4.24."""
+    return f"jsonpath={{$[?@.ready=={pods} || @.succeeded=={pods}]}}"
+
+
 def await_timeout(ctx: Context, group: Group) -> int | None:
     """How long `pulumi up` may wait for this group's Job (its custom create/update timeout),
-    so that no await falls back to the provider's 10-minute default: readiness within the
-    manifest's `timeout`, else `aichor:peerWaitSeconds`; completion within the manifest's
-    `timeout` plus `COMPLETION_MARGIN` (the Job's own deadline fails it first, and `up` reports
-    that failure), else `aichor:waitTimeoutSeconds`. None: not awaited."""
+    so that no await falls back to the provider's 10-minute default: readiness within
+    `aichor:peerWaitSeconds` (or the manifest's shorter `timeout`), as long as the replicas
+    that need the group wait for it, so that a group that fails before it is up fails `up`
+    then (a `waitFor` condition cannot see a failed Job: the provider waits it out); completion
+    within the manifest's `timeout` plus `COMPLETION_MARGIN` (the Job's own deadline fails it
+    first, and `up` reports that failure), else `aichor:waitTimeoutSeconds`. None: not
+    awaited."""
     annotations = await_annotations(ctx, group)
     deadline = ctx.spec.timeout_seconds
     if WAIT_FOR in annotations:
-        return deadline or ctx.settings.peer_wait_seconds
+        return min(deadline or ctx.settings.peer_wait_seconds, ctx.settings.peer_wait_seconds)
     if SKIP_AWAIT not in annotations:  # awaited until it completes
         return deadline + COMPLETION_MARGIN if deadline else ctx.settings.wait_timeout_seconds
     return None
@@ -187,7 +204,7 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         name=ctx.plan.framework,
         image=ctx.spec.image,
         command=shell.main_command(
-            group.program or ctx.spec.command, group.env, group.follows, group.leader_first
+            group.program or ctx.spec.command, group.env, group.follows, group.sees_entry_first
         ),
         env=env(ctx, group),
         ports=[ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in group.ports]

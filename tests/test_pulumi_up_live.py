@@ -1,0 +1,203 @@
+"""`pulumi up` against real pods: the await model of tests/pulumi_up.py creates each object only
+once its dependencies' awaits hold, and the awaited state comes from the local cluster
+(tests/kube.py) running the rendered pods with real processes: init containers that wait for
+peers, readiness probes, followers, a gang scheduler that schedules a PodGroup's pods only
+once all exist, host names that resolve only once a pod is scheduled.
+
+Each replica that runs the user's command runs a miniature rendezvous (`RENDEZVOUS`): the entry
+point listens on the framework's port until every other such replica has said hello, then
+ends; the others say hello and run until the product's follower stops them. `up` must finish,
+in the README's order, with the run's outcome, and the orders that used to deadlock must stop
+with "deadlock: X waits for Y".
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import EXAMPLES, ROOT
+from kube import LocalCluster
+from pulumi_up import Deadlock, Failed, Live, up
+from test_pulumi_up import data
+
+from aichor_iac import engine, manifest, planning
+from aichor_iac.settings import Settings, load_stack_file
+
+pytestmark = pytest.mark.skipif(
+    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
+)
+
+ENV = {
+    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    "HOME": os.environ.get("HOME", "/root"),
+    "AICHOR_FOLLOW_INTERVAL": "0.2",
+}
+SSHD = shutil.which("ssh-keygen") and Path("/usr/sbin/sshd").exists()
+
+RENDEZVOUS = """\
+import os, socket, sys, time
+entry, port, others, code = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+if os.environ["HOSTNAME"] == entry.split(".")[0]:
+    server = socket.create_server(("", port))
+    while others:
+        peer, _ = server.accept()
+        name = peer.recv(100).decode()
+        if name:  # not an init container's probe
+            print("hello from", name, flush=True)
+            others -= 1
+        peer.close()
+    sys.exit(code)
+while True:
+    try:
+        with socket.create_connection((entry, port), timeout=2) as peer:
+            peer.sendall(os.environ["HOSTNAME"].encode())
+        break
+    except OSError:
+        time.sleep(0.1)
+print("joined", entry, flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+def rendezvous(spec: dict, name: str, settings: Settings, code: int = 0) -> str:
+    """The command that makes the experiment's replicas rendezvous at its entry point, on the
+    port its peers wait for (or any free one)."""
+    blueprint = planning.blueprint(manifest.validate(spec), settings, name)
+    plan, names = blueprint.plan, blueprint.names
+    if plan.independent:  # jobset, batchjob: each pod does its work and ends
+        return f"echo done; exit {code}"
+    entry = (
+        f"{names.job(plan.entry_point)}-0.{names.experiment}.{names.namespace}.svc.cluster.local"
+    )
+    ports = [e.port for g in plan.groups for e in g.waits_for if e.host == entry and e.port]
+    others = sum(g.count for g in plan.groups if not g.program) - 1
+    return f"python3 -c {shlex.quote(RENDEZVOUS)} {entry} {(ports or [29500])[0]} {others} {code}"
+
+
+def run_up(spec: dict, settings: Settings, name: str = "exp", stall: float = 20) -> list[str]:
+    """`pulumi up` of the experiment on the local cluster; every pod must end, and well."""
+    model = manifest.validate(spec)
+    rendering = engine.expand(model, settings, name=name)
+    secrets = {}
+    if planning.blueprint(model, settings, name).plan.secret == "ssh":
+        secrets = ssh_keys()
+    elif planning.blueprint(model, settings, name).plan.secret == "password":
+        secrets = {"password": "s3cret-token-for-tests-0123456789"}
+    with LocalCluster(rendering.objects, ENV, secrets) as local:
+        order = up(rendering, Live(local, stall))
+        deadline = time.monotonic() + 60  # what `up` did not wait for ends too, soon
+        for thread in (t for threads in local.started.values() for t in threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        failed = {p: r for p, r in local.results.items() if r.returncode != 0}
+        assert not failed, {p: r.stdout[-500:] + r.stderr[-1500:] for p, r in failed.items()}
+        assert len(local.results) == len(local.pods)
+    return order
+
+
+def ssh_keys() -> dict[str, str]:
+    key = Path(os.environ.get("TMPDIR", "/var/tmp")) / f"aichor-key-{os.getpid()}"
+    key.unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    keys = {"ssh-privatekey": key.read_text(), "ssh-publickey": key.with_suffix(".pub").read_text()}
+    key.unlink()
+    key.with_suffix(".pub").unlink()
+    return keys
+
+
+CASES = [
+    *(
+        ("pytorch", wait, gang)
+        for wait in ("none", "ready", "complete")
+        for gang in ("none", "coscheduling")
+    ),
+    ("pytorch 0.2.3", "complete", "none"),
+    ("xgboost", "complete", "volcano"),
+    ("jax", "ready", "none"),
+    ("jax", "complete", "coscheduling"),
+    *(("tf", wait, "none") for wait in ("none", "ready", "complete")),
+    ("tf", "complete", "volcano"),
+    ("jobset parallelisms", "ready", "none"),
+    ("jobset", "complete", "coscheduling"),
+    ("batchjob", "complete", "none"),
+    ("mpi", "ready", "volcano"),
+    ("mpi", "complete", "none"),
+    ("mpi", "complete", "coscheduling"),
+]
+
+
+@pytest.mark.parametrize(("case", "wait", "gang"), CASES)
+def test_pulumi_up_finishes_on_real_pods(case, wait, gang):
+    if case == "mpi" and not SSHD:
+        pytest.skip("MPI workers run sshd: needs openssh-server (installed by `make test` as root)")
+    spec = data(case)
+    settings = Settings(wait=wait, gang_scheduler=gang)
+    spec["spec"]["command"] = rendezvous(spec, "exp", settings)
+    order = run_up(spec, settings)
+    plan = planning.blueprint(manifest.validate(spec), settings, "exp").plan
+    jobs = [o.removeprefix("Job/exp-") for o in order if o.startswith("Job/")]
+    assert sorted(jobs) == sorted(g.role for g in plan.groups)
+    for group in plan.groups:  # each after the groups the README says it comes after
+        assert all(jobs.index(role) < jobs.index(group.role) for role in group.after)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in EXAMPLES if p.stem not in ("ray", "kuberay")], ids=lambda p: p.stem
+)
+def test_every_example_with_its_stack_file_on_real_pods(path):
+    if path.stem.startswith("mpi") and not SSHD:
+        pytest.skip("MPI workers run sshd: needs openssh-server (installed by `make test` as root)")
+    settings, _ = load_stack_file(ROOT / "stacks" / f"Pulumi.{path.stem}.yaml")
+    spec = yaml.safe_load(path.read_text())
+    name = settings.experiment_name or manifest.validate(spec).name or path.stem
+    spec["spec"]["command"] = rendezvous(spec, name, settings)
+    run_up(spec, settings, name)
+
+
+def test_a_failing_entry_point_fails_pulumi_up_under_complete():
+    spec = data("pytorch")
+    settings = Settings(wait="complete")
+    spec["spec"]["command"] = rendezvous(spec, "exp", settings, code=3)
+    with pytest.raises(Failed, match=r"Job/exp-master failed \(exp-master-0 failed\)"):
+        run_up(spec, settings)
+
+
+@pytest.mark.parametrize(
+    ("case", "settings", "expected"),
+    [
+        (
+            "pytorch",
+            {"wait": "complete"},
+            "deadlock: Job/exp-worker waits for Job/exp-master (awaited until completion; "
+            "pods: exp-master-0 running)",
+        ),
+        (
+            "mpi",
+            {"gang_scheduler": "volcano"},
+            "deadlock: Job/exp-launcher waits for Job/exp-worker (awaited until "
+            "jsonpath={$[?@.ready==2 || @.succeeded==2]}; pods: exp-worker-0 pending, "
+            "exp-worker-1 pending)",
+        ),
+    ],
+)
+def test_the_old_order_deadlocks_on_real_pods(case, settings, expected, monkeypatch):
+    if case == "mpi" and not SSHD:
+        pytest.skip("MPI workers run sshd: needs openssh-server (installed by `make test` as root)")
+    monkeypatch.setattr(planning, "arrange", lambda plan, settings: plan)  # the order before
+    spec = data(case)
+    chosen = Settings(**settings)
+    spec["spec"]["command"] = rendezvous(spec, "exp", chosen)
+    model = manifest.validate(spec)
+    rendering = engine.expand(model, chosen, name="exp")
+    secrets = ssh_keys() if case == "mpi" else {}
+    with LocalCluster(rendering.objects, ENV, secrets) as local, pytest.raises(Deadlock) as caught:
+        up(rendering, Live(local, stall=10))
+    assert expected in str(caught.value).splitlines()
