@@ -34,6 +34,7 @@ class Experiment(pulumi.ComponentResource):
 
     experiment: str
     namespace: str
+    kept: list[str]  # `Kind/name` of what `pulumi destroy` leaves in the cluster
     plan: Plan
     jobs: dict[str, Job]
     outputs: dict[str, Any]
@@ -58,15 +59,28 @@ class Experiment(pulumi.ComponentResource):
         self.experiment, self.namespace, self.plan = names.experiment, names.namespace, ctx.plan
         super().__init__(self.TYPE, name, None, opts)
 
+        # What `pulumi destroy` leaves in the cluster: the shared volume (unless told), and
+        # the namespace it lives in when the stack created it (deleting a namespace deletes
+        # its claims, retained or not).
+        keep = bool(ctx.shared_volume_claim) and not settings.delete_shared_volume
+        self.kept = [f"PersistentVolumeClaim/{ctx.shared_volume_claim}"] if keep else []
         first: list[pulumi.Resource] = []
         if settings.create_namespace:
+            self.kept += [f"Namespace/{names.namespace}"] if keep else []
             first.append(
                 Namespace(
-                    f"{name}-namespace",
+                    # Named for the namespace, not the experiment: renaming the experiment on
+                    # a live stack must not create the namespace again (AlreadyExists) and then
+                    # delete it, with the new experiment in it, as the old name's resource.
+                    f"namespace-{names.namespace}",
                     metadata=ObjectMetaArgs(
                         name=names.namespace, labels={"app.kubernetes.io/part-of": "aichor"}
                     ),
-                    opts=self._child(),
+                    opts=pulumi.ResourceOptions.merge(
+                        self._child(retain=keep),
+                        # its name before: stacks created earlier keep their namespace
+                        pulumi.ResourceOptions(aliases=[pulumi.Alias(name=f"{name}-namespace")]),
+                    ),
                 )
             )
         needed = list(first)  # what every pod of the experiment needs to exist first
@@ -88,7 +102,7 @@ class Experiment(pulumi.ComponentResource):
                 PersistentVolumeClaim(
                     f"{name}-shared-volume",
                     **services.shared_volume(ctx),
-                    opts=self._child(first, retain=not settings.delete_shared_volume),
+                    opts=self._child(first, retain=keep),
                 )
             )
         if settings.network_policy:

@@ -17,6 +17,7 @@ from conftest import ROOT, by_name, expand
 from kube import LocalCluster, container_env
 
 from aichor_iac import engine, manifest
+from aichor_iac.k8s import shell
 
 EXAMPLE = ROOT / "examples" / "mpi-horovod.yaml"
 HOST = "exp-worker-{i}.exp.default.svc.cluster.local"
@@ -174,7 +175,10 @@ def test_launcher_checks_every_worker_before_running(render):
     script = launcher["initContainers"][0]["command"][2]
     assert 'while [ "$$i" -lt 1000 ]' in script
     assert 'aichor_wait "exp-worker-$$i.exp.default.svc.cluster.local" 22' in script
-    assert launcher["containers"][0]["command"] == ["/bin/sh", "-c", "mpirun true"]
+    # The launcher runs the command, then stays in DNS one follow interval for the workers,
+    # which were created before it and count it gone only once they have seen it.
+    command = launcher["containers"][0]["command"]
+    assert command[3:] == ["aichor", "mpirun true"] and shell.k8s_escape(shell.LINGER) in command[2]
 
 
 @pytest.mark.parametrize(

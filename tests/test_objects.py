@@ -208,7 +208,8 @@ def test_await_annotations_follow_the_wait_setting(wait, master, worker):
     assert jobs["exp-master"].inputs["metadata"].get("annotations") == {**master, **background}
     assert jobs["exp-worker"].inputs["metadata"].get("annotations") == {**worker, **background}
     timeouts = jobs["exp-master"].options.get("customTimeouts")
-    seconds = {"none": None, "ready": 7200, "complete": 7200 + 300}[wait]  # past its deadline
+    # readiness: peerWaitSeconds (1800) before the 2h timeout; completion: past its deadline
+    seconds = {"none": None, "ready": 1800, "complete": 7200 + 300}[wait]
     assert timeouts == (seconds and {"create": f"{seconds}s", "update": f"{seconds}s"})
     service = next(r for r in rendering.resources if r.kind == "Service")
     assert service.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
@@ -219,7 +220,7 @@ def test_resources_are_created_in_dependency_order():
     order = [(r.type, r.name) for r in rendering.resources]
     assert order == [
         ("aichor:index:PyTorchJob", "exp"),
-        ("kubernetes:core/v1:Namespace", "exp-namespace"),
+        ("kubernetes:core/v1:Namespace", "namespace-ml"),
         ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "exp-network-policy"),
         ("kubernetes:core/v1:Service", "exp-service"),
         ("kubernetes:batch/v1:Job", "exp-master"),
@@ -228,7 +229,7 @@ def test_resources_are_created_in_dependency_order():
     urns = {r.name: r.urn for r in rendering.resources}
     worker = rendering.resources[-1]
     assert set(worker.dependencies) == {
-        urns[n] for n in ("exp-namespace", "exp-network-policy", "exp-service", "exp-master")
+        urns[n] for n in ("namespace-ml", "exp-network-policy", "exp-service", "exp-master")
     }
     assert all(r.parent == urns["exp"] for r in rendering.resources[1:])
     assert all(r.options["deleteBeforeReplace"] for r in rendering.resources[1:])

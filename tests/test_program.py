@@ -200,3 +200,25 @@ def test_a_components_provider_reaches_every_kubernetes_object(option):
 
     objects = [r for r in engine.run(program).resources if r.is_kubernetes]
     assert objects and all(r.options.get("provider") == "team-a" for r in objects)
+
+
+@pytest.mark.parametrize(("upsert", "warned"), [(None, True), (True, False)])
+def test_main_warns_when_destroy_keeps_what_a_later_up_could_not_create(
+    upsert, warned, monkeypatch, tmp_path
+):
+    config = yaml.safe_load((ROOT / "stacks/Pulumi.pytorch-tensorboard.yaml").read_text())
+    config["config"].pop("kubernetes:upsertExistingObjects")
+    if upsert:
+        config["config"]["kubernetes:upsertExistingObjects"] = "true"
+    stack_file = tmp_path / "Pulumi.pytorch-tensorboard.yaml"
+    stack_file.write_text(yaml.safe_dump(config))
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *a, **k: warnings.append(message))
+    run_program(stack_file, monkeypatch)
+    expected = [
+        "`pulumi destroy` keeps PersistentVolumeClaim/pytorch-tb-shared; to find it again in a "
+        "later `pulumi up` of this stack, run `pulumi config set "
+        "kubernetes:upsertExistingObjects true` (or set aichor:deleteSharedVolume true to "
+        "delete it)"
+    ]
+    assert warnings == (expected if warned else [])

@@ -148,3 +148,30 @@ def test_rank_zero_does_not_follow_itself():
     command = shell.main_command("exit 0", (), host)
     result = sh(command[2].replace("$$", "$"), "exit 0", env={"HOSTNAME": "exp-worker-0"})
     assert result.returncode == 0 and "has ended" not in result.stdout
+
+
+def test_an_entry_point_lingers_one_follow_interval_with_its_own_status():
+    # Followers created before the entry point (Ray's head and pools, MPI's workers) count it
+    # gone only once they have seen it: an entry point that ends at once stays in DNS long
+    # enough for one lookup of each of them (a launcher that failed at once left MPI workers
+    # running forever).
+    script = shell.main_command("exit 7", (), None, linger=True)[2].replace("$$", "$")
+    began = time.monotonic()
+    result = sh(script, "exit 7", env={"AICHOR_FOLLOW_INTERVAL": "1"})
+    assert result.returncode == 7
+    assert 3 <= time.monotonic() - began < 10  # the interval, then 2 s more
+
+
+def test_a_stopped_entry_point_does_not_linger():
+    import os
+    import signal
+
+    script = shell.main_command("sleep 600", (), None, linger=True)[2].replace("$$", "$")
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", script, "aichor", "sleep 600"],
+        env={"PATH": os.environ["PATH"], "AICHOR_FOLLOW_INTERVAL": "60"},
+    )
+    time.sleep(1)
+    began = time.monotonic()
+    process.send_signal(signal.SIGTERM)  # the pod deleted: pass it on, end without lingering
+    assert process.wait(10) == 143 and time.monotonic() - began < 5

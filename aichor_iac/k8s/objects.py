@@ -204,7 +204,12 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         name=ctx.plan.framework,
         image=ctx.spec.image,
         command=shell.main_command(
-            group.program or ctx.spec.command, group.env, group.follows, group.sees_entry_first
+            group.program or ctx.spec.command,
+            group.env,
+            group.follows,
+            group.sees_entry_first,
+            linger=group.role == ctx.plan.entry_point
+            and any(g.follows and not g.sees_entry_first for g in ctx.plan.groups),
         ),
         env=env(ctx, group),
         ports=[ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in group.ports]

@@ -97,22 +97,48 @@ def prelude(env: tuple[Env, ...]) -> list[str]:
 
 
 def main_command(
-    command: str, env: tuple[Env, ...], follows: str | None, seen: bool = True
+    command: str,
+    env: tuple[Env, ...],
+    follows: str | None,
+    seen: bool = True,
+    linger: bool = False,
 ) -> list[str]:
     """The main container's command: the prelude, then `command` (the user's, or the group's
     program) as `$1`.
 
     With `follows`, the command runs as a child that is stopped (and the replica succeeds) once
-    the followed host has disappeared from DNS, i.e. the entry point's pod has ended.
+    the followed host has disappeared from DNS, i.e. the entry point's pod has ended. With
+    `linger` (an entry point some followers only count gone once they have seen it), the
+    replica stays one follow interval (+2 s) after its command has ended, so that every
+    follower's lookup finds it at least once, however quickly it ended.
     """
     lines = prelude(env)
-    if follows is None:
+    if follows is None and linger:
+        lines.append(LINGER)
+    elif follows is None:
         if not lines:
             return ["/bin/sh", "-c", k8s_escape(command)]
         lines.append('exec /bin/sh -c "$1"')
     else:
         lines.append(follow_script(follows, seen))
     return ["/bin/sh", "-c", k8s_escape("\n".join(lines)), "aichor", k8s_escape(command)]
+
+
+# An entry point's end, kept in DNS for a follower's lookup: the command's status once it has
+# ended; a TERM (the pod deleted) is passed on and ends the replica without lingering.
+LINGER = f"""\
+/bin/sh -c "$1" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null; stopped=1' TERM INT
+wait "$child"; status=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
+trap 'exit "$status"' TERM INT
+if [ -z "$stopped" ]; then
+  sleep "${{AICHOR_FOLLOW_INTERVAL:-{FOLLOW_INTERVAL_SECONDS}}}" & wait $!
+  sleep 2 & wait $!
+fi
+exit "$status"
+"""
 
 
 def follow_script(host: str, seen: bool = True) -> str:
