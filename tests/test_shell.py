@@ -166,12 +166,13 @@ def test_a_stopped_entry_point_does_not_linger():
     import os
     import signal
 
-    script = shell.main_command("sleep 600", (), None, linger=True)[2].replace("$$", "$")
+    script = shell.main_command("sleep 607", (), None, linger=True)[2].replace("$$", "$")
     process = subprocess.Popen(
-        ["/bin/sh", "-c", script, "aichor", "sleep 600"],
+        ["/bin/sh", "-c", script, "aichor", "sleep 607"],
         env={"PATH": os.environ["PATH"], "AICHOR_FOLLOW_INTERVAL": "60"},
     )
     time.sleep(1)
     began = time.monotonic()
     process.send_signal(signal.SIGTERM)  # the pod deleted: pass it on, end without lingering
     assert process.wait(10) == 143 and time.monotonic() - began < 5
+    assert subprocess.run(["pgrep", "-f", "sleep 607"], capture_output=True).returncode == 1

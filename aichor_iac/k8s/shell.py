@@ -124,12 +124,18 @@ def main_command(
     return ["/bin/sh", "-c", k8s_escape("\n".join(lines)), "aichor", k8s_escape(command)]
 
 
+# `$1` as a child in its own process group (with `setsid` when the image has it), so that
+# `aichor_stop SIGNAL` reaches every process of the user's command.
+_CHILD = """\
+if command -v setsid >/dev/null 2>&1; then setsid /bin/sh -c "$1" & else /bin/sh -c "$1" & fi
+child=$!
+aichor_stop() { kill -"$1" -"$child" 2>/dev/null || kill -"$1" "$child" 2>/dev/null; }"""
+
 # An entry point's end, kept in DNS for a follower's lookup: the command's status once it has
 # ended; a TERM (the pod deleted) is passed on and ends the replica without lingering.
 LINGER = f"""\
-/bin/sh -c "$1" &
-child=$!
-trap 'kill -TERM "$child" 2>/dev/null; stopped=1' TERM INT
+{_CHILD}
+trap 'aichor_stop TERM; stopped=1' TERM INT
 wait "$child"; status=$?
 while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
 trap 'exit "$status"' TERM INT
@@ -151,9 +157,7 @@ def follow_script(host: str, seen: bool = True) -> str:
     quoted = shlex.quote(host)
     return f"""\
 {_LOOKUP}
-if command -v setsid >/dev/null 2>&1; then setsid /bin/sh -c "$1" & else /bin/sh -c "$1" & fi
-child=$!
-aichor_stop() {{ kill -"$1" -"$child" 2>/dev/null || kill -"$1" "$child" 2>/dev/null; }}
+{_CHILD}
 trap 'aichor_stop TERM' TERM INT
 case {quoted} in "{_SELF}".*) wait "$child"; exit $?;; esac
 misses=0
