@@ -102,7 +102,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Manifest, Settings, str, str]:
     if args.stack_config:
         settings, stack = load_stack_file(args.stack_config)
     if args.namespace:
-        settings = settings.model_copy(update={"namespace": args.namespace})
+        settings = settings.updated("--namespace", namespace=args.namespace)
     return (
         manifest,
         settings,

@@ -190,7 +190,7 @@ def render(
         manifest = manifest_module.load(manifest)
     settings = settings or Settings()
     if namespace:
-        settings = settings.model_copy(update={"namespace": namespace})
+        settings = settings.updated("namespace", namespace=namespace)
     return expand(manifest, settings, stack, name).objects
 
 

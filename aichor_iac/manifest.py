@@ -45,7 +45,7 @@ JOBSET_TYPE = re.compile(r"[a-z][a-z0-9-]*\Z")
 
 # Ray groups' Job names, which pool names must not take.
 RAY_ROLES = ("head", "job", "submitter")
-RAY_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?$")
+RAY_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?\Z")
 # `ray start` flags that wire the cluster together (address, ports, auth, lifetime).
 RAY_MANAGED_FLAGS = frozenset(
     {
@@ -60,11 +60,11 @@ RAY_MANAGED_FLAGS = frozenset(
         "ray-client-server-port",
     }
 )
-MIG_PROFILE = re.compile(r"^mig-\d+g\.\d+gb$")
+MIG_PROFILE = re.compile(r"^mig-\d+g\.\d+gb\Z")
 # The name part of an extended resource (`<prefix>/<name>`): a Kubernetes qualified name.
 RESOURCE_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")  # \Z: no trailing newline
+DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
 DURATION_UNITS = (86400, 3600, 60, 1)
 
 
@@ -635,6 +635,9 @@ def ray_version(spec: Spec) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+RAY_FLAG = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*\Z")  # a `ray start` option's name
+
+
 def ray_flag(key: str) -> str:
     """A `rayStartParams` key as the `ray start` flag it names (`num_cpus` is `num-cpus`)."""
     return key.lstrip("-").replace("_", "-")
@@ -682,7 +685,15 @@ def _ray_rules(spec: Spec) -> list[Problem]:
         for key, value in group.ray_start_params.items():
             flag = ray_flag(key)
             where = f"spec.types.{path}.rayStartParams.{key}"
-            if flag in RAY_MANAGED_FLAGS:
+            if not RAY_FLAG.match(flag):
+                problems.append(
+                    Problem(
+                        where,
+                        "is not a `ray start` option: lowercase letters, digits and '-' or '_' "
+                        "(e.g. num-cpus)",
+                    )
+                )
+            elif flag in RAY_MANAGED_FLAGS:
                 problems.append(
                     Problem(where, f"--{flag} is set by aichor-iac; remove it from rayStartParams")
                 )

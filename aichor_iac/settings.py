@@ -22,6 +22,7 @@ WaitMode = Literal["none", "ready", "complete"]
 # A NetworkAttachmentDefinition by name or namespace/name (DNS-1123 names).
 _DNS = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 NETWORK = re.compile(rf"(?:{_DNS}/)?{_DNS}(?:\.{_DNS})*\Z")
+DNS_SUBDOMAIN = re.compile(rf"{_DNS}(?:\.{_DNS})*\Z")
 GangScheduler = Literal["none", "coscheduling", "volcano"]
 
 
@@ -115,6 +116,31 @@ class Settings(BaseModel):
         description="Extra egress the NetworkPolicy allows (CIDRs).",
     )
 
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        # It names every object and ends up in host names the replicas' scripts look up.
+        if not DNS_LABEL.match(value) or len(value) > 63:
+            raise ValueError(
+                f"{value!r} is not a namespace name: a DNS label (lowercase letters, digits "
+                "and '-', starting with a letter, at most 63 characters)"
+            )
+        return value
+
+    @field_validator("cluster_domain")
+    @classmethod
+    def _cluster_domain(cls, value: str) -> str:
+        # It ends every host name the replicas' scripts look up.
+        if not DNS_SUBDOMAIN.match(value) or len(value) > 253:
+            raise ValueError(f"{value!r} is not a DNS domain such as cluster.local")
+        return value
+
+    def updated(self, source: str = "command line", **changes: Any) -> Settings:
+        """A copy with `changes`, validated as the stack config is (`model_copy` is not)."""
+        data = self.model_dump(by_alias=True)  # aliases: errors name the `aichor:` keys
+        data.update({Settings.model_fields[k].alias or k: v for k, v in changes.items()})
+        return validated(data, source)
+
     @field_validator("rdma_networks")
     @classmethod
     def _device_networks(cls, value: list[str]) -> list[str]:
@@ -164,8 +190,13 @@ def from_config(values: dict[str, Any], source: str = "stack config") -> Setting
         if name in ("imagePullSecrets", "egressCIDRs", "rdmaNetworks") and isinstance(value, str):
             value = json.loads(value) if value.strip().startswith("[") else [value]
         data[name] = value
+    return validated(data, source)
+
+
+def validated(data: dict[str, Any], source: str) -> Settings:
+    """Settings from plain values, or a ManifestError naming each bad `aichor:` key."""
     try:
-        settings = Settings.model_validate(data)
+        return Settings.model_validate(data)
     except ValidationError as error:
         raise ManifestError(
             source,
@@ -174,9 +205,6 @@ def from_config(values: dict[str, Any], source: str = "stack config") -> Setting
                 for e in error.errors()
             ],
         ) from None
-    if not DNS_LABEL.match(settings.namespace):
-        raise ManifestError(source, [Problem("aichor:namespace", "must be a DNS label")])
-    return settings
 
 
 def from_pulumi_config(config: Any) -> Settings:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from dataclasses import dataclass
 
 from ..manifest import RayGroup, ReplicaType, Spec, ray_flag, ray_version
 from .base import Endpoint, Env, Group, Names, Plan, slot_group, slots_of, tpu_env
@@ -151,7 +152,10 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
             )
         )
     else:
-        entrypoint = f"{wait_for_nodes(expected, EVERY_NODE, spec)} && {spec.command}"
+        # The user's command as one argument: `;`, `||` or a newline in it cannot run anything
+        # before (or instead of) the wait.
+        command = f"/bin/sh -c {shlex.quote(spec.command)}"
+        entrypoint = f"{wait_for_nodes(expected, EVERY_NODE, spec)} && {command}"
         args = (SUBMIT, dashboard_url, names.experiment, entrypoint, str(_deadline(spec)))
         program = "python3 -c " + " ".join(map(shlex.quote, args))
         groups.append(
@@ -206,13 +210,13 @@ def start(
     the flags that wire the cluster, rejected by the manifest rules)."""
     derived: dict[str, object] = {
         **flags,
-        "node-ip-address": "$CURRENT_POD_IP",
+        "node-ip-address": EnvRef("CURRENT_POD_IP"),
         "num-cpus": _cpus(group),
         "num-gpus": group.resources.gpus,
         "memory": int(group.resources.memory_gib * 2**30),
     }
     if legacy:
-        derived["redis-password"] = "$REDIS_PASSWORD"
+        derived["redis-password"] = EnvRef("REDIS_PASSWORD")
     params = {ray_flag(k): v for k, v in group.ray_start_params.items()}
     if resources or "resources" in params:
         derived["resources"] = json.dumps(
@@ -221,14 +225,39 @@ def start(
         )
     derived.update(params)
     args = []
-    for flag, value in derived.items():
-        if value is True or (str(value).lower() == "true" and flag in ("block", "head")):
-            args.append(f"--{flag}")
-        elif value is not False:
-            text = str(value)
-            quoted = f'"{text}"' if text.startswith("$") else shlex.quote(text)
-            args.append(f"--{flag}={quoted}")
+    for flag, value in derived.items():  # names checked by the manifest rules (RAY_FLAG)
+        if flag in RAY_SWITCHES:  # on or off: a bare flag, or nothing
+            if value is True or str(value).lower() == "true":
+                args.append(f"--{flag}")
+        elif isinstance(value, EnvRef):  # the pod's own env, expanded by the shell
+            args.append(f'--{flag}="${value.name}"')
+        else:  # the user's values: quoted, never expanded; booleans as Ray's click reads them
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            args.append(f"--{flag}={shlex.quote(text)}")
     return "ray start " + " ".join(args)
+
+
+@dataclass(frozen=True)
+class EnvRef:
+    """A `ray start` value the replica's shell takes from its env (never a user value)."""
+
+    name: str
+
+
+# `ray start`'s on/off options (`is_flag` in ray/scripts/scripts.py, Ray 2.x): they take no
+# value. Every other option takes one, booleans too (`--include-dashboard=false`).
+RAY_SWITCHES = frozenset(
+    {
+        "block",
+        "head",
+        "disable-usage-stats",
+        "enable-object-reconstruction",
+        "enable-resource-isolation",
+        "no-monitor",
+        "no-redirect-output",
+        "ray-debugger-external",
+    }
+)
 
 
 def wait_for_nodes(expected: int, me: str, spec: Spec) -> str:

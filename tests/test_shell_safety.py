@@ -1,0 +1,154 @@
+"""User strings that reach the scripts we generate arrive as data, whatever they contain
+(property tests, run by a real `/bin/sh` and `bash`): a `rayStartParams` value reaches
+`ray start` as exactly one argument; a command with `;`, `||`, a newline or `$(...)` runs nothing
+before the wait it comes after (the kuberay entrypoint, the Ray job); a bad option name,
+namespace or cluster domain is refused before any script is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aichor_iac import manifest, planning
+from aichor_iac.manifest import ManifestError
+from aichor_iac.settings import Settings, from_config
+
+SHELLS = [s for s in ("/bin/sh", "/bin/bash") if Path(s).exists()]
+R = {"cpus": 1, "ramRatio": 1}
+# What a user can type: any text without NUL (which no argv or env can hold).
+TEXT = st.text(st.characters(exclude_characters="\0", codec="utf-8"), max_size=40)
+NASTY = st.sampled_from(["", ";", "\n", " || ", " && ", "|", "&", "`", "$(", "'", '"', "\\"])
+
+
+def ray_plan(operator: str = "ray", command: str = "true", **params: object):
+    types: dict = {"Head": {"resources": R, "rayStartParams": params}}
+    types["Workers"] = [{"name": "pool", "count": 1, "resources": R}]
+    if operator == "ray":
+        types["Job"] = {"resources": R}
+    data = {"spec": {"operator": operator, "image": "i", "command": command, "types": types}}
+    return planning.blueprint(manifest.validate(data), Settings(), "exp").plan
+
+
+def program(plan, role: str) -> str:
+    return next(g.program for g in plan.groups if g.role == role)
+
+
+def shim(directory: Path, name: str, body: str) -> None:
+    """A stand-in for a tool of the image, first on PATH."""
+    path = directory / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def run(shell: str, script: str, directory: Path) -> subprocess.CompletedProcess:
+    env = {"PATH": f"{directory}:{os.environ['PATH']}", "CURRENT_POD_IP": "10.0.0.1"}
+    return subprocess.run(
+        [shell, "-c", script], env=env, cwd=directory, capture_output=True, text=True, timeout=30
+    )
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=TEXT, tail=NASTY)
+def test_a_ray_start_param_reaches_ray_start_as_one_argument(value, tail, tmp_path):
+    value = value + tail
+    head = program(ray_plan(**{"plasma-directory": value}), "head")
+    shim(tmp_path, "ray", "python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \"$@\"")
+    for shell in SHELLS:
+        result = run(shell, head, tmp_path)
+        argv = json.loads(result.stdout.splitlines()[-1])
+        assert f"--plasma-directory={value}" in argv, (shell, result.stderr)
+        assert "--node-ip-address=10.0.0.1" in argv  # the pod's own env still expands
+        assert sorted(os.listdir(tmp_path)) == ["ray"]  # nothing else ran (no file made)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(prefix=TEXT, separator=NASTY)
+def test_a_command_runs_nothing_before_the_wait_it_comes_after(prefix, separator, tmp_path):
+    # The wait fails (no cluster): whatever the command holds, none of it may run.
+    command = f"{prefix}{separator}touch escaped"
+    shim(tmp_path, "python3", "exit 1")  # the wait for every node, failing
+    shim(tmp_path, "ray", "exit 1")  # the job's `ray start`, failing
+    kuberay = shlex.split(program(ray_plan("kuberay", command), "submitter"))
+    entrypoint = kuberay[kuberay.index("-c") + 4]  # SUBMIT's argv: url, name, entrypoint
+    job = program(ray_plan("ray", command), "job")
+    for shell in SHELLS:
+        for script in (entrypoint, job):
+            run(shell, script, tmp_path)
+            assert not (tmp_path / "escaped").exists(), (shell, script)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_command_still_runs_once_the_wait_has_passed(shell, tmp_path):
+    shim(tmp_path, "python3", "exit 0")
+    kuberay = shlex.split(program(ray_plan("kuberay", "echo a; echo b > made"), "submitter"))
+    entrypoint = kuberay[kuberay.index("-c") + 4]
+    result = run(shell, entrypoint, tmp_path)
+    assert result.stdout == "a\n" and (tmp_path / "made").read_text() == "b\n"
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"include-dashboard": True}, "--include-dashboard=true"),
+        ({"include-dashboard": False}, "--include-dashboard=false"),
+        ({"disable-usage-stats": True}, "--disable-usage-stats"),
+        ({"num_cpus": 0}, "--num-cpus=0"),
+    ],
+)
+def test_ray_start_booleans_are_what_ray_reads(params, expected):
+    head = shlex.split(program(ray_plan(**params), "head").replace('"$CURRENT_POD_IP"', "ip"))
+    assert expected in head
+
+
+def test_a_false_switch_is_left_out():
+    head = program(ray_plan(**{"disable-usage-stats": False}), "head")
+    assert "disable-usage-stats" not in head
+
+
+@pytest.mark.parametrize("key", ["a b", "x;touch y", "$(id)", "num cpus", "-", "Num-Cpus"])
+def test_a_ray_start_option_name_is_checked(key):
+    with pytest.raises(ManifestError, match=r"rayStartParams\..*is not a `ray start` option"):
+        ray_plan(**{key: "1"})
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ({"namespace": "team\n"}, "aichor:namespace"),
+        ({"namespace": "a/../../b"}, "aichor:namespace"),
+        ({"namespace": "Team"}, "aichor:namespace"),
+        ({"clusterDomain": "cluster.local; touch x"}, "aichor:clusterDomain"),
+        ({"clusterDomain": "$(id).local"}, "aichor:clusterDomain"),
+    ],
+)
+def test_names_that_reach_host_names_are_checked(config, key):
+    with pytest.raises(ManifestError, match=rf"{key}: .* is not a"):
+        from_config(config)
+    with pytest.raises(ManifestError, match=rf"{key}: "):
+        Settings().updated(
+            **{"cluster_domain" if "cluster" in key else "namespace": next(iter(config.values()))}
+        )
+
+
+@pytest.mark.parametrize("namespace", ["x/../../y", "Bad_NS", "ns\n"])
+def test_the_cli_refuses_a_namespace_the_stack_file_would(namespace, tmp_path, capsys):
+    from aichor_iac import cli
+
+    out = tmp_path / "out"
+    code = cli.main(
+        ["render", str(ROOT / "examples/pytorch.yaml"), "--namespace", namespace, "-o", str(out)]
+    )
+    assert code == 2 and not out.exists() and not (tmp_path / "y").exists()
+    assert "aichor:namespace: " in capsys.readouterr().err
