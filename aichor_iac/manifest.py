@@ -534,18 +534,31 @@ def load(path: str | Path) -> Manifest:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ManifestError(str(path), [Problem("", f"cannot read: {error.strerror}")]) from None
+    except UnicodeDecodeError as error:
+        reason = f"not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start})"
+        raise ManifestError(str(path), [Problem("", reason)]) from None
     return parse(text, source=str(path))
+
+
+MAX_NODES = 100_000  # keys and list items of a manifest, once YAML aliases are expanded
+MAX_DEPTH = 64  # levels of nesting (a manifest needs fewer than 10)
 
 
 def parse(text: str, source: str = "<manifest>") -> Manifest:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        problems = _shape_problems(node)  # before anything expands the document's aliases
+        if problems:
+            raise ManifestError(source, problems)
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         reason = getattr(error, "problem", None) or str(error)
         line = mark.line + 1 if mark else None
+        reason = " ".join(str(reason).split())  # one line per problem
         raise ManifestError(source, [Problem("", f"invalid YAML: {reason}", line)]) from None
+    except RecursionError:  # PyYAML's composer recurses once per level
+        raise ManifestError(source, [Problem("", f"nested more than {MAX_DEPTH} levels")]) from None
     if not isinstance(data, dict):
         raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
     return validate(data, source, _key_lines(node))
@@ -777,6 +790,37 @@ def _model_of(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
+
+
+def _shape_problems(root: yaml.Node | None) -> list[Problem]:
+    """What YAML allows and a manifest must not have: a key given twice (YAML keeps the last
+    silently; `Worker` and `worker` are the same type), deep nesting, and a document that
+    grows past MAX_NODES once its aliases are expanded (an alias bomb). Iterative, and it
+    stops counting at the limit, so no input makes it slow."""
+    problems: list[Problem] = []
+    todo: list[tuple[yaml.Node | None, tuple[str, ...]]] = [(root, ())]
+    for _ in range(MAX_NODES + 1):
+        if not todo:
+            return problems
+        node, path = todo.pop()
+        if len(path) > MAX_DEPTH:
+            return [Problem("", f"nested more than {MAX_DEPTH} levels")]
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, value in node.value:
+                name = str(key.value)
+                same = name.lower() if path[-1:] == ("types",) else name
+                line = key.start_mark.line + 1
+                if same in first:
+                    where = ".".join((*path, name))
+                    reason = f"given twice (also on line {first[same]}); keep one"
+                    problems.append(Problem(where, reason, line))
+                first.setdefault(same, line)
+                todo.append((value, (*path, name)))
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [(item, (*path, str(i))) for i, item in enumerate(node.value)]
+    reason = f"too large: more than {MAX_NODES} keys and items once its YAML aliases are expanded"
+    return [Problem("", reason)]
 
 
 def _key_lines(node: yaml.Node | None, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], int]:

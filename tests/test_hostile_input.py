@@ -1,0 +1,53 @@
+"""Manifests no one should write, read safely: one clean error each (exit 2 from the CLI), no
+traceback, no blow-up: duplicate keys, alias bombs, deep nesting, bytes that are not UTF-8."""
+
+from __future__ import annotations
+
+import pytest
+
+from aichor_iac import cli
+
+MINIMAL = "spec:\n  operator: batchjob\n  image: i\n  command: c\n"
+
+
+def bomb() -> bytes:
+    """1 KB of YAML that is 10^11 list items once its aliases are expanded."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 11)]
+    return ("\n".join(lines) + "\nspec: *a10\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            (MINIMAL + "  image: j\n").encode(),
+            "x.yaml:5: spec.image: given twice (also on line 3); keep one",
+        ),
+        (
+            (MINIMAL + "  types:\n    Worker: {}\n    worker: {}\n").encode(),
+            "x.yaml:7: spec.types.worker: given twice (also on line 6); keep one",
+        ),
+        (bomb(), "x.yaml: too large: more than 100000 keys and items once its YAML aliases"),
+        (b"spec: " + b"[" * 5000 + b"]" * 5000 + b"\n", "x.yaml: nested more than 64 levels"),
+        (b"spec: " + b"[" * 70 + b"]" * 70 + b"\n", "x.yaml: nested more than 64 levels"),
+        (b"spec:\n  image: \xff\xfe\n", "x.yaml: not UTF-8 text (byte 0xff at offset 15)"),
+        (b"spec: [\n", "x.yaml:2: invalid YAML: expected the node content, but found"),
+    ],
+    ids=[
+        "duplicate",
+        "same type twice",
+        "alias bomb",
+        "deep",
+        "deeper than 64",
+        "not utf-8",
+        "yaml",
+    ],
+)
+def test_a_hostile_manifest_gets_one_clean_error(content, expected, tmp_path, capsys):
+    path = tmp_path / "x.yaml"
+    path.write_bytes(content)
+    code = cli.main(["validate", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.replace(str(tmp_path) + "/", "").startswith(expected), err
