@@ -7,6 +7,7 @@ keeps the two in step.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from pathlib import Path
@@ -23,6 +24,14 @@ WaitMode = Literal["none", "ready", "complete"]
 _DNS = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 NETWORK = re.compile(rf"(?:{_DNS}/)?{_DNS}(?:\.{_DNS})*\Z")
 DNS_SUBDOMAIN = re.compile(rf"{_DNS}(?:\.{_DNS})*\Z")
+LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?\Z")
+QUALIFIED_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+
+
+def _subdomain(name: str) -> bool:
+    return len(name) <= 253 and bool(DNS_SUBDOMAIN.match(name))
+
+
 GangScheduler = Literal["none", "coscheduling", "volcano"]
 
 
@@ -131,8 +140,47 @@ class Settings(BaseModel):
     @classmethod
     def _cluster_domain(cls, value: str) -> str:
         # It ends every host name the replicas' scripts look up.
-        if not DNS_SUBDOMAIN.match(value) or len(value) > 253:
+        if not _subdomain(value):
             raise ValueError(f"{value!r} is not a DNS domain such as cluster.local")
+        return value
+
+    @field_validator("kueue_queue")
+    @classmethod
+    def _label_value(cls, value: str | None) -> str | None:
+        # It becomes the value of the `kueue.x-k8s.io/queue-name` label.
+        if value is not None and not LABEL_VALUE.match(value):
+            raise ValueError(
+                f"{value!r} is not a label value (at most 63 letters, digits, '-', '_' or '.', "
+                "beginning and ending with a letter or digit)"
+            )
+        return value
+
+    @field_validator("gpu_product_label")
+    @classmethod
+    def _label_key(cls, value: str) -> str:
+        # It becomes a node selector's key: `[prefix/]name`, the prefix a DNS subdomain.
+        prefix, _, name = value.rpartition("/")
+        if (prefix and not _subdomain(prefix)) or not QUALIFIED_NAME.match(name):
+            raise ValueError(f"{value!r} is not a label key such as nvidia.com/gpu.product")
+        return value
+
+    @field_validator("scheduler_name", "priority_class_name", "image_pull_secrets")
+    @classmethod
+    def _object_names(cls, value: str | list[str] | None) -> str | list[str] | None:
+        # Names of objects in the cluster (a scheduler profile, a PriorityClass, Secrets).
+        for name in [value] if isinstance(value, str) else value or []:
+            if not _subdomain(name):
+                raise ValueError(f"{name!r} is not a Kubernetes name (a DNS subdomain)")
+        return value
+
+    @field_validator("egress_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not a CIDR such as 10.0.0.0/8") from None
         return value
 
     def updated(self, source: str = "command line", **changes: Any) -> Settings:

@@ -51,3 +51,41 @@ def test_a_hostile_manifest_gets_one_clean_error(content, expected, tmp_path, ca
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert err.replace(str(tmp_path) + "/", "").startswith(expected), err
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("kueueQueue", "a b", "is not a label value"),
+        ("kueueQueue", "q" * 64, "is not a label value"),
+        ("gpuProductLabel", "x y", "is not a label key"),
+        ("gpuProductLabel", "Bad_Prefix/gpu.product", "is not a label key"),
+        ("schedulerName", "Bad Name", "is not a Kubernetes name"),
+        ("priorityClassName", "x;y", "is not a Kubernetes name"),
+        ("imagePullSecrets", ["regcred", "A_b"], "'A_b' is not a Kubernetes name"),
+        ("egressCIDRs", ["10.0.0.0/33"], "is not a CIDR"),
+        ("egressCIDRs", ["0.0.0.0/0; rm"], "is not a CIDR"),
+    ],
+)
+def test_stack_config_values_the_api_server_would_refuse(key, value, expected):
+    from aichor_iac.manifest import ManifestError
+    from aichor_iac.settings import from_config
+
+    with pytest.raises(ManifestError, match=rf"aichor:{key}: .*{expected}"):
+        from_config({key: value})
+
+
+def test_stack_config_values_that_are_fine():
+    from aichor_iac.settings import from_config
+
+    settings = from_config(
+        {
+            "kueueQueue": "team-a",
+            "gpuProductLabel": "nvidia.com/gpu.product",
+            "schedulerName": "volcano",
+            "priorityClassName": "high",
+            "imagePullSecrets": ["regcred"],
+            "egressCIDRs": ["0.0.0.0/0", "10.1.0.0/16", "fd00::/8"],
+        }
+    )
+    assert settings.egress_cidrs == ["0.0.0.0/0", "10.1.0.0/16", "fd00::/8"]
