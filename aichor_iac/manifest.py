@@ -72,12 +72,24 @@ class Model(BaseModel):
     """Base: camelCase keys as in AIchor manifests, unknown keys rejected."""
 
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,  # .inf and .nan are YAML floats no quantity can be
     )
 
 
+# Bounds the API server enforces (int32 fields, an Indexed Job's completions and parallelism)
+# and generous ones no node exceeds, so no number can overflow what is derived from it.
+INT32 = 2**31 - 1
+MAX_INDEXED = 100_000
+MAX_GIB = 1_048_576  # 1 PiB of memory or /dev/shm per replica
+MAX_DEVICES = 1024  # GPUs or TPU chips per replica
+
+
 class Gpu(Model):
-    count: int = Field(ge=0, description="GPUs per replica.")
+    count: int = Field(ge=0, le=MAX_DEVICES, description="GPUs per replica.")
     type: str = Field("gpu", description="`gpu` for whole GPUs or a MIG profile (`mig-1g.10gb`).")
     product: str | None = Field(
         None, description="GPU product (node label value), e.g. `Quadro-RTX-4000`."
@@ -101,7 +113,7 @@ class Tpu(Model):
     topology: str = Field(
         pattern=r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$", description="TPU topology, e.g. `2x2`, `4x4`."
     )
-    tpu_chips_count: int = Field(ge=1, description="TPU chips per host (VM).")
+    tpu_chips_count: int = Field(ge=1, le=MAX_DEVICES, description="TPU chips per host (VM).")
 
     @model_validator(mode="after")
     def _divides(self) -> Tpu:
@@ -138,7 +150,7 @@ class Toleration(Model):
     operator: Literal["Exists", "Equal"] | None = None
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    toleration_seconds: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
 
 
 class Rdma(Model):
@@ -160,12 +172,19 @@ class Rdma(Model):
 
 
 class Resources(Model):
-    cpus: float = Field(1, gt=0, description="CPU request per replica.")
-    ram_ratio: float | None = Field(None, gt=0, description="Memory GiB per CPU.")
-    memory: float | None = Field(None, gt=0, description="Memory GiB per replica.")
-    cpu_limit_ratio: float = Field(2, ge=1, description="CPU limit = cpus × cpuLimitRatio.")
+    # At least 1m: Kubernetes counts CPU in thousandths, a smaller request would round to 0.
+    cpus: float = Field(1, ge=0.001, le=MAX_INDEXED, description="CPU request per replica.")
+    ram_ratio: float | None = Field(None, gt=0, le=MAX_GIB, description="Memory GiB per CPU.")
+    memory: float | None = Field(None, gt=0, le=MAX_GIB, description="Memory GiB per replica.")
+    cpu_limit_ratio: float = Field(
+        2, ge=1, le=1000, description="CPU limit = cpus × cpuLimitRatio."
+    )
     shm_size_gb: float = Field(
-        0, ge=0, alias="shmSizeGB", description="Size of a memory-backed /dev/shm (GiB)."
+        0,
+        ge=0,
+        le=MAX_GIB,
+        alias="shmSizeGB",
+        description="Size of a memory-backed /dev/shm (GiB).",
     )
     accelerators: Accelerators = Accelerators()
     rdma: Rdma | None = None
@@ -188,7 +207,7 @@ class Resources(Model):
 
 
 class ReplicaType(Model):
-    count: int = Field(1, ge=0, description="Number of replicas.")
+    count: int = Field(1, ge=0, le=MAX_INDEXED, description="Number of replicas.")
     resources: Resources
 
 
@@ -218,8 +237,10 @@ class RayPool(RayGroup):
 class JobSetType(ReplicaType):
     """A jobset type: `count` Jobs of `completions` pods each, `parallelisms` at once per Job."""
 
-    completions: int = Field(1, ge=1, description="Pods per Job.")
-    parallelisms: int = Field(1, ge=1, description="Pods of one Job running at once.")
+    completions: int = Field(1, ge=1, le=MAX_INDEXED, description="Pods per Job.")
+    parallelisms: int = Field(
+        1, ge=1, le=MAX_INDEXED, description="Pods of one Job running at once."
+    )
 
 
 Group = ReplicaType | list[RayPool]
@@ -375,7 +396,9 @@ class Tensorboard(Model):
 
 
 class RestartPolicy(Model):
-    backoff_limit: int = Field(0, ge=0, description="Pod failures tolerated per replica group.")
+    backoff_limit: int = Field(
+        0, ge=0, le=INT32, description="Pod failures tolerated per replica group."
+    )
 
 
 class SecurityContext(Model):
@@ -422,7 +445,10 @@ class Spec(Model):
     tensorboard: Tensorboard = Tensorboard()
     timeout: str | None = Field(None, description='Deadline such as "4m", "6h", "1d".')
     active_deadline_seconds: int | None = Field(
-        None, ge=1, description="Deadline in seconds (older form of timeout, which wins)."
+        None,
+        ge=1,
+        le=INT32,
+        description="Deadline in seconds (older form of timeout, which wins).",
     )
     restart_policy: RestartPolicy = RestartPolicy()
     ray_version: str | None = None
@@ -465,15 +491,20 @@ class Spec(Model):
     def _duration(cls, value: str | None) -> str | None:
         if value is not None and (not value or not DURATION.match(value)):
             raise ValueError(f'\'{value}\' is not a duration such as "30m", "6h" or "1d2h"')
+        if value is not None and _seconds(value) > INT32:
+            raise ValueError(f"'{value}' is longer than {INT32} seconds (68 years)")
         return value
 
     @property
     def timeout_seconds(self) -> int | None:
         """`timeout`, else `activeDeadlineSeconds`, in seconds."""
-        if self.timeout is None:
-            return self.active_deadline_seconds
-        parts = DURATION.match(self.timeout).groups()  # type: ignore[union-attr]
-        return sum(int(p) * unit for p, unit in zip(parts, DURATION_UNITS, strict=True) if p)
+        return self.active_deadline_seconds if self.timeout is None else _seconds(self.timeout)
+
+
+def _seconds(duration: str) -> int:
+    """A duration such as "1d2h" (DURATION) in seconds."""
+    parts = DURATION.match(duration).groups()  # type: ignore[union-attr]
+    return sum(int(p) * unit for p, unit in zip(parts, DURATION_UNITS, strict=True) if p)
 
 
 def _env_text(value: Any) -> Any:

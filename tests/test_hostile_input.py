@@ -89,3 +89,57 @@ def test_stack_config_values_that_are_fine():
         }
     )
     assert settings.egress_cidrs == ["0.0.0.0/0", "10.1.0.0/16", "fd00::/8"]
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [
+        (
+            "      count: 100001\n",
+            "spec.types.Worker.count: Input should be less than or equal to 100000",
+        ),
+        (
+            "      resources: {cpus: .inf, ramRatio: 1}\n",
+            "resources.cpus: Input should be a finite number",
+        ),
+        (
+            "      resources: {cpus: .nan, ramRatio: 1}\n",
+            "resources.cpus: Input should be a finite number",
+        ),
+        (
+            "      resources: {cpus: 0.0001, ramRatio: 1}\n",
+            "resources.cpus: Input should be greater than or equal to 0.001",
+        ),
+        (
+            "      resources: {cpus: 1, memory: 1e308}\n",
+            "resources.memory: Input should be less than or equal to 1048576",
+        ),
+        (
+            "      resources: {cpus: 1, ramRatio: 1, accelerators: {gpu: {count: 99999999999999999999}}}\n",
+            "gpu.count: Input should be less than or equal to 1024",
+        ),
+        (
+            "  restartPolicy: {backoffLimit: 2147483648}\n",
+            "spec.restartPolicy.backoffLimit: Input should be less than or equal to 2147483647",
+        ),
+        (
+            "  timeout: 99999999999999999d\n",
+            "spec.timeout: '99999999999999999d' is longer than 2147483647 seconds",
+        ),
+    ],
+    ids=["count", "inf", "nan", "tiny cpu", "huge memory", "huge int", "int32", "timeout"],
+)
+def test_numbers_no_object_could_hold(field, expected, tmp_path, capsys):
+    base = MINIMAL + "  types:\n    Worker:\n"
+    worker = "      resources: {cpus: 1, ramRatio: 1}\n"
+    if field.startswith("  ") and not field.startswith("    "):  # a spec key
+        text = MINIMAL + field + "  types:\n    Worker:\n" + worker
+    elif "resources" in field:
+        text = base + field
+    else:
+        text = base + field + worker
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err, err
