@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean system-packages
+.PHONY: demo test lint bench fuzz clean system-packages
 
 # Real MPI runs in the tests need Debian's OpenMPI and OpenSSH server: installed when this
 # runs as root with apt-get (CI), otherwise those tests skip and say why.
@@ -44,6 +44,10 @@ test: $(STAMP) lint system-packages
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render.py
+
+# 100,000 seeded mutations of the examples: accepted / refused / crash / API-rejected table.
+fuzz: $(STAMP)
+	$(BIN)/python tests/fuzz.py 100000
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -546,8 +546,15 @@ class Problem:
     line: int | None = None
 
     def format(self, source: str) -> str:
+        """One line, whatever the message quotes (a user's value may hold line breaks)."""
         where = f"{source}:{self.line}" if self.line else source
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        text = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        return _one_line(text)
+
+
+def _one_line(text: str) -> str:
+    """Control characters (line breaks, NUL, escapes) as Python writes them in a string."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class ManifestError(Exception):
