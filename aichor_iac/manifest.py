@@ -63,6 +63,19 @@ RAY_MANAGED_FLAGS = frozenset(
 MIG_PROFILE = re.compile(r"^mig-\d+g\.\d+gb\Z")
 # The name part of an extended resource (`<prefix>/<name>`): a Kubernetes qualified name.
 RESOURCE_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+
+
+def dns_label(value: str, limit: int = 63) -> str:
+    """`value`, if it is a DNS label of at most `limit` characters (a name that ends up in
+    host names); else the ValueError that says what one is."""
+    if not DNS_LABEL.match(value) or len(value) > limit:
+        raise ValueError(
+            f"{value!r} must be a DNS label: lowercase letters, digits and '-', starting with a "
+            f"letter, at most {limit} characters"
+        )
+    return value
+
+
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")  # \Z: no trailing newline
 DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
 DURATION_UNITS = (86400, 3600, 60, 1)
@@ -226,12 +239,7 @@ class RayPool(RayGroup):
     @field_validator("name")
     @classmethod
     def _dns_label(cls, value: str) -> str:
-        if not DNS_LABEL.match(value) or len(value) > 40:
-            raise ValueError(
-                f"'{value}' must be a DNS label: lowercase letters, digits and '-', "
-                "starting with a letter, at most 40 characters"
-            )
-        return value
+        return dns_label(value, 40)
 
 
 class JobSetType(ReplicaType):

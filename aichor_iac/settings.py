@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from .manifest import DNS_LABEL, ManifestError, Problem
+from .manifest import ManifestError, Problem, dns_label
 
 WaitMode = Literal["none", "ready", "complete"]
 # A NetworkAttachmentDefinition by name or namespace/name (DNS-1123 names).
@@ -129,12 +129,7 @@ class Settings(BaseModel):
     @classmethod
     def _namespace(cls, value: str) -> str:
         # It names every object and ends up in host names the replicas' scripts look up.
-        if not DNS_LABEL.match(value) or len(value) > 63:
-            raise ValueError(
-                f"{value!r} is not a namespace name: a DNS label (lowercase letters, digits "
-                "and '-', starting with a letter, at most 63 characters)"
-            )
-        return value
+        return dns_label(value)
 
     @field_validator("cluster_domain")
     @classmethod
