@@ -840,9 +840,9 @@ def _model_of(annotation: Any) -> Any:
 
 def _shape_problems(root: yaml.Node | None) -> list[Problem]:
     """What YAML allows and a manifest must not have: a key given twice (YAML keeps the last
-    silently; `Worker` and `worker` are the same type), deep nesting, and a document that
-    grows past MAX_NODES once its aliases are expanded (an alias bomb). Iterative, and it
-    stops counting at the limit, so no input makes it slow."""
+    silently; `Worker` and `worker` are the same type), NUL characters, deep nesting, and a
+    document that grows past MAX_NODES once its aliases are expanded (an alias bomb).
+    Iterative, and it stops counting at the limit, so no input makes it slow."""
     problems: list[Problem] = []
     todo: list[tuple[yaml.Node | None, tuple[str, ...]]] = [(root, ())]
     for _ in range(MAX_NODES + 1):
@@ -865,6 +865,9 @@ def _shape_problems(root: yaml.Node | None) -> list[Problem]:
                 todo.append((value, (*path, name)))
         elif isinstance(node, yaml.SequenceNode):
             todo += [(item, (*path, str(i))) for i, item in enumerate(node.value)]
+        elif isinstance(node, yaml.ScalarNode) and "\0" in node.value:
+            reason = "holds a NUL character, which no command, env value or name can hold"
+            problems.append(Problem(".".join(path), reason, node.start_mark.line + 1))
     reason = f"too large: more than {MAX_NODES} keys and items once its YAML aliases are expanded"
     return [Problem("", reason)]
 

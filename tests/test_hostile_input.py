@@ -33,6 +33,10 @@ def bomb() -> bytes:
         (b"spec: " + b"[" * 70 + b"]" * 70 + b"\n", "x.yaml: nested more than 64 levels"),
         (b"spec:\n  image: \xff\xfe\n", "x.yaml: not UTF-8 text (byte 0xff at offset 15)"),
         (b"spec: [\n", "x.yaml:2: invalid YAML: expected the node content, but found"),
+        (
+            (MINIMAL.replace("command: c", 'command: "echo a\\0b"')).encode(),
+            "x.yaml:4: spec.command: holds a NUL character",
+        ),
     ],
     ids=[
         "duplicate",
@@ -42,6 +46,7 @@ def bomb() -> bytes:
         "deeper than 64",
         "not utf-8",
         "yaml",
+        "nul",
     ],
 )
 def test_a_hostile_manifest_gets_one_clean_error(content, expected, tmp_path, capsys):
