@@ -36,16 +36,29 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
+# Above a rendered Secret: what its `[secret]` values are.
+SECRET_NOTE = (
+    "# Values redacted ([secret]): `pulumi up` sets them from pulumi-random / pulumi-tls\n"
+    "# resources kept in the stack state; they are never rendered, logged or printed.\n"
+)
+
+
 def to_yaml(objects: list[dict[str, Any]]) -> str:
-    """Multi-document YAML, byte-identical for the same objects."""
-    return yaml.dump_all(
-        [canonical(o) for o in objects],
-        Dumper=_Dumper,
-        sort_keys=False,
-        default_flow_style=False,
-        width=100,
-        allow_unicode=True,
-    )
+    """Multi-document YAML, byte-identical for the same objects; a generated Secret says
+    that its values are redacted."""
+    documents = [
+        (SECRET_NOTE if o.get("kind") == "Secret" else "")
+        + yaml.dump(
+            canonical(o),
+            Dumper=_Dumper,
+            sort_keys=False,
+            default_flow_style=False,
+            width=100,
+            allow_unicode=True,
+        )
+        for o in objects
+    ]
+    return "---\n".join(documents)
 
 
 def file_name(index: int, obj: dict[str, Any]) -> str:

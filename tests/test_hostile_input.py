@@ -148,3 +148,17 @@ def test_numbers_no_object_could_hold(field, expected, tmp_path, capsys):
     assert cli.main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err, err
+
+
+def test_a_rendered_secret_says_its_values_are_redacted():
+    import yaml
+    from conftest import ROOT
+
+    from aichor_iac import output, render
+
+    objects = render(ROOT / "examples/mpi-horovod.yaml")
+    text = output.to_yaml(objects)
+    secret = text.split("---\n")[[o["kind"] for o in objects].index("Secret")]
+    assert secret.startswith(output.SECRET_NOTE)
+    assert set(yaml.safe_load(secret)["stringData"].values()) == {"[secret]"}
+    assert list(yaml.safe_load_all(text)) == [output.canonical(o) for o in objects]
