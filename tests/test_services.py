@@ -381,3 +381,15 @@ def test_tensorboard_gets_the_configured_path_as_given():
     assert {"name": "AICHOR_TENSORBOARD_PATH", "value": "/logs/$$(EXP)/tb"} in board["env"]
     replica = pod(rendered["Job/exp-master"])["containers"][0]["env"]
     assert {"name": "AICHOR_TENSORBOARD_PATH", "value": "/logs/$$(EXP)/tb"} in replica
+
+
+def test_a_tensorboard_that_stops_answering_is_restarted():
+    rendered = objects(pytorch_manifest(1, 1, tensorboard={"enabled": True}))
+    board = pod(rendered["Deployment/exp-tensorboard"])["containers"][0]
+    assert board["livenessProbe"] == {
+        "httpGet": {"path": "/", "port": 6006},
+        "initialDelaySeconds": 60,
+        "periodSeconds": 30,
+        "timeoutSeconds": 5,
+        "failureThreshold": 5,
+    }

@@ -18,6 +18,7 @@ from pulumi_kubernetes.core.v1 import (
     ContainerPortArgs,
     EmptyDirVolumeSourceArgs,
     EnvVarArgs,
+    HTTPGetActionArgs,
     PersistentVolumeClaimSpecArgs,
     PersistentVolumeClaimVolumeSourceArgs,
     PodSpecArgs,
@@ -203,6 +204,15 @@ def deployment(ctx: Context) -> dict:
         ],
         ports=[ContainerPortArgs(name="tensorboard", container_port=PORT, protocol="TCP")],
         readiness_probe=ProbeArgs(tcp_socket=TCPSocketActionArgs(port=PORT), period_seconds=10),
+        # A TensorBoard that stops answering (stuck on a huge log directory) is restarted after
+        # 2.5 minutes; its HTTP server starts before it has read the logs.
+        liveness_probe=ProbeArgs(
+            http_get=HTTPGetActionArgs(path="/", port=PORT),
+            initial_delay_seconds=60,
+            period_seconds=30,
+            timeout_seconds=5,
+            failure_threshold=5,
+        ),
         resources=ResourceRequirementsArgs(
             requests={"cpu": "250m", "memory": "1Gi"}, limits={"cpu": "1", "memory": "2Gi"}
         ),
