@@ -206,6 +206,13 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                         "aichor:networkPolicy: false",
                     )
                 )
+    not_root = {"runAsNonRoot": settings.run_as_non_root, "runAsUser": settings.run_as_user}
+    if plan.framework == "mpi":  # the workers' sshd runs as root, as the MPI Operator's does
+        problems += [
+            Problem(f"aichor:{key}", "MPI workers run sshd as root: leave it unset for mpi")
+            for key, value in not_root.items()
+            if value  # (runAsUser 0 is root: fine)
+        ]
     roles = [g.role for g in blueprint.plan.groups]
     for role in sorted({r for r in roles if roles.count(r) > 1}):
         problems.append(

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from .manifest import ManifestError, Problem, dns_label
+from .manifest import INT32, ManifestError, Problem, dns_label
 
 WaitMode = Literal["none", "ready", "complete"]
 # A NetworkAttachmentDefinition by name or namespace/name (DNS-1123 names).
@@ -123,6 +123,18 @@ class Settings(BaseModel):
         default_factory=list,
         alias="egressCIDRs",
         description="Extra egress the NetworkPolicy allows (CIDRs).",
+    )
+    run_as_non_root: bool = Field(
+        False, description="Refuse to start containers that would run as root (runAsNonRoot)."
+    )
+    run_as_user: int | None = Field(
+        None, ge=0, le=INT32, description="UID of every container (default: the image's)."
+    )
+    run_as_group: int | None = Field(
+        None, ge=0, le=INT32, description="GID of every container (default: the image's)."
+    )
+    fs_group: int | None = Field(
+        None, ge=0, le=INT32, description="Group that owns the pods' volumes (fsGroup)."
     )
 
     @field_validator("namespace")

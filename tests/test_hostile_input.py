@@ -162,3 +162,36 @@ def test_a_rendered_secret_says_its_values_are_redacted():
     assert secret.startswith(output.SECRET_NOTE)
     assert set(yaml.safe_load(secret)["stringData"].values()) == {"[secret]"}
     assert list(yaml.safe_load_all(text)) == [output.canonical(o) for o in objects]
+
+
+def test_security_options_from_the_stack_config():
+    from conftest import expand, pytorch_manifest
+
+    settings = {"run_as_non_root": True, "run_as_user": 1000, "run_as_group": 100, "fs_group": 100}
+    jobs = [o for o in expand(pytorch_manifest(), **settings).objects if o["kind"] == "Job"]
+    for job in jobs:
+        assert job["spec"]["template"]["spec"]["securityContext"] == {
+            "seccompProfile": {"type": "RuntimeDefault"},
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 100,
+            "fsGroup": 100,
+        }
+    default = next(o for o in expand(pytorch_manifest()).objects if o["kind"] == "Job")
+    assert default["spec"]["template"]["spec"]["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"}
+    }
+
+
+@pytest.mark.parametrize("setting", [{"run_as_non_root": True}, {"run_as_user": 1000}])
+def test_mpi_workers_cannot_run_sshd_as_a_user(setting):
+    from conftest import expand
+
+    from aichor_iac.manifest import ManifestError
+
+    data = {"spec": {"operator": "mpi", "image": "i", "command": "mpirun true", "types": {
+        "Launcher": {"resources": {"cpus": 1, "ramRatio": 1}},
+        "Worker": {"count": 2, "resources": {"cpus": 1, "ramRatio": 1}},
+    }}}  # fmt: skip
+    with pytest.raises(ManifestError, match="MPI workers run sshd as root"):
+        expand(data, **setting)

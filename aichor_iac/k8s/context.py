@@ -149,7 +149,11 @@ class Context:
             automount_service_account_token=False,
             enable_service_links=False,
             security_context=PodSecurityContextArgs(
-                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault")
+                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
+                run_as_non_root=self.settings.run_as_non_root or None,
+                run_as_user=self.settings.run_as_user,
+                run_as_group=self.settings.run_as_group,
+                fs_group=self.settings.fs_group,
             ),
             image_pull_secrets=pull or None,
             priority_class_name=self.settings.priority_class_name,
