@@ -426,12 +426,9 @@ class LocalCluster:
             process.kill()
             process.wait()
         out, err = process.paths  # type: ignore[attr-defined]
-        return subprocess.CompletedProcess(
-            process.args,
-            process.returncode,
-            out.read_text(errors="replace"),
-            err.read_text(errors="replace"),
-        )
+        # (gone when the cluster was left while this pod still ran)
+        text = [f.read_text(errors="replace") if f.exists() else "" for f in (out, err)]
+        return subprocess.CompletedProcess(process.args, process.returncode, *text)
 
     def _mount_point(self, target: Path) -> None:
         """Bind mounts need their target to exist: make it (and remember to remove it)."""

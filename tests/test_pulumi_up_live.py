@@ -83,7 +83,7 @@ def rendezvous(spec: dict, name: str, settings: Settings, code: int = 0) -> str:
     return f"python3 -c {shlex.quote(RENDEZVOUS)} {entry} {(ports or [29500])[0]} {others} {code}"
 
 
-def run_up(spec: dict, settings: Settings, name: str = "exp", stall: float = 20) -> list[str]:
+def run_up(spec: dict, settings: Settings, name: str = "exp", stall: float = 45) -> list[str]:
     """`pulumi up` of the experiment on the local cluster; every pod must end, and well."""
     model = manifest.validate(spec)
     rendering = engine.expand(model, settings, name=name)
