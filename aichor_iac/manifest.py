@@ -65,6 +65,11 @@ MIG_PROFILE = re.compile(r"^mig-\d+g\.\d+gb\Z")
 RESOURCE_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 
 
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")  # \Z: no trailing newline
+DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
+DURATION_UNITS = (86400, 3600, 60, 1)
+
+
 def dns_label(value: str, limit: int = 63) -> str:
     """`value`, if it is a DNS label of at most `limit` characters (a name that ends up in
     host names); else the ValueError that says what one is."""
@@ -74,11 +79,6 @@ def dns_label(value: str, limit: int = 63) -> str:
             f"letter, at most {limit} characters"
         )
     return value
-
-
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")  # \Z: no trailing newline
-DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
-DURATION_UNITS = (86400, 3600, 60, 1)
 
 
 class Model(BaseModel):

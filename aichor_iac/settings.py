@@ -26,13 +26,11 @@ NETWORK = re.compile(rf"(?:{_DNS}/)?{_DNS}(?:\.{_DNS})*\Z")
 DNS_SUBDOMAIN = re.compile(rf"{_DNS}(?:\.{_DNS})*\Z")
 LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?\Z")
 QUALIFIED_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+GangScheduler = Literal["none", "coscheduling", "volcano"]
 
 
 def _subdomain(name: str) -> bool:
     return len(name) <= 253 and bool(DNS_SUBDOMAIN.match(name))
-
-
-GangScheduler = Literal["none", "coscheduling", "volcano"]
 
 
 class Settings(BaseModel):
@@ -88,10 +86,7 @@ class Settings(BaseModel):
         description="Size of TensorBoard's log volume, made when no other log location is set.",
     )
     tensorboard_storage_class: str | None = Field(
-        None,
-        max_length=253,
-        pattern=rf"^{_DNS}(\.{_DNS})*$",  # a StorageClass name (DNS subdomain)
-        description="StorageClass of TensorBoard's log volume (default: the cluster's).",
+        None, description="StorageClass of TensorBoard's log volume (default: the cluster's)."
     )
     delete_shared_volume: bool = Field(
         False, description="Let `pulumi destroy` delete the shared volume and its data."
@@ -171,10 +166,13 @@ class Settings(BaseModel):
             raise ValueError(f"{value!r} is not a label key such as nvidia.com/gpu.product")
         return value
 
-    @field_validator("scheduler_name", "priority_class_name", "image_pull_secrets")
+    @field_validator(
+        "scheduler_name", "priority_class_name", "image_pull_secrets", "tensorboard_storage_class"
+    )
     @classmethod
     def _object_names(cls, value: str | list[str] | None) -> str | list[str] | None:
-        # Names of objects in the cluster (a scheduler profile, a PriorityClass, Secrets).
+        # Names of objects in the cluster (a scheduler profile, a PriorityClass, Secrets, a
+        # StorageClass).
         for name in [value] if isinstance(value, str) else value or []:
             if not _subdomain(name):
                 raise ValueError(f"{name!r} is not a Kubernetes name (a DNS subdomain)")
@@ -190,12 +188,6 @@ class Settings(BaseModel):
                 raise ValueError(f"{cidr!r} is not a CIDR such as 10.0.0.0/8") from None
         return value
 
-    def updated(self, source: str = "command line", **changes: Any) -> Settings:
-        """A copy with `changes`, validated as the stack config is (`model_copy` is not)."""
-        data = self.model_dump(by_alias=True)  # aliases: errors name the `aichor:` keys
-        data.update({Settings.model_fields[k].alias or k: v for k, v in changes.items()})
-        return validated(data, source)
-
     @field_validator("rdma_networks")
     @classmethod
     def _device_networks(cls, value: list[str]) -> list[str]:
@@ -207,6 +199,12 @@ class Settings(BaseModel):
                     "namespace/name (e.g. sriov_a=sriov-net-a)"
                 )
         return value
+
+    def updated(self, source: str = "command line", **changes: Any) -> Settings:
+        """A copy with `changes`, validated as the stack config is (`model_copy` is not)."""
+        data = self.model_dump(by_alias=True)  # aliases: errors name the `aichor:` keys
+        data.update({Settings.model_fields[k].alias or k: v for k, v in changes.items()})
+        return validated(data, source)
 
     def rdma_network(self, device: str) -> str:
         """The network attached for an RDMA device: the configured one, else the device's name

@@ -321,7 +321,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while hold and hold[1] not in self._output(hold[0]) and time.monotonic() < deadline:
             time.sleep(0.2)
-        gang = _gang(job)
+        gang = gang_of(job)
         while gang and self._members(gang) < self.gangs[gang]:  # not scheduled before its gang
             if self.closed:
                 return
@@ -355,7 +355,7 @@ class LocalCluster:
         """How many pods of the gang exist (their Jobs have been created)."""
         with self.lock:
             created = [j for j in self.jobs if j["metadata"]["name"] in self.started]
-        return sum(j["spec"]["completions"] for j in created if _gang(j) == gang)
+        return sum(j["spec"]["completions"] for j in created if gang_of(j) == gang)
 
     def _server(self, deployment: dict[str, Any], index: int) -> None:
         """A Deployment's pod: every container at once, until the cluster is left."""
@@ -541,7 +541,7 @@ def _privileges(security: dict[str, Any]) -> list[str]:
     return command
 
 
-def _gang(job: dict[str, Any]) -> str | None:
+def gang_of(job: dict[str, Any]) -> str | None:
     """The PodGroup a Job's pods belong to (coscheduling's label, Volcano's annotation)."""
     metadata = job["spec"]["template"]["metadata"]
     return (metadata.get("labels") or {}).get("scheduling.x-k8s.io/pod-group") or (

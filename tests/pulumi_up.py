@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import jsonpath_rfc9535
+from kube import gang_of
 
 from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
@@ -181,13 +182,9 @@ class Model:
         if obj["kind"] != "Job":
             return
         role, spec = self._role(obj["metadata"]["name"]), obj["spec"]
-        template = spec["template"]["metadata"]
-        gang = (template.get("labels") or {}).get("scheduling.x-k8s.io/pod-group") or (
-            template.get("annotations") or {}
-        ).get("scheduling.k8s.io/group-name")
         self.parallelism[role] = spec["parallelism"]
         for i in range(spec["completions"]):
-            self.pods[(role, i)] = Pod(role, i, gang)
+            self.pods[(role, i)] = Pod(role, i, gang_of(obj))
 
     def job_status(self, name: str) -> dict[str, Any]:
         pods = self.group(self._role(name))

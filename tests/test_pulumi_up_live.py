@@ -87,10 +87,11 @@ def run_up(spec: dict, settings: Settings, name: str = "exp", stall: float = 45)
     """`pulumi up` of the experiment on the local cluster; every pod must end, and well."""
     model = manifest.validate(spec)
     rendering = engine.expand(model, settings, name=name)
+    secret = planning.blueprint(model, settings, name).plan.secret
     secrets = {}
-    if planning.blueprint(model, settings, name).plan.secret == "ssh":
+    if secret == "ssh":
         secrets = ssh_keys()
-    elif planning.blueprint(model, settings, name).plan.secret == "password":
+    elif secret == "password":
         secrets = {"password": "s3cret-token-for-tests-0123456789"}
     with LocalCluster(rendering.objects, ENV, secrets) as local:
         order = up(rendering, Live(local, stall))
