@@ -83,9 +83,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    """What `render` checks, without Pulumi: the same `planning.blueprint` decides."""
+    """What `render` checks, without Pulumi's engine: the same `planning.blueprint` decides,
+    and the same objects are held to the API server's rules."""
+    from .k8s import (
+        layout,
+    )  # imports pulumi_kubernetes' types: only for the commands that need them
+    from .k8s.context import Context
+
     manifest, settings, name, _ = _inputs(args)
-    planning.blueprint(manifest, settings, name)
+    layout.checked(Context(planning.blueprint(manifest, settings, name)), settings.create_namespace)
     print(f"{args.manifest}: valid {manifest.spec.operator} manifest")
     return 0
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pulumi
@@ -13,15 +14,27 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service
-from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
 from . import planning
 from .frameworks import Plan
-from .k8s import jupyter, objects, services, tensorboard
+from .k8s import jupyter, layout, tensorboard
 from .k8s.context import Context
 from .manifest import Manifest
 from .settings import Settings
+
+# The resource each kind of child is registered as (a PodGroup is a custom resource).
+RESOURCES: dict[str, Callable[..., pulumi.CustomResource]] = {
+    "Namespace": Namespace,
+    "Secret": Secret,
+    "ConfigMap": ConfigMap,
+    "PersistentVolumeClaim": PersistentVolumeClaim,
+    "NetworkPolicy": NetworkPolicy,
+    "PodGroup": CustomResource,
+    "Service": Service,
+    "Job": Job,
+    "Deployment": Deployment,
+}
 
 
 class Experiment(pulumi.ComponentResource):
@@ -55,109 +68,33 @@ class Experiment(pulumi.ComponentResource):
         settings = settings or Settings()
         # Every problem is raised here, before anything is registered: nothing is half-created.
         ctx = Context(planning.blueprint(manifest, settings, name))
+        children = layout.checked(ctx, settings.create_namespace)
         names = ctx.names
         self.experiment, self.namespace, self.plan = names.experiment, names.namespace, ctx.plan
         super().__init__(self.TYPE, name, None, opts)
-
-        # What `pulumi destroy` leaves in the cluster: the shared volume (unless told), and
-        # the namespace it lives in when the stack created it (deleting a namespace deletes
-        # its claims, retained or not).
-        keep = bool(ctx.shared_volume_claim) and not settings.delete_shared_volume
-        self.kept = [f"PersistentVolumeClaim/{ctx.shared_volume_claim}"] if keep else []
-        first: list[pulumi.Resource] = []
-        if settings.create_namespace:
-            self.kept += [f"Namespace/{names.namespace}"] if keep else []
-            first.append(
-                Namespace(
-                    # Named for the namespace, not the experiment: renaming the experiment on
-                    # a live stack must not create the namespace again (AlreadyExists) and then
-                    # delete it, with the new experiment in it, as the old name's resource.
-                    f"namespace-{names.namespace}",
-                    metadata=ObjectMetaArgs(
-                        name=names.namespace, labels={"app.kubernetes.io/part-of": "aichor"}
-                    ),
-                    opts=pulumi.ResourceOptions.merge(
-                        self._child(retain=keep),
-                        # its name before: stacks created earlier keep their namespace
-                        pulumi.ResourceOptions(aliases=[pulumi.Alias(name=f"{name}-namespace")]),
-                    ),
-                )
-            )
-        needed = list(first)  # what every pod of the experiment needs to exist first
+        self.kept = [f"{c.kind}/{c.object['metadata']['name']}" for c in children if c.retain]
         self.secrets = self._secret_data(name, ctx)
-        if self.secrets:
-            needed.append(
-                Secret(
-                    f"{name}-secret",
-                    **services.generated_secret(ctx, self.secrets),
-                    opts=self._child(first),
+        registered: dict[layout.Child, pulumi.Resource] = {}
+        for child in children:
+            args, options = (
+                child.args,
+                self._child([registered[c] for c in child.after], child.timeout, child.retain),
+            )
+            resource_name = f"{name}-{child.suffix}"
+            if child.kind == "Namespace":
+                # Named for the namespace, not the experiment: renaming the experiment on a
+                # live stack must not create the namespace again (AlreadyExists) and then
+                # delete it, with the new experiment in it, as the old name's resource. Its
+                # name before is an alias: stacks created earlier keep their namespace.
+                resource_name = f"namespace-{names.namespace}"
+                options = pulumi.ResourceOptions.merge(
+                    options,
+                    pulumi.ResourceOptions(aliases=[pulumi.Alias(name=f"{name}-namespace")]),
                 )
-            )
-        if self.plan.files:
-            needed.append(
-                ConfigMap(f"{name}-config", **services.config_map(ctx), opts=self._child(first))
-            )
-        if ctx.shared_volume_claim:
-            needed.append(
-                PersistentVolumeClaim(
-                    f"{name}-shared-volume",
-                    **services.shared_volume(ctx),
-                    opts=self._child(first, retain=keep),
-                )
-            )
-        if settings.network_policy:
-            needed.append(
-                NetworkPolicy(
-                    f"{name}-network-policy",
-                    **services.network_policy(ctx),
-                    opts=self._child(first),
-                )
-            )
-        if settings.gang_scheduler != "none":
-            needed.append(
-                CustomResource(
-                    f"{name}-pod-group", **services.pod_group(ctx), opts=self._child(first)
-                )
-            )
-        service = Service(f"{name}-service", **objects.service(ctx), opts=self._child(needed))
-        role_services = {
-            role: Service(
-                f"{name}-{role}-service",
-                **objects.role_service(ctx, service_name, role),
-                opts=self._child(needed),
-            )
-            for service_name, role in self.plan.services.items()
-        }
-        self.jobs = {}
-        for group in self.plan.groups:
-            after = [service, *needed, *(self.jobs[role] for role in group.after)]
-            if group.role in role_services:
-                after.append(role_services[group.role])
-            self.jobs[group.role] = Job(
-                f"{name}-{group.role}",
-                **objects.job(ctx, group),
-                opts=self._child(after, objects.await_timeout(ctx, group)),
-            )
-        if ctx.blueprint.jupyter:
-            Service(f"{name}-jupyter-service", **jupyter.service(ctx), opts=self._child(needed))
-        if ctx.blueprint.tensorboard:
-            after = list(needed)
-            if tensorboard.has_volume(ctx):
-                after.append(
-                    PersistentVolumeClaim(
-                        f"{name}-tensorboard-volume",
-                        **tensorboard.log_volume(ctx),
-                        opts=self._child(first),
-                    )
-                )
-            Deployment(
-                f"{name}-tensorboard", **tensorboard.deployment(ctx), opts=self._child(after)
-            )
-            Service(
-                f"{name}-tensorboard-service",
-                **tensorboard.service(ctx),
-                opts=self._child(needed),
-            )
+            if child.kind == "Secret":
+                args = {**args, "string_data": self.secrets}
+            registered[child] = RESOURCES[child.kind](resource_name, **args, opts=options)
+        self.jobs = {c.suffix: registered[c] for c in children if c.kind == "Job"}
         self.outputs = self._outputs(ctx)
         self.register_outputs(self.outputs)
 

@@ -29,6 +29,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from .limits import DNS_1035, INT32, MAX_INDEXED, Image, LabelKey, LabelValue
+
 OPERATORS = ("ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "mpi", "jobset", "batchjob")
 Operator = Literal["ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "mpi", "jobset", "batchjob"]
 # Operators of AIchor manifests that target another platform than Kubernetes: one clear refusal.
@@ -65,7 +67,6 @@ MIG_PROFILE = re.compile(r"^mig-\d+g\.\d+gb\Z")
 RESOURCE_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 
 
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")  # \Z: no trailing newline
 DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
 DURATION_UNITS = (86400, 3600, 60, 1)
 
@@ -73,7 +74,7 @@ DURATION_UNITS = (86400, 3600, 60, 1)
 def dns_label(value: str, limit: int = 63) -> str:
     """`value`, if it is a DNS label of at most `limit` characters (a name that ends up in
     host names); else the ValueError that says what one is."""
-    if not DNS_LABEL.match(value) or len(value) > limit:
+    if not DNS_1035.match(value) or len(value) > limit:
         raise ValueError(
             f"{value!r} must be a DNS label: lowercase letters, digits and '-', starting with a "
             f"letter, at most {limit} characters"
@@ -93,10 +94,8 @@ class Model(BaseModel):
     )
 
 
-# Bounds the API server enforces (int32 fields, an Indexed Job's completions and parallelism)
-# and generous ones no node exceeds, so no number can overflow what is derived from it.
-INT32 = 2**31 - 1
-MAX_INDEXED = 100_000
+# Bounds no node exceeds (beside the API server's, from `limits`), so no number can overflow
+# what is derived from it.
 MAX_GIB = 1_048_576  # 1 PiB of memory or /dev/shm per replica
 MAX_DEVICES = 1024  # GPUs or TPU chips per replica
 
@@ -104,7 +103,7 @@ MAX_DEVICES = 1024  # GPUs or TPU chips per replica
 class Gpu(Model):
     count: int = Field(ge=0, le=MAX_DEVICES, description="GPUs per replica.")
     type: str = Field("gpu", description="`gpu` for whole GPUs or a MIG profile (`mig-1g.10gb`).")
-    product: str | None = Field(
+    product: LabelValue | None = Field(
         None, description="GPU product (node label value), e.g. `Quadro-RTX-4000`."
     )
 
@@ -159,11 +158,23 @@ class Accelerators(Model):
 
 
 class Toleration(Model):
-    key: str | None = None
+    """A Kubernetes toleration, held to the API server's rules for one."""
+
+    key: LabelKey | None = None
     operator: Literal["Exists", "Equal"] | None = None
-    value: str | None = None
+    value: LabelValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if not self.key and self.operator != "Exists":
+            raise ValueError("a toleration without a key needs operator: Exists")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("a toleration with operator: Exists has no value")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds needs effect: NoExecute")
+        return self
 
 
 class Rdma(Model):
@@ -201,7 +212,9 @@ class Resources(Model):
     )
     accelerators: Accelerators = Accelerators()
     rdma: Rdma | None = None
-    extra_selectors: dict[str, str] = Field(default_factory=dict, description="Node selectors.")
+    extra_selectors: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="Node selectors (node label keys and values)."
+    )
     extra_tolerations: list[Toleration] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -447,7 +460,7 @@ class Debug(Model):
 
 class Spec(Model):
     operator: Operator
-    image: str = Field(min_length=1)
+    image: Image = Field(description="Container image.")
     command: str = Field(min_length=1, description="One shell command line.")
     types: Types = Field(description="Replica types; which ones depends on the operator.")
     tensorboard: Tensorboard = Tensorboard()

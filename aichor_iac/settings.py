@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,20 +16,19 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from .manifest import INT32, ManifestError, Problem, dns_label
+from .limits import (
+    INT32,
+    LABEL_KEY_RULE,
+    LABEL_VALUE_RULE,
+    is_dns_label,
+    is_label_key,
+    is_label_value,
+)
+from .limits import is_subdomain as _subdomain
+from .manifest import ManifestError, Problem, dns_label
 
 WaitMode = Literal["none", "ready", "complete"]
-# A NetworkAttachmentDefinition by name or namespace/name (DNS-1123 names).
-_DNS = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-NETWORK = re.compile(rf"(?:{_DNS}/)?{_DNS}(?:\.{_DNS})*\Z")
-DNS_SUBDOMAIN = re.compile(rf"{_DNS}(?:\.{_DNS})*\Z")
-LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?\Z")
-QUALIFIED_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 GangScheduler = Literal["none", "coscheduling", "volcano"]
-
-
-def _subdomain(name: str) -> bool:
-    return len(name) <= 253 and bool(DNS_SUBDOMAIN.match(name))
 
 
 class Settings(BaseModel):
@@ -150,20 +148,16 @@ class Settings(BaseModel):
     @classmethod
     def _label_value(cls, value: str | None) -> str | None:
         # It becomes the value of the `kueue.x-k8s.io/queue-name` label.
-        if value is not None and not LABEL_VALUE.match(value):
-            raise ValueError(
-                f"{value!r} is not a label value (at most 63 letters, digits, '-', '_' or '.', "
-                "beginning and ending with a letter or digit)"
-            )
+        if value is not None and not is_label_value(value):
+            raise ValueError(f"{value!r} is not {LABEL_VALUE_RULE}")
         return value
 
     @field_validator("gpu_product_label")
     @classmethod
     def _label_key(cls, value: str) -> str:
         # It becomes a node selector's key: `[prefix/]name`, the prefix a DNS subdomain.
-        prefix, _, name = value.rpartition("/")
-        if (prefix and not _subdomain(prefix)) or not QUALIFIED_NAME.match(name):
-            raise ValueError(f"{value!r} is not a label key such as nvidia.com/gpu.product")
+        if not is_label_key(value):
+            raise ValueError(f"{value!r} is not {LABEL_KEY_RULE}, such as nvidia.com/gpu.product")
         return value
 
     @field_validator(
@@ -193,7 +187,8 @@ class Settings(BaseModel):
     def _device_networks(cls, value: list[str]) -> list[str]:
         for entry in value:
             device, _, network = entry.partition("=")
-            if not device or not NETWORK.match(network):
+            namespace, _, name = network.rpartition("/")
+            if not device or not _subdomain(name) or (namespace and not is_dns_label(namespace)):
                 raise ValueError(
                     f"'{entry}' is not device=network, the network a Kubernetes name or "
                     "namespace/name (e.g. sriov_a=sriov-net-a)"

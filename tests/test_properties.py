@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aichor_iac import output
-from aichor_iac.manifest import DNS_LABEL
+from aichor_iac.limits import DNS_1035 as DNS_LABEL
 
 resources = st.fixed_dictionaries(
     {"cpus": st.sampled_from([0.25, 1, 2, 7.5, 64])},

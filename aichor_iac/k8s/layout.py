@@ -1,0 +1,151 @@
+"""One experiment as the list of Kubernetes objects it is: each object's arguments, what it is
+created after, whether `pulumi destroy` keeps it, how long `pulumi up` may wait for it.
+
+Pure: the component registers exactly this list, in this order, once `check()` has found every
+object within the API server's rules (`aichor_iac.limits`), so nothing is half-created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulumi._types import input_type_to_dict, is_input_type
+
+from .. import limits
+from ..manifest import Problem
+from . import jupyter, objects, services, tensorboard
+from .context import Context
+
+API_VERSIONS = {
+    "Namespace": "v1",
+    "Secret": "v1",
+    "ConfigMap": "v1",
+    "PersistentVolumeClaim": "v1",
+    "Service": "v1",
+    "NetworkPolicy": "networking.k8s.io/v1",
+    "Job": "batch/v1",
+    "Deployment": "apps/v1",
+}
+# The experiment's Secret's keys for each kind of generated secret (the component generates
+# the values; they never pass through here).
+SECRET_KEYS = {"password": ("password",), "ssh": ("ssh-privatekey", "ssh-publickey")}
+
+
+@dataclass(eq=False)
+class Child:
+    """One object: `suffix` names its Pulumi resource (`<component>-<suffix>`)."""
+
+    kind: str
+    suffix: str
+    args: dict[str, Any]
+    after: list[Child] = field(default_factory=list)
+    retain: bool = False
+    timeout: int | None = None  # seconds `pulumi up` may wait for its awaits
+
+    @property
+    def object(self) -> dict[str, Any]:
+        """The object as the API server receives it (Kubernetes JSON)."""
+        # The top level holds the resource's keyword arguments (`api_version`, `string_data`).
+        body = {_camel(k): plain(v) for k, v in self.args.items() if v is not None}
+        if self.kind in API_VERSIONS:
+            body = {"apiVersion": API_VERSIONS[self.kind], "kind": self.kind, **body}
+        return body
+
+
+def secret_keys(ctx: Context) -> tuple[str, ...]:
+    return SECRET_KEYS.get(ctx.plan.secret or "", ()) + (
+        (jupyter.TOKEN_KEY,) if ctx.blueprint.jupyter else ()
+    )
+
+
+def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
+    """Every object of the experiment, each after the objects it needs."""
+    names, settings, plan = ctx.names, ctx.settings, ctx.plan
+    # What `pulumi destroy` leaves: the shared volume unless told, and the namespace it lives
+    # in when the stack created it (deleting a namespace deletes its claims, retained or not).
+    keep = bool(ctx.shared_volume_claim) and not settings.delete_shared_volume
+    result: list[Child] = []
+
+    def add(kind: str, suffix: str, args: dict, after: list[Child], **options: Any) -> Child:
+        result.append(Child(kind, suffix, args, list(after), **options))
+        return result[-1]
+
+    first: list[Child] = []
+    if create_namespace:
+        metadata = {"name": names.namespace, "labels": {"app.kubernetes.io/part-of": "aichor"}}
+        first.append(add("Namespace", "namespace", {"metadata": metadata}, [], retain=keep))
+    needed = list(first)  # what every pod of the experiment needs to exist first
+    if keys := secret_keys(ctx):
+        placeholders = dict.fromkeys(keys, "")  # the component puts the generated values in
+        needed.append(add("Secret", "secret", services.generated_secret(ctx, placeholders), first))
+    if plan.files:
+        needed.append(add("ConfigMap", "config", services.config_map(ctx), first))
+    if ctx.shared_volume_claim:
+        args = services.shared_volume(ctx)
+        needed.append(add("PersistentVolumeClaim", "shared-volume", args, first, retain=keep))
+    if settings.network_policy:
+        needed.append(add("NetworkPolicy", "network-policy", services.network_policy(ctx), first))
+    if settings.gang_scheduler != "none":
+        needed.append(add("PodGroup", "pod-group", services.pod_group(ctx), first))
+    service = add("Service", "service", objects.service(ctx), needed)
+    role_services = {
+        role: add("Service", f"{role}-service", objects.role_service(ctx, name, role), needed)
+        for name, role in plan.services.items()
+    }
+    jobs: dict[str, Child] = {}
+    for group in plan.groups:
+        after = [service, *needed, *(jobs[role] for role in group.after)]
+        if group.role in role_services:
+            after.append(role_services[group.role])
+        timeout = objects.await_timeout(ctx, group)
+        jobs[group.role] = add("Job", group.role, objects.job(ctx, group), after, timeout=timeout)
+    if ctx.blueprint.jupyter:
+        add("Service", "jupyter-service", jupyter.service(ctx), needed)
+    if ctx.blueprint.tensorboard:
+        after = list(needed)
+        if tensorboard.has_volume(ctx):
+            after.append(
+                add(
+                    "PersistentVolumeClaim",
+                    "tensorboard-volume",
+                    tensorboard.log_volume(ctx),
+                    first,
+                )
+            )
+        add("Deployment", "tensorboard", tensorboard.deployment(ctx), after)
+        add("Service", "tensorboard-service", tensorboard.service(ctx), needed)
+    return result
+
+
+def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
+    """`children()`, or ManifestError naming every place an object breaks the API server's
+    rules (on the replica type the object comes from, where there is one)."""
+    found = children(ctx, create_namespace)
+    problems = []
+    for child in found:
+        where = "spec"
+        if child.kind == "Job":
+            group = next(g for g in ctx.plan.groups if g.role == child.suffix)
+            where = f"spec.types.{group.replica_type}"
+        problems += [Problem(where, text) for text in limits.check([child.object])]
+    if problems:
+        raise ctx.blueprint.manifest.error(problems)
+    return found
+
+
+def plain(value: Any) -> Any:
+    """Typed `pulumi_kubernetes` arguments as Kubernetes JSON (their keys camelCase, maps'
+    keys as they are, no None)."""
+    if is_input_type(type(value)):
+        value = input_type_to_dict(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(word.title() for word in rest)
