@@ -1,9 +1,11 @@
 """Experiment names that every derived Kubernetes name and host name can hold.
 
 Kubernetes names each pod of an Indexed Job `<job>-<index>` and that host name must be a
-DNS label (at most 63 characters); Job names end up in label values (also 63). A long or
-unusual experiment name is cleaned and, if still too long, shortened deterministically to a
-prefix plus a hash of the original, so the same name always maps to the same objects.
+DNS label (at most 63 characters); Job names end up in label values (also 63). A name that is
+already one (upper case aside) is kept; any other is cleaned and gets a hash of the original,
+so names that clean alike (`a_b` and `a.b`, `名前` and `🚀`) still name different objects; one
+still too long is shortened to a prefix plus that hash. The same name always maps to the same
+objects.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def experiment_name(raw: str, roles: list[tuple[str, int]]) -> str:
         cleaned = f"x-{cleaned}".rstrip("-")
     suffix = max((len(f"-{role}-{max(count - 1, 0)}") for role, count in roles), default=0)
     budget = MAX_LABEL - suffix
-    if len(cleaned) <= budget:
+    if cleaned == raw.lower() and len(cleaned) <= budget:
         return cleaned
-    digest = hashlib.sha256(raw.encode()).hexdigest()[:HASH_LENGTH]
+    digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_LENGTH]
     return f"{cleaned[: budget - 1 - HASH_LENGTH].rstrip('-')}-{digest}"

@@ -259,6 +259,17 @@ def test_experiment_names_keep_every_host_a_dns_label(raw):
         assert name == raw
 
 
+@pytest.mark.parametrize(
+    "names",
+    [("a_b", "a.b", "a-b", "a b"), ("名前", "🚀", "x"), ("..", "x"), ("exp", "-exp-", "Exp!")],
+)
+def test_names_that_clean_alike_name_different_objects(names):
+    roles = [("worker", 4)]
+    cleaned = [naming.experiment_name(n, roles) for n in names]
+    assert len(set(cleaned)) == len(names), cleaned
+    assert all(DNS_LABEL.match(c) for c in cleaned)
+
+
 def test_long_names_differ_by_hash():
     roles = [("master", 1), ("worker", 1)]
     a, b = (naming.experiment_name(("n" * 70) + s, roles) for s in ("a", "b"))
