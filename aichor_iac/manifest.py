@@ -98,6 +98,7 @@ class Model(BaseModel):
 # what is derived from it.
 MAX_GIB = 1_048_576  # 1 PiB of memory or /dev/shm per replica
 MAX_DEVICES = 1024  # GPUs or TPU chips per replica
+MAX_JOBS = 1000  # Jobs of one jobset experiment (each is a resource of the stack)
 
 
 class Gpu(Model):
@@ -258,6 +259,9 @@ class RayPool(RayGroup):
 class JobSetType(ReplicaType):
     """A jobset type: `count` Jobs of `completions` pods each, `parallelisms` at once per Job."""
 
+    # Each Job is a resource of the stack: past a thousand, `pulumi up` plans and tracks
+    # thousands of resources; wide work is `completions` (pods of one Job), not more Jobs.
+    count: int = Field(1, ge=0, le=MAX_JOBS, description="Jobs of this type.")
     completions: int = Field(1, ge=1, le=MAX_INDEXED, description="Pods per Job.")
     parallelisms: int = Field(
         1, ge=1, le=MAX_INDEXED, description="Pods of one Job running at once."

@@ -15,7 +15,7 @@ from typing import Literal
 from . import naming
 from .frameworks import PLANNERS, Group, Names, Plan
 from .frameworks.base import INDEX_VAR
-from .manifest import Manifest, Problem, Spec
+from .manifest import MAX_JOBS, Manifest, Problem, Spec
 from .settings import Settings
 
 # Variables every replica gets from aichor-iac whatever the framework.
@@ -213,6 +213,14 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
             for key, value in not_root.items()
             if value  # (runAsUser 0 is root: fine)
         ]
+    if plan.framework == "jobset" and len(plan.groups) > MAX_JOBS:
+        problems.append(
+            Problem(
+                "spec.types",
+                f"{len(plan.groups):,} Jobs in all (the types' counts); at most {MAX_JOBS:,}, "
+                "each a resource of the stack: give a type more completions instead",
+            )
+        )
     roles = [g.role for g in blueprint.plan.groups]
     for role in sorted({r for r in roles if roles.count(r) > 1}):
         problems.append(

@@ -1,38 +1,57 @@
 """A seeded manifest fuzzer: mutations of the examples (wrong types, huge and tiny numbers,
 unicode, shell metacharacters, empty and missing values, unknown, repeated and deep keys, other
-operators) run through what `aichor-iac validate` runs, each classified as
+operators, and plausible edits — counts, resources, selectors, tolerations, env — that keep
+many manifests valid) run through what `aichor-iac validate` runs, each classified as
 
-- `accepted`: valid; a sample is also rendered, and every object must pass
-  `kubernetes-validate` strict (the API server's schema);
-- `refused`: a clean `ManifestError` (exit 2, one line per problem);
-- `crash`: any other exception (a traceback for the user): always a bug.
+- `accepted`: valid; a sample is also rendered through Pulumi's (mock) engine, as `render`
+  does, and every object must pass `kubernetes-validate` strict and the API server's rules
+  (`aichor_iac.limits`), else the case is `api-rejected`;
+- `refused`: a clean `ManifestError` (exit 2, one line per problem, each naming the file);
+- `disagree`: `validate` and `render` (sampled) decided differently: always a bug;
+- `crash`: any other exception (a traceback for the user): always a bug;
+- `hang`: a case that took more than CASE_SECONDS: always a bug;
+- `injection`: a rendered script holds a user's `$(...)` where the shell would run it
+  (outside single quotes), from any field but the command (which is a shell command line and
+  runs as written; tests/test_shell_safety.py runs the scripts): always a bug.
 
-`python tests/fuzz.py [CASES] [SEED]` prints the table (`make fuzz`: 100,000 cases);
-tests/test_fuzz.py runs 5,000 in `make test`.
+Each case is bounded in time (SIGALRM) and its growth of the process's peak memory is
+measured (`peak MiB` in the table; MAX_CASE_MIB is the bound). `python tests/fuzz.py [CASES]
+[SEED]` prints the table (`make fuzz`: 100,000 cases); tests/test_fuzz.py runs 5,000.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+import resource
+import signal
 import sys
+import time
 import traceback
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import yaml
 
-from aichor_iac import engine, manifest, planning
+from aichor_iac import engine, limits, manifest, planning
+from aichor_iac.k8s import layout
+from aichor_iac.k8s.context import Context
 from aichor_iac.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
+CASE_SECONDS = 60  # a case slower than this is a hang (rendering 1,000 jobset Jobs takes ~13 s)
+MAX_CASE_MIB = 256  # what one case may add to the process's peak memory
+OUTCOMES = ("accepted", "refused", "disagree", "crash", "hang", "api-rejected", "injection")
+BUGS = OUTCOMES[2:]
+HOSTILE = "$(touch /tmp/aichor-fuzz-escaped)"
 VALUES: list[Any] = [
     None, True, False, 0, -1, 1, 2, 3, 0.0001, 0.5, 1e308, 2**31, 2**63, 10**30,
     float("inf"), float("nan"), "", " ", "0", "1", "2h", "abc", "ÄÖü", "名前", "🚀",
-    "a" * 300, "$(touch /tmp/aichor-fuzz-escaped)", "`id`", "; rm -rf /", "x\ny", "x\0y",
+    "a" * 300, HOSTILE, "`id`", "; rm -rf /", "x\ny", "x\0y",
     "'\"\\", "--head", "Worker", "worker", "pytorch", "ray", "kuberay", "mpi", "jobset",
     "nvidia.com/gpu", "mig-1g.10gb", "2x2", "0.0.0.0/0", [], {}, [1, 2], {"a": 1},
 ]  # fmt: skip
@@ -40,6 +59,9 @@ KEYS = ["count", "cpus", "ramRatio", "memory", "shmSizeGB", "name", "image", "co
         "Worker", "worker", "Master", "Head", "Workers", "Job", "timeout", "env", "gpu",
         "rayStartParams", "completions", "parallelisms", "debug", "ünknown", "a" * 64]  # fmt: skip
 OPERATORS = ["pytorch", "xgboost", "jax", "tf", "mpi", "ray", "kuberay", "jobset", "batchjob"]
+# Strings of the shapes users write where labels, names and values go, good and bad.
+LABELISH = ["pool-1", "A100", "a.b_c-d", "x" * 63, "x" * 64, "-x", "x-", "a b", "a/b",
+            "example.com/pool", "Bad_Prefix/x", "", "名前", "v1.2", "$(X)", "a\nb"]  # fmt: skip
 
 
 def paths(node: Any, path: tuple = ()) -> list[tuple]:
@@ -55,28 +77,80 @@ def paths(node: Any, path: tuple = ()) -> list[tuple]:
 
 
 def mutate(document: dict, rng: random.Random) -> dict:
-    """One to three random edits of a copy of the document."""
+    """One to three random edits of a copy of the document: half of the time hostile ones,
+    otherwise plausible ones."""
     document = copy.deepcopy(document)
+    edit = hostile if rng.random() < 0.5 else plausible
     for _ in range(rng.randint(1, 3)):
-        path = rng.choice(paths(document)[1:] or [("spec",)])
-        parent = document
-        for step in path[:-1]:
-            parent = parent[step]
-        last = path[-1]
-        action = rng.randrange(6)
-        if action == 0:  # another value
-            parent[last] = rng.choice(VALUES)
-        elif action == 1 and isinstance(parent, dict):  # gone
-            parent.pop(last, None)
-        elif action == 2 and isinstance(parent, dict):  # another key beside it
-            parent[rng.choice(KEYS)] = rng.choice(VALUES)
-        elif action == 3:  # nested deeper
-            parent[last] = {rng.choice(KEYS): parent[last]}
-        elif action == 4 and isinstance(document.get("spec"), dict):  # another operator
-            document["spec"]["operator"] = rng.choice(OPERATORS)
-        else:  # a container of it
-            parent[last] = [parent[last]] * rng.randint(0, 3)
+        edit(document, rng)
     return document
+
+
+def hostile(document: dict, rng: random.Random) -> None:
+    path = rng.choice(paths(document)[1:] or [("spec",)])
+    parent = document
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    action = rng.randrange(6)
+    if action == 0:  # another value
+        parent[last] = rng.choice(VALUES)
+    elif action == 1 and isinstance(parent, dict):  # gone
+        parent.pop(last, None)
+    elif action == 2 and isinstance(parent, dict):  # another key beside it
+        parent[rng.choice(KEYS)] = rng.choice(VALUES)
+    elif action == 3:  # nested deeper
+        parent[last] = {rng.choice(KEYS): parent[last]}
+    elif action == 4 and isinstance(document.get("spec"), dict):  # another operator
+        document["spec"]["operator"] = rng.choice(OPERATORS)
+    else:  # a container of it
+        parent[last] = [parent[last]] * rng.randint(0, 3)
+
+
+def plausible(document: dict, rng: random.Random) -> None:
+    """An edit of the kind users make: sizes, resources, selectors, tolerations, env, names."""
+    spec = document.get("spec")
+    types = spec.get("types") if isinstance(spec, dict) else None
+    if not isinstance(types, dict) or not types:
+        return
+    group = types[rng.choice(sorted(types, key=str))]
+    if isinstance(group, list):  # jobset: a list of replicated jobs
+        group = rng.choice(group) if group else {}
+    if not isinstance(group, dict):
+        return
+    resources = group.setdefault("resources", {})
+    if not isinstance(resources, dict):
+        return
+    action = rng.randrange(9)
+    if action == 0:
+        group["count"] = rng.choice([0, 1, 2, 7, 64, 1000, 3000, 30_000, 100_000])
+    elif action == 1:
+        resources["cpus"] = rng.choice([0.001, 0.25, 1, 3.5, 96, 1000])
+    elif action == 2:
+        resources["shmSizeGB"] = rng.choice([0, 0.5, 16, 1024])
+    elif action == 3:
+        selectors = resources.setdefault("extraSelectors", {})
+        if isinstance(selectors, dict):
+            selectors[rng.choice(LABELISH)] = rng.choice(LABELISH)
+    elif action == 4:
+        toleration = {"key": rng.choice(LABELISH), "operator": rng.choice(["Exists", "Equal"])}
+        if rng.random() < 0.5:
+            toleration["value"] = rng.choice(LABELISH)
+        if rng.random() < 0.3:
+            toleration.update(effect=rng.choice(["NoSchedule", "NoExecute"]), tolerationSeconds=5)
+        resources.setdefault("extraTolerations", []).append(toleration)
+    elif action == 5:
+        gpu = {"count": rng.choice([0, 1, 8]), "type": "gpu", "product": rng.choice(LABELISH)}
+        resources["accelerators"] = {"gpu": gpu}
+    elif action == 6:
+        value = rng.choice([HOSTILE, "a b", "$(HOME)", "x" * 200_000, "", "名前", "'\"`"])
+        spec.setdefault("env", []).append({"name": rng.choice(["A", "B_1", "x"]), "value": value})
+    elif action == 7:
+        document["name"] = rng.choice(["exp", "My_Exp", "名前", "..", "x" * 80, HOSTILE, "a b"])
+    else:
+        spec[rng.choice(["image", "command"])] = rng.choice(
+            ["python:3.11", "a b", HOSTILE, "python train.py; echo done", "x" * 10_000, "\t"]
+        )
 
 
 def text_of(document: dict, rng: random.Random) -> str:
@@ -90,55 +164,163 @@ def text_of(document: dict, rng: random.Random) -> str:
     return text
 
 
-def check(text: str, render: bool) -> tuple[str, str]:
-    """(outcome, detail) for one manifest text, as `aichor-iac validate` (and `render`) run it."""
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Hang
+
+
+def validate(text: str) -> str:
+    """'' if `aichor-iac validate` accepts the text, else its error (ManifestError)."""
     try:
         model = manifest.parse(text, source="fuzz.yaml")
-        planning.blueprint(model, Settings(), "fuzz")
+        settings = Settings()
+        layout.checked(Context(planning.blueprint(model, settings, "fuzz")))
     except manifest.ManifestError as error:
-        lines = str(error).splitlines()
-        if not lines or any(not line.startswith("fuzz.yaml") for line in lines):
-            return "crash", f"not one line per problem: {error}"
-        return "refused", ""
+        return str(error)
+    return ""
+
+
+def render(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """What `aichor-iac render` gives: (error, objects)."""
+    try:
+        model = manifest.parse(text, source="fuzz.yaml")
+        return "", engine.expand(model, Settings(), name="fuzz").objects
+    except manifest.ManifestError as error:
+        return str(error), []
+
+
+def check(text: str, render_it: bool) -> tuple[str, str]:
+    """(outcome, detail) for one manifest text."""
+    try:
+        error = validate(text)
+        if error:
+            lines = error.splitlines()
+            if not lines or any(not line.startswith("fuzz.yaml") for line in lines):
+                return "crash", f"not one line per problem: {error}"
+        if not render_it:
+            return ("refused" if error else "accepted"), ""
+        rendered_error, objects = render(text)
+        if rendered_error != error:
+            return "disagree", f"validate: {error!r}\nrender: {rendered_error!r}"
+        if error:
+            return "refused", ""
+        command = yaml.safe_load(text)["spec"]["command"]  # a shell command line: it may
+        if HOSTILE not in command and (where := injected(objects)):  # (run after its wait)
+            return "injection", where
+        problems = limits.check(objects)
+        for obj in objects:
+            try:
+                kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+            except kubernetes_validate.ValidationError as invalid:
+                problems.append(str(invalid))
+        return ("api-rejected", "\n".join(problems)) if problems else ("accepted", "")
+    except Hang:
+        raise
     except Exception:
         return "crash", traceback.format_exc()
-    if render:
-        try:
-            for obj in engine.expand(model, Settings(), name="fuzz").objects:
-                kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
-        except kubernetes_validate.ValidationError as error:
-            return "api-rejected", str(error)
-        except Exception:
-            return "crash", traceback.format_exc()
-    return "accepted", ""
 
 
-def run(cases: int, seed: int = 0, renders: int = 50) -> tuple[Counter, list[tuple[str, str]]]:
+def injected(objects: list[dict[str, Any]]) -> str:
+    """The container whose shell script would run HOSTILE, or ''. A script is the `-c`
+    argument of a shell (what follows it are data: `$1`, ...); Kubernetes turns `$$` into `$`."""
+    for obj in objects:
+        pod = obj.get("spec", {}).get("template", {}).get("spec", {})
+        for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            argv = [*container.get("command", []), *container.get("args", [])]
+            for i, arg in enumerate(argv[:-1]):
+                if arg == "-c" and _unquoted(argv[i + 1].replace("$$", "$"), HOSTILE):
+                    return f"{obj['metadata']['name']}/{container['name']}: {argv[i + 1]}"
+    return ""
+
+
+def _unquoted(script: str, marker: str) -> bool:
+    """Whether `marker` occurs in `script` where sh expands it: outside single quotes and not
+    behind a backslash."""
+    state, i = "", 0  # "": unquoted, "'": in single quotes, '"': in double quotes
+    while i < len(script):
+        char = script[i]
+        if state == "'":
+            state = "" if char == "'" else state
+        elif script.startswith(marker, i):
+            return True
+        elif char == "\\":
+            i += 1  # the next character is literal
+        elif char == '"':
+            state = "" if state == '"' else '"'
+        elif char == "'" and not state:
+            state = "'"
+        i += 1
+    return False
+
+
+@dataclass
+class Report:
+    outcomes: Counter = field(default_factory=Counter)
+    failures: list[tuple[str, str, str]] = field(default_factory=list)  # outcome, text, detail
+    rendered: int = 0
+    slowest: float = 0.0  # seconds
+    peak_growth: float = 0.0  # MiB one case added to the process's peak memory
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def run(cases: int, seed: int = 0, renders: int = 50) -> Report:
+    """`cases` mutations; the first `renders` accepted ones and every 50th refused one are
+    also rendered (validate and render must agree)."""
     rng = random.Random(seed)
-    outcomes: Counter = Counter()
-    failures: list[tuple[str, str]] = []
-    rendered = 0
-    for _ in range(cases):
-        text = text_of(mutate(rng.choice(EXAMPLES), rng), rng)
-        render = rendered < renders
-        outcome, detail = check(text, render)
-        rendered += render and outcome == "accepted"
-        outcomes[outcome] += 1
-        if outcome in ("crash", "api-rejected"):
-            failures.append((text, detail))
-    return outcomes, failures
+    report = Report()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for case in range(cases):
+            text = text_of(mutate(rng.choice(EXAMPLES), rng), rng)
+            render_it = report.rendered < renders or case % 50 == 0
+            before, started = _peak_mib(), time.perf_counter()
+            signal.alarm(CASE_SECONDS)
+            try:
+                outcome, detail = check(text, render_it)
+            except Hang:
+                outcome, detail = "hang", f"more than {CASE_SECONDS} s"
+            finally:
+                signal.alarm(0)
+            report.slowest = max(report.slowest, time.perf_counter() - started)
+            report.peak_growth = max(report.peak_growth, _peak_mib() - before)
+            report.rendered += render_it and outcome == "accepted"
+            report.outcomes[outcome] += 1
+            if outcome in BUGS:
+                report.failures.append((outcome, text, detail))
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    return report
+
+
+def table(report: Report, cases: int) -> str:
+    rows = ["| outcome | cases | share |", "|---|---|---|"]
+    for outcome in OUTCOMES:
+        count = report.outcomes[outcome]
+        rows.append(f"| {outcome} | {count:,} | {count / cases:.1%} |")
+    rows.append(
+        f"\n{report.rendered:,} accepted cases rendered and checked; slowest case "
+        f"{report.slowest:.2f} s; largest growth of peak memory in one case "
+        f"{report.peak_growth:.0f} MiB"
+    )
+    return "\n".join(rows)
 
 
 def main() -> int:
     cases = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-    outcomes, failures = run(cases, seed, renders=max(50, cases // 200))
-    print(f"{'outcome':<14}{'cases':>10}{'share':>9}")
-    for outcome in ("accepted", "refused", "crash", "api-rejected"):
-        print(f"{outcome:<14}{outcomes[outcome]:>10}{outcomes[outcome] / cases:>9.1%}")
-    for text, detail in failures[:5]:
-        print("---\n" + text + detail)
-    return 1 if failures else 0
+    # A case that tried to take the machine's memory fails here instead (MemoryError: crash).
+    resource.setrlimit(resource.RLIMIT_AS, (8 * 1024**3, resource.RLIM_INFINITY))
+    report = run(cases, seed, renders=max(50, cases // 100))
+    print(table(report, cases))
+    for outcome, text, detail in report.failures[:5]:
+        print(f"--- {outcome}\n{text}{detail}")
+    return 1 if report.failures or report.peak_growth > MAX_CASE_MIB else 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,33 @@
 """The fuzzer in `make test` (tests/fuzz.py): 5,000 seeded mutations of the examples, each
-accepted or refused with one clean line per problem, never a crash; the first accepted ones
-are rendered and pass `kubernetes-validate` strict. `make fuzz` runs 100,000."""
+accepted or refused with one clean line per problem; never a crash, a hang, a disagreement
+between `validate` and `render`, an object the API server would reject or a user's `$(...)`
+where a shell runs it. `make fuzz` runs 100,000."""
 
 from __future__ import annotations
 
-from fuzz import run
+import pytest
+from fuzz import HOSTILE, MAX_CASE_MIB, _unquoted, run
 
 
 def test_five_thousand_hostile_manifests_end_cleanly():
-    outcomes, failures = run(5000, seed=0, renders=50)
-    assert not failures, failures[0][0] + failures[0][1]
-    assert outcomes["accepted"] >= 50 and outcomes["refused"] >= 1000  # both paths exercised
+    report = run(5000, seed=0, renders=100)
+    assert not report.failures, "\n".join(report.failures[0])
+    assert report.outcomes["accepted"] >= 500 and report.outcomes["refused"] >= 1000
+    assert report.rendered >= 100  # both paths exercised, and many renders
+    assert report.peak_growth <= MAX_CASE_MIB
+
+
+@pytest.mark.parametrize(
+    ("script", "runs"),
+    [
+        (f"echo {HOSTILE}", True),
+        (f'echo "{HOSTILE}"', True),
+        (f"echo '{HOSTILE}'", False),
+        (f"echo 'a'\"'\"'{HOSTILE}'", False),
+        (f'echo "it\'s" {HOSTILE}', True),
+        (f"echo \\{HOSTILE}", False),
+        (f"f() {{ :; }}; f '{HOSTILE}' \"$1\"", False),
+    ],
+)
+def test_the_injection_check_knows_where_sh_expands(script, runs):
+    assert _unquoted(script, HOSTILE) is runs

@@ -229,9 +229,21 @@ WORKER = "spec:\n  operator: batchjob\n  image: {image}\n  command: c\n  types:\
     [
         ("'python 3.11'", "", "spec.image: "),
         ("'python:3.11\n'", "", "spec.image: "),
-        ("i", "        extraSelectors: {'bad key': x}\n", "extraSelectors.bad key.[key]: 'bad key' is not a label key"),
-        ("i", "        extraSelectors: {pool: 'A100 80GB'}\n", "extraSelectors.pool: 'A100 80GB' is not a label value"),
-        ("i", f"        extraSelectors: {{pool: {'v' * 64}}}\n", "is not a label value (at most 63"),
+        (
+            "i",
+            "        extraSelectors: {'bad key': x}\n",
+            "extraSelectors.bad key.[key]: 'bad key' is not a label key",
+        ),
+        (
+            "i",
+            "        extraSelectors: {pool: 'A100 80GB'}\n",
+            "extraSelectors.pool: 'A100 80GB' is not a label value",
+        ),
+        (
+            "i",
+            f"        extraSelectors: {{pool: {'v' * 64}}}\n",
+            "is not a label value (at most 63",
+        ),
         (
             "i",
             "        accelerators: {gpu: {count: 1, product: 'Tesla T4'}}\n",
