@@ -57,11 +57,15 @@ class Settings(BaseModel):
         "running) or complete (the entry point succeeded).",
     )
     peer_wait_seconds: int = Field(
-        1800, ge=10, description="How long a replica waits for the peers it depends on."
+        1800,
+        ge=10,
+        le=INT32,  # shell arithmetic in the wait script: a 64-bit `sh` holds it
+        description="How long a replica waits for the peers it depends on.",
     )
     wait_timeout_seconds: int = Field(
         86400,
         ge=60,
+        le=INT32,
         description="How long pulumi up follows a run under wait: complete when the manifest "
         "gives no timeout.",
     )

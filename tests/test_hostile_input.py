@@ -70,6 +70,8 @@ def test_a_hostile_manifest_gets_one_clean_error(content, expected, tmp_path, ca
         ("imagePullSecrets", ["regcred", "A_b"], "'A_b' is not a Kubernetes name"),
         ("egressCIDRs", ["10.0.0.0/33"], "is not a CIDR"),
         ("egressCIDRs", ["0.0.0.0/0; rm"], "is not a CIDR"),
+        ("peerWaitSeconds", 10**30, "less than or equal to 2147483647"),
+        ("waitTimeoutSeconds", 2**31, "less than or equal to 2147483647"),
     ],
 )
 def test_stack_config_values_the_api_server_would_refuse(key, value, expected):
