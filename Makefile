@@ -44,8 +44,9 @@ test: $(STAMP) lint system-packages
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render.py
+	$(BIN)/python benchmarks/limits.py
 
-# 100,000 seeded mutations of the examples: accepted / refused / crash / API-rejected table.
+# 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)
 	$(BIN)/python tests/fuzz.py 100000
 

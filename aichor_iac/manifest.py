@@ -487,10 +487,8 @@ class Spec(Model):
         "{name, value} / {name, secretKeyRef} (extension).",
     )
     debug: Debug = Debug()
-    engine_name: str | None = Field(
+    engine_name: LabelValue | None = Field(
         None,
-        max_length=63,
-        pattern=r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$",
         description="AIchor's compute cluster: recorded as a label (the stack's Kubernetes "
         "provider picks the cluster).",
     )
