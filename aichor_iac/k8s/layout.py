@@ -1,7 +1,7 @@
 """One experiment as the list of Kubernetes objects it is: each object's arguments, what it is
 created after, whether `pulumi destroy` keeps it, how long `pulumi up` may wait for it.
 
-Pure: the component registers exactly this list, in this order, once `check()` has found every
+Pure: the component registers exactly this list, in this order, once `checked()` has found every
 object within the API server's rules (`aichor_iac.limits`), so nothing is half-created.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The SDK's own reading of its `*Args` classes (private, but what it serialises with);
+# tests/test_limits.py keeps `Child.object` equal to what the engine registers.
 from pulumi._types import input_type_to_dict, is_input_type
 
 from .. import limits
