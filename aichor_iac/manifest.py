@@ -592,7 +592,10 @@ class ManifestError(Exception):
 def load(path: str | Path) -> Manifest:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(MAX_BYTES + 1)  # never more: the file may be endless (/dev/zero)
+        _bounded(len(data), str(path))
+        text = data.decode("utf-8")
     except OSError as error:
         raise ManifestError(str(path), [Problem("", f"cannot read: {error.strerror}")]) from None
     except UnicodeDecodeError as error:
@@ -601,11 +604,19 @@ def load(path: str | Path) -> Manifest:
     return parse(text, source=str(path))
 
 
+MAX_BYTES = 1024 * 1024  # a manifest's text (its objects are at most 1.5 MiB in etcd anyway)
 MAX_NODES = 100_000  # keys and list items of a manifest, once YAML aliases are expanded
 MAX_DEPTH = 64  # levels of nesting (a manifest needs fewer than 10)
 
 
+def _bounded(size: int, source: str) -> None:
+    if size > MAX_BYTES:
+        reason = f"larger than {MAX_BYTES:,} bytes: a manifest is a few kilobytes"
+        raise ManifestError(source, [Problem("", reason)])
+
+
 def parse(text: str, source: str = "<manifest>") -> Manifest:
+    _bounded(len(text.encode("utf-8", "surrogatepass")), source)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         problems = _shape_problems(node)  # before anything expands the document's aliases

@@ -33,6 +33,7 @@ def bomb() -> bytes:
         (b"spec: " + b"[" * 70 + b"]" * 70 + b"\n", "x.yaml: nested more than 64 levels"),
         (b"spec:\n  image: \xff\xfe\n", "x.yaml: not UTF-8 text (byte 0xff at offset 15)"),
         (b"spec: [\n", "x.yaml:2: invalid YAML: expected the node content, but found"),
+        (MINIMAL.encode() + b"#" * 2**20, "x.yaml: larger than 1,048,576 bytes"),
         (
             (MINIMAL.replace("command: c", 'command: "echo a\\0b"')).encode(),
             "x.yaml:4: spec.command: holds a NUL character",
@@ -46,6 +47,7 @@ def bomb() -> bytes:
         "deeper than 64",
         "not utf-8",
         "yaml",
+        "too large",
         "nul",
     ],
 )
