@@ -3,6 +3,8 @@ wait of the init container and the follower that ends a replica once the entry p
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -17,8 +19,6 @@ GONE_HOST = "aichor-entry-point.invalid"
 
 
 def sh(script: str, *args: str, env: dict | None = None, timeout: float = 30):
-    import os
-
     return subprocess.run(
         ["/bin/sh", "-c", script, "aichor", *args],
         capture_output=True,
@@ -28,13 +28,25 @@ def sh(script: str, *args: str, env: dict | None = None, timeout: float = 30):
     )
 
 
+@pytest.fixture(params=["python3", "no python3"])
+def image_path(request, tmp_path) -> str:
+    """PATH of an image with python3 (WAIT_PY), or of one without it (the shell loop with
+    bash's /dev/tcp, nc or getent)."""
+    if request.param == "python3":
+        return os.environ["PATH"]
+    for tool in ("sh", "bash", "date", "sleep", "timeout", "cat", "getent", "nc"):
+        if found := shutil.which(tool):
+            (tmp_path / tool).symlink_to(found)
+    return str(tmp_path)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def test_wait_returns_once_the_peer_accepts_connections():
+def test_wait_returns_once_the_peer_accepts_connections(image_path):
     port = free_port()
     server = socket.socket()
 
@@ -45,7 +57,7 @@ def test_wait_returns_once_the_peer_accepts_connections():
 
     threading.Thread(target=listen_later, daemon=True).start()
     try:
-        result = sh(shell.wait_script((Endpoint("127.0.0.1", port),), 60))
+        result = sh(shell.wait_script((Endpoint("127.0.0.1", port),), 60), env={"PATH": image_path})
     finally:
         server.close()
     assert result.returncode == 0, result.stderr
@@ -53,16 +65,28 @@ def test_wait_returns_once_the_peer_accepts_connections():
     assert result.stdout.strip().endswith(f"aichor: 127.0.0.1:{port} accepts connections")
 
 
-def test_wait_gives_up_after_its_deadline():
+def test_wait_for_every_replica_of_a_group(image_path):
     port = free_port()
-    result = sh(shell.wait_script((Endpoint("127.0.0.1", port),), 3))
+    with socket.socket() as server:
+        server.bind(("0.0.0.0", port))  # 127.0.0.1, 127.0.1.1, 127.0.2.1: all loopback
+        server.listen()
+        script = shell.wait_script((Endpoint("127.0.$i.1", port, replicas=3),), 20)
+        result = sh(script, env={"PATH": image_path})
+    assert result.returncode == 0, result.stderr
+    done = [line for line in result.stdout.splitlines() if "accepts connections" in line]
+    assert done == [f"aichor: 127.0.{i}.1:{port} accepts connections" for i in range(3)]
+
+
+def test_wait_gives_up_after_its_deadline(image_path):
+    port = free_port()
+    result = sh(shell.wait_script((Endpoint("127.0.0.1", port),), 3), env={"PATH": image_path})
     assert result.returncode == 1
     assert f"waiting for 127.0.0.1:{port} to accept connections" in result.stderr
 
 
-def test_a_replica_never_waits_for_itself():
+def test_a_replica_never_waits_for_itself(image_path):
     script = shell.wait_script((Endpoint("exp-worker-0.exp.default.svc.cluster.local", 1),), 3)
-    result = sh(script, env={"HOSTNAME": "exp-worker-0"})
+    result = sh(script, env={"HOSTNAME": "exp-worker-0", "PATH": image_path})
     assert result.returncode == 0
     assert "is this replica, not waiting" in result.stdout
 
@@ -83,13 +107,13 @@ def test_follower_keeps_the_command_while_the_entry_point_exists():
     assert result.returncode == 7  # the command's own status
 
 
-def test_wait_for_a_host_to_resolve():
+def test_wait_for_a_host_to_resolve(image_path):
     # Followers without a port to wait for (e.g. TF parameter servers) wait for the entry
     # point's host to exist, so that its disappearance later means it has ended.
-    ok = sh(shell.wait_script((Endpoint("localhost"),), 5))
+    ok = sh(shell.wait_script((Endpoint("localhost"),), 5), env={"PATH": image_path})
     assert ok.returncode == 0 and ok.stdout.strip().endswith("aichor: localhost resolves")
     if _name_is_unknown():
-        missing = sh(shell.wait_script((Endpoint(GONE_HOST),), 3))
+        missing = sh(shell.wait_script((Endpoint(GONE_HOST),), 3), env={"PATH": image_path})
         assert missing.returncode == 1
         assert (
             "gave up after" in missing.stderr
@@ -110,7 +134,6 @@ def _private_mounts() -> bool:
 def test_follower_stops_the_command_once_the_entry_point_is_gone(tmp_path):
     """The entry point's host resolves (from a private /etc/hosts), then disappears as it does
     from the cluster DNS when its pod ends: the command is stopped and the replica succeeds."""
-    import os
 
     hosts = tmp_path / "hosts"
     hosts.write_text(f"127.0.0.1 localhost\n10.1.2.3 {GONE_HOST}\n")

@@ -18,12 +18,10 @@ FOLLOW_INTERVAL_SECONDS = 10
 FOLLOW_MISSES = 3
 STOP_GRACE_SECONDS = 30
 
-# TCP probe: python3, else bash's /dev/tcp, else nc.
+# TCP probe without python3 (which WAIT_PY uses): bash's /dev/tcp, else nc.
 _TCP_PROBE = """\
 aichor_tcp() {
-  if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 3).close()' "$1" "$2" 2>/dev/null
-  elif command -v bash >/dev/null 2>&1; then
+  if command -v bash >/dev/null 2>&1; then
     timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
   else
     nc -z -w 3 "$1" "$2" 2>/dev/null
@@ -54,9 +52,22 @@ def k8s_escape(text: str) -> str:
 
 def wait_script(targets: tuple[Endpoint, ...], deadline_seconds: int) -> str:
     """Init container: wait, bounded overall and logged, until every target accepts TCP
-    connections (or, without a port, until its host resolves). A replica skips itself."""
+    connections (or, without a port, until its host resolves). A replica skips itself.
+
+    With python3 (every ML image) one process waits for all targets, trying again soon and
+    then less often (WAIT_PY); without it, a shell loop probes with bash or nc every second."""
+    specs = " ".join(
+        shlex.quote(f"{t.host}:{'' if t.port is None else t.port}:{t.replicas or ''}")
+        for t in targets
+    )
+    lines = [
+        "start=$(date +%s)",
+        "if command -v python3 >/dev/null 2>&1; then",
+        f'  exec python3 -c {shlex.quote(WAIT_PY)} "$start" {deadline_seconds} "{_SELF}" {specs}',
+        "fi",
+    ]
     probes = {_LOOKUP if t.port is None else _TCP_PROBE for t in targets}
-    lines = [*sorted(probes), _WAIT.format(self=_SELF, deadline=deadline_seconds)]
+    lines += [*sorted(probes), _WAIT.format(self=_SELF, deadline=deadline_seconds)]
     for target in targets:
         port = '""' if target.port is None else target.port
         if target.replicas:  # host names are DNS names: "$i" is the only expansion
@@ -69,9 +80,57 @@ def wait_script(targets: tuple[Endpoint, ...], deadline_seconds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The wait, in python3. argv: the start time, the deadline, this replica's host name, then
+# `host:port:replicas` per target (no port: until the host resolves; replicas N: the host
+# holds `$i`, for each of 0..N-1). A host is looked up with back-off (0.1 s growing to 2 s: no
+# DNS storm from a thousand replicas), then its address is tried every 0.1 s growing to 0.5 s
+# (a dependent starts within 0.5 s of its peer accepting), looked up anew each time (the
+# resolver caches it; a restarted pod has a new address).
+WAIT_PY = """\
+import socket, sys, time
+start, deadline, me = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def out(text, error=False):
+    print("aichor: " + text, file=sys.stderr if error else sys.stdout, flush=True)
+def ready(host, port):
+    try:
+        address = socket.getaddrinfo(host, port or None, type=socket.SOCK_STREAM)[0][4]
+    except OSError:
+        return None
+    if not port:
+        return True
+    try:
+        socket.create_connection(address[:2], 3).close()
+        return True
+    except OSError:
+        return False
+for spec in sys.argv[4:]:
+    pattern, port, replicas = spec.rsplit(":", 2)
+    hosts = [pattern.replace("$i", str(i)) for i in range(int(replicas))] if replicas else [pattern]
+    for host in hosts:
+        what = host + (":" + port + " to accept connections" if port else " to resolve")
+        if host.startswith(me + "."):
+            out(host + " is this replica, not waiting")
+            continue
+        delay, said = 0.1, 0.0
+        while True:
+            state = ready(host, port)
+            if state:
+                break
+            elapsed = int(time.time()) - start
+            if elapsed >= deadline:
+                out("gave up after %ds waiting for %s" % (elapsed, what), error=True)
+                sys.exit(1)
+            if time.time() - said >= 10:
+                out("waiting for %s (%ds of %ds)" % (what, elapsed, deadline))
+                said = time.time()
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5 if state is False else 2.0)
+        out(host + (":" + port + " accepts connections" if port else " resolves"))
+"""
+
+
 # `aichor_wait HOST PORT`: until HOST:PORT accepts connections (HOST resolves, without PORT).
 _WAIT = """\
-start=$(date +%s)
 aichor_wait() {{
   case "$1" in "{self}".*) echo "aichor: $1 is this replica, not waiting"; return 0;; esac
   if [ -n "$2" ]; then what="$1:$2 to accept connections"; done="$1:$2 accepts connections"
@@ -83,7 +142,7 @@ aichor_wait() {{
       exit 1
     fi
     echo "aichor: waiting for $what (${{elapsed}}s of {deadline}s)"
-    sleep 2
+    sleep 1
   done
   echo "aichor: $done"
 }}"""
