@@ -48,6 +48,7 @@ MAX_CASE_MIB = 256  # what one case may add to the process's peak memory
 OUTCOMES = ("accepted", "refused", "disagree", "crash", "hang", "api-rejected", "injection")
 BUGS = OUTCOMES[2:]
 HOSTILE = "$(touch /tmp/aichor-fuzz-escaped)"
+# (Drawn with deepcopy: an edit inside a drawn `[]` or `{}` must not change the next case's.)
 VALUES: list[Any] = [
     None, True, False, 0, -1, 1, 2, 3, 0.0001, 0.5, 1e308, 2**31, 2**63, 10**30,
     float("inf"), float("nan"), "", " ", "0", "1", "2h", "abc", "ÄÖü", "名前", "🚀",
@@ -94,11 +95,11 @@ def hostile(document: dict, rng: random.Random) -> None:
     last = path[-1]
     action = rng.randrange(6)
     if action == 0:  # another value
-        parent[last] = rng.choice(VALUES)
+        parent[last] = copy.deepcopy(rng.choice(VALUES))
     elif action == 1 and isinstance(parent, dict):  # gone
         parent.pop(last, None)
     elif action == 2 and isinstance(parent, dict):  # another key beside it
-        parent[rng.choice(KEYS)] = rng.choice(VALUES)
+        parent[rng.choice(KEYS)] = copy.deepcopy(rng.choice(VALUES))
     elif action == 3:  # nested deeper
         parent[last] = {rng.choice(KEYS): parent[last]}
     elif action == 4 and isinstance(document.get("spec"), dict):  # another operator

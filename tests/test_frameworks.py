@@ -8,6 +8,7 @@ import json
 import pytest
 from conftest import expand, replica_envs
 
+from aichor_iac.k8s import lifeline, shell
 from aichor_iac.manifest import ManifestError, validate
 
 R = {"cpus": 2, "ramRatio": 2}
@@ -140,7 +141,9 @@ def test_tf_replicas_follow_the_entry_point(counts, entry):
     for name, pod in spec.items():
         script = pod["containers"][0]["command"]
         if name == f"exp-{entry}" and counts.get(entry.capitalize(), 0) == 1:
-            assert script == ["/bin/sh", "-c", "run"]  # the entry point follows no one
+            # the entry point follows no one; its followers keep a lifeline to it
+            assert script[3:] == ["aichor", "run"] and "aichor_lookup" not in script[2]
+            assert shell.k8s_escape(lifeline.ENTRY) in script[2]
         else:
             assert f"aichor_lookup {entry_host}" in script[2], name
         waits = [c["command"][2] for c in pod.get("initContainers", [])]

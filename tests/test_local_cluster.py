@@ -75,7 +75,7 @@ def test_xgboost_master_and_two_workers_allreduce():
     ranks = {}
     for pod, result in results.items():
         assert result.returncode == 0, (pod, result.stderr[-2000:])
-        words = result.stdout.split()
+        words = next(line for line in result.stdout.splitlines() if "sum" in line).split()
         ranks[pod] = (words[words.index("rank") + 1], words[-1])
     assert ranks == {
         "exp-master-0": ("0", "3.0"),
@@ -94,8 +94,9 @@ def test_tf_parameter_servers_end_with_the_chief():
     assert results["exp-chief-0"].stdout.strip() == "trained"
     for pod in ("exp-ps-0", "exp-ps-1", "exp-worker-0"):
         assert results[pod].returncode == 0, results[pod].stderr
-        assert "exp-chief-0.exp.default.svc.cluster.local has ended; stopping this replica" in (
-            results[pod].stdout
+        assert (
+            "exp-chief-0.exp.default.svc.cluster.local (it has ended); stopping this replica"
+            in (results[pod].stdout)
         )
 
 
@@ -123,7 +124,7 @@ EOF"""
     for rank, pod in ((1, "exp-worker-0"), (2, "exp-worker-1")):
         out = results[pod].stdout
         assert results[pod].returncode == 0, results[pod].stderr
-        assert f"worker {rank} connected" in out and "has ended; stopping this replica" in out
+        assert f"worker {rank} connected" in out and "(it has ended); stopping this replica" in out
 
 
 def test_jobset_runs_every_job_and_completion_index_once_within_parallelism():

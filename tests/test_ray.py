@@ -279,7 +279,7 @@ def test_real_ray_job_waits_for_every_node_then_the_cluster_ends():
     assert "cpu-pool 1.0" in job.stdout  # a bare ray.init() reached the pool's custom resource
     for pod in ("exp-head-0", "exp-cpu-pool-0"):  # the cluster stops once the job has ended
         assert results[pod].returncode == 0, results[pod].stderr[-3000:]
-        assert "exp-job-0.exp.default.svc.cluster.local has ended" in results[pod].stdout
+        assert "exp-job-0.exp.default.svc.cluster.local (it has ended)" in results[pod].stdout
 
 
 # Pulumi creates the pools once the head is Ready; here every pod shares two CPUs, so the pool
@@ -300,4 +300,4 @@ def test_real_kuberay_submitter_fails_when_the_ray_job_fails():
     assert "aichor: Ray job exp FAILED" in submitter.stdout
     for pod in ("exp-head-0", "exp-cpu-pool-0"):
         assert results[pod].returncode == 0, results[pod].stderr[-3000:]
-        assert "has ended; stopping this replica" in results[pod].stdout
+        assert "(it has ended); stopping this replica" in results[pod].stdout

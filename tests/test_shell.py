@@ -34,7 +34,8 @@ def image_path(request, tmp_path) -> str:
     bash's /dev/tcp, nc or getent)."""
     if request.param == "python3":
         return os.environ["PATH"]
-    for tool in ("sh", "bash", "date", "sleep", "timeout", "cat", "getent", "nc"):
+    tools = "sh bash date sleep timeout cat getent nc setsid mount unshare"
+    for tool in tools.split():
         if found := shutil.which(tool):
             (tmp_path / tool).symlink_to(found)
     return str(tmp_path)
@@ -99,10 +100,12 @@ def _name_is_unknown() -> bool:
     return False
 
 
-def test_follower_keeps_the_command_while_the_entry_point_exists():
+def test_follower_keeps_the_command_while_the_entry_point_exists(image_path):
     command = shell.main_command("sleep 1; exit 7", (), "localhost")
     result = sh(
-        command[2].replace("$$", "$"), "sleep 1; exit 7", env={"AICHOR_FOLLOW_INTERVAL": "0.2"}
+        command[2].replace("$$", "$"),
+        "sleep 1; exit 7",
+        env={"AICHOR_FOLLOW_INTERVAL": "0.2", "PATH": image_path},
     )
     assert result.returncode == 7  # the command's own status
 
@@ -131,7 +134,7 @@ def _private_mounts() -> bool:
 @pytest.mark.skipif(
     not _private_mounts(), reason="needs `unshare --mount` (root) for a private /etc/hosts"
 )
-def test_follower_stops_the_command_once_the_entry_point_is_gone(tmp_path):
+def test_follower_stops_the_command_once_the_entry_point_is_gone(tmp_path, image_path):
     """The entry point's host resolves (from a private /etc/hosts), then disappears as it does
     from the cluster DNS when its pod ends: the command is stopped and the replica succeeds."""
 
@@ -154,7 +157,7 @@ def test_follower_stops_the_command_once_the_entry_point_is_gone(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={"PATH": os.environ["PATH"], "AICHOR_FOLLOW_INTERVAL": "0.2"},
+        env={"PATH": image_path, "AICHOR_FOLLOW_INTERVAL": "0.2"},
     )
     time.sleep(2)
     assert process.poll() is None  # resolvable: the command keeps running
@@ -163,14 +166,15 @@ def test_follower_stops_the_command_once_the_entry_point_is_gone(tmp_path):
         f.write("127.0.0.1 localhost\n")
     out, err = process.communicate(timeout=20)
     assert process.returncode == 0, err  # the replica succeeds: its Job completes, GPUs freed
-    assert f"aichor: {GONE_HOST} has ended; stopping this replica" in out
+    assert f"aichor: {GONE_HOST} (its host has left DNS); stopping this replica" in out
 
 
-def test_rank_zero_does_not_follow_itself():
+def test_rank_zero_does_not_follow_itself(image_path):
     host = "exp-worker-0.exp.default.svc.cluster.local"
-    command = shell.main_command("exit 0", (), host)
-    result = sh(command[2].replace("$$", "$"), "exit 0", env={"HOSTNAME": "exp-worker-0"})
-    assert result.returncode == 0 and "has ended" not in result.stdout
+    command = shell.main_command("exit 3", (), host)
+    env = {"HOSTNAME": "exp-worker-0", "PATH": image_path}
+    result = sh(command[2].replace("$$", "$"), "exit 3", env=env)
+    assert result.returncode == 3 and "stopping" not in result.stdout
 
 
 def test_an_entry_point_lingers_one_follow_interval_with_its_own_status():

@@ -44,6 +44,7 @@ from ..manifest import Resources, Spec
 from ..settings import Settings
 from . import jupyter, shell, tensorboard
 from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_env
+from .lifeline import LIFELINE_PORT
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TPU_RESOURCE = "google.com/tpu"
@@ -200,6 +201,8 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     rdma = ("IPC_LOCK",) if resources.rdma else ()  # RDMA pins (locks) its buffers' memory
     security = container_security(ctx.spec, (*group.capabilities, *rdma))
     ready = group.ready_port
+    followed = group.role == ctx.plan.entry_point and any(g.follows for g in ctx.plan.groups)
+    ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed else [])]
     main = ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,
@@ -208,11 +211,12 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
             group.env,
             group.follows,
             group.sees_entry_first,
-            linger=group.role == ctx.plan.entry_point
-            and any(g.follows and not g.sees_entry_first for g in ctx.plan.groups),
+            linger=followed and any(g.follows and not g.sees_entry_first for g in ctx.plan.groups),
+            lifeline=followed,
+            restarts=spec_restarts(ctx.spec),
         ),
         env=env(ctx, group),
-        ports=[ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in group.ports]
+        ports=[ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in ports]
         or None,
         readiness_probe=ProbeArgs(
             tcp_socket=TCPSocketActionArgs(port=ready), period_seconds=5, failure_threshold=1
@@ -268,6 +272,11 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         volumes=volumes or None,
         **ctx.pod_defaults(),
     )
+
+
+def spec_restarts(spec: Spec) -> bool:
+    """Whether a failed replica's Job starts it again (so a failure is not yet the end)."""
+    return spec.restart_policy.backoff_limit > 0
 
 
 def env(ctx: Context, group: Group) -> list[EnvVarArgs]:

@@ -11,6 +11,7 @@ import shlex
 
 from ..frameworks import Endpoint, Env
 from ..frameworks.base import INDEX_VAR
+from .lifeline import ENTRY, FOLLOW, LIFELINE_PORT
 
 # A follower checks every AICHOR_FOLLOW_INTERVAL seconds (default 10) and stops after
 # AICHOR_FOLLOW_MISSES consecutive "no such host" answers (default 3); both are env overrides.
@@ -161,26 +162,42 @@ def main_command(
     follows: str | None,
     seen: bool = True,
     linger: bool = False,
+    lifeline: bool = False,
+    restarts: bool = False,
 ) -> list[str]:
     """The main container's command: the prelude, then `command` (the user's, or the group's
     program) as `$1`.
 
     With `follows`, the command runs as a child that is stopped (and the replica succeeds) once
-    the followed host has disappeared from DNS, i.e. the entry point's pod has ended. With
-    `linger` (an entry point some followers only count gone once they have seen it), the
-    replica stays one follow interval (+2 s) after its command has ended, so that every
-    follower's lookup finds it at least once, however quickly it ended.
+    the followed entry point has ended: told by its lifeline, else seen gone from DNS. With
+    `lifeline`, this is an entry point that followers keep a connection to (`restarts`: its
+    Job starts it again after a failure, so only success, or a failure with no retry left, is
+    its end). With `linger` (an entry point some followers only count gone once they have
+    seen it), the replica stays one follow interval (+2 s) after its command has ended, so
+    that every follower finds it at least once, however quickly it ended. Without python3 the
+    POSIX shell programs do the same with DNS only (lifeline.py says how).
     """
     lines = prelude(env)
-    if follows is None and linger:
+    flag = {True: "1", False: "0"}
+    if follows is not None:
+        args = [shlex.quote(follows), str(LIFELINE_PORT), flag[seen], flag[restarts]]
+        lines += [_python(FOLLOW, args), follow_script(follows, seen)]
+    elif lifeline:
+        lines.append(_python(ENTRY, [flag[restarts], flag[linger], str(LIFELINE_PORT)]))
+        lines.append(LINGER if linger else 'exec /bin/sh -c "$1"')
+    elif linger:
         lines.append(LINGER)
-    elif follows is None:
-        if not lines:
-            return ["/bin/sh", "-c", k8s_escape(command)]
-        lines.append('exec /bin/sh -c "$1"')
+    elif not lines:
+        return ["/bin/sh", "-c", k8s_escape(command)]
     else:
-        lines.append(follow_script(follows, seen))
+        lines.append('exec /bin/sh -c "$1"')
     return ["/bin/sh", "-c", k8s_escape("\n".join(lines)), "aichor", k8s_escape(command)]
+
+
+def _python(program: str, args: list[str]) -> str:
+    """Run `program` with the command (`$1`) and `args` when the image has python3."""
+    call = " ".join([shlex.quote(program), '"$1"', *args])
+    return f"if command -v python3 >/dev/null 2>&1; then exec python3 -c {call}; fi"
 
 
 # `$1` as a child in its own process group (with `setsid` when the image has it), so that
@@ -229,7 +246,7 @@ while kill -0 "$child" 2>/dev/null; do
     2) misses=$((misses + seen)) ;;
   esac
   if [ "$misses" -ge "${{AICHOR_FOLLOW_MISSES:-{FOLLOW_MISSES}}}" ]; then
-    echo "aichor: {host} has ended; stopping this replica"
+    echo "aichor: {host} (its host has left DNS); stopping this replica"
     aichor_stop TERM
     ( sleep {STOP_GRACE_SECONDS}; aichor_stop KILL ) >/dev/null 2>&1 &
     wait "$child"
