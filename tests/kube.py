@@ -248,6 +248,7 @@ class LocalCluster:
             self._kill(pod)
         for thread in (t for threads in self.started.values() for t in threads):
             thread.join(10)  # each sees its processes end before their files go
+        for pod in self.ips:
             subprocess.run(["ip", "netns", "del", self._ns(pod)], check=False)
             shutil.rmtree(self.etc / self._ns(pod), ignore_errors=True)
         subprocess.run(["ip", "netns", "del", self._ns()], check=False)

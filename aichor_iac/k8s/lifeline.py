@@ -3,20 +3,22 @@
 The entry point's main process (ENTRY) runs the user's command as a child and listens on
 LIFELINE_PORT; every follower's main process (FOLLOW) keeps a connection to it. ENTRY says
 `ok` every second, and `end <status>` once the command has ended for good (it succeeded, or
-it failed and its Job will not start it again); a follower then stops its own command at once
-and succeeds (after END_GRACE seconds in which the command may end by itself, as a rank
-finishing its last step after rank 0 does). A connection that closes without `end` (the entry's pod killed) is redialled:
-when the entry's Job cannot restart it, ten seconds of refused redials mean it is gone; when it
-can (`backoffLimit > 0`), only DNS can tell (its pod gone, not replaced), as before. A slow
-entry point is never taken for a gone one: ENTRY answers whatever its command does, and only a
-refused or unreachable redial counts. Without a lifeline (an image without python3, or before
-the entry point listens), DNS is the fallback: the entry point's host looked up every
-AICHOR_FOLLOW_INTERVAL seconds, gone after AICHOR_FOLLOW_MISSES "no such host" answers.
+it failed and its Job will not start it again); a follower then stops its own command and
+succeeds (after END_GRACE seconds in which the command may end by itself, as a rank finishing
+its last step after rank 0 does). A connection that closes without `end` (the entry's pod
+killed) is redialled: when the entry's Job cannot restart it, ten seconds of refused redials
+mean it is gone; when it can (`backoffLimit > 0`), only DNS can tell (its pod gone, not
+replaced), as before. A slow entry point is never taken for a gone one: ENTRY answers
+whatever its command does, and only a refused or unreachable redial counts. Without a
+lifeline (an image without python3, or before the entry point listens), DNS is the fallback:
+the entry point's host looked up every AICHOR_FOLLOW_INTERVAL seconds, gone after
+AICHOR_FOLLOW_MISSES "no such host" answers.
 
 Both programs are python3 (every ML image has it; `shell.main_command` falls back to the POSIX
 shell programs without it) and run the command `/bin/sh -c "$1"` in its own session, so a
 stop reaches all of its processes. On TERM (the pod deleted) they stop the command, give it
-STOP_GRACE seconds, and exit: a follower with 0, an entry point with the command's status.
+AICHOR_STOP_GRACE seconds (30), and exit: a follower with 0, an entry point with the
+command's status, telling its followers `failed` (a deleted pod may be replaced: DNS decides).
 """
 
 from __future__ import annotations

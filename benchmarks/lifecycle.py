@@ -1,0 +1,122 @@
+"""Lifecycle benchmark: how long GPUs idle after the end, and how long a dependent waits after
+its peer is up, on the local cluster (tests/kube.py: one network namespace per pod, a hosts
+file standing for the cluster DNS) with the default settings.
+
+An experiment of 1 entry point (PyTorch Master) and 8 followers (Workers), repeated RUNS
+times:
+
+- graceful: the Master opens its port, waits 3 s and exits 0: time from its exit to the last
+  Worker's exit;
+- killed: the same Master is killed (SIGKILL to every process of its pod) instead: time from
+  the kill to the last Worker's exit;
+- start: time from the Master's port opening to each Worker's command starting (the slowest).
+
+Prints the median and the worst of each; asserts nothing (machines are shared and noisy).
+Needs root (`ip netns`).
+
+    .venv/bin/python benchmarks/lifecycle.py [RUNS]
+
+Targets (issue 14): graceful ≤ 2 s, killed ≤ 15 s, start ≤ 0.5 s, worst case.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from kube import LocalCluster  # noqa: E402
+
+from aichor_iac import engine, manifest  # noqa: E402
+from aichor_iac.settings import Settings  # noqa: E402
+
+FOLLOWERS = 8
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+ENV = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # default intervals
+# The Master listens on MASTER_PORT, says when, holds 3 s, says when it exits; a Worker says
+# when its command starts, then works until it is stopped.
+COMMAND = """\
+if [ "$RANK" = 0 ]; then
+  exec python3 -c 'import os, socket, time
+s = socket.create_server(("", int(os.environ["MASTER_PORT"])))
+print("open", time.time(), flush=True)
+time.sleep(3)
+print("exit", time.time(), flush=True)'
+fi
+python3 -c 'import time; print("start", time.time(), flush=True)'
+exec sleep 600
+"""
+
+
+def objects() -> list[dict]:
+    r = {"cpus": 1, "ramRatio": 1}
+    spec = {
+        "operator": "pytorch",
+        "image": "img",
+        "command": COMMAND,
+        "types": {
+            "Master": {"count": 1, "resources": r},
+            "Worker": {"count": FOLLOWERS, "resources": r},
+        },
+    }
+    return engine.expand(manifest.validate({"spec": spec}), Settings(), name="exp").objects
+
+
+def stamp(text: str, word: str) -> float:
+    found = re.search(rf"^{word} ([0-9.]+)$", text, re.M)
+    assert found, f"no '{word}' in {text[-500:]!r}"
+    return float(found.group(1))
+
+
+def once(kill: bool) -> tuple[float, float]:
+    """(seconds from the Master's end to the last Worker's end, slowest start after open)."""
+    workers = [f"exp-worker-{i}" for i in range(FOLLOWERS)]
+    with LocalCluster(objects(), ENV) as cluster:
+        runner = threading.Thread(target=cluster.run, kwargs={"timeout": 300}, daemon=True)
+        runner.start()
+        while "open" not in cluster.logs("exp-master-0", "pytorch"):
+            time.sleep(0.05)
+        if kill:
+            time.sleep(1.5)  # the Workers have started
+            end = time.time()
+            cluster._kill("exp-master-0")
+        while any(cluster.state[w] not in ("succeeded", "failed") for w in workers):
+            time.sleep(0.02)
+        last = time.time()
+        runner.join(60)
+        opened = stamp(cluster.logs("exp-master-0", "pytorch"), "open")
+        if not kill:
+            end = stamp(cluster.results["exp-master-0"].stdout, "exit")
+        starts = [stamp(cluster.results[w].stdout, "start") for w in workers]
+        return last - end, max(starts) - opened
+
+
+def main() -> None:
+    if not LocalCluster.available():
+        sys.exit("needs `ip netns` (root)")
+    figures: dict[str, list[float]] = {"graceful": [], "killed": [], "start": []}
+    for _ in range(RUNS):
+        stopped, start = once(kill=False)
+        figures["graceful"].append(stopped)
+        figures["start"].append(start)
+        figures["killed"].append(once(kill=True)[0])
+    print(f"1 entry point + {FOLLOWERS} followers, {RUNS} runs, default settings")
+    print(f"{'':<42}{'median':>8}{'worst':>8}")
+    labels = {
+        "graceful": "entry point exits -> last follower exits",
+        "killed": "entry pod killed -> last follower exits",
+        "start": "peer port open -> dependent command starts",
+    }
+    for key, values in figures.items():
+        print(f"{labels[key]:<42}{statistics.median(values):>7.2f}s{max(values):>7.2f}s")
+
+
+if __name__ == "__main__":
+    main()
