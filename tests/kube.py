@@ -4,6 +4,7 @@ resulting environment (so the shell prelude runs too)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -66,6 +67,9 @@ def container_env(
                     INDEX_PATH: str(index),
                     "status.podIP": pod_ip or f"10.0.0.{index + 1}",
                     "metadata.namespace": job["metadata"]["namespace"],
+                    # the Job controller names pod i `<job>-<i>-<5 random characters>`
+                    "metadata.name": f"{job['metadata']['name']}-{index}-"
+                    + hashlib.sha1(f"{job['metadata']['name']}{index}".encode()).hexdigest()[:5],
                 }[path]
             elif "secretKeyRef" in source and secrets:
                 ref = source["secretKeyRef"]

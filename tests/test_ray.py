@@ -128,6 +128,56 @@ def test_ray_start_params_pass_through_and_merge():
     assert "--disable-usage-stats" in command and "--object-store-memory=1000" in command
 
 
+# What KubeRay gives each Ray node (ray-operator setContainerEnvVars), per job of the
+# rendered cluster: literal values, or the pod field they come from.
+KUBERAY_ENV = {
+    "exp-head": {
+        "RAY_CLUSTER_NAME": "exp",
+        "RAY_NODE_TYPE_NAME": "headgroup",
+        "RAY_PORT": "6379",
+        "RAY_ADDRESS": "127.0.0.1:6379",
+        "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE": "1",
+    },
+    "exp-small-cpu-workers": {
+        "RAY_CLUSTER_NAME": "exp",
+        "RAY_NODE_TYPE_NAME": "small-cpu-workers",
+        "RAY_PORT": "6379",
+        "RAY_ADDRESS": f"{HEAD}:6379",
+        "FQ_RAY_IP": HEAD,
+        "RAY_IP": "exp-head",
+        "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE": "1",
+    },
+    "exp-submitter": {
+        "RAY_ADDRESS": f"{HEAD}:6379",
+        "RAY_DASHBOARD_ADDRESS": f"{HEAD}:8265",
+        "RAY_JOB_SUBMISSION_ID": "exp",
+    },
+}
+FIELDS = {"RAY_CLUSTER_NAMESPACE": "metadata.namespace", "RAY_CLOUD_INSTANCE_ID": "metadata.name"}
+
+
+@pytest.mark.parametrize("job", sorted(KUBERAY_ENV))
+def test_every_ray_pod_sees_what_kuberay_gives_it(job):
+    objects = by_name(expand(ray("kuberay")).objects)
+    spec = objects[f"Job/{job}"]
+    env = container_env(spec, 3 if "workers" in job else 0)
+    assert {k: env[k] for k in KUBERAY_ENV[job]} == KUBERAY_ENV[job]
+    if job != "exp-submitter":
+        assert env["RAY_CLUSTER_NAMESPACE"] == "default"
+        assert env["RAY_CLOUD_INSTANCE_ID"].startswith(f"{job}-")  # the pod's name
+        entries = spec["spec"]["template"]["spec"]["containers"][0]["env"]
+        fields = {
+            e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+            for e in entries
+            if "valueFrom" in e and "fieldRef" in e["valueFrom"]
+        }
+        assert FIELDS.items() <= fields.items()
+        # the `ray start` this pod runs, as KubeRay records it
+        assert env["KUBERAY_GEN_RAY_START_CMD"] == main(spec)
+    names = [e["name"] for e in spec["spec"]["template"]["spec"]["containers"][0]["env"]]
+    assert len(names) == len(set(names))  # no variable given twice
+
+
 @pytest.mark.parametrize(("version", "legacy"), [(None, False), ("2.9.3", False), ("1.13.0", True)])
 def test_env_on_every_container_and_the_secret_by_reference(version, legacy):
     objects = expand(ray(version=version)).objects
@@ -137,7 +187,9 @@ def test_env_on_every_container_and_the_secret_by_reference(version, legacy):
         assert env["CURRENT_POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
         ref = {"secretKeyRef": {"name": "exp-secret", "key": "password"}}
         assert env["REDIS_PASSWORD"]["valueFrom"] == ref
-        assert env["RAY_SERVER"]["value"] == env["RAY_ADDRESS"]["value"] == f"{HEAD}:6379"
+        assert env["RAY_SERVER"]["value"] == f"{HEAD}:6379"
+        head = job["metadata"]["name"] == "exp-head"  # KubeRay: the head's own address
+        assert env["RAY_ADDRESS"]["value"] == ("127.0.0.1:6379" if head else f"{HEAD}:6379")
         assert ("RAY_AUTH_MODE" in env) is not legacy
         if not legacy:
             assert env["RAY_AUTH_TOKEN"]["valueFrom"] == ref
@@ -164,7 +216,7 @@ def test_kuberay_submits_to_the_head_and_follows_the_job():
     assert f"aichor_wait {HEAD} 8265" in init
     assert rendering.outputs["entryPoint"] == "exp-submitter"
     env = container_env(jobs["Job/exp-head"], 0)
-    assert env["RAY_ADDRESS"] == f"{HEAD}:6379"
+    assert env["RAY_ADDRESS"] == "127.0.0.1:6379"  # the entrypoint runs on the head
     for name in ("exp-head", "exp-small-cpu-workers"):  # they end with the submitter
         script = jobs[f"Job/{name}"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
         assert "aichor_lookup exp-submitter-0.exp.default.svc.cluster.local" in script

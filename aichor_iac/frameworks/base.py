@@ -69,6 +69,11 @@ class Env:
         return cls(name, index_offset=offset)
 
     @classmethod
+    def literal(cls, name: str, text: str) -> Env:
+        """A value Kubernetes passes as it is (`$` kept: no `$(VAR)` reference expands)."""
+        return cls(name, text.replace("$", "$$"))
+
+    @classmethod
     def field(cls, name: str, path: str) -> Env:
         return cls(name, field_path=path)
 

@@ -105,30 +105,33 @@ def plan(spec: Spec, names: Names) -> Plan:
     entry_host = names.host(entry, 0)
     env = cluster_env(address, legacy)
     gcs = Endpoint(head_host, GCS)
+    head_start = start(head_spec, HEAD_FLAGS, legacy)
     groups = [
         Group(
             role="head",
             replica_type="Head",
             spec=head_spec,
-            env=env,
+            env=(*env, *kuberay_env(names, HEAD_GROUP, head_start, None)),
             ports=PORTS,
             follows=entry_host,
             leader_first=False,
-            program=start(head_spec, HEAD_FLAGS, legacy),
+            program=head_start,
             ready_port=GCS,
         )
     ]
     for pool in pools:
         resources = {pool.name: _cpus(pool)}
+        pool_start = start(pool, {"address": address, "block": True}, legacy, resources)
+        node = kuberay_env(names, pool.name, pool_start, head_service)
         for slot in slots_of(pool.name, "Workers", pool):  # a multi-host TPU pool: per slice
             groups.append(
                 slot_group(
                     slot,
-                    env=(*env, *tpu_env(names, slot)),
+                    env=(*env, *node, *tpu_env(names, slot)),
                     waits_for=(gcs,),
                     follows=entry_host,
                     leader_first=False,
-                    program=start(pool, {"address": address, "block": True}, legacy, resources),
+                    program=pool_start,
                     after=("head",),
                 )
             )
@@ -145,7 +148,7 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
                 role="job",
                 replica_type="Job",
                 spec=job,
-                env=env,
+                env=(*env, Env("RAY_ADDRESS", address)),
                 waits_for=(gcs,),
                 program=program,
                 after=started,
@@ -158,12 +161,19 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
         entrypoint = f"{wait_for_nodes(expected, EVERY_NODE, spec)} && {command}"
         args = (SUBMIT, dashboard_url, names.experiment, entrypoint, str(_deadline(spec)))
         program = "python3 -c " + " ".join(map(shlex.quote, args))
+        # What KubeRay's submitter Job sees (`ray job submit --address=http://$RAY_DASHBOARD_
+        # ADDRESS --submission-id=$RAY_JOB_SUBMISSION_ID`).
+        submitter_env = (
+            Env("RAY_ADDRESS", address),
+            Env("RAY_DASHBOARD_ADDRESS", f"{head_host}:{DASHBOARD}"),
+            Env("RAY_JOB_SUBMISSION_ID", names.experiment),
+        )
         groups.append(
             Group(
                 role="submitter",
                 replica_type="Submitter",
                 spec=SUBMITTER,
-                env=env,
+                env=(*env, *submitter_env),
                 waits_for=(Endpoint(head_host, DASHBOARD),),
                 program=program,
                 after=started,
@@ -187,16 +197,49 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
 
 
 def cluster_env(address: str, legacy: bool) -> tuple[Env, ...]:
-    """DESIGN §5's Ray row, on every container; the secret by reference only."""
+    """DESIGN §5's Ray row, on every container (`RAY_ADDRESS` is per group: the head's own
+    address on the head, as KubeRay sets it); the secret by reference only."""
     env = [
         Env.field("CURRENT_POD_IP", "status.podIP"),
         Env.secret("REDIS_PASSWORD", "password"),
         Env("RAY_SERVER", address),
-        Env("RAY_ADDRESS", address),
     ]
     if not legacy:
         env += [Env("RAY_AUTH_MODE", "token"), Env.secret("RAY_AUTH_TOKEN", "password")]
     return (*env, Env("PYTHONUNBUFFERED", "1"))
+
+
+HEAD_GROUP = "headgroup"  # KubeRay's `ray.io/group` label value of the head
+
+
+def kuberay_env(
+    names: Names, group: str, ray_start: str, head_service: str | None
+) -> tuple[Env, ...]:
+    """What KubeRay gives a Ray node's container (ray-operator `setContainerEnvVars`, in
+    controllers/ray/common/pod.go): the cluster's name and namespace, the pod's name, its
+    group (`headgroup` for the head), the generated `ray start` command, the GCS port, and for
+    a worker the head's Service (`FQ_RAY_IP`, and `RAY_IP` its first label); the head's
+    `RAY_ADDRESS` is its own `127.0.0.1:6379`. Left out: KubeRay's own usage-stats tags
+    (`RAY_USAGE_STATS_*`), which would report this cluster as KubeRay's."""
+    env = [
+        Env("RAY_CLUSTER_NAME", names.experiment),
+        Env.field("RAY_CLUSTER_NAMESPACE", "metadata.namespace"),
+        Env.field("RAY_CLOUD_INSTANCE_ID", "metadata.name"),
+        Env("RAY_NODE_TYPE_NAME", group),
+        Env.literal("KUBERAY_GEN_RAY_START_CMD", ray_start),
+        Env("RAY_PORT", str(GCS)),
+        Env("RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1"),
+    ]
+    if head_service is None:
+        env.append(Env("RAY_ADDRESS", f"127.0.0.1:{GCS}"))
+    else:
+        head = names.service_host(head_service)
+        env += [
+            Env("RAY_ADDRESS", f"{head}:{GCS}"),
+            Env("FQ_RAY_IP", head),
+            Env("RAY_IP", head_service),
+        ]
+    return tuple(env)
 
 
 def start(
