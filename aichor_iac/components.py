@@ -190,8 +190,9 @@ class XGBoostJob(Experiment):
 
 
 class JaxJob(Experiment):
-    """Multi-process JAX: `Worker` × N; `jax.distributed.initialize()` works with no arguments
-    (`JAX_*`) and with AIchor's `JAXOPERATOR_*` names."""
+    """Multi-process JAX: `Worker` × N; each process passes `JAX_COORDINATOR_ADDRESS`,
+    `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID` (or AIchor's `JAXOPERATOR_*`) to
+    `jax.distributed.initialize()` (README "JAX" says why a call without them cannot work)."""
 
     TYPE = "aichor:index:JaxJob"
     OPERATORS = ("jax",)

@@ -127,6 +127,39 @@ EOF"""
         assert f"worker {rank} connected" in out and "(it has ended); stopping this replica" in out
 
 
+JAX = r"""python3 - <<'EOF'
+import os
+import jax
+import jax.numpy as jnp
+from jax.experimental import multihost_utils
+jax.config.update("jax_cpu_collectives_implementation", "gloo")  # across processes on CPU
+# The explicit call: JAX's no-argument call reads JAX_COORDINATOR_ADDRESS but takes the
+# process count and id only from clusters it detects (Slurm, Open MPI, Cloud TPU, or the
+# Kubernetes API, which these pods are not given).
+jax.distributed.initialize(
+    coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
+    num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
+    process_id=int(os.environ["JAX_PROCESS_ID"]),
+)
+me = jax.process_index()
+gathered = multihost_utils.process_allgather(jnp.array([me]))
+total = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")(jnp.array([float(me + 1)]))
+print("process", me, "of", jax.process_count(), "gathered", gathered.tolist(), "psum", float(total[0]), flush=True)
+EOF"""
+
+
+def test_jax_processes_form_one_cluster_then_allgather_and_psum():
+    pytest.importorskip("jax")
+    results = run("jax", JAX, Worker=3)
+    lines = {}
+    for pod, result in results.items():
+        assert result.returncode == 0, (pod, result.stdout[-1500:], result.stderr[-3000:])
+        lines[pod] = next(line for line in result.stdout.splitlines() if line.startswith("process"))
+    assert lines == {
+        f"exp-worker-{i}": f"process {i} of 3 gathered [[0], [1], [2]] psum 6.0" for i in range(3)
+    }
+
+
 def test_jobset_runs_every_job_and_completion_index_once_within_parallelism():
     # Two types, in manifest order: `trainer` (2 Jobs) then `evaluator` (1 Job), each Job of 3
     # pods of which at most 2 run at once. Every pod says who it is and when it ran.

@@ -1,9 +1,12 @@
 """JAX (AIchor JAX operator contract): `Worker` × N processes, process 0 coordinates.
 
 AIchor scripts read the `JAXOPERATOR_*` names; the `JAX_*` aliases are there for scripts that
-pass them to `jax.distributed.initialize()`. A single process coordinates itself on the
-loopback address. With a multi-host TPU topology, `count` is the number of slices: each slice
-is one Job of as many processes as it has hosts, with GKE's TPU variables (`tpu_env`).
+pass them to `jax.distributed.initialize(coordinator_address=…, num_processes=…, process_id=…)`
+(JAX reads only `JAX_COORDINATOR_ADDRESS` itself: without arguments it takes the count and id
+from Slurm, Open MPI, TPU metadata or the Kubernetes API, none of which our pods give it).
+A single process coordinates itself on the loopback address. With a multi-host TPU topology,
+`count` is the number of slices: each slice is one Job of as many processes as it has hosts,
+with GKE's TPU variables (`tpu_env`).
 """
 
 from __future__ import annotations
