@@ -64,7 +64,7 @@ def wait_script(targets: tuple[Endpoint, ...], deadline_seconds: int) -> str:
     lines = [
         "start=$(date +%s)",
         "if command -v python3 >/dev/null 2>&1; then",
-        f'  exec python3 -c {shlex.quote(WAIT_PY)} "$start" {deadline_seconds} "{_SELF}" {specs}',
+        f'  exec python3 -S -c {shlex.quote(WAIT_PY)} "$start" {deadline_seconds} "{_SELF}" {specs}',
         "fi",
     ]
     probes = {_LOOKUP if t.port is None else _TCP_PROBE for t in targets}
@@ -196,9 +196,10 @@ def main_command(
 
 
 def _python(program: str, args: list[str]) -> str:
-    """Run `program` with the command (`$1`) and `args` when the image has python3."""
+    """Run `program` with the command (`$1`) and `args` when the image has python3 (`-S`:
+    the standard library only, without site-packages, starts in half the time)."""
     call = " ".join([shlex.quote(program), '"$1"', *args])
-    return f"if command -v python3 >/dev/null 2>&1; then exec python3 -c {call}; fi"
+    return f"if command -v python3 >/dev/null 2>&1; then exec python3 -S -c {call}; fi"
 
 
 # `$1` as a child in its own process group (with `setsid` when the image has it), so that
