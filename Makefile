@@ -45,6 +45,7 @@ test: $(STAMP) lint system-packages
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/limits.py
+	$(BIN)/python benchmarks/lifecycle.py
 
 # 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)

@@ -120,7 +120,8 @@ def once(kill: bool) -> tuple[float, float, float]:
 
 def main() -> None:
     if not LocalCluster.available():
-        sys.exit("needs `ip netns` (root)")
+        print("lifecycle: skipped, the local cluster needs `ip netns` (root)")
+        return
     figures: dict[str, list[float]] = {"graceful": [], "killed": [], "wait": [], "start": []}
     for _ in range(RUNS):
         stopped, wait, start = once(kill=False)
