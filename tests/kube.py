@@ -412,10 +412,7 @@ class LocalCluster:
             + (f" && mount -o remount,bind,ro '{d}'" if ro else "")
             for s, d, ro in mounts
         )
-        # A host name of its own (a UTS namespace), as a pod has: gethostname() is the pod's.
-        setup = f"hostname {pod} && {binds}"
-        argv = ["ip", "netns", "exec", self._ns(pod), "unshare", "--uts"]
-        argv += ["/bin/sh", "-c", f'{setup} && exec "$@"']
+        argv = ["ip", "netns", "exec", self._ns(pod), "/bin/sh", "-c", f'{binds} && exec "$@"']
         argv += ["pod", *_privileges(main.get("securityContext", {})), *command]
         # Output goes to files as it is printed, so that a held pod can watch for a line.
         out, err = (self.root / pod / f"{name}.{kind}" for kind in ("out", "err"))
@@ -501,8 +498,8 @@ class LocalCluster:
         lines = ["127.0.0.1 localhost"]
         for job, i in self.pods:
             pod = _pod(job, i)
-            if pod in self.live:  # (the short name: the kubelet's /etc/hosts line of the pod)
-                lines.append(f"{self.ips[pod]} {self._fqdn(job, i)} {pod}")
+            if pod in self.live:
+                lines.append(f"{self.ips[pod]} {self._fqdn(job, i)}")
         for service in self.services:
             selector = service["spec"].get("selector") or {}
             name = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"

@@ -53,8 +53,11 @@ EXPECTED: dict[str, dict] = {
         ("worker", 0): {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": host("worker")},
     },
     "kuberay-tune.yaml": {
-        "*": {"RAY_ADDRESS": "exp-head.default.svc.cluster.local:6379"},
-        ("head", 0): {},
+        "*": {"RAY_SERVER": "exp-head.default.svc.cluster.local:6379"},
+        ("head", 0): {
+            "RAY_ADDRESS": "exp-head.default.svc.cluster.local:6379",
+            "RAY_NODE_TYPE_NAME": "headgroup",
+        },
         **{("cpu-workers", i): {} for i in range(5)},
         ("submitter", 0): {},
     },
@@ -88,8 +91,8 @@ EXPECTED: dict[str, dict] = {
         ("worker", 0): {"RANK": "1"},
     },
     "kuberay-tpu-slice.yaml": {
-        "*": {"RAY_ADDRESS": "exp-head.default.svc.cluster.local:6379"},
-        ("head", 0): {},
+        "*": {"RAY_SERVER": "exp-head.default.svc.cluster.local:6379"},
+        ("head", 0): {"RAY_ADDRESS": "exp-head.default.svc.cluster.local:6379"},
         **{
             ("tpu-pool-0", w): {
                 "TPU_WORKER_ID": str(w),

@@ -135,7 +135,7 @@ KUBERAY_ENV = {
         "RAY_CLUSTER_NAME": "exp",
         "RAY_NODE_TYPE_NAME": "headgroup",
         "RAY_PORT": "6379",
-        "RAY_ADDRESS": "127.0.0.1:6379",
+        "RAY_ADDRESS": f"{HEAD}:6379",  # not KubeRay's 127.0.0.1: our GCS is on the pod IP
         "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE": "1",
     },
     "exp-small-cpu-workers": {
@@ -188,8 +188,7 @@ def test_env_on_every_container_and_the_secret_by_reference(version, legacy):
         ref = {"secretKeyRef": {"name": "exp-secret", "key": "password"}}
         assert env["REDIS_PASSWORD"]["valueFrom"] == ref
         assert env["RAY_SERVER"]["value"] == f"{HEAD}:6379"
-        head = job["metadata"]["name"] == "exp-head"  # KubeRay: the head's own address
-        assert env["RAY_ADDRESS"]["value"] == ("127.0.0.1:6379" if head else f"{HEAD}:6379")
+        assert env["RAY_ADDRESS"]["value"] == f"{HEAD}:6379"
         assert ("RAY_AUTH_MODE" in env) is not legacy
         if not legacy:
             assert env["RAY_AUTH_TOKEN"]["valueFrom"] == ref
@@ -216,7 +215,7 @@ def test_kuberay_submits_to_the_head_and_follows_the_job():
     assert f"aichor_wait {HEAD} 8265" in init
     assert rendering.outputs["entryPoint"] == "exp-submitter"
     env = container_env(jobs["Job/exp-head"], 0)
-    assert env["RAY_ADDRESS"] == "127.0.0.1:6379"  # the entrypoint runs on the head
+    assert env["RAY_ADDRESS"] == f"{HEAD}:6379"
     for name in ("exp-head", "exp-small-cpu-workers"):  # they end with the submitter
         script = jobs[f"Job/{name}"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
         assert "aichor_lookup exp-submitter-0.exp.default.svc.cluster.local" in script

@@ -148,7 +148,7 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
                 role="job",
                 replica_type="Job",
                 spec=job,
-                env=(*env, Env("RAY_ADDRESS", address)),
+                env=env,
                 waits_for=(gcs,),
                 program=program,
                 after=started,
@@ -164,7 +164,6 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
         # What KubeRay's submitter Job sees (`ray job submit --address=http://$RAY_DASHBOARD_
         # ADDRESS --submission-id=$RAY_JOB_SUBMISSION_ID`).
         submitter_env = (
-            Env("RAY_ADDRESS", address),
             Env("RAY_DASHBOARD_ADDRESS", f"{head_host}:{DASHBOARD}"),
             Env("RAY_JOB_SUBMISSION_ID", names.experiment),
         )
@@ -197,12 +196,14 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
 
 
 def cluster_env(address: str, legacy: bool) -> tuple[Env, ...]:
-    """DESIGN §5's Ray row, on every container (`RAY_ADDRESS` is per group: the head's own
-    address on the head, as KubeRay sets it); the secret by reference only."""
+    """DESIGN §5's Ray row, on every container; the secret by reference only. `RAY_ADDRESS`
+    is the head's Service on the head too: KubeRay gives the head `127.0.0.1:6379`, but our
+    head's GCS listens on the pod's address (`--node-ip-address`), not on the loopback."""
     env = [
         Env.field("CURRENT_POD_IP", "status.podIP"),
         Env.secret("REDIS_PASSWORD", "password"),
         Env("RAY_SERVER", address),
+        Env("RAY_ADDRESS", address),
     ]
     if not legacy:
         env += [Env("RAY_AUTH_MODE", "token"), Env.secret("RAY_AUTH_TOKEN", "password")]
@@ -219,8 +220,8 @@ def kuberay_env(
     controllers/ray/common/pod.go): the cluster's name and namespace, the pod's name, its
     group (`headgroup` for the head), the generated `ray start` command, the GCS port, and for
     a worker the head's Service (`FQ_RAY_IP`, and `RAY_IP` its first label); the head's
-    `RAY_ADDRESS` is its own `127.0.0.1:6379`. Left out: KubeRay's own usage-stats tags
-    (`RAY_USAGE_STATS_*`), which would report this cluster as KubeRay's."""
+    `RAY_ADDRESS` stays the head's Service (see `cluster_env`). Left out: KubeRay's own
+    usage-stats tags (`RAY_USAGE_STATS_*`), which would report this cluster as KubeRay's."""
     env = [
         Env("RAY_CLUSTER_NAME", names.experiment),
         Env.field("RAY_CLUSTER_NAMESPACE", "metadata.namespace"),
@@ -230,15 +231,9 @@ def kuberay_env(
         Env("RAY_PORT", str(GCS)),
         Env("RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1"),
     ]
-    if head_service is None:
-        env.append(Env("RAY_ADDRESS", f"127.0.0.1:{GCS}"))
-    else:
+    if head_service is not None:
         head = names.service_host(head_service)
-        env += [
-            Env("RAY_ADDRESS", f"{head}:{GCS}"),
-            Env("FQ_RAY_IP", head),
-            Env("RAY_IP", head_service),
-        ]
+        env += [Env("FQ_RAY_IP", head), Env("RAY_IP", head_service)]
     return tuple(env)
 
 
