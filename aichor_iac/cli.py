@@ -85,9 +85,8 @@ def _parser() -> argparse.ArgumentParser:
 def _validate(args: argparse.Namespace) -> int:
     """What `render` checks, without Pulumi's engine: the same `planning.blueprint` decides,
     and the same objects are held to the API server's rules."""
-    from .k8s import (
-        layout,
-    )  # imports pulumi_kubernetes' types: only for the commands that need them
+    # (pulumi_kubernetes' types: imported only by the commands that need them)
+    from .k8s import layout
     from .k8s.context import Context
 
     manifest, settings, name, _ = _inputs(args)

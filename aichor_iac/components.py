@@ -120,14 +120,15 @@ class Experiment(pulumi.ComponentResource):
     def _secret_data(self, name: str, ctx: Context) -> dict[str, pulumi.Output[str]]:
         """Values for the experiment's Secret, from Pulumi resources created once per stack
         (Ray's password, MPI's SSH key pair, Jupyter's token), marked secret."""
+        keys = layout.secret_keys(ctx)  # the keys the layout's Secret has
         values: dict[str, pulumi.Output[str]] = {}
-        if self.plan.secret == "password":
+        if "password" in keys:
             values["password"] = self._password(f"{name}-password", 32)
-        elif self.plan.secret == "ssh":
+        if "ssh-privatekey" in keys:
             key = pulumi_tls.PrivateKey(f"{name}-ssh-key", algorithm="ED25519", opts=self._child())
             values["ssh-privatekey"] = key.private_key_openssh
             values["ssh-publickey"] = key.public_key_openssh
-        if ctx.blueprint.jupyter:
+        if jupyter.TOKEN_KEY in keys:
             values[jupyter.TOKEN_KEY] = self._password(f"{name}-jupyter-token", 48)
         return {k: pulumi.Output.secret(v) for k, v in values.items()}
 

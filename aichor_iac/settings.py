@@ -16,14 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from .limits import (
-    INT32,
-    LABEL_KEY_RULE,
-    LABEL_VALUE_RULE,
-    is_dns_label,
-    is_label_key,
-    is_label_value,
-)
+from .limits import INT32, LabelKey, LabelValue, is_dns_label
 from .limits import is_subdomain as _subdomain
 from .manifest import ManifestError, Problem, dns_label
 
@@ -45,7 +38,7 @@ class Settings(BaseModel):
         None, description="Experiment name (default: the manifest `name`, else the stack name)."
     )
     cluster_domain: str = Field("cluster.local", description="The cluster's DNS domain.")
-    gpu_product_label: str = Field(
+    gpu_product_label: LabelKey = Field(
         "nvidia.com/gpu.product", description="Node label holding the GPU product name."
     )
     image_pull_secrets: list[str] = Field(
@@ -93,7 +86,7 @@ class Settings(BaseModel):
     delete_shared_volume: bool = Field(
         False, description="Let `pulumi destroy` delete the shared volume and its data."
     )
-    kueue_queue: str | None = Field(
+    kueue_queue: LabelValue | None = Field(
         None, description="Kueue LocalQueue: sets kueue.x-k8s.io/queue-name on every Job."
     )
     gang_scheduler: GangScheduler = Field(
@@ -146,22 +139,6 @@ class Settings(BaseModel):
         # It ends every host name the replicas' scripts look up.
         if not _subdomain(value):
             raise ValueError(f"{value!r} is not a DNS domain such as cluster.local")
-        return value
-
-    @field_validator("kueue_queue")
-    @classmethod
-    def _label_value(cls, value: str | None) -> str | None:
-        # It becomes the value of the `kueue.x-k8s.io/queue-name` label.
-        if value is not None and not is_label_value(value):
-            raise ValueError(f"{value!r} is not {LABEL_VALUE_RULE}")
-        return value
-
-    @field_validator("gpu_product_label")
-    @classmethod
-    def _label_key(cls, value: str) -> str:
-        # It becomes a node selector's key: `[prefix/]name`, the prefix a DNS subdomain.
-        if not is_label_key(value):
-            raise ValueError(f"{value!r} is not {LABEL_KEY_RULE}, such as nvidia.com/gpu.product")
         return value
 
     @field_validator(

@@ -29,14 +29,11 @@ aichor_tcp() {
   fi
 }"""
 
-# Exit 0 when the name resolves, 2 when it is known not to exist (NXDOMAIN), 1 when unsure.
+# Lookup without python3 (WAIT_PY and lifeline.FOLLOW look up themselves): exit 0 when the
+# name resolves, 2 when it is known not to exist (getent's "not found"), 1 when unsure.
 _LOOKUP = """\
 aichor_lookup() {
-  if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import socket,sys
-try: socket.getaddrinfo(sys.argv[1], None)
-except socket.gaierror as e: sys.exit(2 if e.errno == socket.EAI_NONAME else 1)' "$1"
-  elif command -v getent >/dev/null 2>&1; then
+  if command -v getent >/dev/null 2>&1; then
     getent hosts "$1" >/dev/null 2>&1
   else
     return 1
