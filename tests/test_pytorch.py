@@ -84,7 +84,10 @@ def test_workers_wait_for_and_follow_rank_zero(render):
     assert wait["name"] == "wait-for-peers"
     assert "exp-master-0.exp.default.svc.cluster.local 23456" in wait["command"][2]
     assert "aichor_lookup" in worker["containers"][0]["command"][2]
-    assert master["containers"][0]["command"] == ["/bin/sh", "-c", "python train.py"]
+    # The followed entry point holds the lifeline; the user's command is its `$1`, unchanged.
+    command = master["containers"][0]["command"]
+    assert command[:2] == ["/bin/sh", "-c"] and command[3:] == ["aichor", "python train.py"]
+    assert "lifeline" in [port["name"] for port in master["containers"][0]["ports"]]
 
 
 def test_user_command_reaches_the_shell_unchanged(render):
