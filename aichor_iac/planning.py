@@ -107,7 +107,7 @@ def arrange(plan: Plan, settings: Settings) -> Plan:
     - under `wait: complete`, the Jobs awaited until they complete come after every other
       group, so nothing waits for them (their peers must run for them to complete).
 
-    Followers keep waiting (init container) for the entry point's host even when it is now
+    Followers keep waiting (before their command) for the entry point's host even when it is now
     created after them: nothing awaits their pods before the entry point is created, and a
     follower that has seen the entry point resolve before its command starts cannot miss an
     entry point that ends quickly (a follower that must count it gone only once it has seen

@@ -15,6 +15,7 @@ import yaml
 from kube import PRINT_ENV, process_env
 
 from aichor_iac import engine, manifest
+from aichor_iac.k8s import shell
 from aichor_iac.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +73,14 @@ def replica_envs(data: dict[str, Any], **settings: Any) -> list[tuple[str, int, 
             env = process_env(job, i, extra_env={"AICHOR_FOLLOW_INTERVAL": "0.05"})
             result.append((role, i, env))
     return result
+
+
+def wait_of(pod_spec: dict[str, Any]) -> str:
+    """The wait for peers that runs before the main container's command ("" if none)."""
+    script = pod_spec["containers"][0]["command"][2]
+    if shell.WAIT_BEGIN not in script:
+        return ""
+    return script.split(shell.WAIT_BEGIN, 1)[1].split(shell.WAIT_END, 1)[0]
 
 
 def by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

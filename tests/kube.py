@@ -17,6 +17,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from aichor_iac.k8s import shell
+
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
@@ -90,10 +92,15 @@ def run_container(
     timeout: float = 60,
     extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run the container's command here, with the env Kubernetes would give it."""
+    """Run the container's command here, with the env Kubernetes would give it, as if every
+    peer it waits for were up (its wait is left out: their host names resolve only in a
+    cluster, `LocalCluster`)."""
     main = _container(job["spec"]["template"]["spec"], container)
     env = container_env(job, index, container)
     command = [expand(part, env) for part in main["command"] + main.get("args", [])]
+    if len(command) > 2 and shell.WAIT_BEGIN in command[2]:
+        before, rest = command[2].split(shell.WAIT_BEGIN, 1)
+        command[2] = before + rest.split(shell.WAIT_END, 1)[1]
     process_env = {"PATH": os.environ["PATH"], **env, **(extra_env or {})}
     return subprocess.run(
         command, env=process_env, capture_output=True, text=True, timeout=timeout, check=False
@@ -412,7 +419,10 @@ class LocalCluster:
             + (f" && mount -o remount,bind,ro '{d}'" if ro else "")
             for s, d, ro in mounts
         )
-        argv = ["ip", "netns", "exec", self._ns(pod), "/bin/sh", "-c", f'{binds} && exec "$@"']
+        # A host name of its own (a UTS namespace), as a pod has: gethostname() is the pod's.
+        setup = f"hostname {pod} && {binds}"
+        argv = ["ip", "netns", "exec", self._ns(pod), "unshare", "--uts"]
+        argv += ["/bin/sh", "-c", f'{setup} && exec "$@"']
         argv += ["pod", *_privileges(main.get("securityContext", {})), *command]
         # Output goes to files as it is printed, so that a held pod can watch for a line.
         out, err = (self.root / pod / f"{name}.{kind}" for kind in ("out", "err"))
@@ -498,8 +508,8 @@ class LocalCluster:
         lines = ["127.0.0.1 localhost"]
         for job, i in self.pods:
             pod = _pod(job, i)
-            if pod in self.live:
-                lines.append(f"{self.ips[pod]} {self._fqdn(job, i)}")
+            if pod in self.live:  # (the short name: the kubelet's /etc/hosts line of the pod)
+                lines.append(f"{self.ips[pod]} {self._fqdn(job, i)} {pod}")
         for service in self.services:
             selector = service["spec"].get("selector") or {}
             name = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"

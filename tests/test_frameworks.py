@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import expand, replica_envs
+from conftest import expand, replica_envs, wait_of
 
 from aichor_iac.k8s import lifeline, shell
 from aichor_iac.manifest import ManifestError, validate
@@ -57,11 +57,8 @@ def test_xgboost_env(counts, coordinator):
 
 def test_xgboost_workers_wait_for_the_tracker():
     spec = pods(manifest("xgboost", Master=1, Worker=2))
-    assert "initContainers" not in spec["exp-master"]
-    assert (
-        f"{HOST.format(role='master', i=0)} 9999"
-        in spec["exp-worker"]["initContainers"][0]["command"][2]
-    )
+    assert not wait_of(spec["exp-master"])
+    assert f"{HOST.format(role='master', i=0)} 9999" in wait_of(spec["exp-worker"])
 
 
 # --- JAX -------------------------------------------------------------------------------------
@@ -82,7 +79,7 @@ def test_jax_env(n):
 
 def test_jax_processes_wait_for_and_follow_process_zero():
     worker = pods(manifest("jax", Worker=4))["exp-worker"]
-    assert f"{HOST.format(role='worker', i=0)} 1234" in worker["initContainers"][0]["command"][2]
+    assert f"{HOST.format(role='worker', i=0)} 1234" in wait_of(worker)
     assert "aichor_lookup" in worker["containers"][0]["command"][2]
     single = pods(manifest("jax", Worker=1))["exp-worker"]
     assert "initContainers" not in single
@@ -146,11 +143,10 @@ def test_tf_replicas_follow_the_entry_point(counts, entry):
             assert shell.k8s_escape(lifeline.ENTRY) in script[2]
         else:
             assert f"aichor_lookup {entry_host}" in script[2], name
-        waits = [c["command"][2] for c in pod.get("initContainers", [])]
         if name == f"exp-{entry}" and counts.get(entry.capitalize(), 0) == 1:
-            assert not waits
+            assert not wait_of(pod)
         else:  # no TCP wait (TF's gRPC channels retry), but the entry point must exist first
-            assert len(waits) == 1 and f'aichor_wait {entry_host} ""' in waits[0], name
+            assert f'aichor_wait {entry_host} ""' in wait_of(pod), name
     outputs = expand(manifest("tf", **counts)).outputs
     assert outputs["entryPoint"] == f"exp-{entry}"
     assert outputs["addresses"] == {entry: f"{entry_host}:2222"}

@@ -6,12 +6,14 @@ follower's command and the follower succeeds; a follower's own command keeps its
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -62,12 +64,30 @@ def connected(port: int, timeout: float = 10) -> None:
 
 @pytest.fixture
 def processes():
+    """Processes a test starts; each is killed at the end with everything it started (the
+    programs start the command in a session of its own, which a pod's end would kill)."""
     started: list[subprocess.Popen] = []
     yield started
     for process in started:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        for pid in [process.pid, *descendants(process.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def test_followers_stop_when_the_entry_point_ends(processes):
@@ -98,7 +118,8 @@ def test_an_entry_point_killed_without_warning_is_noticed(processes):
     connected(port)
     processes.append(f := follower(port))
     time.sleep(1.5)  # linked
-    os.killpg(main.pid, signal.SIGKILL)  # every process of the entry point's pod
+    for pid in [main.pid, *descendants(main.pid)]:  # every process of the entry point's pod
+        os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
     out, _ = f.communicate(timeout=lifeline.LOST_SECONDS + 15)
     assert f.returncode == 0 and "(its lifeline is gone)" in out

@@ -148,11 +148,6 @@ print("process", me, "of", jax.process_count(), "gathered", gathered.tolist(), "
 EOF"""
 
 
-@pytest.mark.skip(
-    reason="gloo binds to what gethostname() resolves to; the local cluster gives pods the "
-    "machine's host name, and giving each its own (a UTS namespace) broke the real kuberay "
-    "test: both to be reconciled (issue 14). Passed with per-pod host names on 2026-11-23."
-)
 def test_jax_processes_form_one_cluster_then_allgather_and_psum():
     pytest.importorskip("jax")
     results = run("jax", JAX, Worker=3)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, by_name, expand
+from conftest import ROOT, by_name, expand, wait_of
 from kube import LocalCluster, container_env
 
 from aichor_iac import engine, manifest
@@ -172,7 +172,7 @@ def test_mounts_modes_and_sshd_capabilities(render):
 
 def test_launcher_checks_every_worker_before_running(render):
     launcher = render(mpi(workers=1000))["Job/exp-launcher"]["spec"]["template"]["spec"]
-    script = launcher["initContainers"][0]["command"][2]
+    script = wait_of(launcher)
     assert 'while [ "$$i" -lt 1000 ]' in script
     assert 'aichor_wait "exp-worker-$$i.exp.default.svc.cluster.local" 22' in script
     # The launcher runs the command, then stays in DNS one follow interval for the workers,

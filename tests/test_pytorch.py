@@ -4,7 +4,7 @@ rendered Jobs the way Kubernetes would and by running the command's shell prelud
 from __future__ import annotations
 
 import pytest
-from conftest import expand, pytorch_manifest, replica_envs, with_resources
+from conftest import expand, pytorch_manifest, replica_envs, wait_of, with_resources
 from kube import PRINT_ENV, container_env, process_env
 from kube import expand as k8s_expand
 
@@ -79,10 +79,8 @@ def test_workers_wait_for_and_follow_rank_zero(render):
     objects = render(pytorch_manifest(1, 2))
     master = objects["Job/exp-master"]["spec"]["template"]["spec"]
     worker = objects["Job/exp-worker"]["spec"]["template"]["spec"]
-    assert "initContainers" not in master
-    wait = worker["initContainers"][0]
-    assert wait["name"] == "wait-for-peers"
-    assert "exp-master-0.exp.default.svc.cluster.local 23456" in wait["command"][2]
+    assert not wait_of(master)
+    assert "exp-master-0.exp.default.svc.cluster.local 23456" in wait_of(worker)
     assert "aichor_lookup" in worker["containers"][0]["command"][2]
     # The followed entry point holds the lifeline; the user's command is its `$1`, unchanged.
     command = master["containers"][0]["command"]

@@ -4,17 +4,20 @@ every container, and real Ray clusters run from the rendered pods (tests/kube.py
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, by_name, expand
+from conftest import ROOT, by_name, expand, wait_of
 from kube import LocalCluster, container_env
 from test_mpi import validate
 
 from aichor_iac import engine, manifest
+from aichor_iac.frameworks import ray as ray_framework
 
 EXAMPLES = {"ray": ROOT / "examples" / "ray.yaml", "kuberay": ROOT / "examples" / "kuberay.yaml"}
 HEAD = "exp-head.default.svc.cluster.local"
@@ -40,6 +43,13 @@ def main(job: dict) -> str:
     """The group's program: what the main container runs as `$1`."""
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     return command[-1].replace("$$", "$")
+
+
+def ray_start(job: dict) -> str:
+    """The `ray start` a Ray node's program runs (a pool's and a job's: tried again)."""
+    found = re.search(r"^(?:until )?(ray start .*?)(?:; do)?$", main(job), re.M)
+    assert found, main(job)
+    return found.group(1)
 
 
 def test_head_pools_and_job_of_the_issue():
@@ -103,15 +113,16 @@ def test_commands_of_head_pools_and_job():
         "--block",
     ):
         assert flag in head.split(), flag
-    pool = main(jobs["Job/exp-big-cpu-workers"]).split()
+    pool = ray_start(jobs["Job/exp-big-cpu-workers"]).split()
     assert pool[:4] == ["ray", "start", f"--address={HEAD}:6379", "--block"]
     assert "--resources='{\"big-cpu-workers\":48}'" in pool and "--num-gpus=0" in pool
     job = main(jobs["Job/exp-job"])
-    assert job.splitlines()[0].startswith(f"ray start --address={HEAD}:6379 ")
+    assert ray_start(jobs["Job/exp-job"]).startswith(f"ray start --address={HEAD}:6379 ")
     assert job.splitlines()[-1] == "exec /bin/sh -c 'python run.py'"
     for name in ("exp-big-cpu-workers", "exp-job"):  # both wait for the head's GCS first
-        init = jobs[f"Job/{name}"]["spec"]["template"]["spec"]["initContainers"][0]
-        assert f"aichor_wait {HEAD} 6379" in init["command"][2]
+        assert f"aichor_wait {HEAD} 6379" in wait_of(
+            jobs[f"Job/{name}"]["spec"]["template"]["spec"]
+        )
 
 
 def test_ray_start_params_pass_through_and_merge():
@@ -122,7 +133,7 @@ def test_ray_start_params_pass_through_and_merge():
         "disable-usage-stats": True,
         "object_store_memory": 1000,
     }
-    command = main(by_name(expand(data).objects)["Job/exp-small-cpu-workers"]).split()
+    command = ray_start(by_name(expand(data).objects)["Job/exp-small-cpu-workers"]).split()
     assert '--resources=\'{"small-cpu-workers":8,"TPU":4}\'' in command
     assert "--num-cpus=6" in command and "--num-cpus=8" not in command
     assert "--disable-usage-stats" in command and "--object-store-memory=1000" in command
@@ -173,7 +184,7 @@ def test_every_ray_pod_sees_what_kuberay_gives_it(job):
         }
         assert FIELDS.items() <= fields.items()
         # the `ray start` this pod runs, as KubeRay records it
-        assert env["KUBERAY_GEN_RAY_START_CMD"] == main(spec)
+        assert env["KUBERAY_GEN_RAY_START_CMD"] == ray_start(spec)
     names = [e["name"] for e in spec["spec"]["template"]["spec"]["containers"][0]["env"]]
     assert len(names) == len(set(names))  # no variable given twice
 
@@ -211,8 +222,7 @@ def test_kuberay_submits_to_the_head_and_follows_the_job():
     assert program.startswith("python3 -c ")
     assert f"http://{HEAD}:8265 exp " in program
     assert '"ray", "job", "logs"' in program and "JobStatus.SUCCEEDED" in program
-    init = submitter["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
-    assert f"aichor_wait {HEAD} 8265" in init
+    assert f"aichor_wait {HEAD} 8265" in wait_of(submitter["spec"]["template"]["spec"])
     assert rendering.outputs["entryPoint"] == "exp-submitter"
     env = container_env(jobs["Job/exp-head"], 0)
     assert env["RAY_ADDRESS"] == f"{HEAD}:6379"
@@ -352,3 +362,35 @@ def test_real_kuberay_submitter_fails_when_the_ray_job_fails():
     for pod in ("exp-head-0", "exp-cpu-pool-0"):
         assert results[pod].returncode == 0, results[pod].stderr[-3000:]
         assert "(it has ended); stopping this replica" in results[pod].stdout
+
+
+@pytest.mark.parametrize(
+    ("failures", "status", "starts"),
+    [(0, 0, 1), (1, 0, 2), (2, 0, 3), (5, 1, 3)],
+)
+def test_a_node_tries_ray_start_again_when_it_fails(
+    tmp_path, monkeypatch, failures, status, starts
+):
+    # A pool's `ray start` that fails (the head not registered yet, a raylet missing Ray's 30 s)
+    # is stopped and tried again, at most START_ATTEMPTS times, as KubeRay restarts it.
+    monkeypatch.setattr(ray_framework, "START_PAUSE", 0)
+    calls = tmp_path / "calls"
+    fake = tmp_path / "ray"
+    fake.write_text(
+        f'#!/bin/sh\necho "$1" >> {calls}\n'
+        f'[ "$1" = stop ] && exit 0\n[ "$(grep -c start {calls})" -gt {failures} ]\n'
+    )
+    fake.chmod(0o755)
+    program = ray_framework.retried("ray start --address=head:6379 --block")
+    result = subprocess.run(
+        ["/bin/sh", "-c", program],
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == status, result.stderr
+    lines = calls.read_text().split()
+    assert lines.count("start") == starts and lines.count("stop") == min(failures, starts - 1)
+    if failures:
+        assert "aichor: ray start failed (1 of 3 tries), again in 0s" in result.stderr

@@ -47,6 +47,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait(targets: tuple[Endpoint, ...], deadline: int, **env: str) -> subprocess.CompletedProcess:
+    """Run a replica's command that waits for `targets`, then says it runs."""
+    command = shell.main_command(RAN, (), None, waits=targets, deadline_seconds=deadline)
+    return sh(command[2].replace("$$", "$"), RAN, env=env)
+
+
+RAN = "echo the command runs"
+
+
 def test_wait_returns_once_the_peer_accepts_connections(image_path):
     port = free_port()
     server = socket.socket()
@@ -58,12 +67,13 @@ def test_wait_returns_once_the_peer_accepts_connections(image_path):
 
     threading.Thread(target=listen_later, daemon=True).start()
     try:
-        result = sh(shell.wait_script((Endpoint("127.0.0.1", port),), 60), env={"PATH": image_path})
+        result = wait((Endpoint("127.0.0.1", port),), 60, PATH=image_path)
     finally:
         server.close()
     assert result.returncode == 0, result.stderr
     assert f"aichor: waiting for 127.0.0.1:{port} to accept connections" in result.stdout
-    assert result.stdout.strip().endswith(f"aichor: 127.0.0.1:{port} accepts connections")
+    last = result.stdout.strip().splitlines()[-2:]
+    assert last == [f"aichor: 127.0.0.1:{port} accepts connections", "the command runs"]
 
 
 def test_wait_for_every_replica_of_a_group(image_path):
@@ -71,8 +81,7 @@ def test_wait_for_every_replica_of_a_group(image_path):
     with socket.socket() as server:
         server.bind(("0.0.0.0", port))  # 127.0.0.1, 127.0.1.1, 127.0.2.1: all loopback
         server.listen()
-        script = shell.wait_script((Endpoint("127.0.$i.1", port, replicas=3),), 20)
-        result = sh(script, env={"PATH": image_path})
+        result = wait((Endpoint("127.0.$i.1", port, replicas=3),), 20, PATH=image_path)
     assert result.returncode == 0, result.stderr
     done = [line for line in result.stdout.splitlines() if "accepts connections" in line]
     assert done == [f"aichor: 127.0.{i}.1:{port} accepts connections" for i in range(3)]
@@ -80,16 +89,16 @@ def test_wait_for_every_replica_of_a_group(image_path):
 
 def test_wait_gives_up_after_its_deadline(image_path):
     port = free_port()
-    result = sh(shell.wait_script((Endpoint("127.0.0.1", port),), 3), env={"PATH": image_path})
-    assert result.returncode == 1
+    result = wait((Endpoint("127.0.0.1", port),), 3, PATH=image_path)
+    assert result.returncode == 1 and "the command runs" not in result.stdout
     assert f"waiting for 127.0.0.1:{port} to accept connections" in result.stderr
 
 
 def test_a_replica_never_waits_for_itself(image_path):
-    script = shell.wait_script((Endpoint("exp-worker-0.exp.default.svc.cluster.local", 1),), 3)
-    result = sh(script, env={"HOSTNAME": "exp-worker-0", "PATH": image_path})
+    me = (Endpoint("exp-worker-0.exp.default.svc.cluster.local", 1),)
+    result = wait(me, 3, HOSTNAME="exp-worker-0", PATH=image_path)
     assert result.returncode == 0
-    assert "is this replica, not waiting" in result.stdout
+    assert "is this replica, not waiting" in result.stdout and "the command runs" in result.stdout
 
 
 def _name_is_unknown() -> bool:
@@ -113,11 +122,12 @@ def test_follower_keeps_the_command_while_the_entry_point_exists(image_path):
 def test_wait_for_a_host_to_resolve(image_path):
     # Followers without a port to wait for (e.g. TF parameter servers) wait for the entry
     # point's host to exist, so that its disappearance later means it has ended.
-    ok = sh(shell.wait_script((Endpoint("localhost"),), 5), env={"PATH": image_path})
-    assert ok.returncode == 0 and ok.stdout.strip().endswith("aichor: localhost resolves")
+    ok = wait((Endpoint("localhost"),), 5, PATH=image_path)
+    assert ok.returncode == 0
+    assert ok.stdout.strip().splitlines()[-2:] == ["aichor: localhost resolves", "the command runs"]
     if _name_is_unknown():
-        missing = sh(shell.wait_script((Endpoint(GONE_HOST),), 3), env={"PATH": image_path})
-        assert missing.returncode == 1
+        missing = wait((Endpoint(GONE_HOST),), 3, PATH=image_path)
+        assert missing.returncode == 1 and "the command runs" not in missing.stdout
         assert (
             "gave up after" in missing.stderr
             and f"waiting for {GONE_HOST} to resolve" in missing.stderr

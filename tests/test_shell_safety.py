@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aichor_iac import manifest, planning
+from aichor_iac.frameworks import ray
 from aichor_iac.manifest import ManifestError
 from aichor_iac.settings import Settings, from_config
 
@@ -75,8 +76,11 @@ def test_a_ray_start_param_reaches_ray_start_as_one_argument(value, tail, tmp_pa
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(prefix=TEXT, separator=NASTY)
-def test_a_command_runs_nothing_before_the_wait_it_comes_after(prefix, separator, tmp_path):
+def test_a_command_runs_nothing_before_the_wait_it_comes_after(
+    prefix, separator, tmp_path, monkeypatch
+):
     # The wait fails (no cluster): whatever the command holds, none of it may run.
+    monkeypatch.setattr(ray, "START_PAUSE", 0)  # (the job tries `ray start` 3 times)
     command = f"{prefix}{separator}touch escaped"
     shim(tmp_path, "python3", "exit 1")  # the wait for every node, failing
     shim(tmp_path, "ray", "exit 1")  # the job's `ray start`, failing

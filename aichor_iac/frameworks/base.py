@@ -157,9 +157,9 @@ class Group:
     @property
     def sees_entry_first(self) -> bool:
         """Whether the entry point has resolved before a replica's command starts: it was
-        created first, or the init container waited for it. Only then may a follower count
-        it gone without having seen it itself (an entry point that ended between the init
-        container's check and the follower's first look would otherwise be waited for
+        created first, or the replica waited for it. Only then may a follower count
+        it gone without having seen it itself (an entry point that ended between the wait's
+        check and the follower's first look would otherwise be waited for
         forever)."""
         return self.leader_first or any(t.host == self.follows for t in self.waits_for)
 

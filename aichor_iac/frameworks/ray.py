@@ -123,6 +123,7 @@ def plan(spec: Spec, names: Names) -> Plan:
         resources = {pool.name: _cpus(pool)}
         pool_start = start(pool, {"address": address, "block": True}, legacy, resources)
         node = kuberay_env(names, pool.name, pool_start, head_service)
+        program = retried(pool_start)
         for slot in slots_of(pool.name, "Workers", pool):  # a multi-host TPU pool: per slice
             groups.append(
                 slot_group(
@@ -131,7 +132,7 @@ def plan(spec: Spec, names: Names) -> Plan:
                     waits_for=(gcs,),
                     follows=entry_host,
                     leader_first=False,
-                    program=pool_start,
+                    program=program,
                     after=("head",),
                 )
             )
@@ -140,7 +141,7 @@ def plan(spec: Spec, names: Names) -> Plan:
     if spec.operator == "ray":
         job = spec.types.get("Job")
         join = start(job, {"address": address}, legacy)
-        program = f"""{join} || exit 1
+        program = f"""{retried(join)}
 {wait_for_nodes(expected, '"$CURRENT_POD_IP"', spec)} || exit 1
 exec /bin/sh -c {shlex.quote(spec.command)}"""
         groups.append(
@@ -273,6 +274,24 @@ def start(
             text = str(value).lower() if isinstance(value, bool) else str(value)
             args.append(f"--{flag}={shlex.quote(text)}")
     return "ray start " + " ".join(args)
+
+
+START_ATTEMPTS, START_PAUSE = 3, 5
+
+
+def retried(ray_start: str) -> str:
+    """`ray start`, tried again (at most START_ATTEMPTS times, after `ray stop --force`) when
+    it fails, as KubeRay's restart of a worker's container does: a node whose head has opened
+    its GCS port but not yet registered itself ("No node info found for head node"), or whose
+    raylet missed Ray's fixed 30 s to register on a loaded machine, joins at the next try. A
+    node stopped by its follower (TERM to its process group) is not started again."""
+    return f"""\
+attempt=1
+until {ray_start}; do
+  if [ "$attempt" -ge {START_ATTEMPTS} ]; then exit 1; fi
+  echo "aichor: ray start failed ($attempt of {START_ATTEMPTS} tries), again in {START_PAUSE}s" >&2
+  ray stop --force >/dev/null 2>&1; attempt=$((attempt + 1)); sleep {START_PAUSE}
+done"""
 
 
 @dataclass(frozen=True)

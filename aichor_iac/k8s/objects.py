@@ -52,7 +52,6 @@ NETWORKS = "k8s.v1.cni.cncf.io/networks"
 DELETION = "pulumi.com/deletionPropagationPolicy"
 COMPLETION_MARGIN = 300  # seconds pulumi up waits past a Job's deadline to see it fail
 TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
-WAIT_CONTAINER = "wait-for-peers"
 
 
 def service(ctx: Context) -> dict:
@@ -203,6 +202,10 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     ready = group.ready_port
     followed = group.role == ctx.plan.entry_point and any(g.follows for g in ctx.plan.groups)
     ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed else [])]
+    waits = group.waits_for
+    if group.follows and group.leader_first and all(t.host != group.follows for t in waits):
+        # Followers start once the entry point exists, so its disappearance can be told apart.
+        waits = (*waits, Endpoint(group.follows))
     main = ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,
@@ -214,6 +217,8 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
             linger=followed and any(g.follows and not g.sees_entry_first for g in ctx.plan.groups),
             lifeline=followed,
             restarts=spec_restarts(ctx.spec),
+            waits=waits,
+            deadline_seconds=ctx.settings.peer_wait_seconds,
         ),
         env=env(ctx, group),
         ports=[ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in ports]
@@ -227,27 +232,6 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         volume_mounts=mounts or None,
         security_context=security,
     )
-    init = sidecars or None
-    targets = group.waits_for
-    if group.follows and group.leader_first and all(t.host != group.follows for t in targets):
-        # Followers start once the entry point exists, so its disappearance can be told apart.
-        targets = (*targets, Endpoint(group.follows))
-    if targets:
-        script = shell.wait_script(targets, ctx.settings.peer_wait_seconds)
-        init = [
-            *sidecars,
-            ContainerArgs(
-                name=WAIT_CONTAINER,
-                image=ctx.spec.image,
-                command=["/bin/sh", "-c", shell.k8s_escape(script)],
-                env=[EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void")],
-                resources=ResourceRequirementsArgs(
-                    requests={"cpu": "10m", "memory": "64Mi"},
-                    limits={"cpu": "1", "memory": "256Mi"},
-                ),
-                security_context=container_security(ctx.spec),
-            ),
-        ]
     affinity = None
     if group.colocate:  # e.g. a TPU slice: every host of it on the same node pool
         together = LabelSelectorArgs(
@@ -267,7 +251,7 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
         scheduler_name=ctx.scheduler_name,
         node_selector=node_selector(ctx.settings, resources) or None,
         tolerations=tolerations(resources) or None,
-        init_containers=init,
+        init_containers=sidecars or None,
         containers=[main],
         volumes=volumes or None,
         **ctx.pod_defaults(),

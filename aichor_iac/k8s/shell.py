@@ -40,6 +40,9 @@ aichor_lookup() {
   fi
 }"""
 
+# The wait's bounds in a command (comments: a reader of the pod spec sees where it is).
+WAIT_BEGIN, WAIT_END = "# aichor: wait for peers", "# aichor: peers are up"
+
 _SELF = "${HOSTNAME:-$(cat /proc/sys/kernel/hostname)}"
 
 
@@ -48,24 +51,30 @@ def k8s_escape(text: str) -> str:
     return text.replace("$", "$$")
 
 
-def wait_script(targets: tuple[Endpoint, ...], deadline_seconds: int) -> str:
-    """Init container: wait, bounded overall and logged, until every target accepts TCP
-    connections (or, without a port, until its host resolves). A replica skips itself.
+def wait_lines(targets: tuple[Endpoint, ...], deadline_seconds: int) -> list[str]:
+    """Shell lines, run before the command, that wait (bounded overall, logged) until every
+    target accepts TCP connections (or, without a port, until its host resolves), and fail the
+    replica once the deadline has passed. A replica skips itself.
 
     With python3 (every ML image) one process waits for all targets, trying again soon and
-    then less often (WAIT_PY); without it, a shell loop probes with bash or nc every second."""
+    then less often (WAIT_PY); without it, a shell loop probes with bash or nc every second.
+    The wait runs in the main container, not an init container: the kubelet's start of a next
+    container (its PLEG notices the previous one's end) would add up to a second."""
     specs = " ".join(
         shlex.quote(f"{t.host}:{'' if t.port is None else t.port}:{t.replicas or ''}")
         for t in targets
     )
+    probes = {_LOOKUP if t.port is None else _TCP_PROBE for t in targets}
     lines = [
+        WAIT_BEGIN,
         "start=$(date +%s)",
         "if command -v python3 >/dev/null 2>&1; then",
-        f'  exec python3 -S -c {shlex.quote(WAIT_PY)} "$start" {deadline_seconds} "{_SELF}" {specs}',
-        "fi",
+        f'  python3 -S -c {shlex.quote(WAIT_PY)} "$start" {deadline_seconds} "{_SELF}" {specs}'
+        " || exit 1",
+        "else",
+        *sorted(probes),
+        _WAIT.format(self=_SELF, deadline=deadline_seconds),
     ]
-    probes = {_LOOKUP if t.port is None else _TCP_PROBE for t in targets}
-    lines += [*sorted(probes), _WAIT.format(self=_SELF, deadline=deadline_seconds)]
     for target in targets:
         port = '""' if target.port is None else target.port
         if target.replicas:  # host names are DNS names: "$i" is the only expansion
@@ -75,7 +84,7 @@ def wait_script(targets: tuple[Endpoint, ...], deadline_seconds: int) -> str:
             )
         else:
             lines.append(f"aichor_wait {shlex.quote(target.host)} {port}")
-    return "\n".join(lines) + "\n"
+    return [*lines, "fi", WAIT_END]
 
 
 # The wait, in python3. argv: the start time, the deadline, this replica's host name, then
@@ -162,9 +171,11 @@ def main_command(
     linger: bool = False,
     lifeline: bool = False,
     restarts: bool = False,
+    waits: tuple[Endpoint, ...] = (),
+    deadline_seconds: int = 0,
 ) -> list[str]:
-    """The main container's command: the prelude, then `command` (the user's, or the group's
-    program) as `$1`.
+    """The main container's command: the prelude, the wait for `waits` (at most
+    `deadline_seconds`), then `command` (the user's, or the group's program) as `$1`.
 
     With `follows`, the command runs as a child that is stopped (and the replica succeeds) once
     the followed entry point has ended: told by its lifeline, else seen gone from DNS. With
@@ -175,7 +186,7 @@ def main_command(
     that every follower finds it at least once, however quickly it ended. Without python3 the
     POSIX shell programs do the same with DNS only (lifeline.py says how).
     """
-    lines = prelude(env)
+    lines = prelude(env) + (wait_lines(waits, deadline_seconds) if waits else [])
     flag = {True: "1", False: "0"}
     if follows is not None:
         args = [shlex.quote(follows), str(LIFELINE_PORT), flag[seen], flag[restarts]]
@@ -223,8 +234,8 @@ exit "$status"
 
 
 def follow_script(host: str, seen: bool = True) -> str:
-    """Stop the command once `host` no longer resolves. `seen`: the init container made sure
-    it resolved when the replica started; otherwise only a host once seen can be gone (it
+    """Stop the command once `host` no longer resolves. `seen`: the wait made sure it
+    resolved when the replica started; otherwise only a host once seen can be gone (it
     belongs to a group created after this one).
 
     Run `$1` in its own process group (with `setsid` when the image has it) so that stopping
