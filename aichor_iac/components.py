@@ -199,6 +199,15 @@ class JaxJob(Experiment):
     OPERATORS = ("jax",)
 
 
+class PaddleJob(Experiment):
+    """PaddlePaddle (Kubeflow PaddleJob contract): `Worker` × N (collective) or `Master`
+    parameter servers + `Worker` trainers; `python -m paddle.distributed.launch` finds rank 0
+    through `PADDLE_MASTER` (`PADDLE_JOB_ID`, `PADDLE_NNODES`, …)."""
+
+    TYPE = "aichor:index:PaddleJob"
+    OPERATORS = ("paddle",)
+
+
 class TFJob(Experiment):
     """TensorFlow (Kubeflow TFJob contract): `Chief`, `PS`, `Worker`, `Evaluator`, each replica
     with its `TF_CONFIG`; the other replicas end with the chief (or worker 0)."""
@@ -244,7 +253,17 @@ class BatchJob(Experiment):
 
 COMPONENTS: dict[str, type[Experiment]] = {
     op: cls
-    for cls in (RayCluster, TFJob, PyTorchJob, XGBoostJob, JaxJob, MPIJob, JobSet, BatchJob)
+    for cls in (
+        RayCluster,
+        TFJob,
+        PyTorchJob,
+        XGBoostJob,
+        JaxJob,
+        PaddleJob,
+        MPIJob,
+        JobSet,
+        BatchJob,
+    )
     for op in cls.OPERATORS
 }
 

@@ -31,8 +31,21 @@ from pydantic.alias_generators import to_camel
 
 from .limits import DNS_1035, INT32, MAX_INDEXED, Image, LabelKey, LabelValue
 
-OPERATORS = ("ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "mpi", "jobset", "batchjob")
-Operator = Literal["ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "mpi", "jobset", "batchjob"]
+OPERATORS = (
+    "ray",
+    "kuberay",
+    "tf",
+    "pytorch",
+    "xgboost",
+    "jax",
+    "paddle",
+    "mpi",
+    "jobset",
+    "batchjob",
+)
+Operator = Literal[
+    "ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "paddle", "mpi", "jobset", "batchjob"
+]
 # Operators of AIchor manifests that target another platform than Kubernetes: one clear refusal.
 OTHER_PLATFORMS = {
     "vertexai": "Google Cloud's Vertex AI custom jobs (workerPoolSpecs)",
@@ -348,6 +361,11 @@ RULES: dict[str, OperatorRule] = {
     "jax": OperatorRule(
         {"Worker": TypeRule()},
         (("Worker",), "spec.types.Worker.count", "JAX needs at least one Worker"),
+    ),
+    # PaddleJob: Workers alone (collective), or Master parameter servers and Worker trainers.
+    "paddle": OperatorRule(
+        {"Master": TypeRule(), "Worker": TypeRule()},
+        (("Worker",), "spec.types.Worker.count", "PaddlePaddle needs at least one Worker"),
     ),
     "tf": OperatorRule(
         {

@@ -26,6 +26,7 @@ CASES = [
     ("pytorch-torchrun", "Worker", None),
     ("xgboost", "Worker", None),
     ("jax", "Worker", None),
+    ("paddle", "Worker", None),
     ("tf", "Worker", None),
     ("mpi-horovod", "Worker", None),
     ("ray", "Workers", 0),

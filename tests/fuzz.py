@@ -59,7 +59,18 @@ VALUES: list[Any] = [
 KEYS = ["count", "cpus", "ramRatio", "memory", "shmSizeGB", "name", "image", "command",
         "Worker", "worker", "Master", "Head", "Workers", "Job", "timeout", "env", "gpu",
         "rayStartParams", "completions", "parallelisms", "debug", "ünknown", "a" * 64]  # fmt: skip
-OPERATORS = ["pytorch", "xgboost", "jax", "tf", "mpi", "ray", "kuberay", "jobset", "batchjob"]
+OPERATORS = [
+    "pytorch",
+    "xgboost",
+    "jax",
+    "paddle",
+    "tf",
+    "mpi",
+    "ray",
+    "kuberay",
+    "jobset",
+    "batchjob",
+]
 # Strings of the shapes users write where labels, names and values go, good and bad.
 LABELISH = ["pool-1", "A100", "a.b_c-d", "x" * 63, "x" * 64, "-x", "x-", "a b", "a/b",
             "example.com/pool", "Bad_Prefix/x", "", "名前", "v1.2", "$(X)", "a\nb"]  # fmt: skip

@@ -1,4 +1,4 @@
-"""XGBoost, JAX and TensorFlow contracts (DESIGN §5): the env every replica's command sees,
+"""XGBoost, JAX, PaddlePaddle and TensorFlow contracts (DESIGN §5): the env every replica's command sees,
 computed from the rendered Jobs as Kubernetes would, plus waits, followers and bad manifests."""
 
 from __future__ import annotations
@@ -86,6 +86,44 @@ def test_jax_processes_wait_for_and_follow_process_zero():
     assert single["containers"][0]["command"] == ["/bin/sh", "-c", "run"]
 
 
+# --- PaddlePaddle ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "counts", [{"Worker": 1}, {"Worker": 3}, {"Master": 1, "Worker": 2}, {"Master": 2, "Worker": 3}]
+)
+def test_paddle_env_is_the_paddlejob_operators(counts):
+    # kubeflow/trainer release-1.9 pkg/controller.v1/paddlepaddle/envvar.go, replica by replica.
+    seen = replica_envs(manifest("paddle", **counts))
+    rendezvous = "master" if "Master" in counts else "worker"
+    for role, index, env in seen:
+        ours = {
+            k: v for k, v in env.items() if k.startswith(("PADDLE_", "POD_IP")) or "MASTER" in k
+        }
+        expected = {"PADDLE_JOB_ID": "exp", "PADDLE_NNODES": str(sum(counts.values()))}
+        if (role, index) == (rendezvous, 0):  # it publishes its own address (the pod IP)
+            expected["POD_IP_DUMMY"] = "10.0.0.1"
+            expected["PADDLE_MASTER"] = "10.0.0.1:36543"
+        else:
+            expected["PADDLE_MASTER"] = HOST.format(role=rendezvous, i=0) + ":36543"
+        if "Master" in counts:  # parameter-server mode: one server or one trainer per pod
+            expected["PADDLE_SERVER_NUM" if role == "master" else "PADDLE_TRAINER_NUM"] = "1"
+        assert ours == expected, (role, index)  # never MASTER_ADDR/MASTER_PORT
+        assert env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_paddle_replicas_wait_for_and_follow_rank_zero():
+    spec = pods(manifest("paddle", Master=1, Worker=2))
+    ports = spec["exp-master"]["containers"][0]["ports"]
+    assert {"name": "master", "containerPort": 36543, "protocol": "TCP"} in ports
+    assert spec["exp-master"]["containers"][0]["name"] == "paddle"  # the operator's container
+    assert not wait_of(spec["exp-master"])
+    assert f"{HOST.format(role='master', i=0)} 36543" in wait_of(spec["exp-worker"])
+    outputs = expand(manifest("paddle", Worker=2)).outputs
+    assert outputs["entryPoint"] == "exp-worker"
+    assert outputs["addresses"] == {"worker": HOST.format(role="worker", i=0) + ":36543"}
+
+
 # --- TensorFlow ------------------------------------------------------------------------------
 
 
@@ -168,6 +206,11 @@ def test_tf_replicas_follow_the_entry_point(counts, entry):
         ),
         ("jax", {"Worker": 0}, "spec.types.Worker.count: JAX needs at least one Worker"),
         (
+            "paddle",
+            {"Master": 1, "Worker": 0},
+            "spec.types.Worker.count: PaddlePaddle needs at least one Worker",
+        ),
+        (
             "jax",
             {"Master": 1, "Worker": 1},
             "spec.types.Master: operator 'jax' has no Master; its types are Worker",
@@ -185,6 +228,7 @@ def test_bad_manifests(operator, counts, expected):
     [
         ("xgboost", "aichor:index:XGBoostJob"),
         ("jax", "aichor:index:JaxJob"),
+        ("paddle", "aichor:index:PaddleJob"),
         ("tf", "aichor:index:TFJob"),
         ("pytorch", "aichor:index:PyTorchJob"),
     ],

@@ -296,3 +296,31 @@ except OSError as error:
             assert token not in cluster.logs("exp-master-0", "jupyter")
     finally:
         stop.unlink(missing_ok=True)
+
+
+# Collective mode as the PaddleJob operator runs it: `paddle.distributed.launch` with no flag
+# (PADDLE_MASTER, PADDLE_NNODES, PADDLE_JOB_ID from the env), one CPU process per pod, an
+# all-reduce over gloo that every rank prints (the launcher keeps a process's output in
+# log/workerlog.0, printed here once it has ended).
+PADDLE = r"""cat > /tmp/train.py <<'EOF'
+import paddle
+import paddle.distributed as dist
+dist.init_parallel_env()
+x = paddle.to_tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(x)
+print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", float(x.numpy()[0]), flush=True)
+EOF
+cd /tmp && python3 -m paddle.distributed.launch --log_dir /tmp/log /tmp/train.py
+status=$?
+cat /tmp/log/workerlog.0
+exit $status"""
+
+
+def test_paddle_workers_launch_and_all_reduce():
+    pytest.importorskip("paddle")
+    results = run("paddle", PADDLE, Worker=3)
+    lines = {}
+    for pod, result in results.items():
+        assert result.returncode == 0, (pod, result.stdout[-3000:], result.stderr[-3000:])
+        lines[pod] = next(line for line in result.stdout.splitlines() if line.startswith("rank"))
+    assert sorted(lines.values()) == [f"rank {i} of 3 sum 6.0" for i in range(3)]

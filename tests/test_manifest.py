@@ -17,6 +17,8 @@ VALID = {
     "pytorch 0.2.3 worker": {"worker": {"count": 2, "resources": R}},
     "xgboost": {"Master": {"resources": R}, "Worker": {"count": 2, "resources": R}},
     "jax": {"Worker": {"count": 4, "resources": R}},
+    "paddle": {"Worker": {"count": 3, "resources": R}},
+    "paddle ps": {"Master": {"count": 2, "resources": R}, "Worker": {"count": 2, "resources": R}},
     "tf": {
         "Chief": {"resources": R},
         "PS": {"count": 2, "resources": R},
@@ -210,8 +212,8 @@ def test_bad_pytorch_manifest_errors(spec_types, extra, expected):
         (
             "mxnet",
             {"Worker": {"resources": R}},
-            "spec.operator: must be 'ray', 'kuberay', 'tf', 'pytorch', 'xgboost', 'jax', 'mpi', "
-            "'jobset' or 'batchjob'",
+            "spec.operator: must be 'ray', 'kuberay', 'tf', 'pytorch', 'xgboost', 'jax', 'paddle', "
+            "'mpi', 'jobset' or 'batchjob'",
         ),
     ],
 )

@@ -37,6 +37,7 @@ types_by_operator = {
         {"Master": group.map(lambda g: {**g, "count": 1}), "Worker": group}
     ),
     "jax": st.fixed_dictionaries({"Worker": group}),
+    "paddle": st.fixed_dictionaries({"Worker": group}, optional={"Master": group}),
     "tf": st.fixed_dictionaries(
         {"Worker": group},
         optional={

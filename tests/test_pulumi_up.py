@@ -19,6 +19,7 @@ TYPES = {
     "pytorch 0.2.3": {"worker": {"count": 3, "resources": R}},
     "xgboost": {"Master": {"resources": R}, "Worker": {"count": 2, "resources": R}},
     "jax": {"Worker": {"count": 3, "resources": R}},
+    "paddle": {"Master": {"resources": R}, "Worker": {"count": 2, "resources": R}},
     "tf": {
         "Chief": {"resources": R},
         "PS": {"resources": R},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..manifest import Spec
-from . import jax, jobset, mpi, pytorch, ray, tf, xgboost
+from . import jax, jobset, mpi, paddle, pytorch, ray, tf, xgboost
 from .base import Endpoint, Env, Group, Names, Plan
 
 Planner = Callable[[Spec, Names], Plan]
@@ -14,6 +14,7 @@ PLANNERS: dict[str, Planner] = {
     "pytorch": pytorch.plan,
     "xgboost": xgboost.plan,
     "jax": jax.plan,
+    "paddle": paddle.plan,
     "tf": tf.plan,
     "mpi": mpi.plan,
     "ray": ray.plan,

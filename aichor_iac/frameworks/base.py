@@ -56,13 +56,19 @@ class Names:
 class Env:
     """One environment variable: a literal (which may use Kubernetes' `$(VAR)` references to
     earlier entries), the replica's index plus an offset (computed in the container), a pod
-    field (downward API), or a key of the experiment's generated Secret (by reference only)."""
+    field (downward API), or a key of the experiment's generated Secret (by reference only).
+
+    Replica 0 of a group may see it otherwise: `first` is its value there (exported by the
+    command's prelude; `$VAR` is the pod's env), and with `only_first` no other replica keeps
+    it (a Kubeflow operator's env that differs for rank 0, e.g. PaddleJob's `POD_IP_DUMMY`)."""
 
     name: str
     value: str = ""
     index_offset: int | None = None
     field_path: str | None = None
     secret_key: str | None = None
+    first: str | None = None
+    only_first: bool = False
 
     @classmethod
     def index(cls, name: str, offset: int = 0) -> Env:
@@ -74,8 +80,8 @@ class Env:
         return cls(name, text.replace("$", "$$"))
 
     @classmethod
-    def field(cls, name: str, path: str) -> Env:
-        return cls(name, field_path=path)
+    def field(cls, name: str, path: str, only_first: bool = False) -> Env:
+        return cls(name, field_path=path, only_first=only_first)
 
     @classmethod
     def secret(cls, name: str, key: str) -> Env:
@@ -313,10 +319,11 @@ def coordinated(
     coordinator: Endpoint,
     env: Callable[[Slot], tuple[Env, ...]],
     address_key: str | None = None,
+    port_name: str | None = None,
 ) -> Plan:
-    """A plan around rank 0 (the entry point), port named after the framework: every other
-    replica waits until rank 0 accepts connections and stops once rank 0 has ended. Rank 0
-    itself does neither."""
+    """A plan around rank 0 (the entry point), its port named `port_name` (default: after the
+    framework): every other replica waits until rank 0 accepts connections and stops once
+    rank 0 has ended. Rank 0 itself does neither."""
     leader = slots[0].role
     groups = []
     for slot in slots:
@@ -325,7 +332,7 @@ def coordinated(
             slot_group(
                 slot,
                 env=env(slot),
-                ports=((framework, coordinator.port),) if coordinator.port else (),
+                ports=((port_name or framework, coordinator.port),) if coordinator.port else (),
                 waits_for=() if rank_zero_only else (coordinator,),
                 follows=None if rank_zero_only else coordinator.host,
                 after=() if slot.role == leader else (leader,),

@@ -157,10 +157,17 @@ aichor_wait() {{
 
 
 def prelude(env: tuple[Env, ...]) -> list[str]:
-    """Shell lines computing the index-dependent variables that need arithmetic."""
-    return [
-        f'export {e.name}="$(( {INDEX_VAR} + {e.index_offset} ))"' for e in env if e.index_offset
-    ]
+    """Shell lines computing the index-dependent variables: those that need arithmetic, and
+    those replica 0 sees otherwise (framework values, never user text)."""
+    lines = []
+    for e in env:
+        if e.index_offset:
+            lines.append(f'export {e.name}="$(( {INDEX_VAR} + {e.index_offset} ))"')
+        if e.first is not None:
+            lines.append(f'if [ "${INDEX_VAR}" = 0 ]; then export {e.name}="{e.first}"; fi')
+        if e.only_first:
+            lines.append(f'if [ "${INDEX_VAR}" != 0 ]; then unset {e.name}; fi')
+    return lines
 
 
 def main_command(
