@@ -47,6 +47,15 @@ def run(operator: str, command: str, **counts: int | dict) -> dict:
         return cluster.run()
 
 
+def printed(results: dict, prefix: str) -> dict[str, str]:
+    """Each pod's first line starting with `prefix`, once every pod has succeeded."""
+    lines = {}
+    for pod, result in results.items():
+        assert result.returncode == 0, (pod, result.stdout[-3000:], result.stderr[-3000:])
+        lines[pod] = next(line for line in result.stdout.splitlines() if line.startswith(prefix))
+    return lines
+
+
 XGBOOST = r"""python3 - <<'EOF'
 import os
 import numpy as np
@@ -150,11 +159,7 @@ EOF"""
 
 def test_jax_processes_form_one_cluster_then_allgather_and_psum():
     pytest.importorskip("jax")
-    results = run("jax", JAX, Worker=3)
-    lines = {}
-    for pod, result in results.items():
-        assert result.returncode == 0, (pod, result.stdout[-1500:], result.stderr[-3000:])
-        lines[pod] = next(line for line in result.stdout.splitlines() if line.startswith("process"))
+    lines = printed(run("jax", JAX, Worker=3), "process")
     assert lines == {
         f"exp-worker-{i}": f"process {i} of 3 gathered [[0], [1], [2]] psum 6.0" for i in range(3)
     }
@@ -318,9 +323,5 @@ exit $status"""
 
 def test_paddle_workers_launch_and_all_reduce():
     pytest.importorskip("paddle")
-    results = run("paddle", PADDLE, Worker=3)
-    lines = {}
-    for pod, result in results.items():
-        assert result.returncode == 0, (pod, result.stdout[-3000:], result.stderr[-3000:])
-        lines[pod] = next(line for line in result.stdout.splitlines() if line.startswith("rank"))
+    lines = printed(run("paddle", PADDLE, Worker=3), "rank")
     assert sorted(lines.values()) == [f"rank {i} of 3 sum 6.0" for i in range(3)]
