@@ -17,10 +17,12 @@ follows the provider or Kubernetes:
   NetworkPolicies, Services and custom resources hold at once.
 - Pods (Kubernetes, `Model`): a Job's pods exist once it is created, at most `parallelism` of
   them running at once; with a gang scheduler (coscheduling / Volcano PodGroup) a gang's pods
-  are scheduled only once `minMember` of them exist; a pod's init containers wait for their
-  targets (a host: its pod was scheduled, as the headless Service publishes not-ready
-  addresses; a port: that pod's main container runs); a pod is Ready while its main container
-  runs. `Live` gets all of this from tests/kube.py and real programs instead.
+  are scheduled only once `minMember` of them exist; a pod first waits for its targets (a
+  host: its pod was scheduled, as the headless Service publishes not-ready addresses; a port:
+  that pod's command runs), then runs its command; a pod is Ready once its command runs. (The
+  wait runs in the main container, so a real pod without a readiness probe is Ready already
+  while it waits: the model is Ready later, never sooner, so an `up` it finishes also
+  finishes for real.) `Live` gets all of this from tests/kube.py and real programs instead.
 - Programs (the frameworks' contracts, `Model`): replicas that rendezvous (every framework but
   jobset and batchjob) run until every replica of the experiment runs, then the entry point
   ends; a follower ends once the entry point it has seen is gone; jobset and batchjob pods end
@@ -162,7 +164,7 @@ class Pod:
     role: str
     index: int
     gang: str | None
-    state: str = "pending"  # pending → waiting (init) → running → succeeded
+    state: str = "pending"  # pending → waiting (for its targets) → running → succeeded
     seen_entry: bool = False
 
 
@@ -235,10 +237,7 @@ class Model:
                 if pod.gang is None or len(members) >= self.gang_sizes[pod.gang]:
                     pod.state, changed = "waiting", True
             elif pod.state == "waiting":
-                targets = list(group.waits_for)
-                if group.follows and group.leader_first:  # starts once the entry resolves
-                    targets.append(Endpoint(group.follows))
-                if all(self._holds(t, pod) for t in targets):
+                if all(self._holds(t, pod) for t in group.waits):
                     pod.state, changed = "running", True
             elif pod.state == "running":
                 entry = self.pod_at(group.follows) if group.follows else []

@@ -161,6 +161,19 @@ class Group:
         return self.spec.count if self.completions is None else self.completions
 
     @property
+    def waits(self) -> tuple[Endpoint, ...]:
+        """What a replica waits for before its command: `waits_for`, and, for a follower whose
+        entry point is created first, the entry point's host (so that its disappearance can be
+        told apart from its not existing yet)."""
+        if (
+            self.follows
+            and self.leader_first
+            and all(t.host != self.follows for t in self.waits_for)
+        ):
+            return (*self.waits_for, Endpoint(self.follows))
+        return self.waits_for
+
+    @property
     def sees_entry_first(self) -> bool:
         """Whether the entry point has resolved before a replica's command starts: it was
         created first, or the replica waited for it. Only then may a follower count

@@ -38,7 +38,7 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
-from ..frameworks import Endpoint, Group, Names
+from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Mount
 from ..manifest import Resources, Spec
 from ..settings import Settings
@@ -202,10 +202,6 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     ready = group.ready_port
     followed = group.role == ctx.plan.entry_point and any(g.follows for g in ctx.plan.groups)
     ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed else [])]
-    waits = group.waits_for
-    if group.follows and group.leader_first and all(t.host != group.follows for t in waits):
-        # Followers start once the entry point exists, so its disappearance can be told apart.
-        waits = (*waits, Endpoint(group.follows))
     main = ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,
@@ -217,7 +213,7 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
             linger=followed and any(g.follows and not g.sees_entry_first for g in ctx.plan.groups),
             lifeline=followed,
             restarts=spec_restarts(ctx.spec),
-            waits=waits,
+            waits=group.waits,
             deadline_seconds=ctx.settings.peer_wait_seconds,
         ),
         env=env(ctx, group),
