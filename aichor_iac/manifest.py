@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from .experiment import Origin
 from .limits import DNS_1035, INT32, MAX_INDEXED, Image, LabelKey, LabelValue
 
 OPERATORS = (
@@ -536,6 +537,13 @@ class Spec(Model):
             raise ValueError(f"'{value}' is longer than {INT32} seconds (68 years)")
         return value
 
+    # A custom resource's templates and options (aichor_iac.experiment); None for a manifest.
+    _origin: Origin | None = PrivateAttr(None)
+
+    @property
+    def origin(self) -> Origin | None:
+        return self._origin
+
     @property
     def timeout_seconds(self) -> int | None:
         """`timeout`, else `activeDeadlineSeconds`, in seconds."""
@@ -658,6 +666,10 @@ def validate(
     data: dict[str, Any], source: str = "<manifest>", lines: dict | None = None
 ) -> Manifest:
     lines = lines or {}
+    if str(data.get("apiVersion", "")).startswith("kubeflow.org/"):
+        from . import kubeflow  # the Kubeflow front door builds on this module's models
+
+        return kubeflow.validate(data, source, lines)
     spec = data.get("spec")
     operator = spec.get("operator") if isinstance(spec, dict) else None
     if isinstance(operator, str) and operator in OTHER_PLATFORMS:
@@ -815,12 +827,16 @@ def _json_object(value: object) -> bool:
 # --- error formatting -------------------------------------------------------------------------
 
 
-def _problem(error: dict[str, Any], lines: dict, operator: Any = None) -> Problem:
+def _problem(
+    error: dict[str, Any], lines: dict, operator: Any = None, root: type[BaseModel] | None = None
+) -> Problem:
+    """A pydantic error as a problem of the document whose model is `root` (a manifest's by
+    default): its path, a sentence, its line."""
     loc = tuple(str(part) for part in error["loc"])
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
         *parent, key = loc
-        allowed = _allowed_keys(tuple(parent), operator)
+        allowed = _allowed_keys(tuple(parent), operator, root or Manifest)
         if tuple(parent) == ("spec", "types") and key in TYPE_NAMES:
             message = f"operator '{operator}' has no {key}; its types are {', '.join(allowed)}"
         else:
@@ -842,9 +858,11 @@ def _did_you_mean(key: str, allowed: list[str]) -> str:
     return f"; allowed keys: {', '.join(allowed)}" if allowed else ""
 
 
-def _allowed_keys(loc: tuple[str, ...], operator: Any = None) -> list[str]:
+def _allowed_keys(
+    loc: tuple[str, ...], operator: Any = None, root: type[BaseModel] | None = None
+) -> list[str]:
     """The keys the model at `loc` accepts (walks the model tree along the error path)."""
-    model: Any = Manifest
+    model: Any = root or Manifest
     for part in loc:
         if model is JobSetTypes:
             model = JobSetType

@@ -192,6 +192,7 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                         f"topology ({tpu.tpu_chips_count} chips) here",
                     )
                 )
+    problems += _kept_problems(blueprint)
     settings = blueprint.settings
     if settings.network_policy and not settings.egress_cidrs:
         for key, value in blueprint.platform_env.items():
@@ -229,4 +230,23 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                 f"two groups would both be the Job {blueprint.names.job(role)}: rename one of them",
             )
         )
+    return problems
+
+
+def _kept_problems(blueprint: Blueprint) -> list[Problem]:
+    """A kept template whose container runs its image's entrypoint (no `command`) cannot
+    have variables computed from its replica's index: the entrypoint is in the image, which
+    no one reads offline, and aichor-iac's wrapper would have to run it."""
+    origin, problems = blueprint.spec.origin, []
+    for group in blueprint.plan.groups if origin else ():
+        kept = origin.kept.get(group.replica_type)
+        if kept is not None and kept.argv is None and group.computed:
+            problems.append(
+                Problem(
+                    f"{kept.path}.template.spec.containers.{kept.index}.command",
+                    f"missing: {', '.join(group.computed)} differ per replica and are computed "
+                    "before the command runs; give the image's entrypoint as command (docker "
+                    "inspect --format '{{json .Config.Entrypoint}}' IMAGE), args after it",
+                )
+            )
     return problems

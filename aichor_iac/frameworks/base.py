@@ -174,6 +174,12 @@ class Group:
         return self.waits_for
 
     @property
+    def computed(self) -> list[str]:
+        """The variables a replica's command computes from its index (Kubernetes cannot add to
+        a number or set a value for replica 0 only)."""
+        return [e.name for e in self.env if e.index_offset or e.first is not None or e.only_first]
+
+    @property
     def sees_entry_first(self) -> bool:
         """Whether the entry point has resolved before a replica's command starts: it was
         created first, or the replica waited for it. Only then may a follower count

@@ -20,7 +20,8 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
-from ..frameworks import Names, Plan
+from ..experiment import Kept
+from ..frameworks import Group, Names, Plan
 from ..manifest import Spec
 from ..planning import Blueprint
 from ..settings import Settings
@@ -52,6 +53,11 @@ class Context:
     @property
     def settings(self) -> Settings:
         return self.blueprint.settings
+
+    def kept(self, group: Group) -> Kept | None:
+        """The pod template a custom resource gave `group`'s replica type, kept as written."""
+        origin = self.spec.origin
+        return origin.kept.get(group.replica_type) if origin else None
 
     def labels(self, role: str | None = None, replica: bool = True) -> dict[str, str]:
         """Recommended labels; replicas also carry Kubeflow's, which dashboards select on."""

@@ -4,6 +4,8 @@ per replica group (DESIGN §4). Pure: builds argument objects, registers nothing
 
 from __future__ import annotations
 
+from typing import Any
+
 from pulumi_kubernetes.batch.v1 import (
     JobSpecArgs,
     PodFailurePolicyArgs,
@@ -42,7 +44,7 @@ from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Mount
 from ..manifest import Resources, Spec
 from ..settings import Settings
-from . import jupyter, shell, tensorboard
+from . import jupyter, kept, shell, tensorboard
 from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
 
@@ -133,6 +135,39 @@ def await_timeout(ctx: Context, group: Group) -> int | None:
 
 def job(ctx: Context, group: Group) -> dict:
     spec, queue, gang = ctx.spec, ctx.settings.kueue_queue, ctx.gang_metadata()
+    annotations = {**gang.get("annotations", {}), **networks(ctx, group)}
+    restarts: dict = dict(
+        backoff_limit=spec.restart_policy.backoff_limit,
+        # A pod evicted by a node drain or preempted is replaced without counting as a
+        # failure (`backoffLimit` counts the program's failures), as JobSet users expect.
+        pod_failure_policy=PodFailurePolicyArgs(
+            rules=[
+                PodFailurePolicyRuleArgs(
+                    action="Ignore",
+                    on_pod_conditions=[
+                        PodFailurePolicyOnPodConditionsPatternArgs(
+                            type="DisruptionTarget", status="True"
+                        )
+                    ],
+                )
+            ]
+        ),
+    )
+    if (held := ctx.kept(group)) is not None:  # a custom resource's template, kept
+        policy = kept.job_policy(held, held.container)
+        restarts = dict(
+            backoff_limit=policy["backoffLimit"], pod_failure_policy=policy.get("podFailurePolicy")
+        )
+        template: Any = kept.template(ctx, group, held, operator_env(ctx, group), annotations)
+    else:
+        template = PodTemplateSpecArgs(
+            metadata=ObjectMetaArgs(
+                labels={**ctx.labels(group.role), **gang.get("labels", {})},
+                annotations=annotations or None,
+            ),
+            spec=pod_spec(ctx, group),
+        )
+    origin = spec.origin
     return dict(
         metadata=ctx.metadata(
             ctx.names.job(group.role),
@@ -147,29 +182,11 @@ def job(ctx: Context, group: Group) -> dict:
             completion_mode="Indexed",
             completions=group.count,
             parallelism=group.parallelism or group.count,
-            backoff_limit=spec.restart_policy.backoff_limit,
-            # A pod evicted by a node drain or preempted is replaced without counting as a
-            # failure (`backoffLimit` counts the program's failures), as JobSet users expect.
-            pod_failure_policy=PodFailurePolicyArgs(
-                rules=[
-                    PodFailurePolicyRuleArgs(
-                        action="Ignore",
-                        on_pod_conditions=[
-                            PodFailurePolicyOnPodConditionsPatternArgs(
-                                type="DisruptionTarget", status="True"
-                            )
-                        ],
-                    )
-                ]
-            ),
+            **restarts,
             active_deadline_seconds=spec.timeout_seconds,
-            template=PodTemplateSpecArgs(
-                metadata=ObjectMetaArgs(
-                    labels={**ctx.labels(group.role), **gang.get("labels", {})},
-                    annotations={**gang.get("annotations", {}), **networks(ctx, group)} or None,
-                ),
-                spec=pod_spec(ctx, group),
-            ),
+            ttl_seconds_after_finished=origin.ttl_seconds_after_finished if origin else None,
+            suspend=(origin.suspend or None) if origin else None,
+            template=template,
         ),
     )
 
@@ -263,6 +280,16 @@ def env(ctx: Context, group: Group) -> list[EnvVarArgs]:
     """The replica index first (downward API), then the framework's variables (those that are
     the index plus an offset are computed by the command's prelude), AICHOR_* ones, and the
     manifest's `spec.env` (Secrets by reference only)."""
+    entries = operator_env(ctx, group)
+    if not group.spec.resources.gpus:
+        # CUDA images set NVIDIA_VISIBLE_DEVICES=all: a replica without GPUs must not see any.
+        entries.append(EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"))
+    return entries + user_env(ctx.spec)
+
+
+def operator_env(ctx: Context, group: Group) -> list[EnvVarArgs]:
+    """What the operator gives a replica: its index, the framework's variables, and the
+    stack's AICHOR_* values."""
     index_path = f"metadata.annotations['{INDEX_ANNOTATION}']"
     entries = [
         EnvVarArgs(
@@ -282,10 +309,6 @@ def env(ctx: Context, group: Group) -> list[EnvVarArgs]:
             entries.append(EnvVarArgs(name=var.name, value=f"$({INDEX_VAR})"))
     for name, value in ctx.platform_env().items():
         entries.append(EnvVarArgs(name=name, value=shell.k8s_escape(value)))
-    if not group.spec.resources.gpus:
-        # CUDA images set NVIDIA_VISIBLE_DEVICES=all: a replica without GPUs must not see any.
-        entries.append(EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"))
-    entries += user_env(ctx.spec)
     return entries
 
 

@@ -7,6 +7,7 @@ present) so no extra image is pulled. Kubernetes expands `$(VAR)` in commands an
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from ..frameworks import Endpoint, Env
@@ -49,6 +50,40 @@ _SELF = "${HOSTNAME:-$(cat /proc/sys/kernel/hostname)}"
 def k8s_escape(text: str) -> str:
     """Protect `text` from Kubernetes' `$(VAR)` expansion of commands and env values."""
     return text.replace("$", "$$")
+
+
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def argv_command(argv: list[str]) -> str:
+    """A container's command and args (exec form, where Kubernetes expands `$(VAR)` in each
+    argument) as one shell command line that runs exactly that argv: literal text quoted, each
+    `$(VAR)` the variable's value if the container has it and `$(VAR)` otherwise (Kubernetes'
+    rule), `$$` one `$`. Values are expanded inside double quotes, so none can split an
+    argument or run anything. A reference to a name the shell cannot expand (`$(a.b)`) stays
+    literal text."""
+    words = []
+    for arg in argv:
+        parts, literal, i = [], "", 0
+        while i < len(arg):
+            char, rest = arg[i], arg[i + 1 :]
+            if char == "$" and rest.startswith("$"):
+                literal, i = literal + "$", i + 2
+            elif char == "$" and rest.startswith("(") and ")" in rest:
+                name = rest[1 : rest.index(")")]
+                if SHELL_NAME.match(name):
+                    parts += [shlex.quote(literal)] if literal else []
+                    parts.append(f'"${{{name}-\\$({name})}}"')
+                    literal = ""
+                else:
+                    literal += f"$({name})"
+                i += len(name) + 3
+            else:
+                literal, i = literal + char, i + 1
+        if literal or not parts:
+            parts.append(shlex.quote(literal))
+        words.append("".join(parts))
+    return " ".join(words)
 
 
 def wait_lines(targets: tuple[Endpoint, ...], deadline_seconds: int) -> list[str]:

@@ -1,0 +1,66 @@
+"""What a custom resource says beyond the AIchor manifest: the parts of the neutral description
+of an experiment that only the Kubeflow and KubeRay front doors fill in.
+
+Every front door produces one validated `Spec` (framework, groups with their counts and
+resources, policies). A Kubeflow or KubeRay custom resource also brings, for each replica type,
+the pod template its user wrote, which is kept as it is; and options the operator reads (run
+policy, PyTorch's elastic policy). `Spec.origin` holds them; None for an AIchor manifest, whose
+pods aichor-iac builds from the manifest's resources. Pure data: no Pulumi or Kubernetes import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RestartPolicy = Literal["Never", "OnFailure", "ExitCode"]
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One replica type's pod template, as the user wrote it (Kubernetes JSON).
+
+    `container` names the operator's container (PyTorchJob's `pytorch`, or the first): it gets
+    the operator's env and ports, and runs its command after the wait for peers. With
+    `ExitCode`, exit codes 1-127 fail the experiment at once and others are retried, as the
+    Training Operator does; `backoff_limit` counts the retries of the replica type's Job."""
+
+    path: str  # where the custom resource gives it (spec.pytorchReplicaSpecs.Worker)
+    template: dict[str, Any]
+    container: str
+    restart_policy: RestartPolicy
+    backoff_limit: int
+
+    @property
+    def main(self) -> dict[str, Any]:
+        return next(c for c in self.template["spec"]["containers"] if c["name"] == self.container)
+
+    @property
+    def index(self) -> int:
+        """The position of the operator's container in the template's containers."""
+        names = [c["name"] for c in self.template["spec"]["containers"]]
+        return names.index(self.container)
+
+    @property
+    def argv(self) -> list[str] | None:
+        """The container's command and args, or None when it runs the image's entrypoint."""
+        main = self.main
+        if not main.get("command"):
+            return None
+        return [*main["command"], *main.get("args", [])]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A custom resource the experiment was written as (`kind` of `api_version`)."""
+
+    api_version: str
+    kind: str
+    kept: dict[str, Kept]  # replica type (canonical, e.g. Worker) -> its template
+    ttl_seconds_after_finished: int | None = None
+    suspend: bool = False
+    options: dict[str, Any] = field(default_factory=dict)  # the framework's CR options
+
+    @property
+    def source(self) -> str:
+        return f"{self.api_version} {self.kind}"

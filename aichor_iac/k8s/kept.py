@@ -1,0 +1,101 @@
+"""A user's pod template (from a Kubeflow custom resource) with only what the operator and
+aichor-iac's ordering add: the operator's env and ports on its container, the experiment's
+labels and host names, the wait for peers and the following, the restart policy.
+
+Everything else the user wrote stays as written: volumes, init containers, sidecars, env,
+`envFrom`, node selectors, tolerations, affinity, security contexts, resources.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..experiment import Kept
+from ..frameworks import Group
+from . import shell
+from .context import Context
+from .lifeline import LIFELINE_PORT
+
+# Exit codes the Training Operator counts as permanent under `restartPolicy: ExitCode`
+# (1-127: the program's own failure); 128 and above (killed by a signal) are retried.
+PERMANENT_EXIT_CODES = list(range(1, 128))
+
+
+def template(ctx: Context, group: Group, kept: Kept, env: list[dict], annotations: dict) -> dict:
+    """The pod template of `group`'s Job (Kubernetes JSON): the user's, plus `env` (the
+    operator's variables, after the user's, as the operator appends them) on its container."""
+    result = copy.deepcopy(kept.template)
+    metadata = result.setdefault("metadata", {})
+    gang = ctx.gang_metadata()
+    metadata["labels"] = {
+        **metadata.get("labels", {}),
+        **ctx.labels(group.role),
+        **gang.get("labels", {}),
+    }
+    if merged := {**metadata.get("annotations", {}), **annotations}:
+        metadata["annotations"] = merged
+    spec = result["spec"]
+    spec["restartPolicy"] = "OnFailure" if kept.restart_policy == "OnFailure" else "Never"
+    spec["subdomain"] = ctx.names.service
+    if ctx.scheduler_name and "schedulerName" not in spec:
+        spec["schedulerName"] = ctx.scheduler_name
+    main = next(c for c in spec["containers"] if c["name"] == kept.container)
+    main["env"] = [*main.get("env", []), *env]
+    followed = group.role == ctx.plan.entry_point and any(g.follows for g in ctx.plan.groups)
+    numbers = {p.get("containerPort") for p in main.get("ports", [])}
+    extra = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed and kept.argv else [])]
+    main["ports"] = [
+        *main.get("ports", []),
+        *({"name": n, "containerPort": p, "protocol": "TCP"} for n, p in extra if p not in numbers),
+    ]
+    wrapped = bool(group.computed or group.waits or group.follows or followed)
+    if kept.argv is not None and wrapped:
+        main["command"] = shell.main_command(
+            shell.argv_command(kept.argv),
+            group.env,
+            group.follows,
+            group.sees_entry_first,
+            linger=followed and any(g.follows and not g.sees_entry_first for g in ctx.plan.groups),
+            lifeline=followed,
+            restarts=kept.backoff_limit > 0,
+            waits=group.waits,
+            deadline_seconds=ctx.settings.peer_wait_seconds,
+        )
+        main.pop("args", None)  # in the command line the wrapper runs
+    elif (
+        kept.argv is None and group.waits
+    ):  # the image's entrypoint runs unchanged: wait before it, in its image
+        lines = shell.wait_lines(group.waits, ctx.settings.peer_wait_seconds)
+        wait = {
+            "name": "aichor-wait",
+            "image": main["image"],
+            "command": ["/bin/sh", "-c", shell.k8s_escape("\n".join(lines))],
+        }
+        spec["initContainers"] = [wait, *spec.get("initContainers", [])]
+    return result
+
+
+def job_policy(kept: Kept, container: str) -> dict[str, Any]:
+    """The Job's restart rules for a kept template: retries, and with `ExitCode` a failure of
+    the program itself (exit 1-127) failing the Job at once. A pod disrupted by a drain or a
+    preemption is replaced without counting (only possible when pods are not restarted in
+    place: a pod failure policy needs restartPolicy Never)."""
+    policy: dict[str, Any] = {"backoffLimit": kept.backoff_limit}
+    if kept.restart_policy == "OnFailure":
+        return policy
+    rules: list[dict[str, Any]] = [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    ]
+    if kept.restart_policy == "ExitCode":
+        rules.append(
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": container,
+                    "operator": "In",
+                    "values": PERMANENT_EXIT_CODES,
+                },
+            }
+        )
+    return {**policy, "podFailurePolicy": {"rules": rules}}

@@ -1,0 +1,382 @@
+"""The Kubeflow front door: a `kubeflow.org/v1` custom resource (PyTorchJob) as the neutral
+description of an experiment, its pod templates kept as the user wrote them.
+
+The Training Operator's defaulting is applied first, as the API server would (release-1.9,
+`pkg/apis/kubeflow.org/v1/*_defaults.go`): replica type names in any case, one replica and the
+framework's restart policy by default, the framework's port on its container. What the
+operator would then add to each pod (env, ports, Services) is the framework module's job, as
+for an AIchor manifest. Fields aichor-iac cannot honour are refused with their path.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from .experiment import Kept, Origin
+from .limits import INT32, MAX_INDEXED
+from .manifest import (
+    Accelerators,
+    Gpu,
+    Manifest,
+    ManifestError,
+    Model,
+    Problem,
+    Resources,
+    Spec,
+    _line_for,
+    _problem,
+)
+
+GROUP = "kubeflow.org"
+UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of the Training Operator, as data."""
+
+    operator: str  # aichor-iac's framework
+    specs: str  # the field holding the replica specs
+    types: tuple[str, ...]  # replica types, in rank order
+    container: str  # the operator's container name (env, ports, command)
+    port: tuple[str, int]  # the port the operator puts on that container unless named there
+    restart: Literal["Never", "OnFailure"]  # default replicaSpec restartPolicy
+    options: tuple[str, ...] = ()  # the kind's own spec fields beside runPolicy
+
+
+KINDS = {
+    "PyTorchJob": Kind(
+        "pytorch",
+        "pytorchReplicaSpecs",
+        ("Master", "Worker"),
+        "pytorch",
+        ("pytorchjob-port", 23456),
+        "OnFailure",
+        ("elasticPolicy", "nprocPerNode"),
+    ),
+}
+
+
+class SchedulingPolicy(Model):
+    min_available: int | None = None
+    queue: str | None = None
+    min_resources: dict[str, Any] | None = None
+    priority_class: str | None = None
+    schedule_timeout_seconds: int | None = None
+
+
+class RunPolicy(Model):
+    clean_pod_policy: Literal["None", "Running", "All"] | None = None
+    ttl_seconds_after_finished: int | None = Field(None, ge=0, le=INT32)
+    active_deadline_seconds: int | None = Field(None, ge=1, le=INT32)
+    backoff_limit: int | None = Field(None, ge=0, le=INT32)
+    scheduling_policy: SchedulingPolicy | None = None
+    suspend: bool = False
+    managed_by: str | None = None
+
+
+class RdzvConf(Model):
+    key: str
+    value: str = ""
+
+
+class ElasticPolicy(Model):
+    min_replicas: int | None = Field(None, ge=1, le=MAX_INDEXED)
+    max_replicas: int | None = Field(None, ge=1, le=MAX_INDEXED)
+    rdzv_backend: Literal["c10d", "etcd", "etcd-v2"] | None = None
+    rdzv_port: int | None = Field(None, ge=1, le=65535)
+    rdzv_host: str | None = None
+    rdzv_id: str | None = None
+    rdzv_conf: list[RdzvConf] = Field(default_factory=list)
+    standalone: bool | None = None
+    n_proc_per_node: int | None = Field(None, ge=1, le=INT32)
+    max_restarts: int | None = Field(None, ge=0, le=INT32)
+    metrics: list[dict[str, Any]] | None = None
+
+
+class ReplicaSpec(Model):
+    replicas: int = Field(1, ge=0, le=MAX_INDEXED)
+    restart_policy: Literal["Always", "OnFailure", "Never", "ExitCode"] | None = None
+    template: dict[str, Any]
+
+
+class Metadata(BaseModel):
+    """The CR's metadata: its name names the experiment; the rest is not used (the stack
+    places the experiment in its namespace, the objects carry aichor-iac's labels)."""
+
+    name: str = Field(min_length=1)
+
+
+class PyTorchJobSpec(Model):
+    run_policy: RunPolicy = RunPolicy()
+    pytorch_replica_specs: dict[str, Any]
+    elastic_policy: ElasticPolicy | None = None
+    nproc_per_node: str | None = None
+
+
+class Resource(Model):
+    api_version: str
+    kind: str
+    metadata: Metadata
+    spec: dict[str, Any]
+    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
+
+
+SPEC_MODELS: dict[str, type[Model]] = {"PyTorchJob": PyTorchJobSpec}
+
+
+def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
+    """The custom resource as a manifest whose spec's `origin` keeps its templates, or
+    ManifestError naming every problem with its path and line."""
+
+    def fail(problems: list[Problem]) -> ManifestError:
+        located = [
+            Problem(p.path, p.message, p.line or _line_for(tuple(p.path.split(".")), lines))
+            for p in problems
+        ]
+        return ManifestError(source, sorted(located, key=lambda p: p.line or 0))
+
+    api_version, kind_name = data.get("apiVersion"), data.get("kind")
+    if api_version != f"{GROUP}/v1" or kind_name not in KINDS:
+        known = ", ".join(KINDS)
+        raise fail(
+            [
+                Problem(
+                    "kind",
+                    f"{api_version} {kind_name} is not a custom resource aichor-iac reads: "
+                    f"give a {GROUP}/v1 {known}",
+                )
+            ]
+        )
+    kind = KINDS[kind_name]
+    try:
+        resource = Resource.model_validate(data)
+    except ValidationError as error:
+        raise fail([_located(e, Resource, ()) for e in error.errors()]) from None
+    try:
+        spec = SPEC_MODELS[kind_name].model_validate(resource.spec)
+    except ValidationError as error:
+        root = SPEC_MODELS[kind_name]
+        raise fail([_located(e, root, ("spec",)) for e in error.errors()]) from None
+    problems: list[Problem] = []
+    replica_specs = _replica_specs(kind, spec.pytorch_replica_specs, problems)
+    problems += _run_policy_problems(spec.run_policy)
+    if spec.elastic_policy and "Worker" not in replica_specs:
+        problems.append(
+            Problem("spec.elasticPolicy", "an elastic policy scales Workers: give a Worker")
+        )
+    if spec.elastic_policy and spec.elastic_policy.metrics:
+        problems.append(
+            Problem(
+                "spec.elasticPolicy.metrics",
+                "scales workers with a HorizontalPodAutoscaler, which Indexed Jobs do not "
+                "support: remove metrics (the replicas run at their count)",
+            )
+        )
+    kept = {}
+    for type_name, replica in replica_specs.items():
+        one = _kept(kind, type_name, replica, spec.run_policy, problems)
+        if one is not None:
+            kept[type_name] = one
+    if problems:
+        raise fail(problems)
+    options = spec.model_dump(by_alias=True, exclude_none=True, include=_fields(kind.options))
+    origin = Origin(
+        api_version=api_version,
+        kind=kind_name,
+        kept=kept,
+        ttl_seconds_after_finished=spec.run_policy.ttl_seconds_after_finished,
+        suspend=spec.run_policy.suspend,
+        options=options,
+    )
+    manifest = _manifest(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
+    manifest.spec._origin = origin
+    manifest._source, manifest._lines = source, lines
+    return manifest
+
+
+def _located(error: Any, root: type[BaseModel], prefix: tuple[str, ...]) -> Problem:
+    """A pydantic error of the model `root`, found at `prefix` of the resource."""
+    problem = _problem(error, {}, root=root)
+    path = ".".join((*prefix, problem.path)) if problem.path else ".".join(prefix)
+    return Problem(path, problem.message)
+
+
+def _fields(aliases: tuple[str, ...]) -> set[str]:
+    """Python field names of camelCase keys (`elasticPolicy` -> `elastic_policy`)."""
+    return {"".join(f"_{c.lower()}" if c.isupper() else c for c in a) for a in aliases}
+
+
+def _replica_specs(kind: Kind, given: dict[str, Any], problems: list[Problem]) -> dict[str, Any]:
+    """The replica specs under the operator's type names (any case), in rank order, with
+    the operator's defaults."""
+    where = f"spec.{kind.specs}"
+    canonical = {t.lower(): t for t in kind.types}
+    found: dict[str, ReplicaSpec] = {}
+    for key, value in given.items():
+        name = canonical.get(str(key).lower())
+        if name is None:
+            problems.append(
+                Problem(
+                    f"{where}.{key}",
+                    f"{kind_of(kind)} has no {key}; its replica types are {', '.join(kind.types)}",
+                )
+            )
+            continue
+        if name in found:
+            problems.append(Problem(f"{where}.{key}", f"{name} is given twice; keep one"))
+            continue
+        try:
+            found[name] = ReplicaSpec.model_validate(value)
+        except ValidationError as error:
+            prefix = ("spec", kind.specs, str(key))
+            problems += [_located(e, ReplicaSpec, prefix) for e in error.errors()]
+    master = found.get("Master")
+    if master is not None and master.replicas != 1:
+        problems.append(Problem(f"{where}.Master.replicas", "must be 1 (one master)"))
+    if "Worker" in kind.types and "Worker" not in found and "Master" not in found:
+        problems.append(Problem(where, f"give at least one of {', '.join(kind.types)}"))
+    return {t: found[t] for t in kind.types if t in found}
+
+
+def kind_of(kind: Kind) -> str:
+    return next(name for name, k in KINDS.items() if k is kind)
+
+
+def _run_policy_problems(policy: RunPolicy) -> list[Problem]:
+    problems = []
+    if policy.scheduling_policy is not None:
+        problems.append(
+            Problem(
+                "spec.runPolicy.schedulingPolicy",
+                "gang scheduling is the stack's: remove it and set aichor:gangScheduler "
+                "(volcano or coscheduling: one PodGroup of every replica), aichor:kueueQueue "
+                "and aichor:priorityClassName",
+            )
+        )
+    if policy.managed_by not in (None, "kubeflow.org/training-operator"):
+        problems.append(
+            Problem(
+                "spec.runPolicy.managedBy",
+                f"'{policy.managed_by}' would run this job, not aichor-iac: remove managedBy",
+            )
+        )
+    return problems
+
+
+def _kept(
+    kind: Kind, type_name: str, replica: ReplicaSpec, run: RunPolicy, problems: list[Problem]
+) -> Kept | None:
+    """A replica type's template with the operator's defaults (its port on its container)."""
+    where = f"spec.{kind.specs}.{type_name}"
+    template = replica.template
+    pod = template.get("spec")
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    if not isinstance(containers, list) or not containers:
+        problems.append(Problem(f"{where}.template.spec.containers", "give at least one container"))
+        return None
+    if not all(isinstance(c, dict) and c.get("name") and c.get("image") for c in containers):
+        problems.append(
+            Problem(f"{where}.template.spec.containers", "each container needs a name and image")
+        )
+        return None
+    for field in ("hostname", "subdomain"):
+        if field in pod:
+            problems.append(
+                Problem(
+                    f"{where}.template.spec.{field}",
+                    "is set by aichor-iac (each replica's stable host name in the experiment's "
+                    "Service): remove it",
+                )
+            )
+    restart = replica.restart_policy or kind.restart
+    if restart == "Always":
+        problems.append(
+            Problem(
+                f"{where}.restartPolicy",
+                "Always restarts a replica even after it succeeded, which a Job cannot: use "
+                "OnFailure (restart after a failure) or ExitCode",
+            )
+        )
+        return None
+    names = [c["name"] for c in containers]
+    container = kind.container if kind.container in names else names[0]
+    template = _with_port(template, container, kind.port)
+    if run.backoff_limit is not None:
+        backoff = run.backoff_limit
+    else:  # no limit: the operator restarts replicas that may restart for ever
+        backoff = 0 if restart == "Never" else UNLIMITED
+    return Kept(where, template, container, restart, backoff)
+
+
+def _with_port(template: dict[str, Any], container: str, port: tuple[str, int]) -> dict:
+    """The template with the operator's default port on its container, unless one is named so."""
+    spec = dict(template["spec"])
+    containers = []
+    for c in spec["containers"]:
+        if c["name"] == container and not any(p.get("name") == port[0] for p in c.get("ports", [])):
+            c = {**c, "ports": [*c.get("ports", []), {"name": port[0], "containerPort": port[1]}]}
+        containers.append(c)
+    return {**template, "spec": {**spec, "containers": containers}}
+
+
+def _manifest(
+    kind: Kind, name: str, specs: dict[str, ReplicaSpec], kept: dict[str, Kept], run: RunPolicy
+) -> Manifest:
+    """The neutral description: framework, counts and resources (from each operator
+    container's requests), policies. Image and command are the first type's, for the record:
+    kept templates run their own."""
+    first = kept[next(iter(kept))]
+    argv = first.argv
+    spec = Spec(
+        operator=kind.operator,
+        image=first.main["image"],
+        command=shlex.join(argv) if argv else "(the image's entrypoint)",
+        types={t: {"count": s.replicas, "resources": {"memory": 1}} for t, s in specs.items()},
+        active_deadline_seconds=run.active_deadline_seconds,
+    )
+    types = {
+        t: spec.types.get(t).model_copy(update={"resources": _resources(kept[t])}) for t in specs
+    }
+    spec = spec.model_copy(update={"types": spec.types.model_copy(update=types)})
+    return Manifest(name=name, spec=spec)
+
+
+def _resources(kept: Kept) -> Resources:
+    """What the operator container asks for, for the experiment's totals (requests, else
+    limits, as Kubernetes defaults requests; nothing asked is 0)."""
+    resources = kept.main.get("resources") or {}
+    asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    gpus = int(quantity((resources.get("limits") or {}).get("nvidia.com/gpu", 0)))
+    return Resources.model_construct(
+        cpus=quantity(asked.get("cpu", 0)),
+        memory=quantity(asked.get("memory", 0)) / 2**30,
+        ram_ratio=None,
+        cpu_limit_ratio=1,
+        shm_size_gb=0,
+        accelerators=Accelerators(gpu=Gpu(count=gpus)) if gpus else Accelerators(),
+        rdma=None,
+        extra_selectors={},
+        extra_tolerations=[],
+    )
+
+
+SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes quantity (`500m`, `4Gi`, `1e3`) as a number; 0 if it is not one (the
+    API server's own check of the rendered objects names it)."""
+    text = str(value)
+    try:
+        for suffix, factor in (*BINARY.items(), *SUFFIXES.items()):
+            if text.endswith(suffix):
+                return float(text[: -len(suffix)]) * factor
+        return float(text)
+    except ValueError:
+        return 0.0

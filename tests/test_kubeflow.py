@@ -1,0 +1,365 @@
+"""Kubeflow custom resources in, plain objects out: a `kubeflow.org/v1` PyTorchJob renders to
+the same kind of objects as an AIchor manifest, its pod templates kept, and each replica sees
+exactly the Training Operator's env (release-1.9 `pkg/controller.v1/pytorch`), host names
+aside. The public examples of kubeflow/trainer (tests/kubeflow/, unchanged) render and pass
+the API server's schema and rules."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from conftest import ROOT, by_name, expand
+from kube import process_env
+
+from aichor_iac import limits, manifest
+from aichor_iac.k8s import shell
+
+EXAMPLES = sorted((ROOT / "tests" / "kubeflow").glob("*.yaml"))
+PRINT_ENV = ["python3", "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+# What aichor-iac adds beside the operator: the replica index (Kubernetes sets it too) and,
+# for a followed entry point's peers, nothing the program reads.
+OURS = {"JOB_COMPLETION_INDEX", "HOSTNAME", "PATH", "AICHOR_FOLLOW_INTERVAL"}
+
+
+def pytorchjob(
+    master: int | None = 1, workers: int = 2, command: list[str] | None = PRINT_ENV, **spec: Any
+) -> dict[str, Any]:
+    def replica(count: int) -> dict[str, Any]:
+        container: dict[str, Any] = {"name": "pytorch", "image": "pytorch/pytorch:2.3.1"}
+        if command is not None:
+            container["command"] = list(command)
+        return {"replicas": count, "template": {"spec": {"containers": [container]}}}
+
+    specs = {"Worker": replica(workers)}
+    if master is not None:
+        specs = {"Master": replica(master), **specs}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "exp"},
+        "spec": {"pytorchReplicaSpecs": specs, **spec},
+    }
+
+
+def envs(cr: dict[str, Any]) -> dict[tuple[str, int], dict[str, str]]:
+    """The env each replica's command sees (run here, as Kubernetes would start it), without
+    what the process has from elsewhere."""
+    result = {}
+    for job in (o for o in expand(cr).objects if o["kind"] == "Job"):
+        role = job["metadata"]["labels"]["training.kubeflow.org/replica-type"]
+        main = job["spec"]["template"]["spec"]["containers"][0]
+        declared = {e["name"] for e in main["env"]}
+        declared |= set(re.findall(r"export (\w+)=", " ".join(main.get("command", []))))
+        for i in range(job["spec"]["completions"]):
+            env = process_env(job, i, extra_env={"AICHOR_FOLLOW_INTERVAL": "0.05"})
+            result[(role, i)] = {k: v for k, v in env.items() if k in declared - OURS}
+    return result
+
+
+def host(role: str, index: int) -> str:
+    return f"exp-{role}-{index}.exp.default.svc.cluster.local"
+
+
+MASTER = host("master", 0)
+
+
+def operator_env(rank: int, world: int, nnodes: int, nproc: str = "auto") -> dict[str, str]:
+    """What release-1.9's setPodEnv gives a replica of a PyTorchJob with a Master."""
+    return {
+        "PYTHONUNBUFFERED": "1",
+        "MASTER_PORT": "23456",
+        "PET_MASTER_PORT": "23456",
+        "MASTER_ADDR": MASTER,
+        "PET_MASTER_ADDR": MASTER,
+        "WORLD_SIZE": str(world),
+        "RANK": str(rank),
+        "PET_NODE_RANK": str(rank),
+        "PET_NPROC_PER_NODE": nproc,
+        "PET_NNODES": str(nnodes),
+    }
+
+
+@pytest.mark.parametrize(
+    "cr, expected",
+    [
+        (
+            pytorchjob(1, 2),
+            {
+                ("master", 0): operator_env(0, 3, 3),
+                ("worker", 0): operator_env(1, 3, 3),
+                ("worker", 1): operator_env(2, 3, 3),
+            },
+        ),
+        (  # an integer nprocPerNode multiplies the world size (processes, not pods)
+            pytorchjob(1, 1, nprocPerNode="4"),
+            {
+                ("master", 0): operator_env(0, 8, 2, "4"),
+                ("worker", 0): operator_env(1, 8, 2, "4"),
+            },
+        ),
+        (  # workers alone: no master, so no MASTER_* nor ranks (torchrun --standalone, say)
+            pytorchjob(None, 2),
+            {
+                ("worker", i): {
+                    "PYTHONUNBUFFERED": "1",
+                    "PET_NPROC_PER_NODE": "auto",
+                    "PET_NNODES": "2",
+                }
+                for i in range(2)
+            },
+        ),
+        (  # elastic: the c10d rendezvous on worker 0's port, nnodes as min:max
+            pytorchjob(
+                None,
+                2,
+                elasticPolicy={
+                    "minReplicas": 1,
+                    "maxReplicas": 3,
+                    "maxRestarts": 100,
+                    "rdzvId": "run-1",
+                    "rdzvConf": [{"key": "timeout", "value": "900"}, {"key": "a", "value": "b"}],
+                },
+            ),
+            {
+                ("worker", i): {
+                    "PYTHONUNBUFFERED": "1",
+                    "PET_RDZV_ENDPOINT": f"{host('worker', 0)}:23456",
+                    "PET_RDZV_BACKEND": "c10d",
+                    "PET_NNODES": "1:3",
+                    "PET_MAX_RESTARTS": "100",
+                    "PET_NPROC_PER_NODE": "auto",
+                    "PET_RDZV_ID": "run-1",
+                    "PET_RDZV_CONF": "timeout=900,a=b",
+                }
+                for i in range(2)
+            },
+        ),
+        (  # elastic defaults: min = max = the workers' count; nProcPerNode of the policy
+            pytorchjob(None, 3, elasticPolicy={"nProcPerNode": 2, "standalone": True}),
+            {
+                ("worker", i): {
+                    "PYTHONUNBUFFERED": "1",
+                    "PET_RDZV_ENDPOINT": f"{host('worker', 0)}:23456",
+                    "PET_RDZV_BACKEND": "c10d",
+                    "PET_NNODES": "3:3",
+                    "PET_NPROC_PER_NODE": "2",
+                    "PET_STANDALONE": "",
+                }
+                for i in range(3)
+            },
+        ),
+    ],
+    ids=["master-workers", "nproc", "workers", "elastic", "elastic-defaults"],
+)
+def test_each_replica_sees_the_training_operators_env(cr: dict, expected: dict) -> None:
+    assert envs(cr) == expected
+
+
+def test_the_users_env_comes_first_and_the_port_is_the_users() -> None:
+    cr = pytorchjob(1, 1)
+    for replica in cr["spec"]["pytorchReplicaSpecs"].values():
+        main = replica["template"]["spec"]["containers"][0]
+        main["env"] = [{"name": "LOGLEVEL", "value": "DEBUG"}, {"name": "WORLD_SIZE", "value": "9"}]
+        main["ports"] = [{"name": "pytorchjob-port", "containerPort": 29500}]
+    seen = envs(cr)
+    assert seen[("worker", 0)]["LOGLEVEL"] == "DEBUG"
+    assert seen[("worker", 0)]["WORLD_SIZE"] == "2"  # appended after the user's, as the operator
+    assert seen[("worker", 0)]["MASTER_PORT"] == "29500"
+
+
+def test_commands_keep_exec_semantics_and_kubernetes_references() -> None:
+    """The wrapper runs the container's argv exactly: no word splitting, no shell, and
+    Kubernetes' `$(VAR)` references expanded (unknown ones, and `$$`, left as Kubernetes
+    leaves them)."""
+    script = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    argv = ["python3", "-c", script, "a b; echo hi", "$(MASTER_ADDR)", "$(NOPE)", "$$(RANK)", "'"]
+    jobs = by_name(expand(pytorchjob(1, 1, command=argv)).objects)
+    worker = jobs["Job/exp-worker"]
+    assert shell.WAIT_BEGIN in worker["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    from kube import run_container
+
+    result = run_container(worker, 0, extra_env={"AICHOR_FOLLOW_INTERVAL": "0.05"})
+    printed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert printed == ["a b; echo hi", MASTER, "$(NOPE)", "$(RANK)", "'"]
+
+
+def test_the_pod_template_is_kept() -> None:
+    cr = pytorchjob(1, 1)
+    pod = cr["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    pod["metadata"] = {"labels": {"team": "nlp"}, "annotations": {"note": "x"}}
+    pod["spec"].update(
+        {
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}],
+            "initContainers": [{"name": "fetch", "image": "busybox", "command": ["true"]}],
+            "nodeSelector": {"pool": "a100"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"podAntiAffinity": {}},
+            "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
+            "serviceAccountName": "trainer",
+        }
+    )
+    main = pod["spec"]["containers"][0]
+    main.update(
+        {
+            "resources": {"limits": {"nvidia.com/gpu": 2, "memory": "16Gi"}},
+            "envFrom": [{"configMapRef": {"name": "settings"}}],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            "securityContext": {"privileged": False},
+        }
+    )
+    pod["spec"]["containers"].append({"name": "sidecar", "image": "fluentd"})
+    rendered = by_name(expand(cr).objects)["Job/exp-worker"]["spec"]["template"]
+    assert rendered["metadata"]["labels"]["team"] == "nlp"
+    assert rendered["metadata"]["annotations"] == {"note": "x"}
+    spec = rendered["spec"]
+    for key in ("volumes", "initContainers", "nodeSelector", "tolerations", "affinity"):
+        assert spec[key] == pod["spec"][key], key
+    assert spec["securityContext"] == pod["spec"]["securityContext"]
+    assert spec["serviceAccountName"] == "trainer"
+    assert spec["containers"][1] == {"name": "sidecar", "image": "fluentd"}
+    out = spec["containers"][0]
+    for key in ("resources", "envFrom", "volumeMounts", "securityContext"):
+        assert out[key] == main[key], key
+    assert spec["subdomain"] == "exp" and spec["restartPolicy"] == "OnFailure"
+
+
+@pytest.mark.parametrize(
+    "policy, pod_restart, failure_rules",
+    [
+        ("OnFailure", "OnFailure", None),
+        ("Never", "Never", ["Ignore"]),
+        ("ExitCode", "Never", ["Ignore", "FailJob"]),
+    ],
+)
+def test_restart_policies(policy: str, pod_restart: str, failure_rules: list | None) -> None:
+    cr = pytorchjob(1, 1, runPolicy={"backoffLimit": 3})
+    for replica in cr["spec"]["pytorchReplicaSpecs"].values():
+        replica["restartPolicy"] = policy
+    job = by_name(expand(cr).objects)["Job/exp-master"]["spec"]
+    assert job["template"]["spec"]["restartPolicy"] == pod_restart
+    assert job["backoffLimit"] == 3
+    rules = job.get("podFailurePolicy", {}).get("rules")
+    assert (rules and [r["action"] for r in rules]) == (failure_rules or None)
+    if policy == "ExitCode":  # the program's own failures (1-127) end it, signals are retried
+        codes = rules[1]["onExitCodes"]
+        assert codes["containerName"] == "pytorch" and codes["values"] == list(range(1, 128))
+
+
+def test_run_policy() -> None:
+    run = {"ttlSecondsAfterFinished": 600, "activeDeadlineSeconds": 3600, "suspend": True}
+    jobs = [o for o in expand(pytorchjob(1, 1, runPolicy=run)).objects if o["kind"] == "Job"]
+    for job in jobs:
+        assert job["spec"]["ttlSecondsAfterFinished"] == 600
+        assert job["spec"]["activeDeadlineSeconds"] == 3600
+        assert job["spec"]["suspend"] is True
+    # no backoffLimit: the operator restarts OnFailure replicas for ever, Never ones not at all
+    assert jobs[0]["spec"]["backoffLimit"] == limits.INT32
+
+
+def test_a_container_without_command_runs_its_entrypoint() -> None:
+    """Workers alone need nothing computed: the image's entrypoint runs unchanged. Beside a
+    master, a worker's RANK is its index + 1, which only a command can compute: a clear error
+    names the field and the fix."""
+    job = by_name(expand(pytorchjob(None, 2, command=None)).objects)["Job/exp-worker"]
+    assert "command" not in job["spec"]["template"]["spec"]["containers"][0]
+    with pytest.raises(manifest.ManifestError) as error:
+        expand(pytorchjob(1, 2, command=None))
+    assert (
+        "test.yaml:19: spec.pytorchReplicaSpecs.Worker.template.spec.containers.0.command: "
+        "missing: RANK, PET_NODE_RANK differ per replica" in str(error.value)
+    )
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"kind": "MXJob"}, "kind: kubeflow.org/v1 MXJob is not a custom resource aichor-iac"),
+        ({"spec": {"pytorchReplicaSpecs": {}}}, "spec.pytorchReplicaSpecs: give at least one of"),
+        ({"spec.Chief": {}}, "spec.pytorchReplicaSpecs.Chief: PyTorchJob has no Chief"),
+        ({"spec.Master.replicas": 2}, "spec.pytorchReplicaSpecs.Master.replicas: must be 1"),
+        ({"spec.Worker.restartPolicy": "Always"}, "Worker.restartPolicy: Always restarts"),
+        ({"spec.Worker.template": {"spec": {}}}, "containers: give at least one container"),
+        ({"spec.runPolicy": {"schedulingPolicy": {"queue": "q"}}}, "aichor:gangScheduler"),
+        ({"spec.runPolicy": {"backofLimit": 1}}, "unknown key 'backofLimit'; did you mean"),
+        ({"spec.elasticPolicy": {"metrics": [{"type": "Resource"}]}}, "HorizontalPodAutoscaler"),
+    ],
+)
+def test_what_cannot_be_honoured_is_a_clear_error(change: dict, message: str) -> None:
+    cr = pytorchjob(1, 1)
+    specs = cr["spec"]["pytorchReplicaSpecs"]
+    for key, value in change.items():
+        if key.startswith("spec.") and key.count(".") == 1 and key[5:] in ("Chief", "Master"):
+            specs[key[5:]] = value or specs["Worker"]
+        elif key.startswith("spec.Master.") or key.startswith("spec.Worker."):
+            _, type_name, field = key.split(".")
+            specs[type_name][field] = value
+        elif key.startswith("spec."):
+            cr["spec"][key[5:]] = value
+        else:
+            cr[key] = value
+    with pytest.raises(manifest.ManifestError) as error:
+        expand(cr)
+    assert message in str(error.value)
+
+
+# The examples' images run their entrypoint (their Dockerfiles in kubeflow/trainer): a user
+# of aichor-iac gives it as the command where a replica's env is computed (the error's fix).
+ENTRYPOINTS = {
+    "ghcr.io/kubeflow/training-v1/pytorch-dist-mnist:latest": [
+        "python",
+        "/opt/mnist/src/mnist.py",
+    ],
+    "ghcr.io/kubeflow/training-v1/pytorch-dist-sendrecv-test:latest": [
+        "python",
+        "/opt/mlkube/dist_sendrecv.py",
+    ],
+}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_public_examples_render_valid_objects(path: Path) -> None:
+    cr = yaml.safe_load(path.read_text())
+    try:
+        objects = expand(path).objects
+    except manifest.ManifestError as error:
+        text = str(error)
+        if "elasticPolicy.metrics" in text:  # an autoscaler: refused, the rest renders
+            del cr["spec"]["elasticPolicy"]["metrics"]
+        elif "command: missing" in text:
+            for replica in cr["spec"]["pytorchReplicaSpecs"].values():
+                main = replica["template"]["spec"]["containers"][0]
+                main["command"] = ENTRYPOINTS[main["image"]]
+        else:
+            raise
+        objects = expand(cr).objects
+    for obj in objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    assert limits.check(objects) == []
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    assert sorted(j["spec"]["completions"] for j in jobs) == sorted(
+        r.get("replicas", 1) for r in cr["spec"]["pytorchReplicaSpecs"].values()
+    )
+    for job in jobs:
+        env = {e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert {"PYTHONUNBUFFERED", "PET_NNODES"} <= env
+
+
+def test_rendering_is_deterministic() -> None:
+    path = EXAMPLES[0]
+    first = subprocess.run(
+        [str(ROOT / ".venv/bin/aichor-iac"), "render", str(path)], capture_output=True, text=True
+    )
+    again = subprocess.run(
+        [str(ROOT / ".venv/bin/aichor-iac"), "render", str(path)], capture_output=True, text=True
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == again.stdout and re.search(r"kind: Job", first.stdout)
+    assert copy.deepcopy(first.stdout) == first.stdout
