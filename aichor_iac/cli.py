@@ -91,7 +91,9 @@ def _validate(args: argparse.Namespace) -> int:
 
     manifest, settings, name, _ = _inputs(args)
     layout.checked(Context(planning.blueprint(manifest, settings, name)), settings.create_namespace)
-    print(f"{args.manifest}: valid {manifest.spec.operator} manifest")
+    origin = manifest.spec.origin
+    what = f"{manifest.spec.operator} manifest" if origin is None else origin.source
+    print(f"{args.manifest}: valid {what}")
     return 0
 
 

@@ -54,6 +54,14 @@ class Blueprint:
     def spec(self) -> Spec:
         return self.manifest.spec
 
+    @property
+    def network_policy(self) -> bool:
+        """`aichor:networkPolicy`, by default on for an AIchor manifest and off for a custom
+        resource (its operator adds no NetworkPolicy: its pods may fetch their data)."""
+        if self.settings.network_policy is not None:
+            return self.settings.network_policy
+        return self.spec.origin is None
+
 
 def blueprint(manifest: Manifest, settings: Settings | None = None, name: str = "") -> Blueprint:
     """The experiment named `name` (shortened if host names derived from it would not be DNS
@@ -194,7 +202,7 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                 )
     problems += _kept_problems(blueprint)
     settings = blueprint.settings
-    if settings.network_policy and not settings.egress_cidrs:
+    if blueprint.network_policy and not settings.egress_cidrs:
         for key, value in blueprint.platform_env.items():
             if OBJECT_STORAGE.match(value):
                 setting = f"aichor:{key.removeprefix('AICHOR_').removesuffix('_PATH').lower()}Path"

@@ -96,8 +96,11 @@ class Settings(BaseModel):
         None, description="Pod schedulerName (default: the gang scheduler's usual name)."
     )
     priority_class_name: str | None = Field(None, description="PriorityClass of every replica.")
-    network_policy: bool = Field(
-        True, description="Isolate the experiment: its pods talk to each other and DNS only."
+    network_policy: bool | None = Field(
+        None,
+        description="Isolate the experiment: its pods talk to each other and DNS only "
+        "(default: on for an AIchor manifest, off for a Kubeflow or KubeRay custom resource, "
+        "whose operators add none).",
     )
     rdma_resource_prefix: str = Field(
         "intel.com",

@@ -363,3 +363,11 @@ def test_rendering_is_deterministic() -> None:
     assert first.returncode == 0, first.stderr
     assert first.stdout == again.stdout and re.search(r"kind: Job", first.stdout)
     assert copy.deepcopy(first.stdout) == first.stdout
+
+
+def test_no_network_policy_unless_asked() -> None:
+    """The Training Operator adds no NetworkPolicy (its examples download their data): a
+    custom resource gets one only when the stack asks for it."""
+    assert not [o for o in expand(pytorchjob()).objects if o["kind"] == "NetworkPolicy"]
+    asked = expand(pytorchjob(), network_policy=True).objects
+    assert [o["kind"] for o in asked].count("NetworkPolicy") == 1

@@ -325,3 +325,36 @@ def test_paddle_workers_launch_and_all_reduce():
     pytest.importorskip("paddle")
     lines = printed(run("paddle", PADDLE, Worker=3), "rank")
     assert sorted(lines.values()) == [f"rank {i} of 3 sum 6.0" for i in range(3)]
+
+
+TORCH = """\
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK
+total = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(total)
+print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", total.item(), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_pytorchjob_custom_resource_runs_gloo_all_reduce():
+    """A kubeflow.org/v1 PyTorchJob, as its users write it (exec-form command), runs from
+    the rendered pods: torch.distributed reads the operator's env alone."""
+    pytest.importorskip("torch")
+    container = {"name": "pytorch", "image": "img", "command": ["python3", "-c", TORCH]}
+    template = {"spec": {"containers": [container]}}
+    cr = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "exp"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "Never", "template": template},
+                "Worker": {"replicas": 2, "restartPolicy": "Never", "template": template},
+            }
+        },
+    }
+    with LocalCluster(expand(cr).objects, ENV) as cluster:
+        results = cluster.run()
+    lines = printed(results, "rank")
+    assert sorted(lines.values()) == [f"rank {r} of 3 sum 6.0" for r in range(3)]

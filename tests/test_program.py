@@ -101,7 +101,7 @@ def test_pulumi_yaml_declares_every_setting_with_type_default_and_description():
             assert "default" not in spec  # required
             continue
         field = next(n for n, f in Settings.model_fields.items() if (f.alias or n) == name)
-        if spec["type"] == "integer" and getattr(defaults, field) is None:
+        if spec["type"] in ("integer", "boolean") and getattr(defaults, field) is None:
             assert "default" not in spec  # unset unless given
             continue
         assert spec["default"] == (

@@ -86,7 +86,7 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
     if ctx.shared_volume_claim:
         args = services.shared_volume(ctx)
         needed.append(add("PersistentVolumeClaim", "shared-volume", args, first, retain=keep))
-    if settings.network_policy:
+    if ctx.blueprint.network_policy:
         needed.append(add("NetworkPolicy", "network-policy", services.network_policy(ctx), first))
     if settings.gang_scheduler != "none":
         needed.append(add("PodGroup", "pod-group", services.pod_group(ctx), first))
