@@ -61,6 +61,12 @@ class Origin:
     suspend: bool = False
     options: dict[str, Any] = field(default_factory=dict)  # the framework's CR options
 
+    def port(self, type_name: str, name: str) -> int:
+        """The number of the port `name` on a replica type's operator container (the operator's
+        defaulting has put it there unless the user did)."""
+        ports = self.kept[type_name].main["ports"]
+        return int(next(p["containerPort"] for p in ports if p.get("name") == name))
+
     @property
     def source(self) -> str:
         return f"{self.api_version} {self.kind}"

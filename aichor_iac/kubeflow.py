@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from .experiment import Kept, Origin
-from .limits import INT32, MAX_INDEXED
+from .limits import DNS_1035, INT32, MAX_INDEXED
 from .manifest import (
     Accelerators,
     Gpu,
@@ -37,15 +37,16 @@ UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of the Training Operator, as data."""
+    """One kind of the Training Operator, as data (its `*_types.go` and `*_defaults.go`)."""
 
     operator: str  # aichor-iac's framework
     specs: str  # the field holding the replica specs
     types: tuple[str, ...]  # replica types, in rank order
-    container: str  # the operator's container name (env, ports, command)
+    container: str  # the operator's container (its env, port and command), required
     port: tuple[str, int]  # the port the operator puts on that container unless named there
     restart: Literal["Never", "OnFailure"]  # default replicaSpec restartPolicy
-    options: tuple[str, ...] = ()  # the kind's own spec fields beside runPolicy
+    needs: tuple[str, ...] = ()  # replica types of which at least one must be given
+    single: tuple[str, ...] = ()  # replica types of exactly one replica
 
 
 KINDS = {
@@ -56,7 +57,40 @@ KINDS = {
         "pytorch",
         ("pytorchjob-port", 23456),
         "OnFailure",
-        ("elasticPolicy", "nprocPerNode"),
+        needs=("Master", "Worker"),
+        single=("Master",),
+    ),
+    "XGBoostJob": Kind(
+        "xgboost",
+        "xgbReplicaSpecs",
+        ("Master", "Worker"),
+        "xgboost",
+        ("xgboostjob-port", 9999),
+        "Never",
+        needs=("Master",),
+        single=("Master",),
+    ),
+    "JAXJob": Kind(
+        "jax", "jaxReplicaSpecs", ("Worker",), "jax", ("jaxjob-port", 6666), "Never", ("Worker",)
+    ),
+    "TFJob": Kind(
+        "tf",
+        "tfReplicaSpecs",
+        ("Chief", "PS", "Worker", "Evaluator"),
+        "tensorflow",
+        ("tfjob-port", 2222),
+        "Never",
+        needs=("Chief", "Worker"),
+        single=("Chief",),
+    ),
+    "PaddleJob": Kind(
+        "paddle",
+        "paddleReplicaSpecs",
+        ("Master", "Worker"),
+        "paddle",
+        ("master", 36543),
+        "OnFailure",
+        needs=("Worker",),
     ),
 }
 
@@ -111,11 +145,53 @@ class Metadata(BaseModel):
     name: str = Field(min_length=1)
 
 
-class PyTorchJobSpec(Model):
+class JobSpec(Model):
+    """What every kind's spec has beside its replica specs (which are read per type)."""
+
     run_policy: RunPolicy = RunPolicy()
+
+
+class PyTorchJobSpec(JobSpec):
     pytorch_replica_specs: dict[str, Any]
     elastic_policy: ElasticPolicy | None = None
     nproc_per_node: str | None = None
+
+
+class XGBoostJobSpec(JobSpec):
+    xgb_replica_specs: dict[str, Any]
+
+
+class JAXJobSpec(JobSpec):
+    jax_replica_specs: dict[str, Any] = Field(alias="jaxReplicaSpecs")
+
+
+class TFJobSpec(JobSpec):
+    tf_replica_specs: dict[str, Any]
+    success_policy: Literal["", "AllWorkers"] = ""
+    enable_dynamic_worker: bool = False
+
+
+class PaddleJobSpec(JobSpec):
+    paddle_replica_specs: dict[str, Any]
+    elastic_policy: dict[str, Any] | None = None
+
+
+SPEC_MODELS: dict[str, type[JobSpec]] = {
+    "PyTorchJob": PyTorchJobSpec,
+    "XGBoostJob": XGBoostJobSpec,
+    "JAXJob": JAXJobSpec,
+    "TFJob": TFJobSpec,
+    "PaddleJob": PaddleJobSpec,
+}
+# The kinds' own fields that aichor-iac does not run (yet), and why: each a clear error.
+UNSUPPORTED = {
+    ("TFJob", "successPolicy"): "AllWorkers (success once every worker succeeded) is not run "
+    "here: remove it (the chief, or worker 0, decides the experiment's end)",
+    ("TFJob", "enableDynamicWorker"): "a sparse TF_CONFIG for workers added at run time is not "
+    "given here: remove it (every replica gets the whole cluster)",
+    ("PaddleJob", "elasticPolicy"): "elastic PaddlePaddle jobs are not run here yet: remove it "
+    "(the replicas run at their count)",
+}
 
 
 class Resource(Model):
@@ -126,7 +202,6 @@ class Resource(Model):
     status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
-SPEC_MODELS: dict[str, type[Model]] = {"PyTorchJob": PyTorchJobSpec}
 
 
 def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
@@ -163,18 +238,15 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
         root = SPEC_MODELS[kind_name]
         raise fail([_located(e, root, ("spec",)) for e in error.errors()]) from None
     problems: list[Problem] = []
-    replica_specs = _replica_specs(kind, spec.pytorch_replica_specs, problems)
+    replica_specs = _replica_specs(kind, getattr(spec, _field(kind.specs)), problems)
     problems += _run_policy_problems(spec.run_policy)
-    if spec.elastic_policy and "Worker" not in replica_specs:
-        problems.append(
-            Problem("spec.elasticPolicy", "an elastic policy scales Workers: give a Worker")
-        )
-    if spec.elastic_policy and spec.elastic_policy.metrics:
+    problems += _option_problems(kind_name, spec, replica_specs)
+    if not DNS_1035.match(resource.metadata.name):
         problems.append(
             Problem(
-                "spec.elasticPolicy.metrics",
-                "scales workers with a HorizontalPodAutoscaler, which Indexed Jobs do not "
-                "support: remove metrics (the replicas run at their count)",
+                "metadata.name",
+                "must be a DNS-1035 label, as the operator's webhook requires: lowercase "
+                "letters, digits and '-', starting with a letter, at most 63 characters",
             )
         )
     kept = {}
@@ -184,7 +256,9 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
             kept[type_name] = one
     if problems:
         raise fail(problems)
-    options = spec.model_dump(by_alias=True, exclude_none=True, include=_fields(kind.options))
+    options = spec.model_dump(
+        by_alias=True, exclude_none=True, exclude={"run_policy", _field(kind.specs)}
+    )
     origin = Origin(
         api_version=api_version,
         kind=kind_name,
@@ -206,9 +280,37 @@ def _located(error: Any, root: type[BaseModel], prefix: tuple[str, ...]) -> Prob
     return Problem(path, problem.message)
 
 
-def _fields(aliases: tuple[str, ...]) -> set[str]:
-    """Python field names of camelCase keys (`elasticPolicy` -> `elastic_policy`)."""
-    return {"".join(f"_{c.lower()}" if c.isupper() else c for c in a) for a in aliases}
+def _field(alias: str) -> str:
+    """The Python field name of a camelCase key (`xgbReplicaSpecs` -> `xgb_replica_specs`)."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in alias)
+
+
+def _option_problems(kind_name: str, spec: JobSpec, specs: dict[str, Any]) -> list[Problem]:
+    """The kind's own fields: the operator webhook's rules, and what is not run here."""
+    problems = []
+    given = spec.model_dump(by_alias=True, exclude_defaults=True)
+    for (kind, key), reason in UNSUPPORTED.items():
+        if kind == kind_name and key in given:
+            problems.append(Problem(f"spec.{key}", reason))
+    elastic = getattr(spec, "elastic_policy", None)
+    if isinstance(elastic, ElasticPolicy):
+        if "Worker" not in specs:
+            problems.append(
+                Problem("spec.elasticPolicy", "an elastic policy scales Workers: give a Worker")
+            )
+        if elastic.metrics:
+            problems.append(
+                Problem(
+                    "spec.elasticPolicy.metrics",
+                    "scales workers with a HorizontalPodAutoscaler, which Indexed Jobs do not "
+                    "support: remove metrics (the replicas run at their count)",
+                )
+            )
+        if elastic.n_proc_per_node is not None and getattr(spec, "nproc_per_node", None):
+            problems.append(
+                Problem("spec.elasticPolicy.nProcPerNode", "must not be used with nprocPerNode")
+            )
+    return problems
 
 
 def _replica_specs(kind: Kind, given: dict[str, Any], problems: list[Problem]) -> dict[str, Any]:
@@ -235,11 +337,12 @@ def _replica_specs(kind: Kind, given: dict[str, Any], problems: list[Problem]) -
         except ValidationError as error:
             prefix = ("spec", kind.specs, str(key))
             problems += [_located(e, ReplicaSpec, prefix) for e in error.errors()]
-    master = found.get("Master")
-    if master is not None and master.replicas != 1:
-        problems.append(Problem(f"{where}.Master.replicas", "must be 1 (one master)"))
-    if "Worker" in kind.types and "Worker" not in found and "Master" not in found:
-        problems.append(Problem(where, f"give at least one of {', '.join(kind.types)}"))
+    for name in kind.single:
+        if name in found and found[name].replicas != 1:
+            problems.append(Problem(f"{where}.{name}.replicas", f"must be 1 (one {name})"))
+    if not any(found.get(name) and found[name].replicas for name in kind.needs):
+        one_of = " or ".join(kind.needs)
+        problems.append(Problem(where, f"{kind_of(kind)} needs a {one_of} with replicas"))
     return {t: found[t] for t in kind.types if t in found}
 
 
@@ -274,6 +377,14 @@ def _kept(
     """A replica type's template with the operator's defaults (its port on its container)."""
     where = f"spec.{kind.specs}.{type_name}"
     template = replica.template
+    for key in sorted(set(template) - {"metadata", "spec"}):
+        problems.append(
+            Problem(
+                f"{where}.template.{key}",
+                "is not a field of a pod template (metadata and spec), and would be dropped: "
+                "remove it",
+            )
+        )
     pod = template.get("spec")
     containers = pod.get("containers") if isinstance(pod, dict) else None
     if not isinstance(containers, list) or not containers:
@@ -303,8 +414,16 @@ def _kept(
             )
         )
         return None
-    names = [c["name"] for c in containers]
-    container = kind.container if kind.container in names else names[0]
+    if kind.container not in [c["name"] for c in containers]:
+        problems.append(
+            Problem(
+                f"{where}.template.spec.containers",
+                f"needs a container named {kind.container}, as the operator's webhook requires "
+                "(it gets the operator's env and port)",
+            )
+        )
+        return None
+    container = kind.container
     template = _with_port(template, container, kind.port)
     if run.backoff_limit is not None:
         backoff = run.backoff_limit

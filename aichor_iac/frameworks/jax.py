@@ -18,6 +18,8 @@ PORT = 1234
 
 
 def plan(spec: Spec, names: Names) -> Plan:
+    if spec.origin is not None:
+        return kubeflow_plan(spec, names)
     slots = ranked(spec.types, ("Worker",))
     processes = world_size(slots)
     coordinator = Endpoint(names.host(slots[0].role, 0), PORT)
@@ -36,3 +38,31 @@ def plan(spec: Spec, names: Names) -> Plan:
         )
 
     return coordinated("jax", slots, coordinator, env, address_key="coordinator")
+
+
+PORT_NAME = "jaxjob-port"  # the Training Operator's JAXJob port (default number 6666)
+
+
+def kubeflow_plan(spec: Spec, names: Names) -> Plan:
+    """A `kubeflow.org/v1` JAXJob: the Training Operator's env exactly (release-1.9
+    `pkg/controller.v1/jax/envvar.go`), host names aside: `COORDINATOR_ADDRESS` (worker 0's
+    host, no port), `COORDINATOR_PORT`, `NUM_PROCESSES`, `PROCESS_ID` (the worker's index).
+    Pass them to `jax.distributed.initialize` (JAX reads none of them itself). Workers wait
+    for worker 0's port and follow it."""
+    origin = spec.origin
+    assert origin is not None
+    slots = ranked(spec.types, ("Worker",))
+    coordinator = Endpoint(names.host("worker", 0), origin.port("Worker", PORT_NAME))
+
+    def env(slot: Slot) -> tuple[Env, ...]:
+        return (
+            Env("PYTHONUNBUFFERED", "1"),
+            Env("COORDINATOR_PORT", str(coordinator.port)),
+            Env("COORDINATOR_ADDRESS", coordinator.host),
+            Env("NUM_PROCESSES", str(world_size(slots))),
+            Env.index("PROCESS_ID", slot.offset),
+        )
+
+    return coordinated(
+        "jax", slots, coordinator, env, address_key="coordinator", port_name=PORT_NAME
+    )

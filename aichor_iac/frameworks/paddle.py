@@ -22,7 +22,9 @@ PORT_NAME = "master"  # the Training Operator's PaddleJobDefaultPortName
 
 def plan(spec: Spec, names: Names) -> Plan:
     slots = ranked(spec.types, ("Master", "Worker"))
-    coordinator = Endpoint(names.host(slots[0].role, 0), PORT)
+    # A PaddleJob custom resource may name another port `master` on its container.
+    port = spec.origin.port(slots[0].replica_type, PORT_NAME) if spec.origin else PORT
+    coordinator = Endpoint(names.host(slots[0].role, 0), port)
     parameter_servers = slots[0].role == "master"
 
     def env(slot: Slot) -> tuple[Env, ...]:
@@ -34,7 +36,7 @@ def plan(spec: Spec, names: Names) -> Plan:
         if slot.offset == 0:  # the group of rank 0: its replica 0 publishes its own address
             entries += [
                 Env.field("POD_IP_DUMMY", "status.podIP", only_first=True),
-                Env("PADDLE_MASTER", str(coordinator), first=f"$POD_IP_DUMMY:{PORT}"),
+                Env("PADDLE_MASTER", str(coordinator), first=f"$POD_IP_DUMMY:{port}"),
             ]
         else:
             entries.append(Env("PADDLE_MASTER", str(coordinator)))

@@ -49,8 +49,7 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
     world = total * (int(nproc) if nproc and nproc.isdigit() else 1)
 
     def port(type_name: str) -> int:
-        main = origin.kept[type_name].main
-        return next(p["containerPort"] for p in main["ports"] if p.get("name") == PORT_NAME)
+        return origin.port(type_name, PORT_NAME)
 
     master = Endpoint(names.host("master", 0), port("Master")) if "Master" in origin.kept else None
     rdzv = None

@@ -14,17 +14,25 @@ from ..manifest import Spec
 from .base import INDEX_VAR, Env, Group, Names, Plan, ranked, world_size
 
 PORT = 2222
+PORT_NAME = "tfjob-port"  # the Training Operator's TFJob port name
 ORDER = ("Chief", "PS", "Worker", "Evaluator")
 IN_CLUSTER = ("chief", "ps", "worker")
 _INDEX = "__index__"
 
 
 def plan(spec: Spec, names: Names) -> Plan:
+    """A manifest's replicas, or a `kubeflow.org/v1` TFJob's: the Training Operator's
+    TF_CONFIG exactly (release-1.9 `pkg/controller.v1/tensorflow/tensorflow.go`: every type in
+    its cluster, the evaluator too, each on its `tfjob-port`), host names aside."""
     slots = ranked(spec.types, ORDER)
-    cluster = {
-        slot.role: [f"{names.host(slot.role, i)}:{PORT}" for i in range(slot.spec.count)]
-        for slot in slots
-        if slot.role in IN_CLUSTER
+    origin, port_name = spec.origin, "tensorflow" if spec.origin is None else PORT_NAME
+    ports = {
+        slot.role: origin.port(slot.replica_type, PORT_NAME) if origin else PORT for slot in slots
+    }
+    cluster = {  # keys sorted, as Go writes a map
+        slot.role: [f"{names.host(slot.role, i)}:{ports[slot.role]}" for i in range(slot.count)]
+        for slot in sorted(slots, key=lambda s: s.role)
+        if slot.role in IN_CLUSTER or origin
     }
     entry = "chief" if "chief" in cluster else "worker"
     entry_host = names.host(entry, 0)
@@ -40,7 +48,7 @@ def plan(spec: Spec, names: Names) -> Plan:
                 replica_type=slot.replica_type,
                 spec=slot.spec,
                 env=env,
-                ports=(("tensorflow", PORT),),
+                ports=((port_name, ports[slot.role]),),
                 follows=None if only_entry else entry_host,
                 after=() if slot.role == entry else (entry,),
             )
@@ -49,7 +57,7 @@ def plan(spec: Spec, names: Names) -> Plan:
         framework="tf",
         groups=tuple(groups),
         entry_point=entry,
-        addresses={entry: f"{entry_host}:{PORT}"},
+        addresses={entry: f"{entry_host}:{ports[entry]}"},
     )
 
 

@@ -8,12 +8,24 @@ connect unchanged. `WORKER_ADDRS` lists the `Worker` group's hosts.
 from __future__ import annotations
 
 from ..manifest import Spec
-from .base import Endpoint, Env, Names, Plan, Slot, coordinated, master_env, ranked
+from .base import (
+    Endpoint,
+    Env,
+    Names,
+    Plan,
+    Slot,
+    coordinated,
+    master_env,
+    ranked,
+    world_size,
+)
 
 PORT = 9999
 
 
 def plan(spec: Spec, names: Names) -> Plan:
+    if spec.origin is not None:
+        return kubeflow_plan(spec, names)
     slots = ranked(spec.types, ("Master", "Worker"))
     coordinator = Endpoint(names.host(slots[0].role, 0), PORT)
     workers = slots[-1].spec.count if slots[-1].role == "worker" else 0
@@ -32,3 +44,37 @@ def plan(spec: Spec, names: Names) -> Plan:
         )
 
     return coordinated("xgboost", slots, coordinator, env)
+
+
+PORT_NAME = "xgboostjob-port"  # the operator's port name (its default number is PORT)
+
+
+def kubeflow_plan(spec: Spec, names: Names) -> Plan:
+    """A `kubeflow.org/v1` XGBoostJob: the Training Operator's env exactly (release-1.9
+    `pkg/controller.v1/xgboost/xgboost.go`), host names aside: the master's address and port,
+    the world size, the rank (workers after the master), and with workers their port and
+    every worker's host. Workers wait for the master's port and follow it."""
+    origin = spec.origin
+    assert origin is not None
+    slots = ranked(spec.types, ("Master", "Worker"))
+    coordinator = Endpoint(names.host("master", 0), origin.port("Master", PORT_NAME))
+    total = world_size(slots)
+    workers: tuple[Env, ...] = ()
+    if total > 1:
+        hosts = ",".join(names.host("worker", i) for i in range(total - 1))
+        workers = (
+            Env("WORKER_PORT", str(origin.port("Worker", PORT_NAME))),
+            Env("WORKER_ADDRS", hosts),
+        )
+
+    def env(slot: Slot) -> tuple[Env, ...]:
+        return (
+            Env("MASTER_PORT", str(coordinator.port)),
+            Env("MASTER_ADDR", coordinator.host),
+            Env("WORLD_SIZE", str(total)),
+            Env.index("RANK", slot.offset),
+            Env("PYTHONUNBUFFERED", "1"),
+            *workers,
+        )
+
+    return coordinated("xgboost", slots, coordinator, env, port_name=PORT_NAME)
