@@ -42,11 +42,15 @@ class Kind:
     operator: str  # aichor-iac's framework
     specs: str  # the field holding the replica specs
     types: tuple[str, ...]  # replica types, in rank order
-    container: str  # the operator's container (its env, port and command), required
-    port: tuple[str, int]  # the port the operator puts on that container unless named there
+    container: str | None  # the operator's container (env, port, command); None: the first
+    port: tuple[str, int] | None  # the port the operator puts on that container unless named
     restart: Literal["Never", "OnFailure"]  # default replicaSpec restartPolicy
     needs: tuple[str, ...] = ()  # replica types of which at least one must be given
     single: tuple[str, ...] = ()  # replica types of exactly one replica
+    version: str = "v1"
+    restarts: tuple[tuple[str, Literal["Never", "OnFailure"]], ...] = ()  # per type, if other
+    default: tuple[str, ...] = ()  # the container's command when it has neither command nor args
+    positive: bool = False  # the webhook refuses 0 replicas of the types not in `single`
 
 
 KINDS = {
@@ -59,6 +63,7 @@ KINDS = {
         "OnFailure",
         needs=("Master", "Worker"),
         single=("Master",),
+        positive=True,
     ),
     "XGBoostJob": Kind(
         "xgboost",
@@ -91,6 +96,22 @@ KINDS = {
         ("master", 36543),
         "OnFailure",
         needs=("Worker",),
+    ),
+    # kubeflow/mpi-operator v2 (`pkg/apis/kubeflow/v2beta1`, `pkg/controller`): the first
+    # container is the operator's; a worker with no command runs `/usr/sbin/sshd -De`.
+    "MPIJob": Kind(
+        "mpi",
+        "mpiReplicaSpecs",
+        ("Launcher", "Worker"),
+        None,
+        None,
+        "Never",
+        needs=("Launcher",),
+        single=("Launcher",),
+        version="v2beta1",
+        restarts=(("Launcher", "OnFailure"),),
+        default=("/usr/sbin/sshd", "-De"),
+        positive=True,
     ),
 }
 
@@ -176,7 +197,17 @@ class PaddleJobSpec(JobSpec):
     elastic_policy: dict[str, Any] | None = None
 
 
+class MPIJobSpec(JobSpec):
+    mpi_replica_specs: dict[str, Any] = Field(alias="mpiReplicaSpecs")
+    slots_per_worker: int = Field(1, ge=1, le=MAX_INDEXED)
+    run_launcher_as_worker: bool = False
+    ssh_auth_mount_path: str = Field("/root/.ssh", pattern=r"^/")
+    launcher_creation_policy: Literal["AtStartup", "WaitForWorkersReady"] = "AtStartup"
+    mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] = "OpenMPI"
+
+
 SPEC_MODELS: dict[str, type[JobSpec]] = {
+    "MPIJob": MPIJobSpec,
     "PyTorchJob": PyTorchJobSpec,
     "XGBoostJob": XGBoostJobSpec,
     "JAXJob": JAXJobSpec,
@@ -202,8 +233,6 @@ class Resource(Model):
     status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
-
-
 def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
     """The custom resource as a manifest whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""
@@ -216,14 +245,14 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
         return ManifestError(source, sorted(located, key=lambda p: p.line or 0))
 
     api_version, kind_name = data.get("apiVersion"), data.get("kind")
-    if api_version != f"{GROUP}/v1" or kind_name not in KINDS:
-        known = ", ".join(KINDS)
+    if kind_name not in KINDS or api_version != f"{GROUP}/{KINDS[kind_name].version}":
+        known = ", ".join(f"{GROUP}/{k.version} {name}" for name, k in KINDS.items())
         raise fail(
             [
                 Problem(
                     "kind",
                     f"{api_version} {kind_name} is not a custom resource aichor-iac reads: "
-                    f"give a {GROUP}/v1 {known}",
+                    f"give one of {known}",
                 )
             ]
         )
@@ -337,9 +366,11 @@ def _replica_specs(kind: Kind, given: dict[str, Any], problems: list[Problem]) -
         except ValidationError as error:
             prefix = ("spec", kind.specs, str(key))
             problems += [_located(e, ReplicaSpec, prefix) for e in error.errors()]
-    for name in kind.single:
-        if name in found and found[name].replicas != 1:
+    for name, replica in found.items():
+        if name in kind.single and replica.replicas != 1:
             problems.append(Problem(f"{where}.{name}.replicas", f"must be 1 (one {name})"))
+        elif kind.positive and name not in kind.single and replica.replicas < 1:
+            problems.append(Problem(f"{where}.{name}.replicas", "must be at least 1"))
     if not any(found.get(name) and found[name].replicas for name in kind.needs):
         one_of = " or ".join(kind.needs)
         problems.append(Problem(where, f"{kind_of(kind)} needs a {one_of} with replicas"))
@@ -404,7 +435,7 @@ def _kept(
                     "Service): remove it",
                 )
             )
-    restart = replica.restart_policy or kind.restart
+    restart = replica.restart_policy or dict(kind.restarts).get(type_name, kind.restart)
     if restart == "Always":
         problems.append(
             Problem(
@@ -414,7 +445,8 @@ def _kept(
             )
         )
         return None
-    if kind.container not in [c["name"] for c in containers]:
+    container = kind.container or containers[0]["name"]
+    if container not in [c["name"] for c in containers]:
         problems.append(
             Problem(
                 f"{where}.template.spec.containers",
@@ -423,8 +455,7 @@ def _kept(
             )
         )
         return None
-    container = kind.container
-    template = _with_port(template, container, kind.port)
+    template = _defaulted(template, container, kind)
     if run.backoff_limit is not None:
         backoff = run.backoff_limit
     else:  # no limit: the operator restarts replicas that may restart for ever
@@ -432,13 +463,19 @@ def _kept(
     return Kept(where, template, container, restart, backoff)
 
 
-def _with_port(template: dict[str, Any], container: str, port: tuple[str, int]) -> dict:
-    """The template with the operator's default port on its container, unless one is named so."""
+def _defaulted(template: dict[str, Any], container: str, kind: Kind) -> dict[str, Any]:
+    """The template with the operator's defaults on its container: its port unless one is
+    named so, its command when the container has neither command nor args."""
     spec = dict(template["spec"])
     containers = []
     for c in spec["containers"]:
-        if c["name"] == container and not any(p.get("name") == port[0] for p in c.get("ports", [])):
-            c = {**c, "ports": [*c.get("ports", []), {"name": port[0], "containerPort": port[1]}]}
+        if c["name"] == container:
+            ports = c.get("ports", [])
+            if kind.port and not any(p.get("name") == kind.port[0] for p in ports):
+                name, number = kind.port
+                c = {**c, "ports": [*ports, {"name": name, "containerPort": number}]}
+            if kind.default and not c.get("command") and not c.get("args"):
+                c = {**c, "command": list(kind.default)}
         containers.append(c)
     return {**template, "spec": {**spec, "containers": containers}}
 

@@ -16,7 +16,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import ROOT, by_name, expand
+from conftest import ROOT, by_name, expand, wait_of
 from kube import process_env
 
 from aichor_iac import limits, manifest
@@ -35,6 +35,7 @@ KINDS = {  # kind -> (replica specs field, the operator's container)
     "JAXJob": ("jaxReplicaSpecs", "jax"),
     "TFJob": ("tfReplicaSpecs", "tensorflow"),
     "PaddleJob": ("paddleReplicaSpecs", "paddle"),
+    "MPIJob": ("mpiReplicaSpecs", None),  # the operator's container is the first
 }
 
 
@@ -46,13 +47,14 @@ def custom_resource(
     field, container_name = KINDS[kind]
 
     def replica(count: int) -> dict[str, Any]:
-        container: dict[str, Any] = {"name": container_name, "image": "pytorch/pytorch:2.3.1"}
+        name = container_name or "main"
+        container: dict[str, Any] = {"name": name, "image": "pytorch/pytorch:2.3.1"}
         if command is not None:
             container["command"] = list(command)
         return {"replicas": count, "template": {"spec": {"containers": [container]}}}
 
     return {
-        "apiVersion": "kubeflow.org/v1",
+        "apiVersion": "kubeflow.org/v2beta1" if kind == "MPIJob" else "kubeflow.org/v1",
         "kind": kind,
         "metadata": {"name": "exp"},
         "spec": {field: {t: replica(n) for t, n in types.items()}, **spec},
@@ -79,9 +81,11 @@ def envs(cr: dict[str, Any]) -> dict[tuple[str, int], dict[str, str]]:
     return result
 
 
-def declared(job: dict[str, Any], container: str) -> set[str]:
-    """The variables a Job's container is given: its env, and those its command exports."""
-    main = next(c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == container)
+def declared(job: dict[str, Any], container: str | None) -> set[str]:
+    """The variables a Job's container (None: the first) is given: its env, and those its
+    command exports."""
+    containers = job["spec"]["template"]["spec"]["containers"]
+    main = next(c for c in containers if container in (None, c["name"]))
     names = {e["name"] for e in main.get("env", [])}
     return names | set(re.findall(r"export (\w+)=", " ".join(main.get("command", []))))
 
@@ -551,6 +555,7 @@ EXAMPLE_ENV = {
     "JAXJob": {"COORDINATOR_ADDRESS", "PROCESS_ID"},
     "TFJob": {"TF_CONFIG"},
     "PaddleJob": {"PADDLE_MASTER", "PADDLE_NNODES"},
+    "MPIJob": {"K_MPI_JOB_ROLE"},
 }
 
 
@@ -577,3 +582,98 @@ def test_no_network_policy_unless_asked() -> None:
     assert not [o for o in expand(pytorchjob()).objects if o["kind"] == "NetworkPolicy"]
     asked = expand(pytorchjob(), network_policy=True).objects
     assert [o["kind"] for o in asked].count("NetworkPolicy") == 1
+
+
+def mpijob(workers: int = 2, worker_command: list[str] | None = None, **spec: Any) -> dict:
+    cr = custom_resource("MPIJob", {"Launcher": 1, "Worker": workers}, **spec)
+    cr["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"] = (
+        worker_command
+    )
+    if worker_command is None:
+        del cr["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"]
+    return cr
+
+
+OMPI = {
+    "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+    "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+    "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+}
+
+
+@pytest.mark.parametrize(
+    "implementation, launcher_env",
+    [
+        ("OpenMPI", {**OMPI, "OMPI_MCA_orte_set_default_slots": "4"}),
+        (
+            "Intel",
+            {
+                "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+                "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": "-o ConnectionAttempts=10",
+                "I_MPI_PERHOST": "4",
+            },
+        ),
+        (
+            "MPICH",
+            {
+                "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+                "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10",
+            },
+        ),
+    ],
+)
+def test_mpijob_replicas_see_the_mpi_operators_env(implementation: str, launcher_env: dict):
+    cr = mpijob(2, PRINT_ENV, slotsPerWorker=4, mpiImplementation=implementation)
+    gpu_off = {"NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""}
+    assert envs(cr) == {
+        ("launcher", 0): {"K_MPI_JOB_ROLE": "launcher", **launcher_env, **gpu_off},
+        ("worker", 0): {"K_MPI_JOB_ROLE": "worker"},
+        ("worker", 1): {"K_MPI_JOB_ROLE": "worker"},
+    }
+
+
+def test_mpijob_files_keys_and_the_default_worker_command():
+    """The hostfile and discover_hosts.sh on the launcher at /etc/mpi, the key pair at
+    sshAuthMountPath (default mode for a non-root path, as the operator), sshd -De for a
+    worker without a command, the launcher's short name in the workers' DNS search path."""
+    cr = mpijob(2, None, sshAuthMountPath="/home/mpiuser/.ssh")
+    objects = by_name(expand(cr).objects)
+    config = objects["ConfigMap/exp-config"]["data"]
+    workers = [host("worker", i) for i in range(2)]
+    assert config["hostfile"] == "".join(f"{w} slots=1\n" for w in workers)
+    assert config["discover_hosts.sh"] == "#!/bin/sh\n" + "".join(f"echo {w}\n" for w in workers)
+    launcher = objects["Job/exp-launcher"]["spec"]["template"]["spec"]
+    worker = objects["Job/exp-worker"]["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in launcher["containers"][0]["volumeMounts"]}
+    assert mounts == {"ssh-auth": "/home/mpiuser/.ssh", "mpi-job-config": "/etc/mpi"}
+    volumes = {v["name"]: v["projected"] for v in launcher["volumes"]}
+    assert volumes["ssh-auth"]["defaultMode"] == 0o644
+    files = [i["path"] for i in volumes["ssh-auth"]["sources"][0]["secret"]["items"]]
+    assert files == ["id_rsa", "id_rsa.pub", "authorized_keys"]
+    modes = {
+        i["path"]: i["mode"] for i in volumes["mpi-job-config"]["sources"][0]["configMap"]["items"]
+    }
+    assert modes == {"hostfile": 0o444, "discover_hosts.sh": 0o555}
+    assert worker["containers"][0]["command"][-1] == "/usr/sbin/sshd -De"
+    assert worker["dnsConfig"] == {"searches": ["exp.default.svc.cluster.local"]}
+    # the launcher starts once every worker resolves (their SSH port is the image's)
+    wait = wait_of(launcher)
+    assert f'aichor_wait "{host("worker", "$$i")}" ""' in wait and ":22" not in wait
+
+
+def test_mpijob_launcher_as_worker_and_creation_policy():
+    cr = mpijob(2, None, runLauncherAsWorker=True, launcherCreationPolicy="WaitForWorkersReady")
+    objects = expand(cr).objects
+    named = by_name(objects)
+    hostfile = named["ConfigMap/exp-config"]["data"]["hostfile"].splitlines()
+    assert hostfile[0] == f"{host('launcher', 0)} slots=1" and len(hostfile) == 3
+    launcher_env = {
+        e["name"]
+        for e in named["Job/exp-launcher"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert "NVIDIA_VISIBLE_DEVICES" not in launcher_env  # it runs ranks: it may have GPUs
+    # WaitForWorkersReady: the launcher's Job is created once every worker is Ready
+    worker = named["Job/exp-worker"]["metadata"]["annotations"]
+    assert worker["pulumi.com/waitFor"] == "jsonpath={$[?@.ready==2 || @.succeeded==2]}"
+    kinds = [f"{o['kind']}/{o['metadata']['name']}" for o in objects]
+    assert kinds.index("Job/exp-worker") < kinds.index("Job/exp-launcher")

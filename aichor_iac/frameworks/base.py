@@ -113,6 +113,7 @@ class File:
     source: Literal["secret", "config"]
     key: str
     path: str
+    mode: int | None = None  # the mount's mode otherwise
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,8 @@ class Group:
     otherwise they start at once and only a host they have seen can be gone.
     `program`: what the replicas run instead of the manifest command (`ray start`, sshd).
     `ready_port`: a replica is Ready once it accepts connections there, and the Jobs created
-    after this group wait until all its replicas are Ready (`pulumi.com/waitFor`).
+    after this group wait until all its replicas are Ready (`pulumi.com/waitFor`); `gate`
+    makes them wait so without a port (Ready as the pod's own probes say).
     """
 
     role: str
@@ -150,6 +152,8 @@ class Group:
     after: tuple[str, ...] = ()  # roles whose Jobs are created before this one
     program: str | None = None
     ready_port: int | None = None
+    gate: bool = False  # the Jobs created after this one wait until its pods are all Ready
+    dns_searches: tuple[str, ...] = ()  # domains short host names are looked up in
     capabilities: tuple[str, ...] = ()  # added to the container's (all others are dropped)
     mounts: tuple[Mount, ...] = ()
     completions: int | None = None  # pods of the Job (default: the type's count)
@@ -172,6 +176,11 @@ class Group:
         ):
             return (*self.waits_for, Endpoint(self.follows))
         return self.waits_for
+
+    @property
+    def gates(self) -> bool:
+        """Whether the Jobs created after this group's wait until all its pods are Ready."""
+        return self.gate or self.ready_port is not None
 
     @property
     def computed(self) -> list[str]:

@@ -47,6 +47,8 @@ exec "$sshd" -D -e -p {PORT} -h "$key" -o AuthorizedKeysFile={SSH_DIR}/authorize
 
 
 def plan(spec: Spec, names: Names) -> Plan:
+    if spec.origin is not None:
+        return kubeflow_plan(spec, names)
     workers, launcher = spec.types.get("Worker"), spec.types.get("Launcher")
     assert workers is not None and launcher is not None  # the manifest rules require both
     slots = spec.slots_per_worker or workers.resources.gpus or 1
@@ -75,6 +77,9 @@ def plan(spec: Spec, names: Names) -> Plan:
         ready_port=PORT,
         capabilities=SSHD_CAPABILITIES,
         mounts=(ssh,),
+        # Intel MPI's and MPICH's proxies call back to the launcher by its short host name
+        # (the MPI Operator adds this search domain to its workers too).
+        dns_searches=(names.service_host(names.service),),
     )
     launcher_group = Group(
         role="launcher",
@@ -123,4 +128,116 @@ def launcher_env(implementation: str, slots: int) -> tuple[Env, ...]:
         # The replicas run as root (SSH_DIR): let `mpirun` start without --allow-run-as-root.
         Env("OMPI_ALLOW_RUN_AS_ROOT", "1"),
         Env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    )
+
+
+DISCOVER_HOSTS = "discover_hosts.sh"
+
+
+def kubeflow_plan(spec: Spec, names: Names) -> Plan:
+    """A `kubeflow.org/v2beta1` MPIJob as the MPI Operator v2 runs it (`pkg/controller/
+    mpi_job_controller.go`), host names aside: the replicas' own commands (a worker with none
+    runs `/usr/sbin/sshd -De`, on whatever port its image configures), the generated key pair at
+    `sshAuthMountPath` (`id_rsa`, `id_rsa.pub`, `authorized_keys`), the hostfile and
+    `discover_hosts.sh` at /etc/mpi on the launcher (the launcher first with
+    `runLauncherAsWorker`), `K_MPI_JOB_ROLE` everywhere, the implementation's variables and no
+    GPU for a launcher that is not a worker. Workers look up the launcher's short host name in
+    the experiment's domain (Intel MPI and MPICH call back to it).
+
+    The launcher starts once every worker's host resolves (the SSH port is the image's, so it
+    is not waited for: `mpirun` retries, ConnectionAttempts=10); with
+    `launcherCreationPolicy: WaitForWorkersReady` its Job is created only once every worker is
+    Ready. Workers stop once the launcher has ended."""
+    origin = spec.origin
+    assert origin is not None
+    options = origin.options
+    slots = options.get("slotsPerWorker", 1)
+    implementation = options.get("mpiImplementation", "OpenMPI")
+    as_worker = options.get("runLauncherAsWorker", False)
+    wait_ready = options.get("launcherCreationPolicy") == "WaitForWorkersReady"
+    mount_path = options.get("sshAuthMountPath", SSH_DIR)
+    workers = spec.types.get("Worker")
+    count = workers.count if workers else 0
+    launcher_host = names.host("launcher", 0)
+    ssh = Mount(
+        "ssh-auth",
+        mount_path,
+        (
+            File("secret", "ssh-privatekey", "id_rsa"),
+            File("secret", "ssh-publickey", "id_rsa.pub"),
+            File("secret", "ssh-publickey", "authorized_keys"),
+        ),
+        mode=0o600 if mount_path == SSH_DIR else 0o644,
+    )
+    config = Mount(
+        "mpi-job-config",
+        CONFIG_DIR,
+        (
+            File("config", "hostfile", "hostfile", 0o444),
+            File("config", DISCOVER_HOSTS, DISCOVER_HOSTS, 0o555),
+        ),
+    )
+    hosts = [names.host("worker", i) for i in range(count)]
+    if as_worker:  # the launcher runs ranks too: first in the hostfile
+        hosts.insert(0, launcher_host)
+    gpu_off = (
+        () if as_worker else (Env("NVIDIA_VISIBLE_DEVICES"), Env("NVIDIA_DRIVER_CAPABILITIES"))
+    )
+    launcher = Group(
+        role="launcher",
+        replica_type="Launcher",
+        spec=spec.types.get("Launcher"),
+        env=(
+            Env("K_MPI_JOB_ROLE", "launcher"),
+            *operator_launcher_env(implementation, slots),
+            *gpu_off,
+        ),
+        waits_for=(Endpoint(names.host("worker", "$i"), None, count),) if count else (),
+        after=("worker",) if count and wait_ready else (),
+        mounts=(ssh, config),
+    )
+    groups = (launcher,)
+    if count:
+        worker = Group(
+            role="worker",
+            replica_type="Worker",
+            spec=workers,
+            env=(Env("K_MPI_JOB_ROLE", "worker"),),
+            follows=launcher_host,
+            leader_first=False,
+            gate=wait_ready,
+            mounts=(ssh,),
+            dns_searches=(names.service_host(names.service),),
+        )
+        groups = (worker, launcher)
+    return Plan(
+        framework="mpi",
+        groups=groups,
+        entry_point="launcher",
+        addresses={"launcher": launcher_host},
+        secret="ssh",
+        files={
+            "hostfile": hostfile(implementation, hosts, slots),
+            DISCOVER_HOSTS: "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in hosts),
+        },
+        outputs={"hostfile": HOSTFILE, "slots": slots * len(hosts)},
+    )
+
+
+def operator_launcher_env(implementation: str, slots: int) -> tuple[Env, ...]:
+    """The MPI Operator's launcher variables per implementation (`ompiEnvVars`,
+    `intelEnvVars`, `mpichEnvVars`, and the slots variable), in its order."""
+    if implementation == "Intel":
+        return (
+            Env("I_MPI_HYDRA_HOST_FILE", HOSTFILE),
+            Env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_ARGS),
+            Env("I_MPI_PERHOST", str(slots)),
+        )
+    if implementation == "MPICH":
+        return (Env("HYDRA_HOST_FILE", HOSTFILE), Env("HYDRA_LAUNCH_EXTRA_ARGS", SSH_ARGS))
+    return (
+        Env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        Env("OMPI_MCA_orte_default_hostfile", HOSTFILE),
+        Env("OMPI_MCA_plm_rsh_args", SSH_ARGS),
+        Env("OMPI_MCA_orte_set_default_slots", str(slots)),
     )

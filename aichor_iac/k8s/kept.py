@@ -22,9 +22,17 @@ from .lifeline import LIFELINE_PORT
 PERMANENT_EXIT_CODES = list(range(1, 128))
 
 
-def template(ctx: Context, group: Group, kept: Kept, env: list[dict], annotations: dict) -> dict:
-    """The pod template of `group`'s Job (Kubernetes JSON): the user's, plus `env` (the
-    operator's variables, after the user's, as the operator appends them) on its container."""
+def template(
+    ctx: Context,
+    group: Group,
+    kept: Kept,
+    env: list[Any],
+    annotations: dict[str, str],
+    volumes: list[Any],
+) -> dict:
+    """The pod template of `group`'s Job (Kubernetes JSON): the user's, plus on its container
+    `env` (the operator's variables, after the user's, as the operator appends them) and
+    `volumes` (one per `group.mounts`, mounted where each says)."""
     result = copy.deepcopy(kept.template)
     metadata = result.setdefault("metadata", {})
     gang = ctx.gang_metadata()
@@ -40,15 +48,25 @@ def template(ctx: Context, group: Group, kept: Kept, env: list[dict], annotation
     spec["subdomain"] = ctx.names.service
     if ctx.scheduler_name and "schedulerName" not in spec:
         spec["schedulerName"] = ctx.scheduler_name
+    if group.dns_searches:
+        dns = spec.setdefault("dnsConfig", {})
+        dns["searches"] = [*dns.get("searches", []), *group.dns_searches]
     main = next(c for c in spec["containers"] if c["name"] == kept.container)
     main["env"] = [*main.get("env", []), *env]
+    if volumes:
+        spec["volumes"] = [*spec.get("volumes", []), *volumes]
+        main["volumeMounts"] = [
+            *main.get("volumeMounts", []),
+            *({"name": m.name, "mountPath": m.path, "readOnly": True} for m in group.mounts),
+        ]
     followed = group.role == ctx.plan.entry_point and any(g.follows for g in ctx.plan.groups)
     numbers = {p.get("containerPort") for p in main.get("ports", [])}
     extra = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed and kept.argv else [])]
-    main["ports"] = [
-        *main.get("ports", []),
-        *({"name": n, "containerPort": p, "protocol": "TCP"} for n, p in extra if p not in numbers),
+    added = [
+        {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in extra if p not in numbers
     ]
+    if added:
+        main["ports"] = [*main.get("ports", []), *added]
     wrapped = bool(group.computed or group.waits or group.follows or followed)
     if kept.argv is not None and wrapped:
         main["command"] = shell.main_command(

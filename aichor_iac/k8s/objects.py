@@ -24,6 +24,7 @@ from pulumi_kubernetes.core.v1 import (
     ObjectFieldSelectorArgs,
     PodAffinityArgs,
     PodAffinityTermArgs,
+    PodDNSConfigArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
     ProbeArgs,
@@ -94,7 +95,7 @@ def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
     mode = ctx.settings.wait
     # Independent pods (jobset, batchjob) may end before all have run, or run a few at a time
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
-    if (mode == "ready" and not ctx.plan.independent) or group.ready_port is not None:
+    if (mode == "ready" and not ctx.plan.independent) or group.gates:
         return {WAIT_FOR: ready_or_finished(group.count)}
     if mode == "complete" and group.role in ctx.plan.completes:
         return {}  # the provider's Job await: succeeds on Complete, fails on Failed
@@ -158,7 +159,9 @@ def job(ctx: Context, group: Group) -> dict:
         restarts = dict(
             backoff_limit=policy["backoffLimit"], pod_failure_policy=policy.get("podFailurePolicy")
         )
-        template: Any = kept.template(ctx, group, held, operator_env(ctx, group), annotations)
+        volumes = [projected_volume(ctx.names, mount) for mount in group.mounts]
+        env = operator_env(ctx, group)
+        template: Any = kept.template(ctx, group, held, env, annotations, volumes)
     else:
         template = PodTemplateSpecArgs(
             metadata=ObjectMetaArgs(
@@ -260,6 +263,9 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     return PodSpecArgs(
         restart_policy="Never",
         subdomain=ctx.names.service,
+        dns_config=PodDNSConfigArgs(searches=list(group.dns_searches))
+        if group.dns_searches
+        else None,
         affinity=affinity,
         scheduler_name=ctx.scheduler_name,
         node_selector=node_selector(ctx.settings, resources) or None,
@@ -327,7 +333,11 @@ def projected_volume(names: Names, mount: Mount) -> VolumeArgs:
     """Files of the experiment's Secret and ConfigMap in one directory, with one mode."""
 
     def items(source: str) -> list[KeyToPathArgs]:
-        return [KeyToPathArgs(key=f.key, path=f.path) for f in mount.files if f.source == source]
+        return [
+            KeyToPathArgs(key=f.key, path=f.path, mode=f.mode)
+            for f in mount.files
+            if f.source == source
+        ]
 
     sources = []
     if secret := items("secret"):
