@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="print the manifest's JSON Schema (for editors)")
     schema.set_defaults(handler=_schema)
+    command(
+        "convert",
+        _convert,
+        "print a Kubeflow custom resource as an AIchor manifest, and what it cannot say",
+    )
     for name, handler, help in (
         ("validate", _validate, "check a manifest; exit 2 with one line per problem"),
         ("render", _render, "print every Kubernetes object as multi-document YAML"),
@@ -94,6 +99,23 @@ def _validate(args: argparse.Namespace) -> int:
     origin = manifest.spec.origin
     what = f"{manifest.spec.operator} manifest" if origin is None else origin.source
     print(f"{args.manifest}: valid {what}")
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    """The AIchor manifest of a custom resource (checked as any manifest is), with what it
+    does not carry over as comments above it."""
+    from .convert import convert
+
+    resource = manifest_module.load(args.manifest)
+    conversion = convert(resource)
+    manifest_module.validate(conversion.manifest, f"{args.manifest} (converted)")
+    origin = resource.spec.origin
+    lines = [f"# {args.manifest}: {origin.source if origin else ''}, converted by aichor-iac."]
+    if conversion.lost:
+        lines.append("# Not carried over (an AIchor manifest cannot say it):")
+        lines += [f"#   - {manifest_module.one_line(item)}" for item in conversion.lost]
+    sys.stdout.write("\n".join(lines) + "\n" + output.to_yaml([conversion.manifest]))
     return 0
 
 

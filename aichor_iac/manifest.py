@@ -598,10 +598,10 @@ class Problem:
         """One line, whatever the message quotes (a user's value may hold line breaks)."""
         where = f"{source}:{self.line}" if self.line else source
         text = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
-        return _one_line(text)
+        return one_line(text)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """Control characters (line breaks, NUL, escapes) as Python writes them in a string."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 

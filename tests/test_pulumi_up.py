@@ -6,7 +6,7 @@ scheduling fails with a "deadlock: X waits for Y" message instead of hanging."""
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, KUBEFLOW_EXAMPLES, ROOT, runnable
 from pulumi_up import Deadlock, Model, up, waitfor_holds
 
 from aichor_iac import engine, manifest, planning
@@ -64,6 +64,19 @@ def test_pulumi_up_finishes(case, wait, gang):
         assert jobs[-len(last) :] == last
     if gang != "none":  # a gang's Jobs are all created together: none waits for another
         assert all(not g.after for g in blueprint.plan.groups)
+
+
+@pytest.mark.parametrize("gang", ["none", "coscheduling"])
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+@pytest.mark.parametrize("path", KUBEFLOW_EXAMPLES, ids=lambda p: p.stem)
+def test_every_kubeflow_example_finishes(path, wait, gang):
+    """The public Kubeflow examples (tests/kubeflow/) under every wait mode: no await of a
+    custom resource's objects holds `pulumi up` for ever (MPIJob's WaitForWorkersReady gate
+    included)."""
+    cr, _ = runnable(path)
+    order, blueprint = pulumi_up(cr, wait=wait, gang_scheduler=gang)
+    jobs = [o.removeprefix("Job/exp-") for o in order if o.startswith("Job/")]
+    assert sorted(jobs) == sorted(g.role for g in blueprint.plan.groups)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

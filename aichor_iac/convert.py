@@ -1,0 +1,226 @@
+"""`aichor-iac convert`: a custom resource as the AIchor manifest that runs the same
+experiment, where one exists, and a list of what the manifest cannot say.
+
+An AIchor manifest has one image and one shell command for every replica type, resources as
+CPUs, memory and GPUs, node selectors and tolerations, an experiment-wide env, a restart
+budget and a deadline: that much of a custom resource carries over. Everything else of the pod
+templates (volumes, sidecars, probes, security contexts, …) and of the operator's options is
+listed, field by field, as not carried over; so is the env the replicas would see otherwise
+(AIchor's contract for the framework instead of the operator's).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from .experiment import Kept, Origin
+from .frameworks import PLANNERS, Names
+from .kubeflow import UNLIMITED, quantity
+from .manifest import Manifest, Problem, Spec
+
+# What of a pod template and of its operator's container a manifest carries over.
+POD_KEYS = {"containers", "nodeSelector", "tolerations", "restartPolicy"}
+CONTAINER_KEYS = {"name", "image", "command", "args", "env", "resources", "ports"}
+MPI_SSHD = ["/usr/sbin/sshd", "-De"]  # what an MPIJob worker runs; AIchor's run sshd too
+
+
+@dataclass
+class Conversion:
+    manifest: dict[str, Any]  # an AIchor manifest (apiVersion 0.2.2), as YAML data
+    lost: list[str] = field(default_factory=list)  # "path: what is not carried over"
+
+
+def convert(source: Manifest) -> Conversion:
+    """The AIchor manifest of a custom resource, or ManifestError when none can run it."""
+    spec, origin = source.spec, source.spec.origin
+    if origin is None:
+        raise source.error([Problem("", "already an AIchor manifest: nothing to convert")])
+    lost: list[str] = []
+    entry = _entry(spec, origin)
+    argv = entry.argv
+    if argv is None:
+        path = f"{entry.path}.template.spec.containers.{entry.index}.command"
+        raise source.error(
+            [
+                Problem(
+                    path,
+                    "an AIchor manifest runs one shell command and the image's entrypoint is "
+                    "not known here: give it as command (args after it), then convert",
+                )
+            ]
+        )
+    types: dict[str, Any] = {}
+    env: dict[str, Any] = {}
+    for type_name, kept in origin.kept.items():
+        types[type_name] = {"count": spec.types.get(type_name).count}
+        types[type_name]["resources"] = _resources(kept, lost)
+        lost += _template_losses(kept, entry, spec.operator, type_name)
+        _merge_env(kept, env, lost)
+    data: dict[str, Any] = {
+        "operator": spec.operator,
+        "image": entry.main["image"],
+        "command": shlex.join(argv),
+        "types": types,
+    }
+    if env:
+        data["env"] = list(env.values())
+    if spec.active_deadline_seconds:
+        data["activeDeadlineSeconds"] = spec.active_deadline_seconds
+    backoffs = {k.backoff_limit for k in origin.kept.values()}
+    backoff = max(backoffs)
+    if backoff == UNLIMITED:
+        lost.append(
+            "restartPolicy: unlimited restarts (no runPolicy.backoffLimit); a manifest's "
+            "backoffLimit is a number: none is set (0)"
+        )
+    elif backoff:
+        data["restartPolicy"] = {"backoffLimit": backoff}
+    if any(k.restart_policy != "Never" for k in origin.kept.values()):
+        lost.append(
+            "restartPolicy: replicas are not restarted in place (OnFailure) nor by "
+            "exit code (ExitCode): a failed replica is a new pod, within backoffLimit"
+        )
+    lost += _option_losses(spec, origin, data)
+    if origin.ttl_seconds_after_finished is not None:
+        lost.append("runPolicy.ttlSecondsAfterFinished: finished Jobs are kept")
+    if origin.suspend:
+        lost.append("runPolicy.suspend: the experiment starts at once")
+    lost += _env_contract(spec)
+    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
+    return Conversion(manifest, lost)
+
+
+def _entry(spec: Spec, origin: Origin) -> Kept:
+    """The replica type whose image and command the manifest takes: MPI's launcher (its
+    workers run sshd), else the first (rank 0's)."""
+    if spec.operator == "mpi":
+        return origin.kept["Launcher"]
+    return next(iter(origin.kept.values()))
+
+
+def _resources(kept: Kept, lost: list[str]) -> dict[str, Any]:
+    """CPUs, memory and GPUs of the operator's container (requests, else limits), node
+    selectors, tolerations and a memory-backed /dev/shm, as a manifest's resources."""
+    where = f"{kept.path}.template.spec.containers.{kept.index}.resources"
+    asked = kept.main.get("resources") or {}
+    limits, requests = asked.get("limits") or {}, asked.get("requests") or {}
+    cpus = quantity(requests.get("cpu", limits.get("cpu", 0)))
+    memory = quantity(requests.get("memory", limits.get("memory", 0))) / 2**30
+    result: dict[str, Any] = {"cpus": _number(cpus) or 1, "memory": _number(memory) or 1}
+    if not cpus or not memory:
+        lost.append(
+            f"{where}: no CPU or memory asked for; the manifest asks for 1 CPU and "
+            "1 GiB (a manifest must ask)"
+        )
+    if cpus and "cpu" in limits and "cpu" in requests:
+        result["cpuLimitRatio"] = max(1, _number(quantity(limits["cpu"]) / cpus))
+    if gpus := int(quantity(limits.get("nvidia.com/gpu", 0))):
+        result["accelerators"] = {"gpu": {"count": gpus}}
+    if others := sorted((set(limits) | set(requests)) - {"cpu", "memory", "nvidia.com/gpu"}):
+        lost.append(f"{where}: {', '.join(others)}")
+    pod = kept.template["spec"]
+    if selectors := pod.get("nodeSelector"):
+        result["extraSelectors"] = dict(selectors)
+    if tolerations := pod.get("tolerations"):
+        result["extraTolerations"] = [dict(t) for t in tolerations]
+    for volume in pod.get("volumes", []):
+        empty = volume.get("emptyDir") or {}
+        mounted = {
+            m["mountPath"] for m in kept.main.get("volumeMounts", []) if m["name"] == volume["name"]
+        }
+        if empty.get("medium") == "Memory" and mounted == {"/dev/shm"}:
+            result["shmSizeGB"] = _number(quantity(empty.get("sizeLimit", 0)) / 2**30) or 1
+    return result
+
+
+def _number(value: float) -> float | int:
+    """A quantity as a manifest writes it: whole numbers as integers, else 3 decimals."""
+    value = round(value, 3)
+    return int(value) if value.is_integer() else value
+
+
+def _template_losses(kept: Kept, entry: Kept, operator: str, type_name: str) -> list[str]:
+    """What of a replica type's template the manifest cannot say."""
+    where, lost = f"{kept.path}.template", []
+    pod, main = kept.template["spec"], kept.main
+    if kept.template.get("metadata"):
+        lost.append(f"{where}.metadata: labels and annotations")
+    shm_only = all(
+        (v.get("emptyDir") or {}).get("medium") == "Memory" for v in pod.get("volumes", [])
+    )
+    for key in sorted(set(pod) - POD_KEYS):
+        if key == "volumes" and shm_only:
+            continue
+        lost.append(f"{where}.spec.{key}")
+    for i, container in enumerate(pod["containers"]):
+        if container is not main:
+            lost.append(f"{where}.spec.containers.{i}: container {container['name']}")
+    container_path = f"{where}.spec.containers.{kept.index}"
+    for key in sorted(set(main) - CONTAINER_KEYS):
+        if key == "volumeMounts" and shm_only:
+            continue
+        lost.append(f"{container_path}.{key}")
+    if main["image"] != entry.main["image"]:
+        lost.append(
+            f"{container_path}.image: {main['image']} (every type runs {entry.main['image']})"
+        )
+    if operator == "mpi" and type_name == "Worker":
+        if kept.argv != MPI_SSHD:
+            lost.append(f"{container_path}.command: the manifest's workers run aichor-iac's sshd")
+    elif kept.argv != entry.argv:
+        lost.append(f"{container_path}.command: every type runs {entry.path.rsplit('.', 1)[1]}'s")
+    return lost
+
+
+def _merge_env(kept: Kept, env: dict[str, Any], lost: list[str]) -> None:
+    """The container's env as the manifest's (one env for every type): literal values and
+    Secret references; other sources, and values that differ between types, are lost."""
+    where = f"{kept.path}.template.spec.containers.{kept.index}.env"
+    for i, var in enumerate(kept.main.get("env", [])):
+        source = var.get("valueFrom")
+        if source and "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            entry = {"name": var["name"], "secretKeyRef": {"name": ref["name"], "key": ref["key"]}}
+        elif source:
+            lost.append(f"{where}.{i}: {var['name']} from {sorted(source)[0]}")
+            continue
+        else:
+            entry = {"name": var["name"], "value": var.get("value", "")}
+        if env.setdefault(var["name"], entry) != entry:
+            lost.append(f"{where}.{i}: {var['name']} differs between types (the first is kept)")
+
+
+def _option_losses(spec: Spec, origin: Origin, data: dict[str, Any]) -> list[str]:
+    """The kind's own options: MPI's slots and implementation carry over, the rest not."""
+    options, lost = dict(origin.options), []
+    if spec.operator == "mpi":
+        data["slotsPerWorker"] = options.pop("slotsPerWorker", 1)
+        data["mpiImplementation"] = options.pop("mpiImplementation", "OpenMPI")
+        defaults = {
+            "sshAuthMountPath": "/root/.ssh",
+            "runLauncherAsWorker": False,
+            "launcherCreationPolicy": "AtStartup",
+        }
+        options = {k: v for k, v in options.items() if defaults.get(k) != v}
+    lost += [f"spec.{key}: {value}" for key, value in sorted(options.items())]
+    return lost
+
+
+def _env_contract(spec: Spec) -> list[str]:
+    """How the env the replicas see changes: AIchor's contract for the framework instead of
+    the custom resource's operator's (same names, one line)."""
+    names = Names("x", "default")
+    theirs = PLANNERS[spec.operator](spec, names)
+    plain = spec.model_copy()
+    plain._origin = None
+    ours = PLANNERS[spec.operator](plain, names)
+    before = {e.name for g in theirs.groups for e in g.env}
+    after = {e.name for g in ours.groups for e in g.env}
+    lost = []
+    if gone := sorted(before - after):
+        lost.append(f"env: the replicas no longer see {', '.join(gone)} (the operator's)")
+    if new := sorted(after - before):
+        lost.append(f"env: the replicas see AIchor's {', '.join(new)} instead (README)")
+    return lost
