@@ -10,14 +10,16 @@ for an AIchor manifest. Fields aichor-iac cannot honour are refused with their p
 
 from __future__ import annotations
 
+import functools
+import math
 import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from .experiment import Kept, Origin
-from .limits import DNS_1035, INT32, MAX_INDEXED
+from .limits import DNS_1035, INT32, MAX_INDEXED, Image
 from .manifest import (
     Accelerators,
     Gpu,
@@ -33,6 +35,7 @@ from .manifest import (
 
 GROUP = "kubeflow.org"
 UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
+IMAGE = TypeAdapter(Image)
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,7 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
         return ManifestError(source, sorted(located, key=lambda p: p.line or 0))
 
     api_version, kind_name = data.get("apiVersion"), data.get("kind")
+    kind_name = kind_name if isinstance(kind_name, str) else repr(kind_name)
     if kind_name not in KINDS or api_version != f"{GROUP}/{KINDS[kind_name].version}":
         known = ", ".join(f"{GROUP}/{k.version} {name}" for name, k in KINDS.items())
         raise fail(
@@ -408,7 +412,8 @@ def _kept(
     """A replica type's template with the operator's defaults (its port on its container)."""
     where = f"spec.{kind.specs}.{type_name}"
     template = replica.template
-    for key in sorted(set(template) - {"metadata", "spec"}):
+    unknown = sorted(set(template) - {"metadata", "spec"})
+    for key in unknown:
         problems.append(
             Problem(
                 f"{where}.template.{key}",
@@ -416,6 +421,9 @@ def _kept(
                 "remove it",
             )
         )
+    if unknown or (invalid := _schema_problems(template, f"{where}.template")):
+        problems += [] if unknown else invalid
+        return None
     pod = template.get("spec")
     containers = pod.get("containers") if isinstance(pod, dict) else None
     if not isinstance(containers, list) or not containers:
@@ -426,6 +434,12 @@ def _kept(
             Problem(f"{where}.template.spec.containers", "each container needs a name and image")
         )
         return None
+    for i, c in enumerate(containers):  # the image rules a manifest's image is held to
+        try:
+            IMAGE.validate_python(c["image"])
+        except ValidationError as error:
+            reason = error.errors()[0]["msg"].removeprefix("Value error, ")
+            problems.append(Problem(f"{where}.template.spec.containers.{i}.image", reason))
     for field in ("hostname", "subdomain"):
         if field in pod:
             problems.append(
@@ -461,6 +475,41 @@ def _kept(
     else:  # no limit: the operator restarts replicas that may restart for ever
         backoff = 0 if restart == "Never" else UNLIMITED
     return Kept(where, template, container, restart, backoff)
+
+
+def _schema_problems(template: dict[str, Any], where: str) -> list[Problem]:
+    """Every way a pod template breaks Kubernetes' OpenAPI schema (strict: unknown fields
+    too). Everything built from the template relies on its shape."""
+    pod_template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "template"},
+        "template": template,
+    }
+    problems = []
+    for error in sorted(_pod_template_schema().iter_errors(pod_template), key=str):
+        path = ".".join(str(part) for part in list(error.absolute_path)[1:])
+        reason = error.message.split("\n")[0]
+        problems.append(
+            Problem(".".join(filter(None, (where, path))), f"not a valid pod template: {reason}")
+        )
+    return problems
+
+
+@functools.cache
+def _pod_template_schema() -> Any:
+    """The strict PodTemplate schema of the newest Kubernetes kubernetes-validate ships, as
+    one validator built once (its `validate()` reads the schema files at every call)."""
+    from jsonschema import Draft202012Validator
+    from kubernetes_validate.utils import latest_version, schema_contents
+    from referencing import Registry, Resource
+
+    version = latest_version()
+    base = f"kubernetes-json-schema/v{version}-local-strict"
+    schema = schema_contents(f"{base}/podtemplate-v1.json", version)
+    definitions = schema_contents(f"{base}/_definitions.json", version)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return Draft202012Validator(schema, registry=registry)
 
 
 def _defaulted(template: dict[str, Any], container: str, kind: Kind) -> dict[str, Any]:
@@ -514,7 +563,10 @@ def _resources(kept: Kept) -> Resources:
         ram_ratio=None,
         cpu_limit_ratio=1,
         shm_size_gb=0,
-        accelerators=Accelerators(gpu=Gpu(count=gpus)) if gpus else Accelerators(),
+        # (a count, for the totals; the API server's rules check the limit itself)
+        accelerators=Accelerators(gpu=Gpu.model_construct(count=gpus, type="gpu", product=None))
+        if gpus
+        else Accelerators(),
         rdma=None,
         extra_selectors={},
         extra_tolerations=[],
@@ -528,6 +580,8 @@ BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei":
 def quantity(value: Any) -> float:
     """A Kubernetes quantity (`500m`, `4Gi`, `1e3`) as a number; 0 if it is not one (the
     API server's own check of the rendered objects names it)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0.0
     text = str(value)
     try:
         for suffix, factor in (*BINARY.items(), *SUFFIXES.items()):

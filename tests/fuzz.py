@@ -43,6 +43,10 @@ from aichor_iac.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
+# Kubeflow custom resources (the public examples) are manifests too: a quarter of the cases.
+RESOURCES = [
+    yaml.safe_load(p.read_text()) for p in sorted((ROOT / "tests/kubeflow").glob("*.yaml"))
+]
 CASE_SECONDS = 60  # a case slower than this is a hang (rendering 1,000 jobset Jobs takes ~13 s)
 MAX_CASE_MIB = 256  # what one case may add to the process's peak memory
 OUTCOMES = ("accepted", "refused", "disagree", "crash", "hang", "api-rejected", "injection")
@@ -121,6 +125,8 @@ def hostile(document: dict, rng: random.Random) -> None:
 
 def plausible(document: dict, rng: random.Random) -> None:
     """An edit of the kind users make: sizes, resources, selectors, tolerations, env, names."""
+    if "kind" in document and document.get("kind") != "AIchorManifest":
+        return plausible_resource(document, rng)
     spec = document.get("spec")
     types = spec.get("types") if isinstance(spec, dict) else None
     if not isinstance(types, dict) or not types:
@@ -162,6 +168,59 @@ def plausible(document: dict, rng: random.Random) -> None:
     else:
         spec[rng.choice(["image", "command"])] = rng.choice(
             ["python:3.11", "a b", HOSTILE, "python train.py; echo done", "x" * 10_000, "\t"]
+        )
+
+
+def plausible_resource(document: dict, rng: random.Random) -> None:
+    """The same kind of edit in a custom resource: replicas, a container's resources, command
+    and env, node selectors, tolerations, restart and run policies, the name."""
+    spec = document.get("spec")
+    specs = next((v for k, v in spec.items() if k.endswith("ReplicaSpecs")), None)
+    if not isinstance(specs, dict) or not specs:
+        return
+    replica = specs[rng.choice(sorted(specs, key=str))]
+    template = replica.get("template") if isinstance(replica, dict) else None
+    pod = template.get("spec") if isinstance(template, dict) else None
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    if not isinstance(containers, list) or not containers or not isinstance(containers[0], dict):
+        return
+    main = containers[0]
+    action = rng.randrange(9)
+    if action == 0:
+        replica["replicas"] = rng.choice([0, 1, 2, 7, 64, 1000, 30_000, 100_000, 200_000])
+    elif action == 1:
+        limits = main.setdefault("resources", {}).setdefault("limits", {})
+        if isinstance(limits, dict):
+            key = rng.choice(["cpu", "memory", "nvidia.com/gpu", "example.com/x", "bad key"])
+            limits[key] = rng.choice(["1", "500m", "4Gi", 8, "0.0001", "1e3", "x", "-1", 2**40])
+    elif action == 2:
+        pod.setdefault("nodeSelector", {})[rng.choice(LABELISH)] = rng.choice(LABELISH)
+    elif action == 3:
+        toleration = {"key": rng.choice(LABELISH), "operator": rng.choice(["Exists", "Equal"])}
+        pod.setdefault("tolerations", []).append(toleration)
+    elif action == 4:
+        value = rng.choice([HOSTILE, "a b", "$(HOME)", "$(MASTER_ADDR)", "", "名前", "'\"`"])
+        entry = {"name": rng.choice(["A", "B_1", "x", "RANK", "a.b"]), "value": value}
+        main.setdefault("env", []).append(entry)
+    elif action == 5:
+        main["command"] = rng.choice(
+            [
+                ["python3", HOSTILE],
+                ["sh", "-c", "echo $(RANK); exit 3"],
+                [HOSTILE],
+                [],
+                ["x" * 200_000],
+            ]
+        )
+    elif action == 6:
+        replica["restartPolicy"] = rng.choice(["Never", "OnFailure", "ExitCode", "Always", "x"])
+    elif action == 7:
+        run = spec.setdefault("runPolicy", {})
+        key = rng.choice(["backoffLimit", "ttlSecondsAfterFinished", "activeDeadlineSeconds"])
+        run[key] = rng.choice([0, 1, 3600, -1, 2**31, "x"])
+    else:
+        document.setdefault("metadata", {})["name"] = rng.choice(
+            ["exp", "My_Exp", "名前", "..", "x" * 80, HOSTILE, "a b", "a" * 50]
         )
 
 
@@ -219,8 +278,10 @@ def check(text: str, render_it: bool) -> tuple[str, str]:
             return "disagree", f"validate: {error!r}\nrender: {rendered_error!r}"
         if error:
             return "refused", ""
-        command = yaml.safe_load(text)["spec"]["command"]  # a shell command line: it may
-        if HOSTILE not in command and (where := injected(objects)):  # (run after its wait)
+        # A manifest's command is a shell command line: it may run HOSTILE (after its wait). A
+        # custom resource's argv runs as an argv: nothing of it may reach a shell as code.
+        command = yaml.safe_load(text)["spec"].get("command", "")
+        if HOSTILE not in str(command) and (where := injected(objects)):
             return "injection", where
         problems = limits.check(objects)
         for obj in objects:
@@ -289,7 +350,8 @@ def run(cases: int, seed: int = 0, renders: int = 50) -> Report:
     previous = signal.signal(signal.SIGALRM, _alarm)
     try:
         for case in range(cases):
-            text = text_of(mutate(rng.choice(EXAMPLES), rng), rng)
+            seeds = RESOURCES if case % 4 == 3 else EXAMPLES
+            text = text_of(mutate(rng.choice(seeds), rng), rng)
             render_it = report.rendered < renders or case % 50 == 0
             before, started = _peak_mib(), time.perf_counter()
             signal.alarm(CASE_SECONDS)

@@ -423,7 +423,10 @@ def test_a_container_without_command_runs_its_entrypoint() -> None:
         ({"spec.Chief": {}}, "spec.pytorchReplicaSpecs.Chief: PyTorchJob has no Chief"),
         ({"spec.Master.replicas": 2}, "spec.pytorchReplicaSpecs.Master.replicas: must be 1"),
         ({"spec.Worker.restartPolicy": "Always"}, "Worker.restartPolicy: Always restarts"),
-        ({"spec.Worker.template": {"spec": {}}}, "containers: give at least one container"),
+        (
+            {"spec.Worker.template": {"spec": {}}},
+            "template.spec: not a valid pod template: 'containers' is a required property",
+        ),
         ({"spec.runPolicy": {"schedulingPolicy": {"queue": "q"}}}, "aichor:gangScheduler"),
         ({"spec.runPolicy": {"backofLimit": 1}}, "unknown key 'backofLimit'; did you mean"),
         ({"spec.elasticPolicy": {"metrics": [{"type": "Resource"}]}}, "HorizontalPodAutoscaler"),

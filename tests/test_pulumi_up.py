@@ -66,8 +66,9 @@ def test_pulumi_up_finishes(case, wait, gang):
         assert all(not g.after for g in blueprint.plan.groups)
 
 
-@pytest.mark.parametrize("gang", ["none", "coscheduling"])
-@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+@pytest.mark.parametrize(
+    "wait, gang", [("none", "none"), ("ready", "none"), ("complete", "none"), ("ready", "volcano")]
+)
 @pytest.mark.parametrize("path", KUBEFLOW_EXAMPLES, ids=lambda p: p.stem)
 def test_every_kubeflow_example_finishes(path, wait, gang):
     """The public Kubeflow examples (tests/kubeflow/) under every wait mode: no await of a
