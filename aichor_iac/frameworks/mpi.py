@@ -53,17 +53,8 @@ def plan(spec: Spec, names: Names) -> Plan:
     assert workers is not None and launcher is not None  # the manifest rules require both
     slots = spec.slots_per_worker or workers.resources.gpus or 1
     launcher_host = names.host("launcher", 0)
-    ssh = Mount(
-        "ssh",
-        SSH_DIR,
-        (
-            File("secret", "ssh-privatekey", "id_ed25519"),
-            File("secret", "ssh-publickey", "id_ed25519.pub"),
-            File("secret", "ssh-publickey", "authorized_keys"),
-            File("config", "ssh_config", "config"),
-        ),
-        mode=0o600,  # what ssh accepts for a private key and its configuration
-    )
+    # 0600: what ssh accepts for a private key and its configuration
+    ssh = key_pair("ssh", SSH_DIR, "id_ed25519", 0o600, File("config", "ssh_config", "config"))
     hostfile_mount = Mount("mpi", CONFIG_DIR, (File("config", "hostfile", "hostfile"),))
     worker_group = Group(
         role="worker",
@@ -103,6 +94,17 @@ def plan(spec: Spec, names: Names) -> Plan:
         },
         outputs={"hostfile": HOSTFILE, "slots": slots * workers.count},
     )
+
+
+def key_pair(name: str, path: str, key: str, mode: int, *more: File) -> Mount:
+    """The generated key pair in `path` as the files `key`, `key.pub` and `authorized_keys`
+    (and `more`), every replica's identity and the one key each accepts."""
+    files = (
+        File("secret", "ssh-privatekey", key),
+        File("secret", "ssh-publickey", f"{key}.pub"),
+        File("secret", "ssh-publickey", "authorized_keys"),
+    )
+    return Mount(name, path, (*files, *more), mode=mode)
 
 
 def hostfile(implementation: str, hosts: list[str], slots: int) -> str:
@@ -159,16 +161,7 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
     workers = spec.types.get("Worker")
     count = workers.count if workers else 0
     launcher_host = names.host("launcher", 0)
-    ssh = Mount(
-        "ssh-auth",
-        mount_path,
-        (
-            File("secret", "ssh-privatekey", "id_rsa"),
-            File("secret", "ssh-publickey", "id_rsa.pub"),
-            File("secret", "ssh-publickey", "authorized_keys"),
-        ),
-        mode=0o600 if mount_path == SSH_DIR else 0o644,
-    )
+    ssh = key_pair("ssh-auth", mount_path, "id_rsa", 0o600 if mount_path == SSH_DIR else 0o644)
     config = Mount(
         "mpi-job-config",
         CONFIG_DIR,
