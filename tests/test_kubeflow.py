@@ -390,6 +390,16 @@ def test_restart_policies(policy: str, pod_restart: str, failure_rules: list | N
         assert codes["containerName"] == "pytorch" and codes["values"] == list(range(1, 128))
 
 
+@pytest.mark.parametrize("wait", ["ready", "complete"])
+def test_a_suspended_resource_is_not_awaited(wait: str) -> None:
+    """Its Jobs run no pod until resumed: `pulumi up` waits for none of them, even the gates
+    of MPIJob's WaitForWorkersReady (it would wait out every timeout otherwise)."""
+    cr = mpijob(2, None, launcherCreationPolicy="WaitForWorkersReady", runPolicy={"suspend": True})
+    jobs = [o for o in expand(cr, wait=wait).objects if o["kind"] == "Job"]
+    assert all(j["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true" for j in jobs)
+    assert all(j["spec"]["suspend"] is True for j in jobs)
+
+
 def test_run_policy() -> None:
     run = {"ttlSecondsAfterFinished": 600, "activeDeadlineSeconds": 3600, "suspend": True}
     jobs = [o for o in expand(pytorchjob(1, 1, runPolicy=run)).objects if o["kind"] == "Job"]

@@ -91,8 +91,10 @@ def _headless(
 def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
     """How `pulumi up` waits for this group's Job, per `aichor:wait` (DESIGN §4). A group with
     a readiness port is always awaited: the groups created after it need it up (Ray's head,
-    MPI's workers)."""
+    MPI's workers). A suspended custom resource's Jobs are not awaited at all."""
     mode = ctx.settings.wait
+    if ctx.spec.origin and ctx.spec.origin.suspend:  # no pod runs until someone resumes it
+        return {SKIP_AWAIT: "true"}
     # Independent pods (jobset, batchjob) may end before all have run, or run a few at a time
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
     if (mode == "ready" and not ctx.plan.independent) or group.gates:
