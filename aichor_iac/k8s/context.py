@@ -25,6 +25,7 @@ from ..frameworks import Group, Names, Plan
 from ..manifest import Spec
 from ..planning import Blueprint
 from ..settings import Settings
+from . import shell
 
 SKIP_AWAIT = "pulumi.com/skipAwait"
 WAIT_FOR = "pulumi.com/waitFor"
@@ -58,6 +59,27 @@ class Context:
         """The pod template a custom resource gave `group`'s replica type, kept as written."""
         origin = self.spec.origin
         return origin.kept.get(group.replica_type) if origin else None
+
+    def followed(self, group: Group) -> bool:
+        """Whether `group` is the entry point other groups follow (it holds the lifeline)."""
+        plan = self.plan
+        return group.role == plan.entry_point and any(g.follows for g in plan.groups)
+
+    def command(self, group: Group, command: str, restarts: bool) -> list[str]:
+        """A replica's container command: `command` after its wait for peers, followed or
+        holding the lifeline as its group says (`restarts`: its Job retries a failure)."""
+        followed, groups = self.followed(group), self.plan.groups
+        return shell.main_command(
+            command,
+            group.env,
+            group.follows,
+            group.sees_entry_first,
+            linger=followed and any(g.follows and not g.sees_entry_first for g in groups),
+            lifeline=followed,
+            restarts=restarts,
+            waits=group.waits,
+            deadline_seconds=self.settings.peer_wait_seconds,
+        )
 
     def labels(self, role: str | None = None, replica: bool = True) -> dict[str, str]:
         """Recommended labels; replicas also carry Kubeflow's, which dashboards select on."""

@@ -17,10 +17,6 @@ from . import shell
 from .context import Context
 from .lifeline import LIFELINE_PORT
 
-# Exit codes the Training Operator counts as permanent under `restartPolicy: ExitCode`
-# (1-127: the program's own failure); 128 and above (killed by a signal) are retried.
-PERMANENT_EXIT_CODES = list(range(1, 128))
-
 
 def template(
     ctx: Context,
@@ -59,7 +55,7 @@ def template(
             *main.get("volumeMounts", []),
             *({"name": m.name, "mountPath": m.path, "readOnly": True} for m in group.mounts),
         ]
-    followed = group.role == ctx.plan.entry_point and any(g.follows for g in ctx.plan.groups)
+    followed = ctx.followed(group)
     numbers = {p.get("containerPort") for p in main.get("ports", [])}
     extra = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed and kept.argv else [])]
     added = [
@@ -69,21 +65,11 @@ def template(
         main["ports"] = [*main.get("ports", []), *added]
     wrapped = bool(group.computed or group.waits or group.follows or followed)
     if kept.argv is not None and wrapped:
-        main["command"] = shell.main_command(
-            shell.argv_command(kept.argv),
-            group.env,
-            group.follows,
-            group.sees_entry_first,
-            linger=followed and any(g.follows and not g.sees_entry_first for g in ctx.plan.groups),
-            lifeline=followed,
-            restarts=kept.backoff_limit > 0,
-            waits=group.waits,
-            deadline_seconds=ctx.settings.peer_wait_seconds,
-        )
+        command = shell.argv_command(kept.argv)
+        main["command"] = ctx.command(group, command, kept.backoff_limit > 0)
         main.pop("args", None)  # in the command line the wrapper runs
-    elif (
-        kept.argv is None and group.waits
-    ):  # the image's entrypoint runs unchanged: wait before it, in its image
+    elif kept.argv is None and group.waits:
+        # The image's entrypoint runs unchanged: the wait runs before it, in its image.
         lines = shell.wait_lines(group.waits, ctx.settings.peer_wait_seconds)
         wait = {
             "name": "aichor-wait",
@@ -92,28 +78,3 @@ def template(
         }
         spec["initContainers"] = [wait, *spec.get("initContainers", [])]
     return result
-
-
-def job_policy(kept: Kept, container: str) -> dict[str, Any]:
-    """The Job's restart rules for a kept template: retries, and with `ExitCode` a failure of
-    the program itself (exit 1-127) failing the Job at once. A pod disrupted by a drain or a
-    preemption is replaced without counting (only possible when pods are not restarted in
-    place: a pod failure policy needs restartPolicy Never)."""
-    policy: dict[str, Any] = {"backoffLimit": kept.backoff_limit}
-    if kept.restart_policy == "OnFailure":
-        return policy
-    rules: list[dict[str, Any]] = [
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
-    ]
-    if kept.restart_policy == "ExitCode":
-        rules.append(
-            {
-                "action": "FailJob",
-                "onExitCodes": {
-                    "containerName": container,
-                    "operator": "In",
-                    "values": PERMANENT_EXIT_CODES,
-                },
-            }
-        )
-    return {**policy, "podFailurePolicy": {"rules": rules}}

@@ -9,6 +9,7 @@ from typing import Any
 from pulumi_kubernetes.batch.v1 import (
     JobSpecArgs,
     PodFailurePolicyArgs,
+    PodFailurePolicyOnExitCodesRequirementArgs,
     PodFailurePolicyOnPodConditionsPatternArgs,
     PodFailurePolicyRuleArgs,
 )
@@ -139,39 +140,21 @@ def await_timeout(ctx: Context, group: Group) -> int | None:
 def job(ctx: Context, group: Group) -> dict:
     spec, queue, gang = ctx.spec, ctx.settings.kueue_queue, ctx.gang_metadata()
     annotations = {**gang.get("annotations", {}), **networks(ctx, group)}
-    restarts: dict = dict(
-        backoff_limit=spec.restart_policy.backoff_limit,
-        # A pod evicted by a node drain or preempted is replaced without counting as a
-        # failure (`backoffLimit` counts the program's failures), as JobSet users expect.
-        pod_failure_policy=PodFailurePolicyArgs(
-            rules=[
-                PodFailurePolicyRuleArgs(
-                    action="Ignore",
-                    on_pod_conditions=[
-                        PodFailurePolicyOnPodConditionsPatternArgs(
-                            type="DisruptionTarget", status="True"
-                        )
-                    ],
-                )
-            ]
-        ),
-    )
-    if (held := ctx.kept(group)) is not None:  # a custom resource's template, kept
-        policy = kept.job_policy(held, held.container)
-        restarts = dict(
-            backoff_limit=policy["backoffLimit"], pod_failure_policy=policy.get("podFailurePolicy")
-        )
-        volumes = [projected_volume(ctx.names, mount) for mount in group.mounts]
-        env = operator_env(ctx, group)
-        template: Any = kept.template(ctx, group, held, env, annotations, volumes)
-    else:
-        template = PodTemplateSpecArgs(
+    held = ctx.kept(group)  # a custom resource's template, kept
+    if held is None:
+        restarts = job_restarts("Never", spec.restart_policy.backoff_limit, None)
+        template: Any = PodTemplateSpecArgs(
             metadata=ObjectMetaArgs(
                 labels={**ctx.labels(group.role), **gang.get("labels", {})},
                 annotations=annotations or None,
             ),
             spec=pod_spec(ctx, group),
         )
+    else:
+        restarts = job_restarts(held.restart_policy, held.backoff_limit, held.container)
+        volumes = [projected_volume(ctx.names, mount) for mount in group.mounts]
+        env = operator_env(ctx, group)
+        template = kept.template(ctx, group, held, env, annotations, volumes)
     origin = spec.origin
     return dict(
         metadata=ctx.metadata(
@@ -194,6 +177,39 @@ def job(ctx: Context, group: Group) -> dict:
             template=template,
         ),
     )
+
+
+# Exit codes the Training Operator counts as permanent under `restartPolicy: ExitCode`
+# (1-127: the program's own failure); 128 and above (killed by a signal) are retried.
+PERMANENT_EXIT_CODES = list(range(1, 128))
+
+
+def job_restarts(restart_policy: str, backoff_limit: int, container: str | None) -> dict:
+    """A Job's retries (`backoffLimit`) and pod failure policy. A pod evicted by a node drain
+    or preempted is replaced without counting as a failure (`backoffLimit` counts the
+    program's failures), as JobSet users expect; with `ExitCode` the program's own failure
+    (exit 1-127 of `container`) fails the Job at once. Pods restarted in place (`OnFailure`)
+    can have no pod failure policy."""
+    if restart_policy == "OnFailure":
+        return dict(backoff_limit=backoff_limit)
+    rules = [
+        PodFailurePolicyRuleArgs(
+            action="Ignore",
+            on_pod_conditions=[
+                PodFailurePolicyOnPodConditionsPatternArgs(type="DisruptionTarget", status="True")
+            ],
+        )
+    ]
+    if restart_policy == "ExitCode":
+        rules.append(
+            PodFailurePolicyRuleArgs(
+                action="FailJob",
+                on_exit_codes=PodFailurePolicyOnExitCodesRequirementArgs(
+                    container_name=container, operator="In", values=PERMANENT_EXIT_CODES
+                ),
+            )
+        )
+    return dict(backoff_limit=backoff_limit, pod_failure_policy=PodFailurePolicyArgs(rules=rules))
 
 
 def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
@@ -222,22 +238,11 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     rdma = ("IPC_LOCK",) if resources.rdma else ()  # RDMA pins (locks) its buffers' memory
     security = container_security(ctx.spec, (*group.capabilities, *rdma))
     ready = group.ready_port
-    followed = group.role == ctx.plan.entry_point and any(g.follows for g in ctx.plan.groups)
-    ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed else [])]
+    ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if ctx.followed(group) else [])]
     main = ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,
-        command=shell.main_command(
-            group.program or ctx.spec.command,
-            group.env,
-            group.follows,
-            group.sees_entry_first,
-            linger=followed and any(g.follows and not g.sees_entry_first for g in ctx.plan.groups),
-            lifeline=followed,
-            restarts=spec_restarts(ctx.spec),
-            waits=group.waits,
-            deadline_seconds=ctx.settings.peer_wait_seconds,
-        ),
+        command=ctx.command(group, group.program or ctx.spec.command, spec_restarts(ctx.spec)),
         env=env(ctx, group),
         ports=[ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in ports]
         or None,
