@@ -10,32 +10,19 @@ for an AIchor manifest. Fields aichor-iac cannot honour are refused with their p
 
 from __future__ import annotations
 
-import functools
-import math
 import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from . import templates
 from .experiment import Kept, Origin
-from .limits import DNS_1035, INT32, MAX_INDEXED, Image
-from .manifest import (
-    Accelerators,
-    Gpu,
-    Manifest,
-    ManifestError,
-    Model,
-    Problem,
-    Resources,
-    Spec,
-    _line_for,
-    _problem,
-)
+from .limits import DNS_1035, INT32, MAX_INDEXED
+from .manifest import Manifest, ManifestError, Model, Problem, Spec
 
 GROUP = "kubeflow.org"
 UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
-IMAGE = TypeAdapter(Image)
 
 
 @dataclass(frozen=True)
@@ -241,11 +228,7 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
     ManifestError naming every problem with its path and line."""
 
     def fail(problems: list[Problem]) -> ManifestError:
-        located = [
-            Problem(p.path, p.message, p.line or _line_for(tuple(p.path.split(".")), lines))
-            for p in problems
-        ]
-        return ManifestError(source, sorted(located, key=lambda p: p.line or 0))
+        return templates.error(source, problems, lines)
 
     api_version, kind_name = data.get("apiVersion"), data.get("kind")
     kind_name = kind_name if isinstance(kind_name, str) else repr(kind_name)
@@ -264,12 +247,12 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
     try:
         resource = Resource.model_validate(data)
     except ValidationError as error:
-        raise fail([_located(e, Resource, ()) for e in error.errors()]) from None
+        raise fail([templates.located(e, Resource, ()) for e in error.errors()]) from None
     try:
         spec = SPEC_MODELS[kind_name].model_validate(resource.spec)
     except ValidationError as error:
         root = SPEC_MODELS[kind_name]
-        raise fail([_located(e, root, ("spec",)) for e in error.errors()]) from None
+        raise fail([templates.located(e, root, ("spec",)) for e in error.errors()]) from None
     problems: list[Problem] = []
     replica_specs = _replica_specs(kind, getattr(spec, _field(kind.specs)), problems)
     problems += _run_policy_problems(spec.run_policy)
@@ -304,13 +287,6 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
     manifest.spec._origin = origin
     manifest._source, manifest._lines = source, lines
     return manifest
-
-
-def _located(error: Any, root: type[BaseModel], prefix: tuple[str, ...]) -> Problem:
-    """A pydantic error of the model `root`, found at `prefix` of the resource."""
-    problem = _problem(error, {}, root=root)
-    path = ".".join((*prefix, problem.path)) if problem.path else ".".join(prefix)
-    return Problem(path, problem.message)
 
 
 def _field(alias: str) -> str:
@@ -369,7 +345,7 @@ def _replica_specs(kind: Kind, given: dict[str, Any], problems: list[Problem]) -
             found[name] = ReplicaSpec.model_validate(value)
         except ValidationError as error:
             prefix = ("spec", kind.specs, str(key))
-            problems += [_located(e, ReplicaSpec, prefix) for e in error.errors()]
+            problems += [templates.located(e, ReplicaSpec, prefix) for e in error.errors()]
     for name, replica in found.items():
         if name in kind.single and replica.replicas != 1:
             problems.append(Problem(f"{where}.{name}.replicas", f"must be 1 (one {name})"))
@@ -412,43 +388,10 @@ def _kept(
     """A replica type's template with the operator's defaults (its port on its container)."""
     where = f"spec.{kind.specs}.{type_name}"
     template = replica.template
-    unknown = sorted(set(template) - {"metadata", "spec"})
-    for key in unknown:
-        problems.append(
-            Problem(
-                f"{where}.template.{key}",
-                "is not a field of a pod template (metadata and spec), and would be dropped: "
-                "remove it",
-            )
-        )
-    if unknown or (invalid := _schema_problems(template, f"{where}.template")):
-        problems += [] if unknown else invalid
+    if invalid := templates.template_problems(template, f"{where}.template"):
+        problems += invalid
         return None
-    pod = template.get("spec")
-    containers = pod.get("containers") if isinstance(pod, dict) else None
-    if not isinstance(containers, list) or not containers:
-        problems.append(Problem(f"{where}.template.spec.containers", "give at least one container"))
-        return None
-    if not all(isinstance(c, dict) and c.get("name") and c.get("image") for c in containers):
-        problems.append(
-            Problem(f"{where}.template.spec.containers", "each container needs a name and image")
-        )
-        return None
-    for i, c in enumerate(containers):  # the image rules a manifest's image is held to
-        try:
-            IMAGE.validate_python(c["image"])
-        except ValidationError as error:
-            reason = error.errors()[0]["msg"].removeprefix("Value error, ")
-            problems.append(Problem(f"{where}.template.spec.containers.{i}.image", reason))
-    for field in ("hostname", "subdomain"):
-        if field in pod:
-            problems.append(
-                Problem(
-                    f"{where}.template.spec.{field}",
-                    "is set by aichor-iac (each replica's stable host name in the experiment's "
-                    "Service): remove it",
-                )
-            )
+    containers = template["spec"]["containers"]
     restart = replica.restart_policy or dict(kind.restarts).get(type_name, kind.restart)
     if restart == "Always":
         problems.append(
@@ -475,41 +418,6 @@ def _kept(
     else:  # no limit: the operator restarts replicas that may restart for ever
         backoff = 0 if restart == "Never" else UNLIMITED
     return Kept(where, template, container, restart, backoff)
-
-
-def _schema_problems(template: dict[str, Any], where: str) -> list[Problem]:
-    """Every way a pod template breaks Kubernetes' OpenAPI schema (strict: unknown fields
-    too). Everything built from the template relies on its shape."""
-    pod_template = {
-        "apiVersion": "v1",
-        "kind": "PodTemplate",
-        "metadata": {"name": "template"},
-        "template": template,
-    }
-    problems = []
-    for error in sorted(_pod_template_schema().iter_errors(pod_template), key=str):
-        path = ".".join(str(part) for part in list(error.absolute_path)[1:])
-        reason = error.message.split("\n")[0]
-        problems.append(
-            Problem(".".join(filter(None, (where, path))), f"not a valid pod template: {reason}")
-        )
-    return problems
-
-
-@functools.cache
-def _pod_template_schema() -> Any:
-    """The strict PodTemplate schema of the newest Kubernetes kubernetes-validate ships, as
-    one validator built once (its `validate()` reads the schema files at every call)."""
-    from jsonschema import Draft202012Validator
-    from kubernetes_validate.utils import latest_version, schema_contents
-    from referencing import Registry, Resource
-
-    version = latest_version()
-    base = f"kubernetes-json-schema/v{version}-local-strict"
-    schema = schema_contents(f"{base}/podtemplate-v1.json", version)
-    definitions = schema_contents(f"{base}/_definitions.json", version)
-    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
-    return Draft202012Validator(schema, registry=registry)
 
 
 def _defaulted(template: dict[str, Any], container: str, kind: Kind) -> dict[str, Any]:
@@ -545,48 +453,8 @@ def _manifest(
         active_deadline_seconds=run.active_deadline_seconds,
     )
     types = {
-        t: spec.types.get(t).model_copy(update={"resources": _resources(kept[t])}) for t in specs
+        t: spec.types.get(t).model_copy(update={"resources": templates.resources(kept[t].main)})
+        for t in specs
     }
     spec = spec.model_copy(update={"types": spec.types.model_copy(update=types)})
     return Manifest(name=name, spec=spec)
-
-
-def _resources(kept: Kept) -> Resources:
-    """What the operator container asks for, for the experiment's totals (requests, else
-    limits, as Kubernetes defaults requests; nothing asked is 0)."""
-    resources = kept.main.get("resources") or {}
-    asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    gpus = int(quantity((resources.get("limits") or {}).get("nvidia.com/gpu", 0)))
-    return Resources.model_construct(
-        cpus=quantity(asked.get("cpu", 0)),
-        memory=quantity(asked.get("memory", 0)) / 2**30,
-        ram_ratio=None,
-        cpu_limit_ratio=1,
-        shm_size_gb=0,
-        # (a count, for the totals; the API server's rules check the limit itself)
-        accelerators=Accelerators(gpu=Gpu.model_construct(count=gpus, type="gpu", product=None))
-        if gpus
-        else Accelerators(),
-        rdma=None,
-        extra_selectors={},
-        extra_tolerations=[],
-    )
-
-
-SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
-BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
-def quantity(value: Any) -> float:
-    """A Kubernetes quantity (`500m`, `4Gi`, `1e3`) as a number; 0 if it is not one (the
-    API server's own check of the rendered objects names it)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return 0.0
-    text = str(value)
-    try:
-        for suffix, factor in (*BINARY.items(), *SUFFIXES.items()):
-            if text.endswith(suffix):
-                return float(text[: -len(suffix)]) * factor
-        return float(text)
-    except ValueError:
-        return 0.0
