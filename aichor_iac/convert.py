@@ -18,8 +18,8 @@ from typing import Any
 from .experiment import Kept, Origin
 from .frameworks import PLANNERS, Names
 from .kubeflow import UNLIMITED
+from .limits import quantity
 from .manifest import Manifest, Problem, Spec
-from .templates import quantity
 
 # What of a pod template and of its operator's container a manifest carries over.
 POD_KEYS = {"containers", "nodeSelector", "tolerations", "restartPolicy"}

@@ -60,6 +60,8 @@ class Origin:
     ttl_seconds_after_finished: int | None = None
     suspend: bool = False
     options: dict[str, Any] = field(default_factory=dict)  # the framework's CR options
+    # ConfigMaps given beside the resource (Kubernetes JSON), created before its pods
+    companions: tuple[dict[str, Any], ...] = ()
 
     def port(self, type_name: str, name: str) -> int:
         """The number of the port `name` on a replica type's operator container (the operator's

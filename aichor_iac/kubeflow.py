@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from . import templates
 from .experiment import Kept, Origin
@@ -149,13 +149,6 @@ class ReplicaSpec(Model):
     template: dict[str, Any]
 
 
-class Metadata(BaseModel):
-    """The CR's metadata: its name names the experiment; the rest is not used (the stack
-    places the experiment in its namespace, the objects carry aichor-iac's labels)."""
-
-    name: str = Field(min_length=1)
-
-
 class JobSpec(Model):
     """What every kind's spec has beside its replica specs (which are read per type)."""
 
@@ -218,12 +211,14 @@ UNSUPPORTED = {
 class Resource(Model):
     api_version: str
     kind: str
-    metadata: Metadata
+    metadata: templates.Metadata
     spec: dict[str, Any]
     status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
-def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
+def validate(
+    data: dict[str, Any], source: str, lines: dict, companions: list[dict[str, Any]]
+) -> Manifest:
     """The custom resource as a manifest whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""
 
@@ -265,6 +260,8 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
                 "letters, digits and '-', starting with a letter, at most 63 characters",
             )
         )
+    config_maps, invalid = templates.companions(companions)
+    problems += invalid
     kept = {}
     for type_name, replica in replica_specs.items():
         one = _kept(kind, type_name, replica, spec.run_policy, problems)
@@ -282,6 +279,7 @@ def validate(data: dict[str, Any], source: str, lines: dict) -> Manifest:
         ttl_seconds_after_finished=spec.run_policy.ttl_seconds_after_finished,
         suspend=spec.run_policy.suspend,
         options=options,
+        companions=config_maps,
     )
     manifest = _manifest(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
     manifest.spec._origin = origin

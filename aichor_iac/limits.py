@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -408,3 +409,22 @@ def _children(node: Any, where: str) -> Iterator[tuple[str, Any]]:
 
 def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
+
+
+SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes quantity (`500m`, `4Gi`, `1e3`) as a number; 0 if it is not one (the
+    API server's own check of the rendered objects names it)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0.0
+    text = str(value)
+    try:
+        for suffix, factor in (*BINARY.items(), *SUFFIXES.items()):
+            if text.endswith(suffix):
+                return float(text[: -len(suffix)]) * factor
+        return float(text)
+    except ValueError:
+        return 0.0

@@ -642,13 +642,15 @@ def _bounded(size: int, source: str) -> None:
 
 
 def parse(text: str, source: str = "<manifest>") -> Manifest:
+    """The experiment a YAML text describes: one document, or a custom resource with the
+    ConfigMaps its pods mount beside it (KubeRay's samples ship their code so)."""
     _bounded(len(text.encode("utf-8", "surrogatepass")), source)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        problems = _shape_problems(node)  # before anything expands the document's aliases
+        nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
+        problems = [p for n in nodes for p in _shape_problems(n)]  # before aliases expand
         if problems:
             raise ManifestError(source, problems)
-        data = yaml.safe_load(text)
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         reason = getattr(error, "problem", None) or str(error)
@@ -657,19 +659,62 @@ def parse(text: str, source: str = "<manifest>") -> Manifest:
         raise ManifestError(source, [Problem("", f"invalid YAML: {reason}", line)]) from None
     except RecursionError:  # PyYAML's composer recurses once per level
         raise ManifestError(source, [Problem("", f"nested more than {MAX_DEPTH} levels")]) from None
-    if not isinstance(data, dict):
+    if not documents or not all(isinstance(d, dict) for d in documents):
         raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
-    return validate(data, source, _key_lines(node))
+    lines = [n.start_mark.line + 1 for n in nodes]
+    custom = [
+        i for i, d in enumerate(documents) if str(d.get("apiVersion", "")).startswith(CR_GROUPS)
+    ]
+    index = custom[0] if custom else 0
+    others = [i for i, d in enumerate(documents) if i != index and not _companion(d)]
+    if len(documents) > 1 and (others or not custom):
+        problems = [Problem("", _beside(documents[i]), lines[i]) for i in others]
+        reason = (
+            "holds several YAML documents: give one AIchor manifest, or one custom resource "
+            "(kubeflow.org, ray.io) with the v1 ConfigMaps its pods mount"
+        )
+        raise ManifestError(source, problems if custom else [Problem("", reason, lines[1])])
+    companions = [d for i, d in enumerate(documents) if i != index]
+    return validate(documents[index], source, _key_lines(nodes[index]), companions)
+
+
+def _beside(document: dict[str, Any]) -> str:
+    """Why a document beside the experiment's is refused."""
+    kind = document.get("kind")
+    what = f"a {kind}" if isinstance(kind, str) else "a document"
+    secret = "; its data would be printed by `render`" if kind == "Secret" else ""
+    return one_line(
+        f"{what} beside the experiment: aichor-iac creates only the v1 ConfigMaps a custom "
+        "resource's pods mount; create it beside the stack (kubectl apply, or a resource of "
+        f"the Pulumi program) and remove it from this file{secret}"
+    )
+
+
+CR_GROUPS = ("kubeflow.org/", "ray.io/")  # custom resources a manifest file may hold
+
+
+def _companion(document: dict[str, Any]) -> bool:
+    """A document that only stands beside a custom resource: a ConfigMap its pods mount."""
+    return document.get("apiVersion") == "v1" and document.get("kind") == "ConfigMap"
 
 
 def validate(
-    data: dict[str, Any], source: str = "<manifest>", lines: dict | None = None
+    data: dict[str, Any],
+    source: str = "<manifest>",
+    lines: dict | None = None,
+    companions: list[dict[str, Any]] | None = None,
 ) -> Manifest:
+    """The experiment `data` describes, by its front door: an AIchor manifest, or a Kubeflow
+    or KubeRay custom resource (with `companions`, the ConfigMaps beside it)."""
     lines = lines or {}
-    if str(data.get("apiVersion", "")).startswith("kubeflow.org/"):
-        from . import kubeflow  # the Kubeflow front door builds on this module's models
-
-        return kubeflow.validate(data, source, lines)
+    api_version = str(data.get("apiVersion", ""))
+    if api_version.startswith(CR_GROUPS):
+        # The custom resources' front doors build on this module's models.
+        if api_version.startswith("ray.io/"):
+            from . import kuberay as door
+        else:
+            from . import kubeflow as door
+        return door.validate(data, source, lines, companions or [])
     spec = data.get("spec")
     operator = spec.get("operator") if isinstance(spec, dict) else None
     if isinstance(operator, str) and operator in OTHER_PLATFORMS:

@@ -7,15 +7,21 @@ What both front doors share; each applies its own operator's defaulting on top.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from .limits import Image
+from .limits import DNS_SUBDOMAIN, Image, quantity
 from .manifest import Accelerators, Gpu, ManifestError, Problem, Resources, _line_for, _problem
 
 IMAGE = TypeAdapter(Image)
+
+
+class Metadata(BaseModel):
+    """A custom resource's metadata: its name names the experiment; the rest is not used (the stack
+    places the experiment in its namespace, the objects carry aichor-iac's labels)."""
+
+    name: str = Field(min_length=1)
 
 
 def error(source: str, problems: list[Problem], lines: dict) -> ManifestError:
@@ -85,7 +91,7 @@ def schema_problems(template: dict[str, Any], where: str) -> list[Problem]:
         "template": template,
     }
     problems = []
-    for error in sorted(pod_template_schema().iter_errors(pod_template), key=str):
+    for error in sorted(_validator("podtemplate-v1").iter_errors(pod_template), key=str):
         path = ".".join(str(part) for part in list(error.absolute_path)[1:])
         reason = error.message.split("\n")[0]
         problems.append(
@@ -94,17 +100,50 @@ def schema_problems(template: dict[str, Any], where: str) -> list[Problem]:
     return problems
 
 
+def companions(documents: list[dict[str, Any]]) -> tuple[tuple[dict[str, Any], ...], list[Problem]]:
+    """The ConfigMaps beside a custom resource, as the stack creates them in its namespace
+    (name, labels, annotations, data kept; a namespace of their own is not used), and what
+    breaks the strict schema or the API server's rules."""
+    kept, problems = [], []
+    for document in documents:
+        metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+        where = f"ConfigMap {metadata.get('name', '(no name)')}"
+        errors = sorted(_validator("configmap-v1").iter_errors(document), key=str)
+        found = [
+            Problem(
+                ".".join([where, *map(str, e.absolute_path)]),
+                f"not a valid ConfigMap: {e.message.splitlines()[0]}",
+            )
+            for e in errors
+        ]
+        name = str(metadata.get("name", ""))
+        if not found and not (DNS_SUBDOMAIN.match(name) and len(name) <= 253):
+            found.append(Problem(f"{where}.metadata.name", "give a DNS-1123 subdomain name"))
+        problems += found
+        if not found:
+            meta = {k: v for k, v in metadata.items() if k in ("name", "labels", "annotations")}
+            kept.append({**document, "metadata": meta})
+    names = [c["metadata"]["name"] for c in kept]
+    problems += [
+        Problem(f"ConfigMap {n}", "is given twice; keep one")
+        for n in sorted(set(names))
+        if names.count(n) > 1
+    ]
+    return tuple(kept), problems
+
+
 @functools.cache
-def pod_template_schema() -> Any:
-    """The strict PodTemplate schema of the newest Kubernetes kubernetes-validate ships, as
-    one validator built once (its `validate()` reads the schema files at every call)."""
+def _validator(name: str) -> Any:
+    """The strict schema of an object kind (`podtemplate-v1`) of the newest Kubernetes
+    kubernetes-validate ships, as one validator built once (its `validate()` reads the schema
+    files at every call)."""
     from jsonschema import Draft202012Validator
     from kubernetes_validate.utils import latest_version, schema_contents
     from referencing import Registry, Resource
 
     version = latest_version()
     base = f"kubernetes-json-schema/v{version}-local-strict"
-    schema = schema_contents(f"{base}/podtemplate-v1.json", version)
+    schema = schema_contents(f"{base}/{name}.json", version)
     definitions = schema_contents(f"{base}/_definitions.json", version)
     registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
     return Draft202012Validator(schema, registry=registry)
@@ -130,22 +169,3 @@ def resources(container: dict[str, Any]) -> Resources:
         extra_selectors={},
         extra_tolerations=[],
     )
-
-
-SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
-BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
-def quantity(value: Any) -> float:
-    """A Kubernetes quantity (`500m`, `4Gi`, `1e3`) as a number; 0 if it is not one (the
-    API server's own check of the rendered objects names it)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return 0.0
-    text = str(value)
-    try:
-        for suffix, factor in (*BINARY.items(), *SUFFIXES.items()):
-            if text.endswith(suffix):
-                return float(text[: -len(suffix)]) * factor
-        return float(text)
-    except ValueError:
-        return 0.0

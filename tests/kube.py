@@ -242,6 +242,9 @@ class LocalCluster:
             ip("link", "set", outside, "master", "br0", "up", ns=switch)
             ip("addr", "add", f"{self.ips[pod]}/24", "dev", "eth0", ns=ns)
             ip("link", "set", "eth0", "up", ns=ns)
+            # A pod's default route, as every pod network gives one: programs that find their
+            # own address by the route out (Ray's node IP) find eth0's.
+            ip("route", "add", "default", "dev", "eth0", ns=ns)
             # `ip netns exec` mounts /etc/netns/<ns>/* over /etc: one hosts file (hard links)
             etc = self.etc / ns
             etc.mkdir(parents=True, exist_ok=True)
@@ -454,8 +457,8 @@ class LocalCluster:
                 self.made.append(directory)
 
     def _volume(self, pod: str, spec: dict[str, Any], name: str) -> Path | None:
-        """Where a volume's files are: a projected volume's, written once per pod with their
-        mode; a pod's own emptyDir; a claim's shared directory. None: not emulated
+        """Where a volume's files are: a projected (or ConfigMap) volume's, written once per
+        pod with their mode; a pod's own emptyDir; a claim's shared directory. None: not emulated
         (a memory-backed /dev/shm)."""
         volume = _volume(spec, name)
         if "persistentVolumeClaim" in volume:
@@ -470,6 +473,11 @@ class LocalCluster:
         with self.lock:
             if path.exists():
                 return path
+            if "configMap" in volume:  # a ConfigMap's keys (or the items named) as files
+                ref = volume["configMap"]
+                data = self.config[ref["name"]]
+                items = ref.get("items") or [{"key": k, "path": k} for k in data]
+                volume = {"projected": {"sources": [{"configMap": {**ref, "items": items}}]}}
             projected = volume["projected"]
             for source in projected["sources"]:
                 kind, ref = next(iter(source.items()))

@@ -6,6 +6,7 @@ framework module is a small pure function from the manifest spec to a `Plan`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -69,6 +70,7 @@ class Env:
     secret_key: str | None = None
     first: str | None = None
     only_first: bool = False
+    secret_name: str | None = None  # another Secret than the experiment's (the user's)
 
     @classmethod
     def index(cls, name: str, offset: int = 0) -> Env:
@@ -84,8 +86,8 @@ class Env:
         return cls(name, field_path=path, only_first=only_first)
 
     @classmethod
-    def secret(cls, name: str, key: str) -> Env:
-        return cls(name, secret_key=key)
+    def secret(cls, name: str, key: str, secret: str | None = None) -> Env:
+        return cls(name, secret_key=key, secret_name=secret)
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ class Group:
     completions: int | None = None  # pods of the Job (default: the type's count)
     parallelism: int | None = None  # pods running at once (default: all)
     colocate: str | None = None  # a topology key the Job's pods must share (a TPU slice's)
+    labels: tuple[tuple[str, str], ...] = ()  # the operator's labels on a kept template's pods
 
     @property
     def count(self) -> int:
@@ -212,6 +215,8 @@ class Plan:
     completes: tuple[str, ...] = ()
     # Pods that run and end on their own (jobset, batchjob): "all running" is no stable state
     independent: bool = False
+    # A cluster that runs until destroyed (a RayCluster): nothing completes
+    endless: bool = False
 
     def __post_init__(self) -> None:
         earlier: set[str] = set()
@@ -219,7 +224,7 @@ class Plan:
             if not set(group.after) <= earlier:
                 raise ValueError(f"{self.framework}: {group.role} is after a later group")
             earlier.add(group.role)
-        if not self.completes:
+        if not self.completes and not self.endless:
             object.__setattr__(self, "completes", (self.entry_point,))
 
     @property
@@ -382,3 +387,27 @@ def master_env(coordinator: Endpoint, slots: list[Slot], slot: Slot) -> tuple[En
         Env("WORLD_SIZE", str(world_size(slots))),
         Env.index("RANK", slot.offset),
     )
+
+
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def expanded(text: str) -> str:
+    """Shell text from a container's command, as the shell sees it once Kubernetes has
+    expanded it: `$(VAR)` is the variable's value if the container has it (the shell's
+    `${VAR-$(VAR)}`, which otherwise runs `$(VAR)` as the shell would have), `$$` one `$`.
+    Values are substituted by the shell, never re-read as shell text."""
+    out, i = [], 0
+    while i < len(text):
+        rest = text[i + 1 :]
+        if text[i] == "$" and rest.startswith("$"):
+            out.append("$")
+            i += 2
+        elif text[i] == "$" and rest.startswith("(") and ")" in rest:
+            name = rest[1 : rest.index(")")]
+            out.append(f"${{{name}-$({name})}}" if SHELL_NAME.match(name) else f"$({name})")
+            i += len(name) + 3
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
+from ..experiment import Kept
+from ..limits import quantity
 from ..manifest import RayGroup, ReplicaType, Spec, ray_flag, ray_version
-from .base import Endpoint, Env, Group, Names, Plan, slot_group, slots_of, tpu_env
+from .base import Endpoint, Env, Group, Names, Plan, expanded, slot_group, slots_of, tpu_env
 
 GCS, DASHBOARD, CLIENT = 6379, 8265, 10001
 PORTS = (("gcs", GCS), ("dashboard", DASHBOARD), ("client", CLIENT))
@@ -63,12 +67,13 @@ ray.shutdown()
 
 # The kuberay submitter: submit once (a retried pod follows the job it submitted before),
 # follow the logs, exit with the Ray job's outcome (`ray job logs --follow` alone exits 0).
-# argv: dashboard URL, submission id, entrypoint, deadline in seconds.
+# argv: dashboard URL, submission id, entrypoint, deadline in seconds, and the submission's
+# options as JSON (`submit_job`'s runtime_env, metadata, entrypoint_num_cpus, ...).
 SUBMIT = """\
-import subprocess, sys, time
+import json, subprocess, sys, time
 from ray.job_submission import JobStatus, JobSubmissionClient
 url, job, entrypoint = sys.argv[1:4]
-deadline = time.time() + int(sys.argv[4])
+deadline, options = time.time() + int(sys.argv[4]), json.loads(sys.argv[5])
 while True:
     try:
         client = JobSubmissionClient(url)
@@ -81,7 +86,7 @@ while True:
 try:
     print(f"aichor: Ray job {job} was submitted before: {client.get_job_status(job)}", flush=True)
 except Exception:
-    client.submit_job(entrypoint=entrypoint, submission_id=job)
+    client.submit_job(entrypoint=entrypoint, submission_id=job, **options)
     print(f"aichor: submitted Ray job {job}", flush=True)
 subprocess.call(["ray", "job", "logs", "--address", url, "--follow", job])
 done = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
@@ -93,6 +98,8 @@ sys.exit(0 if status == JobStatus.SUCCEEDED else 1)
 
 
 def plan(spec: Spec, names: Names) -> Plan:
+    if spec.origin is not None:
+        return kuberay_plan(spec, names)
     head_spec = spec.types.get("Head")
     assert head_spec is not None  # the manifest rules require it
     legacy = (ray_version(spec) or (2, 0)) < (2, 0)
@@ -158,10 +165,7 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
     else:
         # The user's command as one argument: `;`, `||` or a newline in it cannot run anything
         # before (or instead of) the wait.
-        command = f"/bin/sh -c {shlex.quote(spec.command)}"
-        entrypoint = f"{wait_for_nodes(expected, EVERY_NODE, spec)} && {command}"
-        args = (SUBMIT, dashboard_url, names.experiment, entrypoint, str(_deadline(spec)))
-        program = "python3 -c " + " ".join(map(shlex.quote, args))
+        program = submit(dashboard_url, names.experiment, spec.command, expected, spec, {})
         # What KubeRay's submitter Job sees (`ray job submit --address=http://$RAY_DASHBOARD_
         # ADDRESS --submission-id=$RAY_JOB_SUBMISSION_ID`).
         submitter_env = (
@@ -196,6 +200,20 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
     )
 
 
+def submit(
+    url: str, job: str, command: str, expected: int, spec: Spec, options: dict[str, Any]
+) -> str:
+    """The submitter's program: submit `command` as Ray job `job` once every node of the
+    cluster has joined (the user's command as one argument: `;`, `||` or a newline in it
+    cannot run anything before, or instead of, the wait), follow it, exit with its outcome."""
+    entrypoint = (
+        f"{wait_for_nodes(expected, EVERY_NODE, spec)} && /bin/sh -c {shlex.quote(command)}"
+    )
+    options_json = json.dumps(options, sort_keys=True, separators=(",", ":"))
+    args = (SUBMIT, url, job, entrypoint, str(_deadline(spec)), options_json)
+    return "python3 -c " + " ".join(map(shlex.quote, args))
+
+
 def cluster_env(address: str, legacy: bool) -> tuple[Env, ...]:
     """DESIGN §5's Ray row, on every container; the secret by reference only. `RAY_ADDRESS`
     is the head's Service on the head too: KubeRay gives the head `127.0.0.1:6379`, but our
@@ -215,27 +233,38 @@ HEAD_GROUP = "headgroup"  # KubeRay's `ray.io/group` label value of the head
 
 
 def kuberay_env(
-    names: Names, group: str, ray_start: str, head_service: str | None
+    names: Names,
+    group: str,
+    ray_start: str,
+    head_service: str | None,
+    port: int = GCS,
+    address: str | None = None,
+    user: frozenset[str] = frozenset(),
 ) -> tuple[Env, ...]:
     """What KubeRay gives a Ray node's container (ray-operator `setContainerEnvVars`, in
-    controllers/ray/common/pod.go): the cluster's name and namespace, the pod's name, its
-    group (`headgroup` for the head), the generated `ray start` command, the GCS port, and for
-    a worker the head's Service (`FQ_RAY_IP`, and `RAY_IP` its first label); the head's
-    `RAY_ADDRESS` stays the head's Service (see `cluster_env`). Left out: KubeRay's own
-    usage-stats tags (`RAY_USAGE_STATS_*`), which would report this cluster as KubeRay's."""
-    env = [
+    controllers/ray/common/pod.go), in its order: for a worker the head's Service (`FQ_RAY_IP`,
+    and `RAY_IP` its first label); the cluster's name and namespace, the pod's name, its group
+    (`headgroup` for the head), the generated `ray start` command; then, unless the container
+    sets them (`user`), the GCS port, `address` as RAY_ADDRESS, the dashboard's disk usage.
+    Left out: KubeRay's own usage-stats tags (`RAY_USAGE_STATS_*`), which would report this
+    cluster as KubeRay's."""
+    env = []
+    if head_service is not None:
+        head = names.service_host(head_service)
+        env += [Env("FQ_RAY_IP", head), Env("RAY_IP", head_service)]
+    env += [
         Env("RAY_CLUSTER_NAME", names.experiment),
         Env.field("RAY_CLUSTER_NAMESPACE", "metadata.namespace"),
         Env.field("RAY_CLOUD_INSTANCE_ID", "metadata.name"),
         Env("RAY_NODE_TYPE_NAME", group),
         Env.literal("KUBERAY_GEN_RAY_START_CMD", ray_start),
-        Env("RAY_PORT", str(GCS)),
+    ]
+    unless_set = [
+        Env("RAY_PORT", str(port)),
+        *([Env("RAY_ADDRESS", address)] if address else []),
         Env("RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1"),
     ]
-    if head_service is not None:
-        head = names.service_host(head_service)
-        env += [Env("FQ_RAY_IP", head), Env("RAY_IP", head_service)]
-    return tuple(env)
+    return (*env, *(e for e in unless_set if e.name not in user))
 
 
 def start(
@@ -329,3 +358,219 @@ def _deadline(spec: Spec) -> int:
 def _cpus(group: ReplicaType) -> int:
     """Whole CPUs for Ray, rounded up as KubeRay does."""
     return max(1, math.ceil(group.resources.cpus))
+
+
+# --- a KubeRay custom resource (RayJob, RayCluster): what KubeRay gives its pods -------------
+
+ULIMIT = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}"  # before KubeRay's `ray start`
+OVERWRITE = "ray.io/overwrite-container-cmd"  # the template annotation keeping the command
+METRICS_PORT, AGENT_PORT = 8080, 52365
+# `ray start` options that take "true"/"false" as a value; every other "true" is a switch and
+# every other "false" is left out (KubeRay's `convertParamMap`).
+BOOLEAN_VALUES = ("log-color", "include-dashboard", "include-log-monitor")
+ACCELERATORS = {"aws.amazon.com/neuroncore": "neuron_cores", "google.com/tpu": "TPU"}
+
+
+def kuberay_plan(spec: Spec, names: Names) -> Plan:
+    """A RayJob or RayCluster as KubeRay runs it (v1.7.0, `controllers/ray/common/pod.go`,
+    `job.go`): each group's kept template runs KubeRay's generated `ray start` (after the
+    container's own command, unless that starts Ray itself) with KubeRay's env; a RayJob's
+    submitter submits the entrypoint once every node has joined, and with
+    `shutdownAfterJobFinishes` the cluster stops when the job ends. A RayCluster runs until
+    `pulumi destroy`."""
+    origin = spec.origin
+    assert origin is not None
+    options, kept = origin.options, origin.kept
+    params = {group: {k: _param(v) for k, v in p.items()} for group, p in options["params"].items()}
+    head_params = params["Head"]
+    port = int(head_params.get("port", GCS))
+    dashboard = int(head_params.get("dashboard-port", DASHBOARD))
+    client = int(head_params.get("ray-client-server-port", CLIENT))
+    head_service = f"{names.experiment}-head"
+    head_host = names.service_host(head_service)
+    job = "submitter" if origin.kind == "RayJob" else None
+    follows = names.host(job, 0) if job and options["shutdown"] else None
+    auth = _auth_env(options["auth"])
+
+    def node(group: str, worker: bool) -> tuple[str, tuple[Env, ...], str | None]:
+        """A Ray node's `ray start`, its env, and its command (None: the container's own)."""
+        flags = dict(params[group])
+        if worker:
+            flags.setdefault("address", f"{head_host}:{port}")
+        else:
+            flags.setdefault("dashboard-host", "0.0.0.0")
+        flags.setdefault("metrics-export-port", str(METRICS_PORT))
+        flags["block"] = "true"
+        flags.setdefault("dashboard-agent-listen-port", str(AGENT_PORT))
+        ray_start = kuberay_start(worker, flags, kept[group].main.get("resources") or {})
+        user = frozenset(e["name"] for e in kept[group].main.get("env", []))
+        address = f"{head_host if worker else '127.0.0.1'}:{port}"
+        service = head_service if worker else None
+        name = group if worker else HEAD_GROUP
+        env = (
+            *(e for e in auth if e.name not in user),  # set on the template, before the rest
+            *kuberay_env(names, name, ray_start, service, port, address, user),
+        )
+        program = _command(kept[group], retried(ray_start) if worker else ray_start)
+        return ray_start, env, program
+
+    _, head_env, head_program = node("Head", worker=False)
+    identity = {"ray.io/is-ray-node": "yes", "ray.io/cluster": names.experiment}
+    groups = [
+        Group(
+            role="head",
+            replica_type="Head",
+            spec=spec.types.get("Head"),
+            env=head_env,
+            ports=(("gcs-server", port), ("dashboard", dashboard), ("client", client)),
+            follows=follows,
+            leader_first=False,
+            program=head_program,
+            ready_port=port,
+            labels=(
+                *identity.items(),
+                ("ray.io/node-type", "head"),
+                ("ray.io/group", HEAD_GROUP),
+            ),
+        )
+    ]
+    for pool in spec.types.get("Workers") or []:
+        if pool.count == 0:
+            continue
+        _, env, program = node(pool.name, worker=True)
+        groups.append(
+            Group(
+                role=pool.name,
+                replica_type=pool.name,
+                spec=pool,
+                env=env,
+                waits_for=(Endpoint(head_host, port),),
+                follows=follows,
+                leader_first=False,
+                program=program,
+                after=("head",),
+                labels=(
+                    *identity.items(),
+                    ("ray.io/node-type", "worker"),
+                    ("ray.io/group", pool.name),
+                ),
+            )
+        )
+    expected = sum(g.count for g in groups)
+    outputs = {
+        "rayAddress": f"{head_host}:{port}",
+        "dashboard": f"kubectl port-forward -n {names.namespace} svc/{head_service} {dashboard}",
+        "dashboardUrl": f"http://{head_host}:{dashboard}",
+        "expectedNodeCount": expected,
+    }
+    if job is not None:
+        submission = options["jobId"] or names.experiment
+        url = f"http://{head_host}:{dashboard}"
+        submitter = kept["Submitter"]
+        program = None
+        if not submitter.main.get("command"):  # KubeRay's command unless the user gave one
+            entrypoint = options["entrypoint"]
+            program = submit(url, submission, entrypoint, expected, spec, options["submission"])
+        groups.append(
+            Group(
+                role=job,
+                replica_type="Submitter",
+                spec=SUBMITTER,
+                env=(
+                    Env("PYTHONUNBUFFERED", "1"),
+                    Env("RAY_DASHBOARD_ADDRESS", f"{head_host}:{dashboard}"),
+                    Env("RAY_JOB_SUBMISSION_ID", submission),
+                    *auth,
+                ),
+                waits_for=(Endpoint(head_host, dashboard),),
+                program=program,
+                after=tuple(g.role for g in groups),
+            )
+        )
+    return Plan(
+        framework="ray",
+        groups=tuple(groups),
+        entry_point=job or "head",
+        addresses={"head": f"{head_host}:{port}"},
+        secret="password" if options["auth"] == "" else None,
+        services={head_service: "head"},
+        outputs=outputs,
+        endless=job is None,
+    )
+
+
+def kuberay_start(worker: bool, flags: dict[str, str], resources: dict[str, Any]) -> str:
+    """KubeRay's `ray start` (`generateRayStartCommand`): the flags in name order, CPUs, memory
+    and accelerators from the container's resources unless given, every value one quoted word
+    (KubeRay pastes them into the shell line as they are)."""
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    flags = dict(flags)
+    cpu = quantity(limits.get("cpu", 0)) or quantity(requests.get("cpu", 0))
+    if "num-cpus" not in flags and cpu:
+        flags["num-cpus"] = str(math.ceil(cpu))
+    memory = quantity(limits.get("memory", 0))
+    if "memory" not in flags and memory:
+        flags["memory"] = str(math.ceil(memory))
+    extra = json.loads(flags.get("resources", "{}"))
+    custom = any(name in extra for name in ACCELERATORS.values())
+    for key in sorted(limits):
+        value = quantity(limits[key])
+        if "num-gpus" not in flags and value and _gpu(key):
+            flags["num-gpus"] = str(math.ceil(value))
+        if not custom and key in ACCELERATORS and value:
+            extra.setdefault(ACCELERATORS[key], value)
+            flags["resources"] = json.dumps(
+                {k: int(v) if float(v).is_integer() else v for k, v in extra.items()},
+                sort_keys=True,
+                separators=(",", ":"),
+            )
+            custom = True
+    words = ["ray", "start", *(["--head"] if not worker else [])]
+    for flag in sorted(flags):
+        value = flags[flag]
+        if value.lower() in ("true", "false") and flag not in BOOLEAN_VALUES:
+            words += [f"--{flag}"] if value.lower() == "true" else []
+        else:
+            words.append(f"--{flag}={shlex.quote(value)}")
+    return " ".join(words)
+
+
+def _gpu(resource: str) -> bool:
+    """KubeRay's `IsGPUResourceKey`: `nvidia.com/gpu`, any `*gpu`, or a MIG slice."""
+    return resource.endswith("gpu") or bool(re.search(r"nvidia\.com/mig-\d+g\.\d+gb$", resource))
+
+
+def _command(kept: Kept, ray_start: str) -> str | None:
+    """A Ray container's command as KubeRay builds it (`BuildPod`): its own command and args
+    (shell text, as KubeRay joins them), then `ulimit; ray start`; None when the container
+    keeps its command (the `ray.io/overwrite-container-cmd` annotation, or it runs
+    `ray start` itself). Run by bash, as KubeRay runs it."""
+    main = kept.main
+    own = "".join(f"{word} " for word in (*main.get("command", []), *main.get("args", [])))
+    annotations = kept.template.get("metadata", {}).get("annotations", {})
+    if str(annotations.get(OVERWRITE, "")).lower() == "true" or "ray start" in own:
+        return None
+    generated = f"{ULIMIT}; {ray_start}"
+    text = f"{expanded(own)} && {generated}" if own else generated
+    return f"exec /bin/bash -c {shlex.quote(text)}"
+
+
+def _auth_env(secret: str | None) -> tuple[Env, ...]:
+    """Token authentication (`authOptions.mode: token`): the mode, and the token from the
+    user's Secret (`secretName`, key `auth_token`) or the experiment's generated one."""
+    if secret is None:
+        return ()
+    token = (
+        Env.secret("RAY_AUTH_TOKEN", "auth_token", secret)
+        if secret
+        else Env.secret("RAY_AUTH_TOKEN", "password")
+    )
+    return (Env("RAY_AUTH_MODE", "token"), token)
+
+
+def _param(value: str) -> str:
+    """A `rayStartParams` value as `ray start` receives it from KubeRay's shell line: quotes
+    removed (`'"{\\"TPU\\": 4}"'` is `{"TPU": 4}`), nothing expanded (the front door has
+    refused values of several words)."""
+    words = shlex.split(value)
+    return words[0] if words else ""

@@ -34,6 +34,7 @@ def template(
     gang = ctx.gang_metadata()
     metadata["labels"] = {
         **metadata.get("labels", {}),
+        **dict(group.labels),
         **ctx.labels(group.role),
         **gang.get("labels", {}),
     }
@@ -57,14 +58,24 @@ def template(
         ]
     followed = ctx.followed(group)
     numbers = {p.get("containerPort") for p in main.get("ports", [])}
-    extra = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed and kept.argv else [])]
+    runs = kept.argv or group.program  # a command the lifeline's supervisor can run
+    extra = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed and runs else [])]
     added = [
         {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in extra if p not in numbers
     ]
     if added:
         main["ports"] = [*main.get("ports", []), *added]
+    if group.ready_port and "readinessProbe" not in main:  # Ready: the later Jobs may start
+        main["readinessProbe"] = {
+            "tcpSocket": {"port": group.ready_port},
+            "periodSeconds": 5,
+            "failureThreshold": 1,
+        }
     wrapped = bool(group.computed or group.waits or group.follows or followed)
-    if kept.argv is not None and wrapped:
+    if group.program is not None:  # what the operator runs in the container (`ray start`)
+        main["command"] = ctx.command(group, group.program, kept.backoff_limit > 0)
+        main.pop("args", None)
+    elif kept.argv is not None and wrapped:
         command = shell.argv_command(kept.argv)
         main["command"] = ctx.command(group, command, kept.backoff_limit > 0)
         main.pop("args", None)  # in the command line the wrapper runs

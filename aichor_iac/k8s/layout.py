@@ -83,6 +83,10 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         needed.append(add("Secret", "secret", services.generated_secret(ctx, placeholders), first))
     if plan.files:
         needed.append(add("ConfigMap", "config", services.config_map(ctx), first))
+    for config_map in ctx.spec.origin.companions if ctx.spec.origin else ():
+        name = config_map["metadata"]["name"]
+        args = services.companion(ctx, config_map)
+        needed.append(add("ConfigMap", f"configmap-{name}", args, first))
     if ctx.shared_volume_claim:
         args = services.shared_volume(ctx)
         needed.append(add("PersistentVolumeClaim", "shared-volume", args, first, retain=keep))

@@ -315,7 +315,9 @@ def operator_env(ctx: Context, group: Group) -> list[EnvVarArgs]:
             source = EnvVarSourceArgs(field_ref=ObjectFieldSelectorArgs(field_path=var.field_path))
             entries.append(EnvVarArgs(name=var.name, value_from=source))
         elif var.secret_key is not None:
-            entries.append(secret_env(var.name, ctx.names.secret, var.secret_key))
+            entries.append(
+                secret_env(var.name, var.secret_name or ctx.names.secret, var.secret_key)
+            )
         elif var.index_offset is None:
             entries.append(EnvVarArgs(name=var.name, value=var.value))
         elif var.index_offset == 0:

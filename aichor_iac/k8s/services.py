@@ -88,6 +88,23 @@ def config_map(ctx: Context) -> dict:
     return dict(metadata=ctx.metadata(ctx.names.config, replica=False), data=ctx.plan.files)
 
 
+def companion(ctx: Context, config_map: dict) -> dict:
+    """A ConfigMap given beside a custom resource, in the experiment's namespace with its
+    labels (the user's too), created before the pods that mount it."""
+    metadata = config_map["metadata"]
+    return dict(
+        metadata=ctx.metadata(
+            metadata["name"],
+            annotations=metadata.get("annotations"),
+            replica=False,
+            labels={**metadata.get("labels", {}), **ctx.labels(replica=False)},
+        ),
+        data=config_map.get("data"),
+        binary_data=config_map.get("binaryData"),
+        immutable=config_map.get("immutable"),
+    )
+
+
 def pod_group(ctx: Context) -> dict:
     """A PodGroup for the gang scheduler: no replica starts until all of them can."""
     return dict(

@@ -1,0 +1,606 @@
+"""KubeRay custom resources in, plain objects out: `ray.io/v1` RayJob and RayCluster render
+to the same kind of objects as an AIchor manifest, their pod templates kept; each Ray node
+runs KubeRay's generated `ray start` with KubeRay's env (v1.7.0, host names aside), a RayJob's
+submitter submits the entrypoint once every node has joined. The public samples of
+ray-project/kuberay v1.7.0 (tests/kuberay/, unchanged) render and pass the API server's schema
+and rules, or are refused naming the field and the fix."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from conftest import ROOT, expand
+from kube import LocalCluster
+
+from aichor_iac import limits, manifest
+from aichor_iac.frameworks import base, ray
+
+SAMPLES = sorted((ROOT / "tests" / "kuberay").glob("*.yaml"))
+HEAD = "exp-head.default.svc.cluster.local"
+
+
+def container(image: str = "rayproject/ray:2.52.0", **fields: Any) -> dict[str, Any]:
+    return {"name": "ray", "image": image, **fields}
+
+
+def rayjob(**spec: Any) -> dict[str, Any]:
+    """A RayJob named exp: a head and one worker group `pool` of 2, one container each."""
+    cluster = {
+        "rayVersion": "2.52.0",
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [container(resources=LIMITS)]}},
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": "pool",
+                "replicas": 2,
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [container(resources=LIMITS)]}},
+            }
+        ],
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "exp"},
+        "spec": {"entrypoint": "python -c 'import ray; ray.init()'", "rayClusterSpec": cluster}
+        | spec,
+    }
+
+
+def raycluster() -> dict[str, Any]:
+    job = rayjob()
+    return {**job, "kind": "RayCluster", "spec": job["spec"]["rayClusterSpec"]}
+
+
+LIMITS = {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "500m", "memory": "2Gi"}}
+
+
+def jobs(data: dict[str, Any] | Path, **settings: Any) -> dict[str, dict[str, Any]]:
+    objects = expand(data, **settings).objects
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
+
+
+def main(job: dict[str, Any]) -> dict[str, Any]:
+    return job["spec"]["template"]["spec"]["containers"][0]
+
+
+def env(job: dict[str, Any]) -> dict[str, str]:
+    """The operator's env of a Job's Ray container, as declared: a value, or where it comes
+    from (`field:<path>`, `secret:<name>/<key>`)."""
+    result = {}
+    for entry in main(job).get("env", []):
+        source = entry.get("valueFrom", {})
+        if "fieldRef" in source:
+            result[entry["name"]] = f"field:{source['fieldRef']['fieldPath']}"
+        elif "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            result[entry["name"]] = f"secret:{ref['name']}/{ref['key']}"
+        else:
+            result[entry["name"]] = entry["value"].replace("$$", "$")
+    result.pop("JOB_COMPLETION_INDEX")  # ours, as Kubernetes' own Indexed Jobs set it
+    return result
+
+
+def kuberay_env(group: str, start: str, worker: bool) -> dict[str, str]:
+    """What KubeRay v1.7.0's `setContainerEnvVars` gives a Ray container (usage stats aside)."""
+    return {
+        **({"FQ_RAY_IP": HEAD, "RAY_IP": "exp-head"} if worker else {}),
+        "RAY_CLUSTER_NAME": "exp",
+        "RAY_CLUSTER_NAMESPACE": "field:metadata.namespace",
+        "RAY_CLOUD_INSTANCE_ID": "field:metadata.name",
+        "RAY_NODE_TYPE_NAME": group,
+        "KUBERAY_GEN_RAY_START_CMD": start,
+        "RAY_PORT": "6379",
+        "RAY_ADDRESS": f"{HEAD if worker else '127.0.0.1'}:6379",
+        "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE": "1",
+    }
+
+
+HEAD_START = (
+    "ray start --head --block --dashboard-agent-listen-port=52365 --dashboard-host=0.0.0.0 "
+    "--memory=4294967296 --metrics-export-port=8080 --num-cpus=2"
+)
+POOL_START = (
+    f"ray start --address={HEAD}:6379 --block --dashboard-agent-listen-port=52365 "
+    "--memory=4294967296 --metrics-export-port=8080 --num-cpus=2"
+)
+
+
+def test_each_node_and_the_submitter_see_kuberays_env() -> None:
+    found = jobs(rayjob())
+    assert list(found) == ["exp-head", "exp-pool", "exp-submitter"]
+    assert env(found["exp-head"]) == kuberay_env("headgroup", HEAD_START, worker=False)
+    assert env(found["exp-pool"]) == kuberay_env("pool", POOL_START, worker=True)
+    assert env(found["exp-submitter"]) == {
+        "PYTHONUNBUFFERED": "1",
+        "RAY_DASHBOARD_ADDRESS": f"{HEAD}:8265",
+        "RAY_JOB_SUBMISSION_ID": "exp",
+    }
+    assert found["exp-pool"]["spec"]["completions"] == 2
+    labels = found["exp-pool"]["spec"]["template"]["metadata"]["labels"]
+    assert labels["ray.io/node-type"] == "worker" and labels["ray.io/group"] == "pool"
+    assert labels["ray.io/cluster"] == "exp"
+
+
+def test_the_users_env_wins_where_kuberay_defers_to_it() -> None:
+    # KubeRay adds RAY_PORT, RAY_ADDRESS and the disk usage flag only when the container does
+    # not set them (`EnvVarExists`); the rest it always appends.
+    cr = rayjob()
+    head = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["env"] = [{"name": "RAY_ADDRESS", "value": "mine:1"}, {"name": "X", "value": "y"}]
+    declared = main(jobs(cr)["exp-head"])["env"]
+    assert [e["name"] for e in declared].count("RAY_ADDRESS") == 1
+    assert env(jobs(cr)["exp-head"])["RAY_ADDRESS"] == "mine:1"
+
+
+@pytest.mark.parametrize(
+    ("worker", "params", "resources", "expected"),
+    [
+        # CPUs from the limit, else the request, rounded up; memory from the limit only
+        (False, {}, {"requests": {"cpu": "1500m", "memory": "1Gi"}}, "--head --num-cpus=2"),
+        # GPUs from any *gpu limit; params win; "true" is a switch, "false" left out
+        (
+            True,
+            {"num-cpus": "0", "disable-usage-stats": "true", "no-monitor": "false"},
+            {"limits": {"nvidia.com/gpu": "1", "cpu": "4"}},
+            "--disable-usage-stats --num-cpus=0 --num-gpus=1",
+        ),
+        # a TPU limit becomes the TPU resource; options that take a boolean value keep it
+        (
+            True,
+            {"include-dashboard": "false"},
+            {"limits": {"google.com/tpu": "4"}},
+            "--include-dashboard=false --resources='{\"TPU\":4}'",
+        ),
+        # values are one quoted word each: nothing the user wrote reaches the shell as code
+        (True, {"temp-dir": "/tmp/a b; rm -rf /"}, {}, "--temp-dir='/tmp/a b; rm -rf /'"),
+    ],
+)
+def test_kuberays_ray_start(
+    worker: bool, params: dict[str, str], resources: dict[str, Any], expected: str
+) -> None:
+    words = ray.kuberay_start(worker, params, resources).split(" ", 2)
+    assert words[:2] == ["ray", "start"]
+    assert words[2] == expected
+
+
+def test_ray_start_params_in_kuberays_shell_quoting() -> None:
+    # KubeRay pastes values into its shell line, so users quote JSON for the shell; the value
+    # `ray start` receives is what that shell makes of it (never expanded here).
+    cr = rayjob()
+    params = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]
+    params["resources"] = '"{\\"custom\\": 2}"'
+    params["temp-dir"] = "$HOME/x"
+    start = env(jobs(cr)["exp-head"])["KUBERAY_GEN_RAY_START_CMD"]
+    assert shlex.split(start)[5:] == [
+        "--dashboard-host=0.0.0.0",
+        "--memory=4294967296",
+        "--metrics-export-port=8080",
+        "--num-cpus=2",
+        '--resources={"custom": 2}',
+        "--temp-dir=$HOME/x",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "annotations", "runs"),
+    [
+        # no command: `ulimit; ray start`, run by bash as KubeRay does
+        (None, None, {}, "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; ray start --head"),
+        # the container's command and args (shell text, joined as KubeRay joins them) first
+        (["echo", "hi"], ["&&", "pip install x"], {}, "echo hi && pip install x  && ulimit"),
+        # Kubernetes' $(VAR) and $$ in that text, as the shell sees them once expanded
+        (["echo $(HOME) $$x"], None, {}, "echo ${HOME-$(HOME)} $x  && ulimit"),
+    ],
+)
+def test_the_ray_containers_command(
+    command: list[str] | None, args: list[str] | None, annotations: dict[str, str], runs: str
+) -> None:
+    cr = rayjob()
+    head = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]
+    head["metadata"] = {"annotations": annotations}
+    fields = {"command": command, "args": args}
+    head["spec"]["containers"][0].update({k: v for k, v in fields.items() if v is not None})
+    line = main(jobs(cr)["exp-head"])["command"][2].replace("$$", "$")
+    assert line.startswith("exec /bin/bash -c ")
+    assert shlex.split(line)[3].startswith(runs)
+
+
+@pytest.mark.parametrize(
+    ("command", "annotations"),
+    [
+        (["/bin/bash", "-c", "ray start --head --block"], {}),  # it starts Ray itself
+        (["my-entrypoint"], {"ray.io/overwrite-container-cmd": "true"}),
+    ],
+)
+def test_a_container_that_starts_ray_itself_keeps_its_command(
+    command: list[str], annotations: dict[str, str]
+) -> None:
+    cr = rayjob()
+    head = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]
+    head["metadata"] = {"annotations": annotations}
+    head["spec"]["containers"][0]["command"] = command
+    for shutdown in (False, True):  # kept as written, or run as written by the wrapper
+        cr["spec"]["shutdownAfterJobFinishes"] = shutdown
+        line = main(jobs(cr)["exp-head"])["command"]
+        assert line == command if not shutdown else shlex.join(command) in line[-1]
+
+
+def test_kuberays_object_store_volume_and_metrics_port() -> None:
+    pod = jobs(rayjob())["exp-head"]["spec"]["template"]["spec"]
+    assert {"name": "shared-mem", "emptyDir": {"medium": "Memory", "sizeLimit": "4Gi"}} in pod[
+        "volumes"
+    ]
+    assert {"name": "shared-mem", "mountPath": "/dev/shm"} in main(
+        {"spec": {"template": {"spec": pod}}}
+    )["volumeMounts"]
+    assert {"name": "metrics", "containerPort": 8080} in pod["containers"][0]["ports"]
+
+
+@pytest.mark.parametrize(
+    ("text", "shell"),
+    [
+        ("echo $(HOME)", "echo ${HOME-$(HOME)}"),
+        ("a $$(b) $$$$", "a $(b) $$"),
+        ("$(not.a.name) $(", "$(not.a.name) $("),
+    ],
+)
+def test_kubernetes_expansion_of_command_text(text: str, shell: str) -> None:
+    assert base.expanded(text) == shell
+
+
+@pytest.mark.parametrize("shutdown", [True, False])
+def test_shutdown_after_the_job_stops_the_cluster_else_it_runs_on(shutdown: bool) -> None:
+    found = jobs(rayjob(shutdownAfterJobFinishes=shutdown))
+    for name in ("exp-head", "exp-pool"):
+        command = " ".join(main(found[name])["command"])
+        assert ("exp-submitter-0.exp.default.svc.cluster.local" in command) == shutdown
+
+
+def test_a_raycluster_runs_until_destroyed() -> None:
+    found = jobs(raycluster(), wait="complete")
+    assert list(found) == ["exp-head", "exp-pool"]
+    for job in found.values():  # nothing awaited to complete: `pulumi up` returns
+        annotations = job["metadata"]["annotations"]
+        assert annotations.get("pulumi.com/skipAwait") == "true" or "pulumi.com/waitFor" in (
+            annotations
+        )
+
+
+def test_submission_options_reach_submit_job() -> None:
+    found = jobs(
+        rayjob(
+            runtimeEnvYAML="pip: [requests]\nenv_vars: {A: b}\n",
+            metadata={"team": "x"},
+            jobId="my-id",
+            entrypointNumCpus=1.5,
+            entrypointResources='{"custom": 1}',
+        )
+    )
+    argv = shlex.split(main(found["exp-submitter"])["command"][-1].replace("$$", "$"))
+    options = yaml.safe_load(argv[-1])
+    assert options == {
+        "entrypoint_num_cpus": 1.5,
+        "entrypoint_resources": {"custom": 1},
+        "metadata": {"team": "x"},
+        "runtime_env": {"env_vars": {"A": "b"}, "pip": ["requests"]},
+    }
+    assert argv[-4] == "my-id"  # (url, submission id, entrypoint, deadline, options)
+    assert env(found["exp-submitter"])["RAY_JOB_SUBMISSION_ID"] == "my-id"
+
+
+def test_token_authentication() -> None:
+    cr = rayjob()
+    cr["spec"]["rayClusterSpec"]["authOptions"] = {"mode": "token"}
+    found = jobs(cr)
+    for name in found:
+        assert env(found[name])["RAY_AUTH_MODE"] == "token"
+        assert env(found[name])["RAY_AUTH_TOKEN"] == "secret:exp-secret/password"
+    cr["spec"]["rayClusterSpec"]["authOptions"]["secretName"] = "mine"
+    assert env(jobs(cr)["exp-pool"])["RAY_AUTH_TOKEN"] == "secret:mine/auth_token"
+
+
+def test_config_maps_beside_the_resource_are_created_first(tmp_path: Path) -> None:
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "code", "namespace": "elsewhere", "labels": {"team": "x"}},
+        "data": {"main.py": "print(1)\n"},
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump_all([rayjob(), config_map]))
+    objects = expand(path).objects
+    made = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert made["metadata"]["name"] == "code" and made["metadata"]["namespace"] == "default"
+    assert made["metadata"]["labels"]["team"] == "x" and made["data"] == config_map["data"]
+    assert objects.index(made) < min(i for i, o in enumerate(objects) if o["kind"] == "Job")
+
+
+@pytest.mark.parametrize(
+    ("documents", "message"),
+    [
+        (
+            [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}],
+            "a Secret beside the experiment",
+        ),
+        ([rayjob()], "a RayJob beside the experiment"),
+        (
+            [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Bad_Name"}}],
+            "ConfigMap Bad_Name.metadata.name: give a DNS-1123 subdomain name",
+        ),
+        (
+            [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": 3}],
+            "ConfigMap c.data: not a valid ConfigMap",
+        ),
+    ],
+)
+def test_documents_beside_the_resource_that_are_refused(
+    documents: list[dict[str, Any]], message: str
+) -> None:
+    with pytest.raises(manifest.ManifestError, match=message.replace(".", r"\.")):
+        manifest.parse(yaml.safe_dump_all([rayjob(), *documents]))
+
+
+def test_an_aichor_manifest_is_one_document() -> None:
+    data = {"kind": "AIchorManifest", "spec": {"operator": "kuberay"}}
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    with pytest.raises(manifest.ManifestError, match="holds several YAML documents"):
+        manifest.parse(yaml.safe_dump_all([data, config_map]))
+
+
+def refuse(change: Any, path: str, message: str) -> tuple[Any, str, str]:
+    return (change, path, message)
+
+
+def _set(path: str, value: Any) -> Any:
+    def change(cr: dict[str, Any]) -> None:
+        *keys, last = path.split(".")
+        target = cr
+        for key in keys:
+            target = target[int(key)] if isinstance(target, list) else target.setdefault(key, {})
+        target[last] = value
+
+    return change
+
+
+CLUSTER = "spec.rayClusterSpec"
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "message"),
+    [
+        (
+            _set(f"{CLUSTER}.enableInTreeAutoscaling", True),
+            f"{CLUSTER}.enableInTreeAutoscaling",
+            "remove it",
+        ),
+        (_set("spec.clusterSelector", {"a": "b"}), "spec.clusterSelector", "existing RayCluster"),
+        (_set("spec.submissionMode", "InteractiveMode"), "spec.submissionMode", "RayCluster"),
+        (_set("spec.entrypoint", ""), "spec.entrypoint", "give the command"),
+        (_set("spec.runtimeEnvYAML", "- a list"), "spec.runtimeEnvYAML", "YAML mapping"),
+        (_set(f"{CLUSTER}.rayVersion", "1.13.0"), f"{CLUSTER}.rayVersion", "give 2.x"),
+        (
+            _set(f"{CLUSTER}.workerGroupSpecs.0.groupName", "head"),
+            f"{CLUSTER}.workerGroupSpecs.0.groupName",
+            "names another Job",
+        ),
+        (
+            _set(f"{CLUSTER}.workerGroupSpecs.0.groupName", "Bad_Name"),
+            f"{CLUSTER}.workerGroupSpecs.0.groupName",
+            "names the group's Job",
+        ),
+        (
+            _set(f"{CLUSTER}.workerGroupSpecs.0.numOfHosts", 2),
+            f"{CLUSTER}.workerGroupSpecs.0.numOfHosts",
+            "multi-host",
+        ),
+        (
+            _set(f"{CLUSTER}.headGroupSpec.rayStartParams.num-cpus", 2),
+            f"{CLUSTER}.headGroupSpec.rayStartParams.num-cpus",
+            "string",
+        ),
+        (
+            _set(f"{CLUSTER}.headGroupSpec.rayStartParams.temp-dir", "a b"),
+            f"{CLUSTER}.headGroupSpec.rayStartParams.temp-dir",
+            "must be one value",
+        ),
+        (
+            _set(f"{CLUSTER}.headGroupSpec.rayStartParams.resources", "{x"),
+            f"{CLUSTER}.headGroupSpec.rayStartParams.resources",
+            "JSON object",
+        ),
+        (
+            _set(f"{CLUSTER}.headGroupSpec.serviceType", "NodePort"),
+            f"{CLUSTER}.headGroupSpec.serviceType",
+            "port-forward",
+        ),
+        (
+            _set(f"{CLUSTER}.headGroupSpec.template.spec.containers", []),
+            f"{CLUSTER}.headGroupSpec.template.spec.containers",
+            "at least one container",
+        ),
+        (
+            _set(f"{CLUSTER}.authOptions", {"mode": "token", "enableK8sTokenAuth": True}),
+            f"{CLUSTER}.authOptions.enableK8sTokenAuth",
+            "remove it",
+        ),
+        (_set("metadata.name", "Exp"), "metadata.name", "DNS-1035"),
+        (_set("spec.unknown", 1), "spec.unknown", ""),
+    ],
+)
+def test_bad_resources(change: Any, path: str, message: str) -> None:
+    cr = rayjob()
+    change(cr)
+    with pytest.raises(manifest.ManifestError) as error:
+        expand(cr)
+    assert any(p.path == path and message in p.message for p in error.value.problems), str(
+        error.value
+    )
+
+
+# Why each public sample that is refused is: the field named first, as README's table says.
+REFUSED = {
+    "ray-cluster.auth.secret-ref": "a Secret beside the experiment",
+    "ray-cluster.auth": "spec.enableInTreeAutoscaling",
+    "ray-cluster.autoscaler-v2-overwrite-cmd": "spec.enableInTreeAutoscaling",
+    "ray-cluster.autoscaler-v2": "spec.enableInTreeAutoscaling",
+    "ray-cluster.autoscaler": "spec.enableInTreeAutoscaling",
+    "ray-cluster.custom-head-service": "spec.headGroupSpec.headService",
+    "ray-cluster.deprecate-gcs-ft": "a Service beside the experiment",
+    "ray-cluster.embedded-gcs-ft": "spec.gcsFaultToleranceOptions",
+    "ray-cluster.external-redis-uri": "a Service beside the experiment",
+    "ray-cluster.external-redis": "a Service beside the experiment",
+    "ray-cluster.historyserver": "spec.historyServerOptions",
+    "ray-cluster.kai-gpu-sharing": "a Queue beside the experiment",
+    "ray-cluster.kai-scheduler": "a Queue beside the experiment",
+    "ray-cluster.kubernetes.auth-manual": "a ServiceAccount beside the experiment",
+    "ray-cluster.kubernetes.auth": "a ServiceAccount beside the experiment",
+    "ray-cluster.mtls": "spec.tlsOptions",
+    "ray-cluster.network-policy-deny-all": "spec.networkPolicy",
+    "ray-cluster.persistent-redis-sidecar": "a PersistentVolumeClaim beside the experiment",
+    "ray-cluster.persistent-redis": "a Service beside the experiment",
+    "ray-cluster.platform-events": "a ServiceAccount beside the experiment",
+    "ray-cluster.separate-ingress": "a Ingress beside the experiment",
+    "ray-cluster.tls": "a Secret beside the experiment",
+    "ray-cluster.tpu-v4-multihost": "spec.workerGroupSpecs.0.numOfHosts",
+    "ray-cluster.tpu-v6e-16-multihost": "spec.workerGroupSpecs.0.numOfHosts",
+    "ray-cluster.tpu-v6e-256-multihost": "spec.workerGroupSpecs.0.numOfHosts",
+    "ray-cluster.volcano-scheduler-queue": "a Queue beside the experiment",
+    "ray-job.custom-head-svc": "spec.rayClusterSpec.headGroupSpec.headService",
+    "ray-job.deletion-rules": "spec.deletionStrategy",
+    "ray-job.interactive-mode": "spec.submissionMode",
+    "ray-job.kueue-toy-sample": "metadata.name",
+    "ray-job.platform-events": "a ServiceAccount beside the experiment",
+    "ray-job.sidecar-mode": "spec.submissionMode",
+    "ray-job.tpu-v6e-16-multihost": "spec.rayClusterSpec.workerGroupSpecs.0.numOfHosts",
+    "ray-job.tpu-v6e-256-multihost": "spec.rayClusterSpec.workerGroupSpecs.0.numOfHosts",
+    "ray-job.use-existing-raycluster": "spec.rayClusterSpec",
+    "ray-job.volcano-scheduler-queue": "a Queue beside the experiment",
+}
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_public_samples_render_valid_objects_or_are_refused_with_the_field(path: Path) -> None:
+    if path.stem in REFUSED:
+        with pytest.raises(manifest.ManifestError) as error:
+            expand(path)
+        assert REFUSED[path.stem] in str(error.value).splitlines()[0]
+        return
+    objects = expand(path).objects
+    for obj in objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    assert limits.check(objects) == []
+    cr = next(d for d in yaml.safe_load_all(path.read_text()) if d["apiVersion"] == "ray.io/v1")
+    cluster = cr["spec"].get("rayClusterSpec", cr["spec"])
+    found = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
+    name = "exp"  # (the stack's experiment name in these tests)
+    head = found[f"{name}-head"]
+    assert env(head)["RAY_ADDRESS"].endswith(":6379")
+    assert "ray start --head" in env(head)["KUBERAY_GEN_RAY_START_CMD"]
+    for group in cluster.get("workerGroupSpecs", []):
+        count = min(
+            max(group.get("replicas", 0), group.get("minReplicas", 0)),
+            group.get("maxReplicas", 2**31 - 1),
+        )
+        job = found.get(f"{name}-{group['groupName']}")
+        assert (job["spec"]["completions"] if job else 0) == count
+        if job:
+            assert env(job)["FQ_RAY_IP"] == f"{name}-head.default.svc.cluster.local"
+    assert (f"{name}-submitter" in found) == (cr["kind"] == "RayJob")
+
+
+def test_rendering_is_deterministic() -> None:
+    path = ROOT / "tests" / "kuberay" / "ray-job.sample.yaml"
+    runs = [
+        subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "aichor-iac"), "render", str(path)],
+            capture_output=True,
+            check=True,
+        ).stdout
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1] and b"kind: ConfigMap" in runs[0]
+
+
+def test_the_samples_are_kuberays() -> None:
+    # tests/kuberay holds ray-project/kuberay v1.7.0's ray-job.* and ray-cluster.* samples as
+    # published (ray-operator/config/samples), none edited.
+    assert len(SAMPLES) == 62
+    assert copy.deepcopy(REFUSED).keys() <= {p.stem for p in SAMPLES}
+
+
+# --- a real RayJob from the rendered pods -----------------------------------------------------
+
+RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) is not None
+real = pytest.mark.skipif(
+    not (RAY and LocalCluster.available()),
+    reason="needs Ray (the test extra installs ray[default]) and `ip netns` (root)",
+)
+JOB = """\
+import os, socket, ray
+ray.init()
+@ray.remote(num_cpus=1)
+def where():
+    return socket.gethostname()
+hosts = set(ray.get([where.remote() for _ in range(8)]))
+print("counter_name", os.environ["counter_name"], "nodes", len(ray.nodes()), flush=True)
+"""
+
+
+@real
+def test_real_rayjob_runs_its_entrypoint_on_the_cluster_then_the_cluster_ends(
+    tmp_path: Path,
+) -> None:
+    cr = rayjob(
+        entrypoint="python /code/job.py",
+        runtimeEnvYAML="env_vars:\n  counter_name: test_counter\n",
+        shutdownAfterJobFinishes=True,
+    )
+    cluster = cr["spec"]["rayClusterSpec"]
+    small = {"limits": {"cpu": "1", "memory": "2Gi"}}
+    for group in (cluster["headGroupSpec"], cluster["workerGroupSpecs"][0]):
+        group["rayStartParams"] = {"object-store-memory": "100000000"}
+        group["template"]["spec"]["containers"][0]["resources"] = small
+    cluster["workerGroupSpecs"][0]["replicas"] = 1
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    head["volumes"] = [{"name": "code", "configMap": {"name": "job-code"}}]
+    head["containers"][0]["volumeMounts"] = [{"name": "code", "mountPath": "/code"}]
+    code = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "job-code"},
+        "data": {"job.py": JOB},
+    }
+    path = tmp_path / "rayjob.yaml"
+    path.write_text(yaml.safe_dump_all([cr, code]))
+    objects = expand(path).objects
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "HOME": os.environ.get("HOME", "/root"),
+        "AICHOR_FOLLOW_INTERVAL": "0.5",
+    }
+    # The worker starts once the head's `ray start` has finished (two CPUs for every pod here:
+    # Ray gives a joining raylet a fixed 30 s).
+    held = {"exp-pool-0": ("exp-head-0", "Running subprocesses are monitored")}
+    with LocalCluster(objects, env) as local:
+        results = local.run(timeout=300, held=held)
+    submitter = results["exp-submitter-0"]
+    assert submitter.returncode == 0, submitter.stdout[-3000:] + submitter.stderr[-3000:]
+    assert "aichor: submitted Ray job exp" in submitter.stdout
+    assert "counter_name test_counter nodes 2" in submitter.stdout
+    assert "aichor: Ray job exp SUCCEEDED" in submitter.stdout
+    for pod in ("exp-head-0", "exp-pool-0"):  # shutdownAfterJobFinishes: the cluster ends
+        assert results[pod].returncode == 0, results[pod].stderr[-3000:]
+        assert "exp-submitter-0.exp.default.svc.cluster.local (it has ended)" in results[pod].stdout
