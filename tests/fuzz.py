@@ -46,6 +46,9 @@ EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").gl
 # Kubeflow custom resources (the public examples) are manifests too: a quarter of the cases.
 RESOURCES = [
     yaml.safe_load(p.read_text()) for p in sorted((ROOT / "tests/kubeflow").glob("*.yaml"))
+] + [  # KubeRay's samples: their RayJob or RayCluster
+    next(d for d in yaml.safe_load_all(p.read_text()) if d.get("apiVersion") == "ray.io/v1")
+    for p in sorted((ROOT / "tests/kuberay").glob("*.yaml"))
 ]
 CASE_SECONDS = 60  # a case slower than this is a hang (rendering 1,000 jobset Jobs takes ~13 s)
 MAX_CASE_MIB = 256  # what one case may add to the process's peak memory
@@ -175,10 +178,20 @@ def plausible_resource(document: dict, rng: random.Random) -> None:
     """The same kind of edit in a custom resource: replicas, a container's resources, command
     and env, node selectors, tolerations, restart and run policies, the name."""
     spec = document.get("spec")
-    specs = next((v for k, v in spec.items() if k.endswith("ReplicaSpecs")), None)
-    if not isinstance(specs, dict) or not specs:
+    replicas = _replicas(spec) if isinstance(spec, dict) else []
+    if not replicas:
         return
-    replica = specs[rng.choice(sorted(specs, key=str))]
+    replica = rng.choice(replicas)
+    if "rayStartParams" in replica and rng.random() < 0.3:  # KubeRay's own fields
+        if rng.random() < 0.5:
+            params = replica["rayStartParams"]
+            key = rng.choice(["num-cpus", "resources", "temp-dir", "block", "bad key", "x_y"])
+            params[key] = rng.choice(
+                [HOSTILE, '"{\\"TPU\\": 4}"', "a b", "true", "false", "$(id)", "'", 3, "{}"]
+            )
+        else:
+            spec["entrypoint"] = rng.choice([HOSTILE, "", "python -c 'print(1)'", "a\nb", 3])
+        return
     template = replica.get("template") if isinstance(replica, dict) else None
     pod = template.get("spec") if isinstance(template, dict) else None
     containers = pod.get("containers") if isinstance(pod, dict) else None
@@ -222,6 +235,19 @@ def plausible_resource(document: dict, rng: random.Random) -> None:
         document.setdefault("metadata", {})["name"] = rng.choice(
             ["exp", "My_Exp", "名前", "..", "x" * 80, HOSTILE, "a b", "a" * 50]
         )
+
+
+def _replicas(spec: dict) -> list[dict]:
+    """The replica specs of a Kubeflow resource, or a KubeRay resource's head and groups."""
+    specs = next((v for k, v in spec.items() if k.endswith("ReplicaSpecs")), None)
+    if isinstance(specs, dict):
+        return [v for v in specs.values() if isinstance(v, dict)]
+    cluster = spec.get("rayClusterSpec", spec)
+    if not isinstance(cluster, dict):
+        return []
+    groups = cluster.get("workerGroupSpecs")
+    found = [cluster.get("headGroupSpec"), *(groups if isinstance(groups, list) else [])]
+    return [g for g in found if isinstance(g, dict) and isinstance(g.get("rayStartParams"), dict)]
 
 
 def text_of(document: dict, rng: random.Random) -> str:

@@ -6,7 +6,7 @@ scheduling fails with a "deadlock: X waits for Y" message instead of hanging."""
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES, KUBEFLOW_EXAMPLES, ROOT, runnable
+from conftest import EXAMPLES, KUBEFLOW_EXAMPLES, ROOT, expand, runnable
 from pulumi_up import Deadlock, Model, up, waitfor_holds
 
 from aichor_iac import engine, manifest, planning
@@ -78,6 +78,28 @@ def test_every_kubeflow_example_finishes(path, wait, gang):
     order, blueprint = pulumi_up(cr, wait=wait, gang_scheduler=gang)
     jobs = [o.removeprefix("Job/exp-") for o in order if o.startswith("Job/")]
     assert sorted(jobs) == sorted(g.role for g in blueprint.plan.groups)
+
+
+KUBERAY_SAMPLES = [
+    ROOT / "tests" / "kuberay" / f"{name}.yaml"
+    for name in ("ray-job.sample", "ray-job.shutdown", "ray-cluster.sample", "ray-cluster.complete")
+]
+
+
+@pytest.mark.parametrize(
+    "wait, gang", [("none", "none"), ("ready", "none"), ("complete", "none"), ("ready", "volcano")]
+)
+@pytest.mark.parametrize("path", KUBERAY_SAMPLES, ids=lambda p: p.stem)
+def test_kuberay_samples_finish(path, wait, gang):
+    """KubeRay samples under every wait mode: a RayJob's `up` ends, and so does a RayCluster's,
+    whose nodes run until destroyed (nothing of it is awaited to complete)."""
+    model = manifest.load(path)
+    chosen = Settings(wait=wait, gang_scheduler=gang)
+    blueprint = planning.blueprint(model, chosen, "exp")
+    order = up(expand(path, wait=wait, gang_scheduler=gang), Model(blueprint.plan, "exp"))
+    jobs = [o.removeprefix("Job/exp-") for o in order if o.startswith("Job/")]
+    assert sorted(jobs) == sorted(g.role for g in blueprint.plan.groups)
+    assert blueprint.plan.completes == (() if "cluster" in path.stem else ("submitter",))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -1,6 +1,6 @@
 """User strings that reach the scripts we generate arrive as data, whatever they contain
 (property tests, run by a real `/bin/sh` and `bash`): a `rayStartParams` value reaches
-`ray start` as exactly one argument; a command with `;`, `||`, a newline or `$(...)` runs nothing
+`ray start` as exactly one argument (a KubeRay resource's, as KubeRay's shell would pass it); a command with `;`, `||`, a newline or `$(...)` runs nothing
 before the wait it comes after (the kuberay entrypoint, the Ray job); a bad option name,
 namespace or cluster domain is refused before any script is written."""
 
@@ -70,6 +70,39 @@ def test_a_ray_start_param_reaches_ray_start_as_one_argument(value, tail, tmp_pa
         assert f"--plasma-directory={value}" in argv, (shell, result.stderr)
         assert "--node-ip-address=10.0.0.1" in argv  # the pod's own env still expands
         assert sorted(os.listdir(tmp_path)) == ["ray"]  # nothing else ran (no file made)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=TEXT, tail=NASTY, quoted=st.booleans())
+def test_a_kuberay_ray_start_param_runs_nothing(value, tail, quoted, tmp_path):
+    # A RayCluster's rayStartParams value, as KubeRay users write it for KubeRay's shell line
+    # (quoted) or raw: refused when that shell would see several words, else `ray start` gets
+    # what that shell would pass, as one argument, and nothing in it runs (KubeRay would run
+    # a `$(...)` in it).
+    value = value + tail
+    text = shlex.quote(value) if quoted else value
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {"temp-dir": text},
+            "template": {"spec": {"containers": [{"name": "ray", "image": "ray"}]}},
+        }
+    }
+    data = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "exp"}}
+    try:
+        model = manifest.validate({**data, "spec": cluster})
+    except ManifestError as error:
+        assert not quoted and "rayStartParams.temp-dir" in str(error)
+        return
+    head = program(planning.blueprint(model, Settings(), "exp").plan, "head")
+    shim(tmp_path, "ray", "python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \"$@\"")
+    result = run("/bin/sh", head, tmp_path)
+    argv = json.loads(result.stdout.splitlines()[-1])
+    assert (
+        f"--temp-dir={value if quoted else shlex.split(value)[0] if value.strip() else ''}" in argv
+    )
+    assert sorted(os.listdir(tmp_path)) == ["ray"]  # nothing else ran (no file made)
 
 
 @settings(
