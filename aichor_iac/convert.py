@@ -18,8 +18,9 @@ from typing import Any
 from .experiment import Kept, Origin
 from .frameworks import PLANNERS, Names
 from .kubeflow import UNLIMITED
+from .kuberay import param
 from .limits import quantity
-from .manifest import Manifest, Problem, Spec
+from .manifest import RAY_MANAGED_FLAGS, Manifest, Problem, Spec, ray_flag
 
 # What of a pod template and of its operator's container a manifest carries over.
 POD_KEYS = {"containers", "nodeSelector", "tolerations", "restartPolicy"}
@@ -38,6 +39,8 @@ def convert(source: Manifest) -> Conversion:
     spec, origin = source.spec, source.spec.origin
     if origin is None:
         raise source.error([Problem("", "already an AIchor manifest: nothing to convert")])
+    if origin.api_version.startswith("ray.io/"):
+        return _ray(source)
     lost: list[str] = []
     entry = _entry(spec, origin)
     argv = entry.argv
@@ -88,9 +91,117 @@ def convert(source: Manifest) -> Conversion:
         lost.append("runPolicy.ttlSecondsAfterFinished: finished Jobs are kept")
     if origin.suspend:
         lost.append("runPolicy.suspend: the experiment starts at once")
+    lost += _companion_losses(origin)
     lost += _env_contract(spec)
     manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
     return Conversion(manifest, lost)
+
+
+def _ray(source: Manifest) -> Conversion:
+    """A RayJob as an `operator: kuberay` manifest: the entrypoint and the head's image, the
+    head and each worker group with its resources and `rayStartParams` (those aichor-iac sets
+    itself aside); a RayCluster has none (an AIchor experiment ends with its job)."""
+    spec, origin = source.spec, source.spec.origin
+    assert origin is not None
+    if origin.kind == "RayCluster":
+        reason = (
+            "a RayCluster runs until destroyed and an AIchor experiment ends with its job: "
+            "write a RayJob with this cluster as its rayClusterSpec and an entrypoint, then "
+            "convert"
+        )
+        raise source.error([Problem("kind", reason)])
+    lost: list[str] = []
+    head = origin.kept["Head"]
+    if "Submitter" in origin.kept and origin.kept["Submitter"].argv:
+        path = f"{origin.kept['Submitter'].path}.spec.containers.0.command"
+        reason = "the submitter runs its own command: give the job's command as entrypoint"
+        raise source.error([Problem(path, reason)])
+
+    def group(name: str) -> dict[str, Any]:
+        kept = origin.kept[name]
+        lost.extend(_ray_template_losses(kept, head))
+        params = {}
+        for key, value in origin.options["params"][name].items():
+            if ray_flag(key) in RAY_MANAGED_FLAGS:
+                lost.append(f"{kept.path}.rayStartParams.{key}: set by aichor-iac")
+            else:
+                params[key] = param(value)
+        result = {"resources": _resources(kept, lost)}
+        return {**result, "rayStartParams": params} if params else result
+
+    env: dict[str, Any] = {}
+    for kept in origin.kept.values():
+        _merge_env(kept, env, lost)
+    types: dict[str, Any] = {"Head": group("Head")}
+    pools = [
+        {"name": pool.name, "count": pool.count, **group(pool.name)}
+        for pool in spec.types.get("Workers") or []
+    ]
+    if pools:
+        types["Workers"] = pools
+    data: dict[str, Any] = {
+        "operator": "kuberay",
+        "image": head.main["image"],
+        "command": origin.options["entrypoint"],
+        "types": types,
+    }
+    if spec.ray_version:
+        data["rayVersion"] = spec.ray_version
+    if env:
+        data["env"] = list(env.values())
+    if spec.active_deadline_seconds:
+        data["activeDeadlineSeconds"] = spec.active_deadline_seconds
+    if origin.options["submitter"]:
+        submitter = origin.kept["Submitter"]
+        lost.append(
+            f"{submitter.path}: the submitter's template and its {submitter.backoff_limit} retries"
+        )
+    for key, value in sorted(origin.options["submission"].items()):
+        field = "runtimeEnvYAML" if key == "runtime_env" else _camel(key)
+        lost.append(f"spec.{field}: {value} (the manifest submits the command alone)")
+    if origin.options["jobId"]:
+        lost.append(f"spec.jobId: {origin.options['jobId']} (the experiment's name is the id)")
+    if not origin.options["shutdown"]:
+        lost.append(
+            "spec.shutdownAfterJobFinishes: false; the manifest's cluster stops when the job ends"
+        )
+    if origin.options["auth"] is not None:
+        lost.append("spec.rayClusterSpec.authOptions: AIchor's Ray clusters always use a token")
+    if origin.ttl_seconds_after_finished is not None:
+        lost.append("spec.ttlSecondsAfterFinished: finished Jobs are kept")
+    if origin.suspend:
+        lost.append("spec.suspend: the experiment starts at once")
+    lost += _companion_losses(origin)
+    lost += _env_contract(spec)
+    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
+    return Conversion(manifest, lost)
+
+
+def _ray_template_losses(kept: Kept, head: Kept) -> list[str]:
+    """What of a Ray group's template the manifest cannot say: as for any template, and the
+    container's own command (the manifest's nodes run `ray start` alone)."""
+    lost = [
+        loss
+        for loss in _template_losses(kept, head, "kuberay", "")
+        if ".command: every type runs" not in loss
+    ]
+    if kept.argv:
+        where = f"{kept.path}.template.spec.containers.{kept.index}.command"
+        lost.append(f"{where}: the manifest's nodes run aichor-iac's `ray start` alone")
+    return lost
+
+
+def _companion_losses(origin: Origin) -> list[str]:
+    return [
+        f"ConfigMap {c['metadata']['name']}: create it beside the stack (a manifest is one "
+        "document)"
+        for c in origin.companions
+    ]
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(word.title() for word in rest)
 
 
 def _entry(spec: Spec, origin: Origin) -> Kept:

@@ -472,6 +472,7 @@ def _options(cluster: RayClusterSpec, job: RayJobSpec | None) -> dict[str, Any]:
         options["entrypoint"] = job.entrypoint.strip()
         options["jobId"] = job.job_id
         options["shutdown"] = job.shutdown_after_job_finishes
+        options["submitter"] = bool(job.submitter_pod_template or job.submitter_config)
     return options
 
 

@@ -23,6 +23,7 @@ from conftest import ROOT, expand
 from kube import LocalCluster
 
 from aichor_iac import limits, manifest
+from aichor_iac.convert import convert
 from aichor_iac.frameworks import base, ray
 
 SAMPLES = sorted((ROOT / "tests" / "kuberay").glob("*.yaml"))
@@ -604,3 +605,46 @@ def test_real_rayjob_runs_its_entrypoint_on_the_cluster_then_the_cluster_ends(
     for pod in ("exp-head-0", "exp-pool-0"):  # shutdownAfterJobFinishes: the cluster ends
         assert results[pod].returncode == 0, results[pod].stderr[-3000:]
         assert "exp-submitter-0.exp.default.svc.cluster.local (it has ended)" in results[pod].stdout
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in SAMPLES if p.stem not in REFUSED], ids=lambda p: p.stem
+)
+def test_convert_gives_a_valid_manifest_or_says_why_not(path: Path) -> None:
+    """A RayJob converts to an `operator: kuberay` manifest rendering the same Jobs (each
+    group with its count), listing what it loses; a RayCluster, or a submitter with its own
+    command, is refused with the reason."""
+    resource = manifest.load(path)
+    try:
+        conversion = convert(resource)
+    except manifest.ManifestError as error:
+        assert resource.spec.origin.kind == "RayCluster" or "submitter runs its own" in str(
+            error
+        ), str(error)
+        return
+    converted = manifest.validate(conversion.manifest, "converted.yaml")
+    assert converted.spec.operator == "kuberay"
+    before = {n: j["spec"]["completions"] for n, j in jobs(path).items()}
+    after = {n: j["spec"]["completions"] for n, j in jobs(conversion.manifest).items()}
+    assert before == after
+    companions = [c["metadata"]["name"] for c in resource.spec.origin.companions]
+    for name in companions:
+        assert any(line.startswith(f"ConfigMap {name}:") for line in conversion.lost)
+
+
+def test_convert_says_what_a_rayjob_loses() -> None:
+    cr = rayjob(runtimeEnvYAML="pip: [x]\n", jobId="id-1")
+    params = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]
+    params.update({"num-cpus": "0", "port": "6380"})
+    conversion = convert(manifest.validate(cr, "cr.yaml"))
+    assert conversion.manifest["spec"]["command"] == cr["spec"]["entrypoint"]
+    assert conversion.manifest["spec"]["types"]["Head"]["rayStartParams"] == {"num-cpus": "0"}
+    lost = "\n".join(conversion.lost)
+    for text in (
+        "headGroupSpec.rayStartParams.port: set by aichor-iac",
+        "spec.runtimeEnvYAML: {'pip': ['x']}",
+        "spec.jobId: id-1",
+        "spec.shutdownAfterJobFinishes: false",
+        "env: the replicas see AIchor's CURRENT_POD_IP",
+    ):
+        assert text in lost, lost
