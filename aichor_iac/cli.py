@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     command(
         "convert",
         _convert,
-        "print a Kubeflow custom resource as an AIchor manifest, and what it cannot say",
+        "print a Kubeflow custom resource or a RayJob as an AIchor manifest, and what it cannot "
+        "say",
     )
     for name, handler, help in (
         ("validate", _validate, "check a manifest; exit 2 with one line per problem"),

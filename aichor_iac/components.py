@@ -228,7 +228,8 @@ class MPIJob(Experiment):
 class RayCluster(Experiment):
     """A Ray cluster for one experiment: the head (awaited until its GCS accepts connections),
     the worker pools, then the job that runs the command once every node has joined (or, for
-    kuberay, the submitter); head and pools stop when the job ends."""
+    kuberay and a RayJob, the submitter); head and pools stop when the job ends (a RayJob's
+    with `shutdownAfterJobFinishes`; a RayCluster's run until destroyed)."""
 
     TYPE = "aichor:index:RayCluster"
     OPERATORS = ("ray", "kuberay")
