@@ -62,6 +62,8 @@ class Origin:
     options: dict[str, Any] = field(default_factory=dict)  # the framework's CR options
     # ConfigMaps given beside the resource (Kubernetes JSON), created before its pods
     companions: tuple[dict[str, Any], ...] = ()
+    # The gang's PodGroup as the resource asks for it (`pod_group(scheduler)`: its spec)
+    scheduling: Any = None
 
     def port(self, type_name: str, name: str) -> int:
         """The number of the port `name` on a replica type's operator container (the operator's

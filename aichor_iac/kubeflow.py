@@ -107,11 +107,26 @@ KINDS = {
 
 
 class SchedulingPolicy(Model):
-    min_available: int | None = None
+    min_available: int | None = Field(None, ge=1, le=INT32)
     queue: str | None = None
     min_resources: dict[str, Any] | None = None
     priority_class: str | None = None
-    schedule_timeout_seconds: int | None = None
+    schedule_timeout_seconds: int | None = Field(None, ge=1, le=INT32)
+
+    def pod_group(self, scheduler: str) -> dict[str, Any]:
+        """What the operator puts in its PodGroup's spec (release-1.9 `ReconcileJobs`) beside
+        minMember: Volcano's queue and priority class, scheduler-plugins' timeout, either's
+        minResources; minMember itself is `minAvailable` when given."""
+        spec: dict[str, Any] = {"minMember": self.min_available} if self.min_available else {}
+        if scheduler == "volcano":
+            spec["queue"] = self.queue or "default"
+            if self.priority_class:
+                spec["priorityClassName"] = self.priority_class
+        elif self.schedule_timeout_seconds:
+            spec["scheduleTimeoutSeconds"] = self.schedule_timeout_seconds
+        if self.min_resources:
+            spec["minResources"] = dict(self.min_resources)
+        return spec
 
 
 class RunPolicy(Model):
@@ -279,6 +294,7 @@ def validate(
         ttl_seconds_after_finished=spec.run_policy.ttl_seconds_after_finished,
         suspend=spec.run_policy.suspend,
         options=options,
+        scheduling=spec.run_policy.scheduling_policy,
         companions=config_maps,
     )
     manifest = _manifest(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
@@ -361,15 +377,6 @@ def kind_of(kind: Kind) -> str:
 
 def _run_policy_problems(policy: RunPolicy) -> list[Problem]:
     problems = []
-    if policy.scheduling_policy is not None:
-        problems.append(
-            Problem(
-                "spec.runPolicy.schedulingPolicy",
-                "gang scheduling is the stack's: remove it and set aichor:gangScheduler "
-                "(volcano or coscheduling: one PodGroup of every replica), aichor:kueueQueue "
-                "and aichor:priorityClassName",
-            )
-        )
     if policy.managed_by not in (None, "kubeflow.org/training-operator"):
         problems.append(
             Problem(

@@ -350,6 +350,15 @@ RULES: tuple[Rule, ...] = (
     Rule("stringData.~", _data_key, "IsConfigMapKey", _only("Secret")),
     Rule("**.ipBlock.cidr", _cidr, "ValidateNetworkPolicy"),
     Rule("spec.resources.requests.storage", _quantity, "ValidatePersistentVolumeClaim"),
+    Rule("spec.minResources.*", _quantity, "PodGroup minResources", _only("PodGroup")),
+    Rule(
+        "spec.minResources.~",
+        _must(is_label_key, "a resource name"),
+        "PodGroup minResources",
+        _only("PodGroup"),
+    ),
+    Rule("spec.queue", _subdomain, "Volcano queue name", _only("PodGroup")),
+    Rule("spec.priorityClassName", _subdomain, "PriorityClass name", _only("PodGroup")),
     Rule("", _at_most(MAX_OBJECT, "etcd stores as one object"), "etcd --max-request-bytes"),
 )
 

@@ -201,6 +201,7 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                     )
                 )
     problems += _kept_problems(blueprint)
+    problems += _scheduling_problems(blueprint)
     settings = blueprint.settings
     if blueprint.network_policy and not settings.egress_cidrs:
         for key, value in blueprint.platform_env.items():
@@ -239,6 +240,29 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
             )
         )
     return problems
+
+
+def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:
+    """A custom resource's `schedulingPolicy` fills the gang's PodGroup: it needs one (its
+    operator would ignore it without gang scheduling), and a gang it can complete."""
+    origin, settings = blueprint.spec.origin, blueprint.settings
+    policy = origin.scheduling if origin else None
+    if policy is None:
+        return []
+    where = "spec.runPolicy.schedulingPolicy"
+    if settings.gang_scheduler == "none":
+        reason = (
+            "fills the gang scheduler's PodGroup, and the stack schedules no gang: set "
+            "aichor:gangScheduler (volcano or coscheduling), or remove it"
+        )
+        return [Problem(where, reason)]
+    if policy.min_available and policy.min_available > blueprint.plan.pods:
+        reason = (
+            f"is more than the experiment's {blueprint.plan.pods} pods: no gang could ever "
+            "start; give at most that many"
+        )
+        return [Problem(f"{where}.minAvailable", reason)]
+    return []
 
 
 def _kept_problems(blueprint: Blueprint) -> list[Problem]:

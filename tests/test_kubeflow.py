@@ -437,7 +437,11 @@ def test_a_container_without_command_runs_its_entrypoint() -> None:
             {"spec.Worker.template": {"spec": {}}},
             "template.spec: not a valid pod template: 'containers' is a required property",
         ),
-        ({"spec.runPolicy": {"schedulingPolicy": {"queue": "q"}}}, "aichor:gangScheduler"),
+        ({"spec.runPolicy": {"schedulingPolicy": {"queue": "q"}}}, "set aichor:gangScheduler"),
+        (
+            {"spec.runPolicy": {"schedulingPolicy": {"minAvailable": 0}}},
+            "schedulingPolicy.minAvailable: Input should be greater than or equal to 1",
+        ),
         ({"spec.runPolicy": {"backofLimit": 1}}, "unknown key 'backofLimit'; did you mean"),
         ({"spec.elasticPolicy": {"metrics": [{"type": "Resource"}]}}, "HorizontalPodAutoscaler"),
     ],
@@ -770,3 +774,46 @@ def test_convert_on_the_command_line(tmp_path: Path) -> None:
         [cli, "convert", str(ROOT / "examples/pytorch.yaml")], capture_output=True, text=True
     )
     assert refused.returncode == 2 and "already an AIchor manifest" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "expected"),
+    [
+        (  # Volcano: the queue ("default" unless given) and the priority class
+            "volcano",
+            {
+                "minMember": 2,
+                "queue": "team-a",
+                "priorityClassName": "high",
+                "minResources": {"cpu": "4"},
+            },
+        ),
+        (  # scheduler-plugins: the timeout
+            "coscheduling",
+            {"minMember": 2, "scheduleTimeoutSeconds": 60, "minResources": {"cpu": "4"}},
+        ),
+    ],
+)
+def test_scheduling_policy_fills_the_gangs_pod_group(scheduler: str, expected: dict) -> None:
+    # As release-1.9's ReconcileJobs fills the PodGroup when gang scheduling is on.
+    policy = {
+        "minAvailable": 2,
+        "queue": "team-a",
+        "priorityClass": "high",
+        "minResources": {"cpu": "4"},
+        "scheduleTimeoutSeconds": 60,
+    }
+    cr = pytorchjob(1, 2, runPolicy={"schedulingPolicy": policy})
+    group = next(o for o in expand(cr, gang_scheduler=scheduler).objects if o["kind"] == "PodGroup")
+    assert group["spec"] == expected
+    plain = next(
+        o
+        for o in expand(pytorchjob(1, 2), gang_scheduler="volcano").objects
+        if o["kind"] == "PodGroup"
+    )
+    assert plain["spec"] == {"minMember": 3}  # (no policy: every pod, as the operator)
+    cr["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 4
+    with pytest.raises(
+        manifest.ManifestError, match="minAvailable: is more than the experiment's 3"
+    ):
+        expand(cr, gang_scheduler=scheduler)

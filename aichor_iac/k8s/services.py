@@ -106,10 +106,13 @@ def companion(ctx: Context, config_map: dict) -> dict:
 
 
 def pod_group(ctx: Context) -> dict:
-    """A PodGroup for the gang scheduler: no replica starts until all of them can."""
+    """A PodGroup for the gang scheduler: no replica starts until all of them can (or the
+    custom resource's `schedulingPolicy`, as its operator fills the PodGroup)."""
+    scheduler, origin = ctx.settings.gang_scheduler, ctx.spec.origin
+    asked = origin.scheduling.pod_group(scheduler) if origin and origin.scheduling else {}
     return dict(
-        api_version=POD_GROUP_APIS[ctx.settings.gang_scheduler],
+        api_version=POD_GROUP_APIS[scheduler],
         kind="PodGroup",
         metadata=ctx.metadata(ctx.names.experiment, replica=False),
-        spec={"minMember": ctx.plan.pods},
+        spec={"minMember": ctx.plan.pods, **asked},
     )
