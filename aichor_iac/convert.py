@@ -91,6 +91,11 @@ def convert(source: Manifest) -> Conversion:
         lost.append("runPolicy.ttlSecondsAfterFinished: finished Jobs are kept")
     if origin.suspend:
         lost.append("runPolicy.suspend: the experiment starts at once")
+    if origin.scheduling is not None:
+        lost.append(
+            "runPolicy.schedulingPolicy: the gang is the stack's (aichor:gangScheduler), "
+            "of every pod"
+        )
     lost += _companion_losses(origin)
     lost += _env_contract(spec)
     manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
