@@ -10,6 +10,7 @@ for an AIchor manifest. Fields aichor-iac cannot honour are refused with their p
 
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,7 +20,7 @@ from pydantic import Field, ValidationError
 from . import templates
 from .experiment import Kept, Origin
 from .limits import DNS_1035, INT32, MAX_INDEXED
-from .manifest import Manifest, ManifestError, Model, Problem, Spec
+from .manifest import Manifest, Model, Problem, Spec
 
 GROUP = "kubeflow.org"
 UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
@@ -237,9 +238,7 @@ def validate(
     """The custom resource as a manifest whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""
 
-    def fail(problems: list[Problem]) -> ManifestError:
-        return templates.error(source, problems, lines)
-
+    fail = functools.partial(templates.error, source, lines=lines)
     api_version, kind_name = data.get("apiVersion"), data.get("kind")
     kind_name = kind_name if isinstance(kind_name, str) else repr(kind_name)
     if kind_name not in KINDS or api_version != f"{GROUP}/{KINDS[kind_name].version}":

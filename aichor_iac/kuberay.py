@@ -12,6 +12,7 @@ the env, the Service, the submission) is the Ray framework's job (`frameworks/ra
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from pydantic import Field, ValidationError
 from . import templates
 from .experiment import Kept, Origin
 from .limits import DNS_1035, INT32, MAX_INDEXED
-from .manifest import RAY_ROLES, Manifest, ManifestError, Model, Problem, Spec, dns_label
+from .manifest import RAY_ROLES, Manifest, Model, Problem, Spec, dns_label
 
 API_VERSION = "ray.io/v1"
 KINDS = ("RayJob", "RayCluster")
@@ -173,9 +174,7 @@ def validate(
     """The RayJob or RayCluster as a manifest whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""
 
-    def fail(problems: list[Problem]) -> ManifestError:
-        return templates.error(source, problems, lines)
-
+    fail = functools.partial(templates.error, source, lines=lines)
     kind = data.get("kind")
     if data.get("apiVersion") != API_VERSION or kind not in KINDS:
         known = " or ".join(f"{API_VERSION} {k}" for k in KINDS)

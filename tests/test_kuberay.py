@@ -361,8 +361,9 @@ def test_an_aichor_manifest_is_one_document() -> None:
         manifest.parse(yaml.safe_dump_all([data, config_map]))
 
 
-def refuse(change: Any, path: str, message: str) -> tuple[Any, str, str]:
-    return (change, path, message)
+def refused(path: str, value: Any, message: str) -> tuple[Any, str, str]:
+    """A case of `test_bad_resources`: `value` at `path` is refused there with `message`."""
+    return (_set(path, value), path, message)
 
 
 def _set(path: str, value: Any) -> Any:
@@ -382,63 +383,27 @@ CLUSTER = "spec.rayClusterSpec"
 @pytest.mark.parametrize(
     ("change", "path", "message"),
     [
-        (
-            _set(f"{CLUSTER}.enableInTreeAutoscaling", True),
-            f"{CLUSTER}.enableInTreeAutoscaling",
-            "remove it",
-        ),
-        (_set("spec.clusterSelector", {"a": "b"}), "spec.clusterSelector", "existing RayCluster"),
-        (_set("spec.submissionMode", "InteractiveMode"), "spec.submissionMode", "RayCluster"),
-        (_set("spec.entrypoint", ""), "spec.entrypoint", "give the command"),
-        (_set("spec.runtimeEnvYAML", "- a list"), "spec.runtimeEnvYAML", "YAML mapping"),
-        (_set(f"{CLUSTER}.rayVersion", "1.13.0"), f"{CLUSTER}.rayVersion", "give 2.x"),
-        (
-            _set(f"{CLUSTER}.workerGroupSpecs.0.groupName", "head"),
-            f"{CLUSTER}.workerGroupSpecs.0.groupName",
-            "names another Job",
-        ),
-        (
-            _set(f"{CLUSTER}.workerGroupSpecs.0.groupName", "Bad_Name"),
-            f"{CLUSTER}.workerGroupSpecs.0.groupName",
-            "names the group's Job",
-        ),
-        (
-            _set(f"{CLUSTER}.workerGroupSpecs.0.numOfHosts", 2),
-            f"{CLUSTER}.workerGroupSpecs.0.numOfHosts",
-            "multi-host",
-        ),
-        (
-            _set(f"{CLUSTER}.headGroupSpec.rayStartParams.num-cpus", 2),
-            f"{CLUSTER}.headGroupSpec.rayStartParams.num-cpus",
-            "string",
-        ),
-        (
-            _set(f"{CLUSTER}.headGroupSpec.rayStartParams.temp-dir", "a b"),
-            f"{CLUSTER}.headGroupSpec.rayStartParams.temp-dir",
-            "must be one value",
-        ),
-        (
-            _set(f"{CLUSTER}.headGroupSpec.rayStartParams.resources", "{x"),
-            f"{CLUSTER}.headGroupSpec.rayStartParams.resources",
-            "JSON object",
-        ),
-        (
-            _set(f"{CLUSTER}.headGroupSpec.serviceType", "NodePort"),
-            f"{CLUSTER}.headGroupSpec.serviceType",
-            "port-forward",
-        ),
-        (
-            _set(f"{CLUSTER}.headGroupSpec.template.spec.containers", []),
-            f"{CLUSTER}.headGroupSpec.template.spec.containers",
-            "at least one container",
-        ),
+        refused(f"{CLUSTER}.enableInTreeAutoscaling", True, "remove it"),
+        refused("spec.clusterSelector", {"a": "b"}, "existing RayCluster"),
+        refused("spec.submissionMode", "InteractiveMode", "RayCluster"),
+        refused("spec.entrypoint", "", "give the command"),
+        refused("spec.runtimeEnvYAML", "- a list", "YAML mapping"),
+        refused(f"{CLUSTER}.rayVersion", "1.13.0", "give 2.x"),
+        refused(f"{CLUSTER}.workerGroupSpecs.0.groupName", "head", "names another Job"),
+        refused(f"{CLUSTER}.workerGroupSpecs.0.groupName", "Bad_Name", "names the group's Job"),
+        refused(f"{CLUSTER}.workerGroupSpecs.0.numOfHosts", 2, "multi-host"),
+        refused(f"{CLUSTER}.headGroupSpec.rayStartParams.num-cpus", 2, "string"),
+        refused(f"{CLUSTER}.headGroupSpec.rayStartParams.temp-dir", "a b", "must be one value"),
+        refused(f"{CLUSTER}.headGroupSpec.rayStartParams.resources", "{x", "JSON object"),
+        refused(f"{CLUSTER}.headGroupSpec.serviceType", "NodePort", "port-forward"),
+        refused(f"{CLUSTER}.headGroupSpec.template.spec.containers", [], "at least one container"),
         (
             _set(f"{CLUSTER}.authOptions", {"mode": "token", "enableK8sTokenAuth": True}),
             f"{CLUSTER}.authOptions.enableK8sTokenAuth",
             "remove it",
         ),
-        (_set("metadata.name", "Exp"), "metadata.name", "DNS-1035"),
-        (_set("spec.unknown", 1), "spec.unknown", ""),
+        refused("metadata.name", "Exp", "DNS-1035"),
+        refused("spec.unknown", 1, ""),
     ],
 )
 def test_bad_resources(change: Any, path: str, message: str) -> None:
