@@ -6,6 +6,7 @@ objects = render("examples/pytorch.yaml", namespace="ml")
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .manifest import Manifest, ManifestError, load
@@ -14,7 +15,7 @@ from .settings import Settings
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["Manifest", "ManifestError", "Settings", "load", "render"]
+__all__ = ["Manifest", "ManifestError", "Settings", "experiment_from_function", "load", "render"]
 __version__ = "0.1.0"
 
 
@@ -23,3 +24,11 @@ def render(manifest: Manifest | str | Path, **options: Any) -> list[dict[str, An
     from .engine import render as _render  # Pulumi is imported only when rendering
 
     return _render(manifest, **options)
+
+
+def experiment_from_function(func: Callable[..., Any], **options: Any) -> Manifest:
+    """An experiment that runs a Python function on every replica (see
+    `aichor_iac.function.experiment_from_function` for the options)."""
+    from .function import experiment_from_function as _from_function
+
+    return _from_function(func, **options)
