@@ -98,7 +98,8 @@ def experiment_from_function(
     container: dict[str, Any] = {
         "name": container_name,
         "image": image or default_image,
-        "env": [{"name": k, "value": str(v)} for k, v in (env or {}).items()],
+        # Literal values: Kubernetes would expand `$(VAR)` in them, a Python dict does not.
+        "env": [{"name": k, "value": str(v).replace("$", "$$")} for k, v in (env or {}).items()],
         "resources": _resources(resources_per_node or {}),
         "volumeMounts": [{"name": "function", "mountPath": MOUNT, "readOnly": True}],
     }

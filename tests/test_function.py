@@ -5,6 +5,7 @@ for real on the local cluster as a three-pod gloo all-reduce."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,8 +17,10 @@ import fn_helpers
 import kubernetes_validate
 import pytest
 import yaml
+from conftest import ROOT
 from kube import LocalCluster
 
+import aichor_iac
 from aichor_iac import engine, experiment_from_function, limits, manifest
 from aichor_iac.settings import Settings
 
@@ -88,7 +91,7 @@ def test_each_framework_is_the_resource_the_sdk_would_create(
         framework=framework,
         num_nodes=nodes,
         resources_per_node={"cpu": 2, "memory": "4Gi", "gpu": 1},
-        env={"A": "b"},
+        env={"A": "b", "LITERAL": "$(HOME) $x"},
         packages=["numpy>=1.26", "requests[socks]==2.32.3"],
     )
     assert model.spec.origin.kind == kind
@@ -107,6 +110,7 @@ def test_each_framework_is_the_resource_the_sdk_would_create(
     ]
     assert main["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert {"name": "A", "value": "b"} in main["env"]
+    assert {"name": "LITERAL", "value": "$$(HOME) $$x"} in main["env"]  # never expanded
     if framework == "ray":  # packages are the Ray job's runtime env
         submitter = found["exp-submitter"]["spec"]["template"]["spec"]["containers"][0]
         assert '{"runtime_env":{"pip":["numpy>=1.26",' in " ".join(submitter["command"])
@@ -194,3 +198,24 @@ def test_real_three_node_pytorch_function_all_reduces() -> None:
     outputs = "".join(results[p].stdout for p in results)
     for rank in range(3):
         assert f"rank {rank} of 3 sum 6.0" in outputs
+
+
+@real
+def test_the_notebook_example_runs_for_real() -> None:
+    # examples/from_function.py: three nodes, its helper and constant shipped with it.
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location(
+        "from_function", ROOT / "examples" / "from_function.py"
+    )
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "HOME": os.environ.get("HOME", "/root"),
+        "AICHOR_FOLLOW_INTERVAL": "0.5",
+    }
+    with LocalCluster(aichor_iac.render(example.experiment(), name="exp"), env) as cluster:
+        results = cluster.run(timeout=300)
+    outputs = "".join(r.stdout for r in results.values())
+    for rank in range(3):  # 3 steps of gradient 1+2+3 = 6 over 3 ranks at rate 0.5
+        assert f"rank {rank} of 3: weight -3.00, mean 1.5" in outputs, outputs[-3000:]
