@@ -267,6 +267,22 @@ def _pod_hosts(job: dict[str, Any]) -> str | None:
     return None if is_dns_label(last) else f"pod host name {last!r} is not a DNS label"
 
 
+def _mounts(pod: dict[str, Any]) -> str | None:
+    """Each container mounts volumes of the pod, each at its own path (ValidateVolumeMounts:
+    a mount of no volume, or two mounts at one path, are refused)."""
+    volumes = {v.get("name") for v in pod.get("volumes", []) if isinstance(v, dict)}
+    for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+        paths: set[str] = set()
+        for mount in container.get("volumeMounts", []) if isinstance(container, dict) else []:
+            name, path = mount.get("name"), mount.get("mountPath")
+            if name not in volumes:
+                return f"{container.get('name')}: mounts {_shown(name)}, which is not a volume"
+            if not path or path in paths:
+                return f"{container.get('name')}: mounts two volumes at {_shown(path)}"
+            paths.add(path)
+    return None
+
+
 _LABEL_RULE = "a DNS label (lowercase letters, digits and '-', at most 63)"
 _label = _must(is_dns_label, _LABEL_RULE)
 _subdomain = _must(is_subdomain, "a DNS subdomain (lowercase letters, digits, '-' and '.')")
@@ -338,6 +354,7 @@ RULES: tuple[Rule, ...] = (
     Rule("**.tolerations.*", _toleration, "ValidateTolerations"),
     Rule("**.volumes.*.name", _label, "ValidateVolumes"),
     Rule("**.subdomain", _label, "ValidatePodSpec"),
+    Rule("spec.template.spec", _mounts, "ValidateVolumeMounts", _only("Job", "Deployment")),
     # Numbers.
     Rule(f"**.{'|'.join(INT32_FIELDS)}", _int_within(0, INT32), "int32 fields"),
     Rule("spec.completions", _int_within(1, MAX_INDEXED), "batch: Indexed Job", _only("Job")),

@@ -817,3 +817,15 @@ def test_scheduling_policy_fills_the_gangs_pod_group(scheduler: str, expected: d
         manifest.ManifestError, match="minAvailable: is more than the experiment's 3"
     ):
         expand(cr, gang_scheduler=scheduler)
+
+
+def test_a_mount_where_the_operator_mounts_its_keys_is_refused() -> None:
+    # The API server refuses two mounts at one path: the user's at /root/.ssh and the MPI
+    # Operator's key pair at sshAuthMountPath (its default) are caught before anything exists.
+    cr = custom_resource("MPIJob", {"Launcher": 1, "Worker": 1})
+    for replica in specs(cr).values():
+        pod = replica["template"]["spec"]
+        pod["volumes"] = [{"name": "mine", "emptyDir": {}}]
+        pod["containers"][0]["volumeMounts"] = [{"name": "mine", "mountPath": "/root/.ssh"}]
+    with pytest.raises(manifest.ManifestError, match=r"mounts two volumes at '/root/\.ssh'"):
+        expand(cr)

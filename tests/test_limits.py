@@ -82,6 +82,7 @@ CASES = [
     ("PersistentVolumeClaim", "spec.resources.requests.storage", "1 TB", "is not a quantity"),
     ("Deployment", "metadata.annotations.big", "a" * (1600 * 1024), "etcd stores as one object"),
     *[("PodGroup", f"spec.{f}", 2**31, "from 0 to 2,147,483,647") for f in limits.INT32_FIELDS],
+    ("Job", f"{MAIN}.volumeMounts", [{"name": "nope", "mountPath": "/a"}], "which is not a volume"),
     # A custom resource's schedulingPolicy, in the gang's PodGroup.
     ("PodGroup", "spec.minResources", {"cpu": "4 cores"}, "is not a quantity"),
     ("PodGroup", "spec.minResources", {"a b": "1"}, "is not a resource name"),
