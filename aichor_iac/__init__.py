@@ -15,7 +15,17 @@ from .settings import Settings
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["Manifest", "ManifestError", "Settings", "experiment_from_function", "load", "render"]
+__all__ = [
+    "Manifest",
+    "ManifestError",
+    "Settings",
+    "destroy",
+    "experiment_from_function",
+    "load",
+    "logs",
+    "render",
+    "up",
+]
 __version__ = "0.1.0"
 
 
@@ -32,3 +42,25 @@ def experiment_from_function(func: Callable[..., Any], **options: Any) -> Manife
     from .function import experiment_from_function as _from_function
 
     return _from_function(func, **options)
+
+
+def up(experiment: Manifest | str | Path, stack: str, **options: Any) -> dict[str, Any]:
+    """`pulumi up` of one stack per experiment through the Automation API; the stack's
+    outputs (see `aichor_iac.submit.up`; needs the Pulumi CLI)."""
+    from .submit import up as _up
+
+    return _up(experiment, stack, **options)
+
+
+def destroy(stack: str, **options: Any) -> None:
+    """`pulumi destroy` of an experiment's stack, then its removal (`aichor_iac.submit`)."""
+    from .submit import destroy as _destroy
+
+    _destroy(stack, **options)
+
+
+def logs(stack: str, **options: Any) -> str:
+    """The replicas' output, by the stack's `logs` output (`aichor_iac.submit.logs`)."""
+    from .submit import logs as _logs
+
+    return _logs(stack, **options)

@@ -269,6 +269,23 @@ COMPONENTS: dict[str, type[Experiment]] = {
 }
 
 
+def export(name: str, manifest: Manifest, settings: Settings | None = None) -> Experiment:
+    """The Pulumi program's body (`__main__.py`, `aichor_iac.up`): the experiment's component,
+    a warning about what `pulumi destroy` keeps, its outputs as the stack's."""
+    component = experiment(name, manifest, settings)
+    if component.kept and not pulumi.Config("kubernetes").get_bool("upsertExistingObjects"):
+        # pulumi-kubernetes 4.29+ refuses to create what exists: a later `pulumi up` of this
+        # stack would fail on what `pulumi destroy` leaves, instead of finding it again.
+        pulumi.log.warn(
+            f"`pulumi destroy` keeps {', '.join(component.kept)}; to find it again in a later "
+            "`pulumi up` of this stack, run `pulumi config set kubernetes:upsertExistingObjects "
+            "true` (or set aichor:deleteSharedVolume true to delete it)"
+        )
+    for key, value in component.outputs.items():
+        pulumi.export(key, value)
+    return component
+
+
 def experiment(
     name: str,
     manifest: Manifest,

@@ -1,0 +1,93 @@
+"""Submit from Python: `up`, `destroy` and `logs` of one Pulumi stack per experiment, through
+the Pulumi Automation API (`pulumi.automation`), with the Pulumi program's own body
+(`components.export`) as the stack's inline program.
+
+The Automation API drives the Pulumi CLI: it must be installed, and logged in to a backend;
+the cluster is the kubeconfig's current context, as for `pulumi up`. Every problem of the
+experiment is found before the CLI is asked anything, so nothing is half-created.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .manifest import Manifest, load
+from .settings import Settings
+
+PROJECT = "aichor-experiments"  # the Pulumi project of the stacks `up` creates
+INSTALL = (
+    "install the Pulumi CLI (https://www.pulumi.com/docs/install/, e.g. "
+    "`curl -fsSL https://get.pulumi.com | sh`) and log in to a backend (`pulumi login`, or "
+    "`pulumi login --local` to keep the state on this machine)"
+)
+
+
+class PulumiMissing(RuntimeError):
+    """The Pulumi CLI, which the Automation API drives, is not installed."""
+
+
+def up(
+    experiment: Manifest | str | Path,
+    stack: str,
+    *,
+    settings: Settings | None = None,
+    name: str | None = None,
+    project: str = PROJECT,
+    on_output: Callable[[str], None] | None = print,
+) -> dict[str, Any]:
+    """`pulumi up` of the stack `stack` of `project` (created if new) with the experiment
+    (a manifest, a custom resource or a function's experiment, or a path); its outputs."""
+    from . import components
+    from .k8s import layout
+    from .k8s.context import Context
+    from .planning import blueprint
+
+    manifest = experiment if isinstance(experiment, Manifest) else load(experiment)
+    settings = settings or Settings()
+    experiment_name = name or settings.experiment_name or manifest.name or stack
+    # ManifestError now, naming every problem, rather than from inside the CLI's run.
+    layout.checked(Context(blueprint(manifest, settings, experiment_name)))
+
+    def program() -> None:
+        components.export(experiment_name, manifest, settings)
+
+    result = _stack(stack, project, program).up(on_output=on_output)
+    return {key: output.value for key, output in result.outputs.items()}
+
+
+def destroy(
+    stack: str, *, project: str = PROJECT, on_output: Callable[[str], None] | None = print
+) -> None:
+    """`pulumi destroy` of the stack, then its removal (what `pulumi destroy` keeps, a
+    retained shared volume, stays in the cluster)."""
+    selected = _stack(stack, project, lambda: None, create=False)
+    selected.destroy(on_output=on_output)
+    selected.workspace.remove_stack(stack)
+
+
+def logs(stack: str, *, project: str = PROJECT, follow: bool = False) -> str:
+    """The replicas' output, by the stack's `logs` output (a `kubectl logs` command)."""
+    outputs = _stack(stack, project, lambda: None, create=False).outputs()
+    command = shlex.split(str(outputs["logs"].value))
+    if not follow:
+        command = [word for word in command if word != "-f"]
+    if shutil.which(command[0]) is None:
+        raise PulumiMissing(f"`{command[0]}` is not installed: install kubectl to read logs")
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
+def _stack(stack: str, project: str, program: Callable[[], None], create: bool = True) -> Any:
+    """The stack through the Automation API, or PulumiMissing saying what to install."""
+    from pulumi import automation
+
+    try:
+        if create:
+            return automation.create_or_select_stack(stack, project, program)
+        return automation.select_stack(stack, project, program)
+    except FileNotFoundError:
+        raise PulumiMissing(f"`pulumi` is not installed: {INSTALL}") from None

@@ -1,0 +1,87 @@
+"""Submitting from Python (`aichor_iac.up`, `destroy`, `logs`) through the Automation API,
+against a stand-in for the Pulumi CLI that records what it is asked (tests/fake_pulumi): the
+stack per experiment, `up`/`destroy` as the CLI runs them, the outputs returned; the inline
+program itself registers exactly the objects the Pulumi program does; a missing CLI is a clear
+error naming what to install. No real `pulumi up` runs here (no CLI, no cluster)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+import aichor_iac
+from aichor_iac import components, engine, manifest, submit
+from aichor_iac.settings import Settings
+
+FAKE = ROOT / "tests" / "fake_pulumi"
+
+
+@pytest.fixture
+def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("PATH", f"{FAKE}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_PULUMI_CALLS", str(calls))
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "home"))
+    outputs = {"experiment": "exp", "logs": "kubectl logs -n default -f job/exp-master"}
+    monkeypatch.setenv("FAKE_PULUMI_OUTPUTS", json.dumps(outputs))
+    return calls
+
+
+def recorded(calls: Path) -> list[list[str]]:
+    return [json.loads(line) for line in calls.read_text().splitlines()]
+
+
+def test_up_selects_the_stack_runs_up_and_returns_its_outputs(fake_cli: Path) -> None:
+    said: list[str] = []
+    outputs = aichor_iac.up(ROOT / "examples" / "pytorch.yaml", "exp-1", on_output=said.append)
+    assert outputs == {"experiment": "exp", "logs": "kubectl logs -n default -f job/exp-master"}
+    calls = recorded(fake_cli)
+    assert calls[:2] == [["version"], ["stack", "select", "--stack", "exp-1"]]
+    ups = [c for c in calls if c[:1] == ["up"]]
+    assert len(ups) == 1
+    assert {"--yes", "--skip-preview", "--exec-kind", "auto.inline"} <= set(ups[0])
+    assert any(a.startswith("--client=127.0.0.1:") for a in ups[0])  # the inline program
+    assert "up: done (fake)" in "".join(said)
+
+
+def test_destroy_removes_the_stack(fake_cli: Path) -> None:
+    aichor_iac.destroy("exp-1", on_output=None)
+    calls = recorded(fake_cli)
+    assert any(c[:1] == ["destroy"] and "--yes" in c for c in calls)
+    assert any(c[:2] == ["stack", "rm"] and "exp-1" in " ".join(c) for c in calls)
+
+
+def test_a_bad_experiment_fails_before_the_cli_is_asked_anything(fake_cli: Path) -> None:
+    # A problem only the plan and the stack's settings show: a schedulingPolicy without a gang.
+    cr = yaml.safe_load((ROOT / "tests" / "kubeflow" / "pytorch-cpu-demo-demo.yaml").read_text())
+    cr["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "q"}}
+    with pytest.raises(manifest.ManifestError, match="set aichor:gangScheduler"):
+        aichor_iac.up(manifest.validate(cr), "exp-1")
+    assert not fake_cli.exists()
+
+
+def test_a_missing_cli_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(submit.PulumiMissing, match="install the Pulumi CLI"):
+        aichor_iac.up(ROOT / "examples" / "pytorch.yaml", "exp-1")
+
+
+def test_the_inline_program_registers_what_the_pulumi_program_does() -> None:
+    model = manifest.load(ROOT / "examples" / "pytorch.yaml")
+    settings = Settings()
+    inline = engine.run(lambda: components.export("exp", model, settings).outputs, "dev")
+    program = engine.expand(model, settings, "dev", "exp")
+    assert inline.objects == program.objects and inline.outputs == program.outputs
+
+
+@pytest.mark.parametrize(
+    ("follow", "asked"),
+    [(False, "logs -n default job/exp-master"), (True, "logs -n default -f job/exp-master")],
+)
+def test_logs_runs_the_stacks_logs_command(fake_cli: Path, follow: bool, asked: str) -> None:
+    assert aichor_iac.logs("exp-1", follow=follow) == f"kubectl {asked}\n"
