@@ -54,8 +54,6 @@ FRAMEWORKS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
     ),
     "ray": ("RayJob", ("Head", "Worker"), "ray", "docker.io/rayproject/ray:2.52.0"),
 }
-# A package as pip reads it: a requirement (PEP 508), never an option or a shell word.
-REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._, -]+\])?([<>=!~;@ ][^\n]*)?\Z")
 
 
 def experiment_from_function(
@@ -177,10 +175,15 @@ def _rayjob(
 
 
 def _check(packages: list[str], source: str) -> None:
+    """Each package a requirement (PEP 508), never a pip option or more than one."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     for i, package in enumerate(packages):
-        if not isinstance(package, str) or not REQUIREMENT.match(package):
+        try:
+            Requirement(package)
+        except (InvalidRequirement, TypeError):
             reason = f"{package!r} is not a requirement pip reads (e.g. 'numpy>=1.26')"
-            raise ManifestError(source, [Problem(f"packages.{i}", reason)])
+            raise ManifestError(source, [Problem(f"packages.{i}", reason)]) from None
 
 
 def _script(entry: str, packages: list[str], index: str | None) -> str:

@@ -147,7 +147,8 @@ def test_nproc_per_node_uses_torchrun_and_multiplies_the_world() -> None:
         (fn_helpers.report, {"framework": "tf", "nproc_per_node": 2}, "nproc_per_node", "PyTorch"),
         (fn_helpers.report, {"args": {"x": object()}}, "args", "must be JSON"),
         (fn_helpers.report, {"packages": ["--index-url=http://evil"]}, "packages.0", "requirement"),
-        (fn_helpers.report, {"packages": ["numpy; rm -rf /\nx"]}, "packages.0", "requirement"),
+        (fn_helpers.report, {"packages": ["numpy; rm -rf /"]}, "packages.0", "requirement"),
+        (fn_helpers.report, {"packages": ["a b"]}, "packages.0", "requirement"),
         (fn_helpers.report, {"name": "Bad_Name"}, "metadata.name", "DNS-1035"),
     ],
 )
