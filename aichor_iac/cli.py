@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
         ("validate", _validate, "check a manifest; exit 2 with one line per problem"),
         ("render", _render, "print every Kubernetes object as multi-document YAML"),
         ("preview", _preview, "show the component, its objects in creation order and totals"),
+        (
+            "run",
+            _run,
+            "run every replica as local processes (Linux, root), each line of output prefixed "
+            "with its pod; exit with the experiment's result",
+        ),
     ):
         sub = command(name, handler, help)
         sub.add_argument(
@@ -78,6 +84,22 @@ def _parser() -> argparse.ArgumentParser:
             metavar="FILE",
             help="a Pulumi.<stack>.yaml to take aichor:* settings and the stack name from",
         )
+        if name == "run":
+            sub.add_argument(
+                "--local",
+                action="store_true",
+                required=True,
+                help="on this machine (the only place `run` runs, for now)",
+            )
+            sub.add_argument(
+                "--replicas",
+                type=int,
+                metavar="N",
+                help="at most N replicas per group, GPUs masked off: a smoke test",
+            )
+            sub.add_argument(
+                "--timeout", type=float, default=3600, metavar="SECONDS", help="default 3600"
+            )
         if name == "render":
             sub.add_argument(
                 "-o",
@@ -101,6 +123,39 @@ def _validate(args: argparse.Namespace) -> int:
     what = f"{manifest.spec.operator} manifest" if origin is None else origin.source
     print(f"{args.manifest}: valid {what}")
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The experiment's replicas as local processes (`aichor_iac.local`), their output as it
+    comes, one colour per pod on a terminal."""
+    from .local import LocalUnavailable, run_experiment
+
+    manifest, settings, name, _ = _inputs(args)
+    if args.replicas is not None and args.replicas < 1:
+        print("aichor-iac: --replicas: give 1 or more", file=sys.stderr)
+        return 2
+    console = Console(highlight=False)
+    colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
+    seen: dict[str, str] = {}
+
+    def line(pod: str, text: str) -> None:
+        colour = seen.setdefault(pod, colours[len(seen) % len(colours)])
+        console.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)
+
+    try:
+        status = run_experiment(
+            manifest,
+            settings,
+            name=name,
+            replicas=args.replicas,
+            timeout=args.timeout,
+            on_line=line,
+        )
+    except LocalUnavailable as error:
+        print(f"aichor-iac: {error}", file=sys.stderr)
+        return 2
+    print(f"aichor-iac: {name} {'succeeded' if status == 0 else f'failed ({status})'}")
+    return status
 
 
 def _convert(args: argparse.Namespace) -> int:

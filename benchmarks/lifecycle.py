@@ -1,5 +1,5 @@
 """Lifecycle benchmark: how long GPUs idle after the end, and how long a dependent waits after
-its peer is up, on the local cluster (tests/kube.py: one network namespace per pod, a hosts
+its peer is up, on the local cluster (aichor_iac/local.py: one network namespace per pod, a hosts
 file standing for the cluster DNS) with the default settings.
 
 An experiment of 1 entry point (PyTorch Master) and 8 followers (Workers), repeated RUNS

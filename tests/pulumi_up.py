@@ -1,6 +1,6 @@
 """`pulumi up` as the real engine runs it, over the registrations the offline engine records
 (`aichor_iac.engine`), against a cluster: `Model` (pods as rules, instant) or `Live` (real
-processes on the local cluster, tests/kube.py).
+processes on the local cluster, aichor_iac/local.py).
 
 The mock monitor answers every registration at once; the real engine does not. Each rule here
 follows the provider or Kubernetes:
@@ -22,7 +22,7 @@ follows the provider or Kubernetes:
   that pod's command runs), then runs its command; a pod is Ready once its command runs. (The
   wait runs in the main container, so a real pod without a readiness probe is Ready already
   while it waits: the model is Ready later, never sooner, so an `up` it finishes also
-  finishes for real.) `Live` gets all of this from tests/kube.py and real programs instead.
+  finishes for real.) `Live` gets all of this from aichor_iac/local.py and real programs instead.
 - Programs (the frameworks' contracts, `Model`): replicas that rendezvous (every framework but
   jobset and batchjob) run until every replica of the experiment runs, then the entry point
   ends; a follower ends once the entry point it has seen is gone; jobset and batchjob pods end
@@ -270,7 +270,7 @@ class Model:
 
 
 class Live:
-    """The cluster's answers from real processes: tests/kube.py's `LocalCluster` runs each
+    """The cluster's answers from real processes: `aichor_iac/local.py`'s `LocalCluster` runs each
     Job's pods from the moment `up()` creates it. Nothing can change any more once no pod has
     changed state (and `up()` has created or seen nothing new) for `stall` seconds."""
 

@@ -1,4 +1,4 @@
-"""Whole experiments run for real on this machine (tests/kube.py `LocalCluster`): the rendered
+"""Whole experiments run for real on this machine (`aichor_iac.local.LocalCluster`): the rendered
 commands, init containers and env, replica hosts in a private /etc/hosts that loses a host
 when its pod ends, as the cluster DNS does."""
 

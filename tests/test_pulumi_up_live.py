@@ -1,6 +1,6 @@
 """`pulumi up` against real pods: the await model of tests/pulumi_up.py creates each object only
 once its dependencies' awaits hold, and the awaited state comes from the local cluster
-(tests/kube.py) running the rendered pods with real processes: init containers that wait for
+(aichor_iac/local.py) running the rendered pods with real processes: init containers that wait for
 peers, readiness probes, followers, a gang scheduler that schedules a PodGroup's pods only
 once all exist, host names that resolve only once a pod is scheduled.
 

@@ -1,5 +1,5 @@
 """RayCluster: head, pools and job (or kuberay's submitter) ordered by Pulumi, the Ray env on
-every container, and real Ray clusters run from the rendered pods (tests/kube.py)."""
+every container, and real Ray clusters run from the rendered pods (aichor_iac/local.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,706 @@
+"""Local runs: every replica of a rendered experiment as local processes, the way Kubernetes
+would run its pods (`LocalCluster`), and what Kubernetes does with a pod template on the way
+(downward API values, `$(VAR)` expansion of env values and commands).
+
+Needs Linux and root (network namespaces with `ip netns`, `unshare`, bind mounts): each pod
+gets an address of its own on a bridge, its own host name, /tmp and volumes. The commands run
+with this machine's programs and Python environment, not the image's: a smoke test of the
+experiment's code paths (rendezvous, env, ordering, following) before it costs GPUs."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def expand(text: str, mapping: dict[str, str]) -> str:
+    """Kubernetes' expansion (k8s.io/kubernetes third_party/forked/golang/expansion): `$(VAR)`
+    becomes the value of an earlier variable, `$$` becomes `$`, anything else stays."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = text.find(")", i + 2)
+                if end != -1:
+                    name = text[i + 2 : end]
+                    out.append(mapping.get(name, f"$({name})"))
+                    i = end + 1
+                    continue
+            out.append("$" + nxt)
+            i += 2
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def container_env(
+    job: dict[str, Any],
+    index: int,
+    container: str | None = None,
+    pod_ip: str | None = None,
+    secrets: dict[tuple[str, str], str] | None = None,
+) -> dict[str, str]:
+    """The env Kubernetes gives a container of pod `index` of an Indexed Job; `secrets` holds
+    the values of (Secret name, key) references."""
+    spec = job["spec"]["template"]["spec"]
+    main = _container(spec, container)
+    env: dict[str, str] = {}
+    for entry in main.get("env", []):
+        if "valueFrom" in entry:
+            source = entry["valueFrom"]
+            if "fieldRef" in source:
+                path = source["fieldRef"]["fieldPath"]
+                env[entry["name"]] = {
+                    INDEX_PATH: str(index),
+                    "status.podIP": pod_ip or f"10.0.0.{index + 1}",
+                    "metadata.namespace": job["metadata"]["namespace"],
+                    # the Job controller names pod i `<job>-<i>-<5 random characters>`
+                    "metadata.name": f"{job['metadata']['name']}-{index}-"
+                    + hashlib.sha1(f"{job['metadata']['name']}{index}".encode()).hexdigest()[:5],
+                }[path]
+            elif "secretKeyRef" in source and secrets:
+                ref = source["secretKeyRef"]
+                env[entry["name"]] = secrets[(ref["name"], ref["key"])]
+            else:
+                env[entry["name"]] = f"<{entry['name']} from {sorted(source)[0]}>"
+        else:
+            env[entry["name"]] = expand(entry.get("value", ""), env)
+    env.setdefault("JOB_COMPLETION_INDEX", str(index))  # the Job controller adds it otherwise
+    env["HOSTNAME"] = f"{job['metadata']['name']}-{index}"  # the pod's host name
+    return env
+
+
+def _container(pod_spec: dict[str, Any], name: str | None) -> dict[str, Any]:
+    containers = pod_spec["containers"] + pod_spec.get("initContainers", [])
+    return next(c for c in containers if name is None or c["name"] == name)
+
+
+class LocalCluster:
+    """Run every replica of a rendered experiment as local processes, the way Kubernetes would
+    run its pods: native sidecars (init containers with `restartPolicy: Always`) beside the
+    others, init containers in turn, then the main containers, each with its env and host name.
+
+    Each pod gets a network namespace of its own (`ip netns`, root only) with its own address
+    on a bridge, a private /tmp, and its volumes mounted where the pod spec says: projected
+    Secret and ConfigMap files with their modes, an `emptyDir` of its own, and each
+    PersistentVolumeClaim as one directory every pod that claims it shares (`claim()`). One
+    /etc/hosts, shared by all pods and trusted alone (as the cluster DNS is for its own names),
+    resolves every pod host and every Service. A pod's names enter that file once it is
+    scheduled (it has an address: the headless Service publishes not-ready addresses) and
+    leave it when its main container has exited, its sidecars have had TERM (then KILL after
+    the grace period) and its processes are killed, as a finished pod leaves the Service's
+    DNS records. Deployment pods run from the start until the cluster is left. The Job
+    controller's `parallelism` holds, and so does a gang scheduler's: a pod of a PodGroup is
+    scheduled only once `minMember` pods of that group exist. `secrets` gives the values of
+    the generated Secret's keys (they are never rendered).
+
+    `run()` creates every Job at once; `start(job)` creates one, for callers that create them
+    in an order (tests/pulumi_up.py), and `job_status(job)` reports what the Job controller
+    would (`active`, `ready`, `succeeded`, `failed`, `conditions`).
+    """
+
+    GRACE_SECONDS = 30
+
+    def __init__(
+        self,
+        objects: list[dict[str, Any]],
+        env: dict[str, str],
+        secrets: dict[str, str] | None = None,
+        on_line: Callable[[str, str], None] | None = None,
+    ):
+        self.jobs = [o for o in objects if o["kind"] == "Job"]
+        self.deployments = [o for o in objects if o["kind"] == "Deployment"]
+        self.services = [o for o in objects if o["kind"] == "Service"]
+        self.config = {
+            o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"
+        }
+        self.secrets = {
+            (o["metadata"]["name"], key): value
+            for o in objects
+            if o["kind"] == "Secret"
+            for key, value in (secrets or {}).items()
+        }
+        self.env = env
+        self.on_line = on_line  # (pod[/container], line) as each line is printed
+        self.tails: list[threading.Thread] = []  # the threads handing lines to on_line
+        self.lock = threading.Lock()
+        self.results: dict[str, subprocess.CompletedProcess] = {}
+        self.id = uuid.uuid4().hex[:6]
+        self.root = Path(
+            tempfile.mkdtemp(prefix="aichor-pods-", dir="/var/tmp")
+        )  # not under /tmp: each pod gets its own /tmp
+        self.etc = Path("/etc/netns")
+        self.pods = [(job, i) for job in self.jobs for i in range(job["spec"]["completions"])]
+        self.servers = [(d, i) for d in self.deployments for i in range(d["spec"]["replicas"])]
+        # The Job controller keeps at most `parallelism` pods of a Job running at once.
+        self.slots = {
+            job["metadata"]["name"]: threading.BoundedSemaphore(job["spec"]["parallelism"])
+            for job in self.jobs
+        }
+        self.gangs = {
+            o["metadata"]["name"]: int(o["spec"]["minMember"])
+            for o in objects
+            if o["kind"] == "PodGroup"
+        }
+        every = self.servers + self.pods
+        self.ips = {_pod(w, i): f"10.77.0.{n + 2}" for n, (w, i) in enumerate(every)}
+        self.live = {_pod(d, i) for d, i in self.servers}  # Job pods: once scheduled
+        # pending → init → running → succeeded | failed, per Job pod
+        self.state = {_pod(job, i): "pending" for job, i in self.pods}
+        self.started: dict[str, list[threading.Thread]] = {}
+        self.closed = False
+        self.made: list[Path] = []
+        self.processes: dict[str, list[subprocess.Popen]] = {pod: [] for pod in self.ips}
+
+    @staticmethod
+    def available() -> bool:
+        name = "aichor-probe"
+        try:
+            made = subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0
+        except FileNotFoundError:
+            return False
+        if made:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        return made
+
+    def claim(self, name: str) -> Path:
+        """The directory standing for a PersistentVolumeClaim (it outlives every pod)."""
+        path = self.root / "claims" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def exec(self, pod: str, *command: str) -> subprocess.CompletedProcess:
+        """Run a command in a pod's network namespace (as `kubectl exec` would)."""
+        argv = ["ip", "netns", "exec", self._ns(pod), *command]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+    def _ns(self, pod: str | None = None) -> str:
+        return f"aichor-{self.id}-" + ("switch" if pod is None else str(list(self.ips).index(pod)))
+
+    def __enter__(self) -> LocalCluster:
+        def ip(*args: str, ns: str | None = None) -> None:
+            prefix = ["ip", "netns", "exec", ns] if ns else []
+            subprocess.run([*prefix, "ip", *args], check=True, capture_output=True)
+
+        switch = self._ns()
+        ip("netns", "add", switch)
+        ip("link", "add", "br0", "type", "bridge", ns=switch)
+        ip("link", "set", "br0", "up", ns=switch)
+        hosts = self.root / "hosts"
+        hosts.write_text("")
+        for n, pod in enumerate(self.ips):
+            ns = self._ns(pod)
+            ip("netns", "add", ns)
+            ip("link", "set", "lo", "up", ns=ns)
+            outside = f"a{self.id}{n}"
+            ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip("link", "set", outside, "netns", switch)
+            ip("link", "set", outside, "master", "br0", "up", ns=switch)
+            ip("addr", "add", f"{self.ips[pod]}/24", "dev", "eth0", ns=ns)
+            ip("link", "set", "eth0", "up", ns=ns)
+            # A pod's default route, as every pod network gives one: programs that find their
+            # own address by the route out (Ray's node IP) find eth0's.
+            ip("route", "add", "default", "dev", "eth0", ns=ns)
+            # `ip netns exec` mounts /etc/netns/<ns>/* over /etc: one hosts file (hard links)
+            etc = self.etc / ns
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "nsswitch.conf").write_text("hosts: files\n")
+            os.link(hosts, etc / "hosts")
+            (self.root / pod / "tmp").mkdir(parents=True)
+        self._write()
+        for deployment, i in self.servers:
+            threading.Thread(target=self._server, args=(deployment, i), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.closed = True
+        for pod in self.ips:
+            self._kill(pod)
+        for thread in (t for threads in self.started.values() for t in threads):
+            thread.join(10)  # each sees its processes end before their files go
+        for pod in self.ips:
+            subprocess.run(["ip", "netns", "del", self._ns(pod)], check=False)
+            shutil.rmtree(self.etc / self._ns(pod), ignore_errors=True)
+        subprocess.run(["ip", "netns", "del", self._ns()], check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+        for path in reversed(self.made):
+            path.rmdir()
+
+    def run(
+        self, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
+    ) -> dict[str, subprocess.CompletedProcess]:
+        """Start every Job's replicas at once and return each one's main container result by
+        pod name. `held` keeps a pod pending, as a node still scaling up would, until another
+        pod has printed a line: {pod: (other pod, text)} (bounded by `timeout`)."""
+        for job in self.jobs:
+            self.start(job["metadata"]["name"], timeout, held)
+        for threads in self.started.values():
+            for thread in threads:
+                thread.join(timeout)
+        for tail in list(self.tails):  # every line printed is handed on before the end
+            tail.join(5)
+        return self.results
+
+    def start(
+        self, name: str, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
+    ) -> None:
+        """Create the Job `name`: its pods from now on, as the Job controller makes them."""
+        job = next(j for j in self.jobs if j["metadata"]["name"] == name)
+        threads = [
+            threading.Thread(
+                target=self._replica,
+                args=(job, i, (held or {}).get(_pod(job, i)), timeout),
+                daemon=True,
+            )
+            for i in range(job["spec"]["completions"])
+        ]
+        with self.lock:
+            self.started[name] = threads
+        for thread in threads:
+            thread.start()
+
+    def job_status(self, name: str) -> dict[str, Any]:
+        """The Job's `.status` as the Job controller writes it, Ready from the pods' probes."""
+        job = next(j for j in self.jobs if j["metadata"]["name"] == name)
+        states = [self.state[_pod(job, i)] for i in range(job["spec"]["completions"])]
+        status: dict[str, Any] = {
+            "active": sum(s in ("init", "running") for s in states),
+            "ready": sum(self.ready(_pod(job, i)) for i in range(len(states))),
+            "succeeded": states.count("succeeded"),
+            "failed": states.count("failed"),
+        }
+        if status["succeeded"] == len(states):
+            status["conditions"] = [{"type": "Complete", "status": "True"}]
+        elif status["failed"] > job["spec"].get("backoffLimit", 6):
+            status["conditions"] = [{"type": "Failed", "status": "True"}]
+        return {k: v for k, v in status.items() if v}  # the controller omits zero counts
+
+    def ready(self, pod: str) -> bool:
+        """Whether the pod is Ready: its main container runs and its readiness probe (a TCP
+        port, the only kind rendered) accepts a connection from the node."""
+        if self.state.get(pod) != "running":
+            return False
+        job = next(j for j, i in self.pods if _pod(j, i) == pod)
+        probe = job["spec"]["template"]["spec"]["containers"][0].get("readinessProbe")
+        if not probe:
+            return True
+        port = probe["tcpSocket"]["port"]
+        connect = f"import socket; socket.create_connection(('{self.ips[pod]}', {port}), 2)"
+        return self.exec(pod, sys.executable, "-c", connect).returncode == 0
+
+    def _replica(
+        self, job: dict[str, Any], index: int, hold: tuple[str, str] | None, timeout: float
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while hold and hold[1] not in self._output(hold[0]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        gang = gang_of(job)
+        while gang and self._members(gang) < self.gangs[gang]:  # not scheduled before its gang
+            if self.closed:
+                return
+            time.sleep(0.1)
+        with self.slots[job["metadata"]["name"]]:
+            if self.closed:
+                return
+            pod = _pod(job, index)
+            with self.lock:  # scheduled: it has an address, the Service publishes it
+                self.state[pod] = "init"
+                self.live.add(pod)
+                self._write()
+            spec = job["spec"]["template"]["spec"]
+            sidecars = []
+            for init in spec.get("initContainers", []):
+                if init.get("restartPolicy") == "Always":
+                    sidecars.append(self._start(job, index, init["name"]))
+                    continue
+                result = self._wait(self._start(job, index, init["name"]))
+                if result.returncode != 0:
+                    self._stop(sidecars)
+                    self._finish(pod, result)
+                    return
+            main = self._start(job, index, spec["containers"][0]["name"])
+            self.state[pod] = "running"
+            result = self._wait(main)
+            self._stop(sidecars)
+            self._finish(pod, result)
+
+    def _members(self, gang: str) -> int:
+        """How many pods of the gang exist (their Jobs have been created)."""
+        with self.lock:
+            created = [j for j in self.jobs if j["metadata"]["name"] in self.started]
+        return sum(j["spec"]["completions"] for j in created if gang_of(j) == gang)
+
+    def _server(self, deployment: dict[str, Any], index: int) -> None:
+        """A Deployment's pod: every container at once, until the cluster is left."""
+        spec = deployment["spec"]["template"]["spec"]
+        for container in spec["containers"]:
+            self._start(deployment, index, container["name"])
+
+    def _stop(self, sidecars: list[subprocess.Popen]) -> None:
+        """What the kubelet does to native sidecars once the main container has ended."""
+        for process in sidecars:
+            process.terminate()
+        for process in sidecars:
+            try:
+                process.wait(self.GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    def _output(self, pod: str) -> str:
+        """What a pod's containers have printed so far."""
+        logs = sorted((self.root / pod).glob("*.out"))
+        return "".join(log.read_text(errors="replace") for log in logs)
+
+    def logs(self, pod: str, container: str) -> str:
+        """What one container of a pod has printed (stdout and stderr)."""
+        return "".join(
+            (self.root / pod / f"{container}.{kind}").read_text(errors="replace")
+            for kind in ("out", "err")
+            if (self.root / pod / f"{container}.{kind}").exists()
+        )
+
+    def _start(self, workload: dict[str, Any], index: int, name: str) -> subprocess.Popen:
+        pod = _pod(workload, index)
+        spec = workload["spec"]["template"]["spec"]
+        main = _container(spec, name)
+        env = container_env(workload, index, name, self.ips[pod], self.secrets)
+        command = [expand(part, env) for part in main["command"] + main.get("args", [])]
+        private = self.root / pod / "tmp"
+        # What the test itself runs from (a checkout or virtualenv under /tmp) stays visible
+        # in the pod's private /tmp, as an image's own files would be.
+        mounts = [(f"/tmp/{top}", str(private / top), False) for top in _under_tmp()]
+        mounts += [(str(private), "/tmp", False)]
+        for mount in main.get("volumeMounts", []):
+            source = self._volume(pod, spec, mount["name"])
+            if source is not None:
+                self._mount_point(Path(mount["mountPath"]))
+                mounts.append((str(source), mount["mountPath"], bool(mount.get("readOnly"))))
+        binds = " && ".join(
+            f"mkdir -p '{d}' && mount --rbind '{s}' '{d}'"
+            + (f" && mount -o remount,bind,ro '{d}'" if ro else "")
+            for s, d, ro in mounts
+        )
+        # A host name of its own (a UTS namespace), as a pod has: gethostname() is the pod's.
+        setup = f"hostname {pod} && {binds}"
+        argv = ["ip", "netns", "exec", self._ns(pod), "unshare", "--uts"]
+        argv += ["/bin/sh", "-c", f'{setup} && exec "$@"']
+        argv += ["pod", *_privileges(main.get("securityContext", {})), *command]
+        # Output goes to files as it is printed, so that a held pod can watch for a line.
+        out, err = (self.root / pod / f"{name}.{kind}" for kind in ("out", "err"))
+        with out.open("w") as stdout, err.open("w") as stderr:
+            process = subprocess.Popen(argv, env={**self.env, **env}, stdout=stdout, stderr=stderr)
+        process.paths = (out, err)  # type: ignore[attr-defined]
+        with self.lock:
+            self.processes[pod].append(process)
+        if self.on_line is not None:
+            main_name = spec["containers"][0]["name"]
+            prefix = pod if name == main_name else f"{pod}/{name}"
+            tail = threading.Thread(target=self._tail, args=(process, prefix), daemon=True)
+            tail.start()
+            with self.lock:
+                self.tails.append(tail)
+        return process
+
+    def _tail(self, process: subprocess.Popen, prefix: str) -> None:
+        """Hand each line a container prints to `on_line` as it comes (both streams)."""
+        assert self.on_line is not None
+        offsets, partial = [0, 0], ["", ""]
+        while True:
+            ended = process.poll() is not None
+            for k, path in enumerate(process.paths):  # type: ignore[attr-defined]
+                try:
+                    with path.open("rb") as stream:
+                        stream.seek(offsets[k])
+                        data = stream.read()
+                except FileNotFoundError:  # the cluster was left
+                    return
+                offsets[k] += len(data)
+                *lines, partial[k] = (partial[k] + data.decode(errors="replace")).split("\n")
+                for line in lines + ([partial[k]] if ended and partial[k] else []):
+                    self.on_line(prefix, line)
+            if ended:
+                return
+            time.sleep(0.1)
+
+    @staticmethod
+    def _wait(process: subprocess.Popen) -> subprocess.CompletedProcess:
+        try:
+            process.wait(300)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        out, err = process.paths  # type: ignore[attr-defined]
+        # (gone when the cluster was left while this pod still ran)
+        text = [f.read_text(errors="replace") if f.exists() else "" for f in (out, err)]
+        return subprocess.CompletedProcess(process.args, process.returncode, *text)
+
+    def _mount_point(self, target: Path) -> None:
+        """Bind mounts need their target to exist: make it (and remember to remove it)."""
+        with self.lock:
+            missing = [p for p in (target, *target.parents) if not p.exists()]
+            for directory in reversed(missing):
+                directory.mkdir()
+                self.made.append(directory)
+
+    def _volume(self, pod: str, spec: dict[str, Any], name: str) -> Path | None:
+        """Where a volume's files are: a projected (or ConfigMap) volume's, written once per
+        pod with their mode; a pod's own emptyDir; a claim's shared directory. None: not emulated
+        (a memory-backed /dev/shm)."""
+        volume = _volume(spec, name)
+        if "persistentVolumeClaim" in volume:
+            return self.claim(volume["persistentVolumeClaim"]["claimName"])
+        path = self.root / pod / "volumes" / name
+        if "emptyDir" in volume:
+            if volume["emptyDir"].get("medium") == "Memory":
+                return None
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(0o777)
+            return path
+        with self.lock:
+            if path.exists():
+                return path
+            if "configMap" in volume:  # a ConfigMap's keys (or the items named) as files
+                ref = volume["configMap"]
+                data = self.config[ref["name"]]
+                items = ref.get("items") or [{"key": k, "path": k} for k in data]
+                volume = {"projected": {"sources": [{"configMap": {**ref, "items": items}}]}}
+            projected = volume["projected"]
+            for source in projected["sources"]:
+                kind, ref = next(iter(source.items()))
+                for item in ref["items"]:
+                    if kind == "secret":
+                        value = self.secrets[(ref["name"], item["key"])]
+                    else:
+                        value = self.config[ref["name"]][item["key"]]
+                    target = path / item["path"]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(value)
+                    target.chmod(item.get("mode", projected.get("defaultMode", 0o644)))
+        return path
+
+    def _kill(self, pod: str) -> None:
+        """What the end of a pod's container does: every process of the pod ends."""
+        pids = subprocess.run(
+            ["ip", "netns", "pids", self._ns(pod)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        for pid in pids:
+            subprocess.run(["kill", "-9", pid], capture_output=True, check=False)
+        for process in self.processes.get(pod, []):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    def _finish(self, pod: str, result: subprocess.CompletedProcess) -> None:
+        self._kill(pod)
+        with self.lock:
+            self.results[pod] = result
+            self.state[pod] = "succeeded" if result.returncode == 0 else "failed"
+            self.live.discard(pod)
+            self._write()
+
+    def _write(self) -> None:
+        lines = ["127.0.0.1 localhost"]
+        for job, i in self.pods:
+            pod = _pod(job, i)
+            if pod in self.live:  # (the short name: the kubelet's /etc/hosts line of the pod)
+                lines.append(f"{self.ips[pod]} {self._fqdn(job, i)} {pod}")
+        for service in self.services:
+            selector = service["spec"].get("selector") or {}
+            metadata = service["metadata"]
+            name = f"{metadata['name']}.{metadata['namespace']}.svc.cluster.local"
+            for workload, i in self.servers + self.pods:
+                labels = dict(workload["spec"]["template"]["metadata"]["labels"])
+                if workload["kind"] == "Job":  # the Job controller labels pods with their index
+                    labels["batch.kubernetes.io/job-completion-index"] = str(i)
+                if _pod(workload, i) in self.live and selector.items() <= labels.items():
+                    lines.append(f"{self.ips[_pod(workload, i)]} {name}")
+                    if service["spec"].get("clusterIP") != "None":
+                        break  # a ClusterIP: one address, as kube-proxy's virtual IP
+        path = self.root / "hosts"
+        with path.open("r+") as f:  # in place: every pod's hard link sees this inode
+            f.truncate(0)
+            f.write("\n".join(lines) + "\n")
+
+    @staticmethod
+    def _fqdn(job: dict[str, Any], index: int) -> str:
+        spec = job["spec"]["template"]["spec"]
+        namespace = job["metadata"]["namespace"]
+        return f"{_pod(job, index)}.{spec['subdomain']}.{namespace}.svc.cluster.local"
+
+
+def _under_tmp() -> list[str]:
+    """The top folders under /tmp that this test process needs: its checkout, its Python."""
+
+    paths = [Path.cwd(), Path(sys.prefix), Path(sys.executable).resolve()]
+    parts = [q.resolve().parts for q in paths]
+    return sorted({p[2] for p in parts if p[:2] == ("/", "tmp") and len(p) > 2})
+
+
+def _privileges(security: dict[str, Any]) -> list[str]:
+    """What the container runtime does with a security context: capabilities outside
+    `add` are dropped (from the bounding set, so root has them no more) and, without
+    privilege escalation, no_new_privs is set. Needs util-linux's setpriv."""
+
+    capabilities = security.get("capabilities", {})
+    if capabilities.get("drop") != ["ALL"] or not shutil.which("setpriv"):
+        return []
+    keep = "".join(f",+{c.lower()}" for c in capabilities.get("add", []))
+    command = ["setpriv", f"--bounding-set=-all{keep}", f"--inh-caps=-all{keep}"]
+    if security.get("allowPrivilegeEscalation") is False:
+        command.append("--no-new-privs")
+    return command
+
+
+def gang_of(job: dict[str, Any]) -> str | None:
+    """The PodGroup a Job's pods belong to (coscheduling's label, Volcano's annotation)."""
+    metadata = job["spec"]["template"]["metadata"]
+    return (metadata.get("labels") or {}).get("scheduling.x-k8s.io/pod-group") or (
+        metadata.get("annotations") or {}
+    ).get("scheduling.k8s.io/group-name")
+
+
+def _pod(job: dict[str, Any], index: int) -> str:
+    return f"{job['metadata']['name']}-{index}"
+
+
+def _volume(pod_spec: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(v for v in pod_spec.get("volumes", []) if v["name"] == name)
+
+
+# --- a local run of an experiment (`aichor-iac run --local`) ---------------------------------
+
+
+class LocalUnavailable(RuntimeError):
+    """This machine cannot run pods locally (what it lacks is the message)."""
+
+
+def missing() -> list[str]:
+    """What this machine lacks for a local run (nothing: it can run one)."""
+    lacks = []
+    if not sys.platform.startswith("linux"):
+        lacks.append("Linux (network namespaces)")
+    elif os.geteuid() != 0:
+        lacks.append("root, for network namespaces and bind mounts (run it with sudo)")
+    lacks += [
+        f"`{tool}` ({package})"
+        for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("mount", "mount"))
+        if shutil.which(tool) is None
+    ]
+    return lacks
+
+
+def run_experiment(
+    manifest: Any,
+    settings: Any = None,
+    *,
+    name: str | None = None,
+    replicas: int | None = None,
+    timeout: float = 3600,
+    on_line: Callable[[str, str], None] | None = None,
+) -> int:
+    """Run every replica of the experiment (a manifest, custom resource or function's) as
+    local processes, with the env, host names, ordering, waiting and following they would
+    have on the cluster; `replicas` caps each group's count and masks GPUs off. The exit
+    status: 0 once every Job the experiment's success needs has succeeded, else the first
+    failure's. LocalUnavailable when this machine cannot (what it lacks)."""
+    from . import engine, planning
+    from .settings import Settings
+
+    if lacks := missing():
+        raise LocalUnavailable("a local run needs " + ", ".join(lacks))
+    settings = settings or Settings()
+    if replicas is not None:
+        manifest = _capped(manifest, replicas)
+    experiment = name or settings.experiment_name or manifest.name or "local"
+    plan = planning.blueprint(manifest, settings, experiment).plan
+    if plan.endless:
+        raise LocalUnavailable(
+            "a RayCluster runs until destroyed: run a RayJob (or a manifest) locally"
+        )
+    objects = engine.render(manifest, settings=settings, name=experiment)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
+    if replicas is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a smoke test: no process takes a GPU of this machine
+    secret = next((o for o in objects if o["kind"] == "Secret"), None)
+    values = _secret_values(list((secret or {}).get("stringData", {})))
+    with _terminated_as_exit(), LocalCluster(objects, env, values, on_line=on_line) as cluster:
+        results = cluster.run(timeout=timeout)
+    needed = {f"{experiment}-{role}" for role in plan.completes}
+    codes = [r.returncode for pod, r in sorted(results.items()) if pod.rsplit("-", 1)[0] in needed]
+    if len(codes) < sum(g.count for g in plan.groups if g.role in plan.completes):
+        return 1  # a pod that never ran (its peers failed first, or the run timed out)
+    return next((c or 1 for c in codes if c != 0), 0)
+
+
+@contextlib.contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (a `timeout`, a closed terminal) ends the run as Ctrl-C does: the cluster is
+    left cleanly (its processes killed, its namespaces and mounts removed)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _capped(manifest: Any, replicas: int) -> Any:
+    """The experiment with at most `replicas` replicas per group (pool), nothing else changed."""
+    spec = manifest.spec
+    types = {}
+    for type_name, group in spec.types.present().items():
+        if isinstance(group, list):
+            types[type_name] = [
+                g.model_copy(update={"count": min(g.count, replicas)}) for g in group
+            ]
+        else:
+            types[type_name] = group.model_copy(update={"count": min(group.count, replicas)})
+    capped = spec.model_copy(update={"types": spec.types.model_copy(update=types)})
+    capped._origin = spec.origin
+    result = manifest.model_copy(update={"spec": capped})
+    result._source, result._lines = manifest._source, manifest._lines
+    return result
+
+
+def _secret_values(keys: list[str]) -> dict[str, str]:
+    """Values for the experiment's generated Secret (Pulumi generates them on a cluster)."""
+    import secrets as random
+
+    values = {key: random.token_hex(24) for key in keys}
+    if "ssh-privatekey" in keys:
+        if shutil.which("ssh-keygen") is None:
+            raise LocalUnavailable("an MPI experiment's key pair needs `ssh-keygen` (openssh)")
+        with tempfile.TemporaryDirectory() as directory:
+            key = Path(directory) / "id"
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
+            )
+            values["ssh-privatekey"] = key.read_text()
+            values["ssh-publickey"] = key.with_suffix(".pub").read_text()
+    return values
