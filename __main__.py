@@ -12,6 +12,6 @@ try:
     stack_settings = settings.from_pulumi_config(config)
     experiment_manifest = manifest.load(config.require("manifest"))
     name = stack_settings.experiment_name or experiment_manifest.name or pulumi.get_stack()
-    components.export(name, experiment_manifest, stack_settings)
+    experiment = components.export(name, experiment_manifest, stack_settings)
 except manifest.ManifestError as error:
     raise pulumi.RunError(str(error)) from None  # one line per problem, no traceback
