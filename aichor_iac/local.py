@@ -127,6 +127,7 @@ class LocalCluster:
         env: dict[str, str],
         secrets: dict[str, str] | None = None,
         on_line: Callable[[str, str], None] | None = None,
+        workdir: Path | None = None,
     ):
         self.jobs = [o for o in objects if o["kind"] == "Job"]
         self.deployments = [o for o in objects if o["kind"] == "Deployment"]
@@ -143,6 +144,7 @@ class LocalCluster:
         self.env = env
         self.on_line = on_line  # (pod[/container], line) as each line is printed
         self.tails: list[threading.Thread] = []  # the threads handing lines to on_line
+        self.workdir = workdir or Path.cwd()  # where commands run (an image's working dir)
         self.lock = threading.Lock()
         self.results: dict[str, subprocess.CompletedProcess] = {}
         self.id = uuid.uuid4().hex[:6]
@@ -388,7 +390,7 @@ class LocalCluster:
         private = self.root / pod / "tmp"
         # What the test itself runs from (a checkout or virtualenv under /tmp) stays visible
         # in the pod's private /tmp, as an image's own files would be.
-        mounts = [(f"/tmp/{top}", str(private / top), False) for top in _under_tmp()]
+        mounts = [(f"/tmp/{top}", str(private / top), False) for top in _under_tmp(self.workdir)]
         mounts += [(str(private), "/tmp", False)]
         for mount in main.get("volumeMounts", []):
             source = self._volume(pod, spec, mount["name"])
@@ -408,7 +410,9 @@ class LocalCluster:
         # Output goes to files as it is printed, so that a held pod can watch for a line.
         out, err = (self.root / pod / f"{name}.{kind}" for kind in ("out", "err"))
         with out.open("w") as stdout, err.open("w") as stderr:
-            process = subprocess.Popen(argv, env={**self.env, **env}, stdout=stdout, stderr=stderr)
+            process = subprocess.Popen(
+                argv, env={**self.env, **env}, stdout=stdout, stderr=stderr, cwd=self.workdir
+            )
         process.paths = (out, err)  # type: ignore[attr-defined]
         with self.lock:
             self.processes[pod].append(process)
@@ -548,10 +552,10 @@ class LocalCluster:
         return f"{_pod(job, index)}.{spec['subdomain']}.{namespace}.svc.cluster.local"
 
 
-def _under_tmp() -> list[str]:
-    """The top folders under /tmp that this test process needs: its checkout, its Python."""
-
-    paths = [Path.cwd(), Path(sys.prefix), Path(sys.executable).resolve()]
+def _under_tmp(workdir: Path) -> list[str]:
+    """The top folders under /tmp that the pods need to see (a pod's /tmp is its own): the
+    working directory and this process's Python, as an image holds its own files."""
+    paths = [workdir, Path.cwd(), Path(sys.prefix), Path(sys.executable).resolve()]
     parts = [q.resolve().parts for q in paths]
     return sorted({p[2] for p in parts if p[:2] == ("/", "tmp") and len(p) > 2})
 
@@ -622,7 +626,9 @@ def run_experiment(
     local processes, with the env, host names, ordering, waiting and following they would
     have on the cluster; `replicas` caps each group's count and masks GPUs off. The exit
     status: 0 once every Job the experiment's success needs has succeeded, else the first
-    failure's. LocalUnavailable when this machine cannot (what it lacks)."""
+    failure's. Commands run in the manifest's directory (AIchor builds the image from the
+    repository it is in), else here. LocalUnavailable when this machine cannot (what it
+    lacks)."""
     from . import engine, planning
     from .settings import Settings
 
@@ -643,7 +649,10 @@ def run_experiment(
         env["CUDA_VISIBLE_DEVICES"] = ""  # a smoke test: no process takes a GPU of this machine
     secret = next((o for o in objects if o["kind"] == "Secret"), None)
     values = _secret_values(list((secret or {}).get("stringData", {})))
-    with _terminated_as_exit(), LocalCluster(objects, env, values, on_line=on_line) as cluster:
+    source = Path(manifest._source)
+    workdir = source.parent if source.is_file() else Path.cwd()  # the repository's, as AIchor's
+    cluster = LocalCluster(objects, env, values, on_line=on_line, workdir=workdir)
+    with _terminated_as_exit(), cluster:
         results = cluster.run(timeout=timeout)
     needed = {f"{experiment}-{role}" for role in plan.completes}
     codes = [r.returncode for pod, r in sorted(results.items()) if pod.rsplit("-", 1)[0] in needed]

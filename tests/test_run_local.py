@@ -108,3 +108,17 @@ def local_manifest(path: Path) -> Any:
     from aichor_iac import manifest
 
     return manifest.load(path)
+
+
+@real
+def test_commands_run_in_the_manifests_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As AIchor runs the command in the image built from the manifest's repository.
+    (tmp_path / "hello.py").write_text("import os\nprint('hello from', os.getcwd())\n")
+    path = batchjob(tmp_path, 1)
+    data = yaml.safe_load(path.read_text())
+    data["spec"]["command"] = "python3 hello.py"
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["run", "--local", str(path), "--name", "exp"]) == 0
+    assert f"exp-worker-0 hello from {tmp_path}" in capsys.readouterr().out
