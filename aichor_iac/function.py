@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dis
+import importlib
 import inspect
 import json
 import re
@@ -304,36 +305,47 @@ class _Shipment:
         return names
 
     def _need(self, user: Any, name: str) -> None:
+        """What the global `name` that `user` reads becomes in the program: an import, a
+        definition (its source), a constant, nothing (a builtin), or an error."""
         namespace = getattr(user, "__globals__", None) or vars(inspect.getmodule(user) or builtins)
         if name not in namespace:
-            if hasattr(builtins, name):
-                return
-            return  # an attribute name of another object, or an undefined name (as in Python)
+            return  # a builtin, or a name Python itself would not find either
         value = namespace[name]
-        where = f"{user.__qualname__}: {name}"
+        module = getattr(value, "__module__", None)
         if isinstance(value, types.ModuleType):
-            module = value.__name__
-            self.imports.add(f"import {module}" if module == name else f"import {module} as {name}")
-        elif isinstance(value, (types.FunctionType, type)):
-            module = value.__module__
-            if module in (self.module, "__main__"):
-                self.add(value)
-            elif module == "builtins":
-                return
-            else:
-                qualname = value.__qualname__
-                if "<locals>" in qualname or "." in qualname:
-                    raise self.fail(where, "is not importable by name: define it at module level")
-                alias = "" if qualname == name else f" as {name}"
-                self.imports.add(f"from {module} import {qualname}{alias}")
+            real = value.__name__
+            self.imports.add(f"import {real}" if real == name else f"import {real} as {name}")
+        elif isinstance(value, (types.FunctionType, type)) and module in (self.module, "__main__"):
+            self.add(value)  # the user's own: its source travels
+        elif module == "builtins":
+            return
+        elif _importable(value):  # another module's function, class or builtin function
+            qualname = value.__qualname__
+            alias = "" if qualname == name else f" as {name}"
+            self.imports.add(f"from {module} import {qualname}{alias}")
         elif _literal(value):
             self.constants.append(f"{name} = {value!r}")
         else:
-            raise self.fail(
-                where,
-                f"is a {type(value).__name__} object, which cannot travel to the replicas: "
-                "create it inside the function, or pass it in `args`",
+            reason = (
+                "is not importable by name: define it at module level"
+                if callable(value)
+                else f"is a {type(value).__name__} object, which cannot travel to the replicas: "
+                "create it inside the function, or pass it in `args`"
             )
+            raise self.fail(f"{user.__qualname__}: {name}", reason)
+
+
+def _importable(value: Any) -> bool:
+    """Whether `from <its module> import <its name>` gives `value` back."""
+    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "." in qualname:
+        return False
+    if module == "__main__" or "<" in qualname:
+        return False
+    try:
+        return getattr(importlib.import_module(module), qualname, None) is value
+    except Exception:  # a module that cannot be imported here: not by name either
+        return False
 
 
 def _loaded_globals(code: types.CodeType) -> Iterator[str]:

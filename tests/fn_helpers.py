@@ -3,9 +3,11 @@ use a helper, a class, a constant, an imported module and function of this modul
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
+from math import sqrt
 from os.path import join as joined
 
 SCALE = 2.5
@@ -38,6 +40,7 @@ def report(prefix: str = "$HOME $(id) `id`", count: int = 1) -> None:
         "path": joined("a", "b"),
         "json": json.dumps([1]),
         "socket": LOCK.__name__,
+        "sqrt": sqrt(16),  # a builtin function of another module
     }
     print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
 
@@ -67,3 +70,10 @@ def make_closure():
         return secret
 
     return inner
+
+
+SHOUT = functools.partial(print, "!")  # a callable that is no module's name
+
+
+def uses_a_partial() -> None:
+    SHOUT("x")

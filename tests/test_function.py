@@ -66,6 +66,7 @@ def test_the_function_travels_with_what_it_uses(tmp_path: Path) -> None:
         "path": "a/b",  # a function imported from another module
         "json": "[1]",
         "socket": "socket",
+        "sqrt": 4.0,
     }
     main, _ = program_of(model)
     assert "import join as joined" in main and "import json" in main  # (os.path's module)
@@ -142,6 +143,7 @@ def test_nproc_per_node_uses_torchrun_and_multiplies_the_world() -> None:
             "uses secret from the function",
         ),
         (fn_helpers.uses_a_live_object, {}, "uses_a_live_object: OPEN", "TextIOWrapper object"),
+        (fn_helpers.uses_a_partial, {}, "uses_a_partial: SHOUT", "not importable by name"),
         (fn_helpers.report, {"framework": "mxnet"}, "framework", "give one of pytorch"),
         (fn_helpers.report, {"num_nodes": 0}, "num_nodes", "1 or more"),
         (fn_helpers.report, {"framework": "tf", "nproc_per_node": 2}, "nproc_per_node", "PyTorch"),
