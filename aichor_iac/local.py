@@ -256,12 +256,17 @@ class LocalCluster:
         pod has printed a line: {pod: (other pod, text)} (bounded by `timeout`)."""
         for job in self.jobs:
             self.start(job["metadata"]["name"], timeout, held)
-        for threads in self.started.values():
+        self.settle(timeout)
+        return self.results
+
+    def settle(self, timeout: float) -> None:
+        """Wait (at most `timeout` per pod) for every started pod to end, and for every line
+        printed to be handed on."""
+        for threads in list(self.started.values()):
             for thread in threads:
                 thread.join(timeout)
-        for tail in list(self.tails):  # every line printed is handed on before the end
+        for tail in list(self.tails):
             tail.join(5)
-        return self.results
 
     def start(
         self, name: str, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
@@ -441,7 +446,10 @@ class LocalCluster:
                 offsets[k] += len(data)
                 *lines, partial[k] = (partial[k] + data.decode(errors="replace")).split("\n")
                 for line in lines + ([partial[k]] if ended and partial[k] else []):
-                    self.on_line(prefix, line)
+                    try:
+                        self.on_line(prefix, line)
+                    except OSError:  # where lines go is gone (a closed pipe): stop handing
+                        return
             if ended:
                 return
             time.sleep(0.1)
@@ -652,13 +660,26 @@ def run_experiment(
     source = Path(manifest._source)
     workdir = source.parent if source.is_file() else Path.cwd()  # the repository's, as AIchor's
     cluster = LocalCluster(objects, env, values, on_line=on_line, workdir=workdir)
-    with _terminated_as_exit(), cluster:
-        results = cluster.run(timeout=timeout)
     needed = {f"{experiment}-{role}" for role in plan.completes}
-    codes = [r.returncode for pod, r in sorted(results.items()) if pod.rsplit("-", 1)[0] in needed]
-    if len(codes) < sum(g.count for g in plan.groups if g.role in plan.completes):
-        return 1  # a pod that never ran (its peers failed first, or the run timed out)
+    count = sum(g.count for g in plan.groups if g.role in plan.completes)
+    with _terminated_as_exit(), cluster:
+        for job in cluster.jobs:
+            cluster.start(job["metadata"]["name"], timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # until the result is known: all done, or a failure
+            codes = [r.returncode for p, r in list(cluster.results.items()) if _job(p) in needed]
+            if len(codes) == count or any(codes):
+                break
+            time.sleep(0.2)
+        if codes and not any(codes):  # the followers stop by themselves: let them, briefly
+            cluster.settle(timeout=10)
+    if len(codes) < count:
+        return 1 if any(codes) or len(codes) else 124  # failed, or the timeout was reached
     return next((c or 1 for c in codes if c != 0), 0)
+
+
+def _job(pod: str) -> str:
+    return pod.rsplit("-", 1)[0]
 
 
 @contextlib.contextmanager
@@ -670,6 +691,7 @@ def _terminated_as_exit() -> Iterator[None]:
         return
 
     def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the cleanup is not interrupted again
         raise SystemExit(128 + signum)
 
     before = signal.signal(signal.SIGTERM, stop)

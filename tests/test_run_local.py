@@ -5,6 +5,9 @@ an experiment that never ends, is a clear error."""
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +125,45 @@ def test_commands_run_in_the_manifests_directory(
     path.write_text(yaml.safe_dump(data))
     assert cli.main(["run", "--local", str(path), "--name", "exp"]) == 0
     assert f"exp-worker-0 hello from {tmp_path}" in capsys.readouterr().out
+
+
+@real
+def test_the_pytorch_example_runs_locally_as_a_smoke_test(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # examples/pytorch.yaml (three GPU replicas) with its examples/train.py, on CPUs: DDP over
+    # gloo, every rank done, the GPUs masked off. The pods run this environment's Python.
+    pytest.importorskip("torch")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    example = Path(__file__).parent.parent / "examples" / "pytorch.yaml"
+    assert cli.main(["run", "--local", str(example), "--replicas", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "pytorch-ddp-master-0 epoch 9 loss" in out
+    for rank, pod in enumerate(["master-0", "worker-0", "worker-1"]):
+        assert f"pytorch-ddp-{pod} rank {rank} of 3 done" in out
+
+
+@real
+def test_a_failed_entry_point_ends_the_run_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The master fails before it listens: its workers would wait for it (as on a cluster, up
+    # to aichor:peerWaitSeconds); the local run ends with the failure instead.
+    data = {
+        "kind": "AIchorManifest",
+        "spec": {
+            "operator": "pytorch",
+            "image": "i",
+            "command": "exit 7",
+            "types": {
+                "Master": {"resources": {"cpus": 1, "ramRatio": 1}},
+                "Worker": {"count": 2, "resources": {"cpus": 1, "ramRatio": 1}},
+            },
+        },
+    }
+    path = tmp_path / "failing.yaml"
+    path.write_text(yaml.safe_dump(data))
+    started = time.monotonic()
+    assert cli.main(["run", "--local", str(path), "--name", "exp"]) == 7
+    assert time.monotonic() - started < 60
+    assert "exp failed (7)" in capsys.readouterr().out

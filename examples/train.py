@@ -1,0 +1,48 @@
+"""The PyTorch example's training script (`examples/pytorch.yaml`): data-parallel training
+over the replicas the manifest describes, NCCL on GPUs and gloo otherwise, so that
+`aichor-iac run --local examples/pytorch.yaml --replicas 2` runs it on a laptop's CPUs.
+
+Every replica finds its peers from the operator's env alone (`MASTER_ADDR`, `MASTER_PORT`,
+`WORLD_SIZE`, `RANK`: `init_process_group`'s `env://`)."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    torch.manual_seed(0)  # the same initial weights everywhere
+    model = DistributedDataParallel(
+        torch.nn.Linear(8, 1).to(device), device_ids=[0] if cuda else None
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    inputs = torch.randn(512, 8, generator=torch.Generator().manual_seed(rank))  # rank's shard
+    targets = inputs.sum(dim=1, keepdim=True)
+    for epoch in range(args.epochs):
+        for start in range(0, len(inputs), args.batch_size):
+            batch = slice(start, start + args.batch_size)
+            optimizer.zero_grad()
+            prediction = model(inputs[batch].to(device))
+            loss = torch.nn.functional.mse_loss(prediction, targets[batch].to(device))
+            loss.backward()  # gradients averaged over every rank
+            optimizer.step()
+        if rank == 0:
+            print(f"epoch {epoch} loss {loss.item():.4f}", flush=True)
+    print(f"rank {rank} of {world} done", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
