@@ -19,6 +19,7 @@ from kube import LocalCluster
 from aichor_iac import cli, experiment_from_function, local
 
 real = pytest.mark.skipif(not LocalCluster.available(), reason="needs `ip netns` (root)")
+PODS = ("master-0", "worker-0", "worker-1")
 PRINT_INDEX = (
     'python3 -c \'import os; i = int(os.environ["JOB_COMPLETION_INDEX"]); print("index", i); '
     "raise SystemExit(3 if i == {fail} else 0)'"
@@ -128,19 +129,38 @@ def test_commands_run_in_the_manifests_directory(
 
 
 @real
-def test_the_pytorch_example_runs_locally_as_a_smoke_test(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("example", "framework", "lines"),
+    [
+        (  # three GPU replicas of examples/train.py, on CPUs: DDP over gloo
+            "pytorch",
+            "torch",
+            ["pytorch-ddp-master-0 epoch 9 loss"]
+            + [f"pytorch-ddp-{p} rank {r} of 3 done" for r, p in enumerate(PODS)],
+        ),
+        (  # examples/train_xgb.py: the tracker on the master, every replica boosting
+            "xgboost",
+            "xgboost",
+            [f"xgboost-dist-{p} rank {r} of 3: error" for r, p in enumerate(PODS)],
+        ),
+    ],
+)
+def test_the_examples_run_locally_as_a_smoke_test(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    example: str,
+    framework: str,
+    lines: list[str],
 ) -> None:
-    # examples/pytorch.yaml (three GPU replicas) with its examples/train.py, on CPUs: DDP over
-    # gloo, every rank done, the GPUs masked off. The pods run this environment's Python.
-    pytest.importorskip("torch")
+    # `--replicas 2`: a master and two workers, the GPUs masked off; the pods run this
+    # environment's Python, which has the framework.
+    pytest.importorskip(framework)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    example = Path(__file__).parent.parent / "examples" / "pytorch.yaml"
-    assert cli.main(["run", "--local", str(example), "--replicas", "2"]) == 0
+    path = Path(__file__).parent.parent / "examples" / f"{example}.yaml"
+    assert cli.main(["run", "--local", str(path), "--replicas", "2"]) == 0
     out = capsys.readouterr().out
-    assert "pytorch-ddp-master-0 epoch 9 loss" in out
-    for rank, pod in enumerate(["master-0", "worker-0", "worker-1"]):
-        assert f"pytorch-ddp-{pod} rank {rank} of 3 done" in out
+    for line in lines:
+        assert line in out, out[-3000:]
 
 
 @real
