@@ -702,19 +702,27 @@ def _terminated_as_exit() -> Iterator[None]:
 
 
 def _capped(manifest: Any, replicas: int) -> Any:
-    """The experiment with at most `replicas` replicas per group (pool), nothing else changed."""
+    """The experiment with at most `replicas` replicas per group (pool; a jobset type's Jobs
+    and pods per Job), nothing else changed."""
     spec = manifest.spec
-    types = {}
+
+    def capped(group: Any) -> Any:
+        update = {"count": min(group.count, replicas)}
+        if hasattr(group, "completions"):  # a jobset type: pods per Job too
+            update["completions"] = min(group.completions, replicas)
+            update["parallelisms"] = min(group.parallelisms, update["completions"])
+        return group.model_copy(update=update)
+
+    types = spec.types.model_copy()
     for type_name, group in spec.types.present().items():
-        if isinstance(group, list):
-            types[type_name] = [
-                g.model_copy(update={"count": min(g.count, replicas)}) for g in group
-            ]
-        else:
-            types[type_name] = group.model_copy(update={"count": min(group.count, replicas)})
-    capped = spec.model_copy(update={"types": spec.types.model_copy(update=types)})
-    capped._origin = spec.origin
-    result = manifest.model_copy(update={"spec": capped})
+        value = [capped(g) for g in group] if isinstance(group, list) else capped(group)
+        if type_name in type(types).model_fields:
+            types.__dict__[type_name] = value  # (the models are frozen)
+        else:  # a jobset's own type names are the model's extra fields
+            types.__pydantic_extra__[type_name] = value
+    capped_spec = spec.model_copy(update={"types": types})
+    capped_spec._origin = spec.origin
+    result = manifest.model_copy(update={"spec": capped_spec})
     result._source, result._lines = manifest._source, manifest._lines
     return result
 

@@ -143,6 +143,16 @@ def test_commands_run_in_the_manifests_directory(
             "xgboost",
             [f"xgboost-dist-{p} rank {r} of 3: error" for r, p in enumerate(PODS)],
         ),
+        (  # examples/process.py: 1 + 2 Jobs of 2 shards each (capped from 4 Jobs of 10)
+            "jobset",
+            "tensorboard",  # (TensorBoard serves the shipped logs beside them)
+            ["shards-heavy-0-0 processed job 0 (index 0 of its type), shard 0"]
+            + [
+                f"shards-shard-{j}-{s} processed job {j + 1} (index {j} of its type), shard {s}"
+                for j in range(2)
+                for s in range(2)
+            ],
+        ),
     ],
 )
 def test_the_examples_run_locally_as_a_smoke_test(
@@ -161,6 +171,8 @@ def test_the_examples_run_locally_as_a_smoke_test(
     out = capsys.readouterr().out
     for line in lines:
         assert line in out, out[-3000:]
+    if example == "jobset":  # the cap holds: no third Job, no third shard
+        assert "shards-shard-2-" not in out and "shard 2" not in out
 
 
 @real
