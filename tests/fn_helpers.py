@@ -45,17 +45,6 @@ def report(prefix: str = "$HOME $(id) `id`", count: int = 1) -> None:
     print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
 
 
-def all_reduce() -> None:
-    import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    tensor = torch.tensor([float(dist.get_rank() + 1)])
-    dist.all_reduce(tensor)
-    print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {tensor.item()}", flush=True)
-    dist.destroy_process_group()
-
-
 OPEN = open(os.devnull)  # noqa: SIM115 (a live object, on purpose)
 
 

@@ -180,30 +180,6 @@ real = pytest.mark.skipif(
 
 
 @real
-def test_real_three_node_pytorch_function_all_reduces() -> None:
-    pytest.importorskip("torch")
-    # One process per node (torchrun's `auto`, the operator's default, would start one per
-    # CPU here, as the Kubeflow SDK's job would).
-    model = experiment_from_function(
-        fn_helpers.all_reduce, num_nodes=3, nproc_per_node=1, resources_per_node={"cpu": 1}
-    )
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "HOME": os.environ.get("HOME", "/root"),
-        "AICHOR_FOLLOW_INTERVAL": "0.5",
-    }
-    with LocalCluster(objects(model), env) as cluster:
-        results = cluster.run(timeout=300)
-    for pod in ("exp-master-0", "exp-worker-0", "exp-worker-1"):
-        assert results[pod].returncode == 0, (
-            results[pod].stdout[-2000:] + results[pod].stderr[-3000:]
-        )
-    outputs = "".join(results[p].stdout for p in results)
-    for rank in range(3):
-        assert f"rank {rank} of 3 sum 6.0" in outputs
-
-
-@real
 def test_the_notebook_example_runs_for_real() -> None:
     # examples/from_function.py: three nodes, its helper and constant shipped with it.
     pytest.importorskip("torch")
