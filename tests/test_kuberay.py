@@ -165,13 +165,15 @@ def test_the_users_env_wins_where_kuberay_defers_to_it() -> None:
             "--include-dashboard=false --resources='{\"TPU\":4}'",
         ),
         # values are one quoted word each: nothing the user wrote reaches the shell as code
-        (True, {"temp-dir": "/tmp/a b; rm -rf /"}, {}, "--temp-dir='/tmp/a b; rm -rf /'"),
+        (True, {"temp-dir": "'/tmp/a b; rm -rf /'"}, {}, "--temp-dir='/tmp/a b; rm -rf /'"),
+        # the switch rule reads the value as written: quoted, "true" is a value
+        (True, {"temp-dir": "TRUE", "log-dir": "'true'"}, {}, "--log-dir=true --temp-dir"),
     ],
 )
 def test_kuberays_ray_start(
     worker: bool, params: dict[str, str], resources: dict[str, Any], expected: str
 ) -> None:
-    words = ray.kuberay_start(worker, params, resources).split(" ", 2)
+    words = ray.kuberay_start(worker, ray.kuberay_params(params), resources).split(" ", 2)
     assert words[:2] == ["ray", "start"]
     assert words[2] == expected
 

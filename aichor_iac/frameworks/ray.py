@@ -381,7 +381,7 @@ def kuberay_plan(spec: Spec, names: Names) -> Plan:
     origin = spec.origin
     assert origin is not None
     options, kept = origin.options, origin.kept
-    params = {group: {k: _param(v) for k, v in p.items()} for group, p in options["params"].items()}
+    params = {group: kuberay_params(p) for group, p in options["params"].items()}
     head_params = params["Head"]
     port = int(head_params.get("port", GCS))
     dashboard = int(head_params.get("dashboard-port", DASHBOARD))
@@ -400,7 +400,7 @@ def kuberay_plan(spec: Spec, names: Names) -> Plan:
         else:
             flags.setdefault("dashboard-host", "0.0.0.0")
         flags.setdefault("metrics-export-port", str(METRICS_PORT))
-        flags["block"] = "true"
+        flags["block"] = True
         flags.setdefault("dashboard-agent-listen-port", str(AGENT_PORT))
         ray_start = kuberay_start(worker, flags, kept[group].main.get("resources") or {})
         user = frozenset(e["name"] for e in kept[group].main.get("env", []))
@@ -499,7 +499,7 @@ def kuberay_plan(spec: Spec, names: Names) -> Plan:
     )
 
 
-def kuberay_start(worker: bool, flags: dict[str, str], resources: dict[str, Any]) -> str:
+def kuberay_start(worker: bool, flags: dict[str, str | bool], resources: dict[str, Any]) -> str:
     """KubeRay's `ray start` (`generateRayStartCommand`): the flags in name order, CPUs, memory
     and accelerators from the container's resources unless given, every value one quoted word
     (KubeRay pastes them into the shell line as they are)."""
@@ -511,7 +511,7 @@ def kuberay_start(worker: bool, flags: dict[str, str], resources: dict[str, Any]
     memory = quantity(limits.get("memory", 0))
     if "memory" not in flags and memory:
         flags["memory"] = str(math.ceil(memory))
-    extra = json.loads(flags.get("resources", "{}"))
+    extra = json.loads(str(flags.get("resources", "{}")))
     custom = any(name in extra for name in ACCELERATORS.values())
     for key in sorted(limits):
         value = quantity(limits[key])
@@ -528,8 +528,8 @@ def kuberay_start(worker: bool, flags: dict[str, str], resources: dict[str, Any]
     words = ["ray", "start", *(["--head"] if not worker else [])]
     for flag in sorted(flags):
         value = flags[flag]
-        if value.lower() in ("true", "false") and flag not in BOOLEAN_VALUES:
-            words += [f"--{flag}"] if value.lower() == "true" else []
+        if isinstance(value, bool):  # a switch: a bare flag, or nothing
+            words += [f"--{flag}"] if value else []
         else:
             words.append(f"--{flag}={shlex.quote(value)}")
     return " ".join(words)
@@ -568,9 +568,17 @@ def _auth_env(secret: str | None) -> tuple[Env, ...]:
     return (Env("RAY_AUTH_MODE", "token"), token)
 
 
-def _param(value: str) -> str:
-    """A `rayStartParams` value as `ray start` receives it from KubeRay's shell line: quotes
-    removed (`'"{\\"TPU\\": 4}"'` is `{"TPU": 4}`), nothing expanded (the front door has
+def kuberay_params(params: dict[str, str]) -> dict[str, str | bool]:
+    """A group's `rayStartParams` as KubeRay's `convertParamMap` passes them: a value written
+    `true`/`false` in any case is a switch (a bare flag, or nothing) unless the option takes a
+    boolean value; any other value is what `ray start` receives from KubeRay's shell line,
+    quotes removed (`'"{\\"TPU\\": 4}"'` is `{"TPU": 4}`), nothing expanded (the front door has
     refused values of several words)."""
-    words = shlex.split(value)
-    return words[0] if words else ""
+    result: dict[str, str | bool] = {}
+    for flag, value in params.items():
+        if value.lower() in ("true", "false") and flag not in BOOLEAN_VALUES:
+            result[flag] = value.lower() == "true"
+        else:
+            words = shlex.split(value)
+            result[flag] = words[0] if words else ""
+    return result
