@@ -7,13 +7,17 @@ stderr), 1 on an unexpected failure. Never a traceback unless AICHOR_IAC_DEBUG i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
+from rich.table import Table
 from rich.tree import Tree
 
 from . import manifest as manifest_module
@@ -69,8 +73,8 @@ def _parser() -> argparse.ArgumentParser:
         (
             "run",
             _run,
-            "run every replica as local processes (Linux, root), each line of output prefixed "
-            "with its pod; exit with the experiment's result",
+            "run every replica as local processes (Linux: root or user namespaces), each line "
+            "of output prefixed with its pod; exit with the experiment's result",
         ),
     ):
         sub = command(name, handler, help)
@@ -142,20 +146,44 @@ def _run(args: argparse.Namespace) -> int:
         colour = seen.setdefault(pod, colours[len(seen) % len(colours)])
         console.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)
 
+    # On a terminal, a live table of each Job's pods by state stays below the output; piped,
+    # the output is the pods' lines alone.
+    live = Live(progress({}), console=console, transient=True, auto_refresh=False)
+    shown = console.is_terminal
     try:
-        status = run_experiment(
-            manifest,
-            settings,
-            name=name,
-            replicas=args.replicas,
-            timeout=args.timeout,
-            on_line=line,
-        )
+        with live if shown else contextlib.nullcontext():
+            status = run_experiment(
+                manifest,
+                settings,
+                name=name,
+                replicas=args.replicas,
+                timeout=args.timeout,
+                on_line=line,
+                on_progress=(lambda states: live.update(progress(states), refresh=True))
+                if shown
+                else None,
+            )
     except LocalUnavailable as error:
         print(f"aichor-iac: {error}", file=sys.stderr)
         return 2
     print(f"aichor-iac: {name} {'succeeded' if status == 0 else f'failed ({status})'}")
     return status
+
+
+STATES = ("pending", "init", "running", "succeeded", "failed")
+
+
+def progress(states: dict[str, str]) -> Table:
+    """A local run's pods by Job and state (`kubectl get jobs` with the pods' phases)."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("job", *STATES):
+        table.add_column(column, justify="left" if column == "job" else "right")
+    jobs: dict[str, Counter[str]] = {}
+    for pod, state in states.items():
+        jobs.setdefault(pod.rsplit("-", 1)[0], Counter())[state] += 1
+    for job, counts in jobs.items():
+        table.add_row(job, *(str(counts[state]) if counts[state] else "·" for state in STATES))
+    return table
 
 
 def _convert(args: argparse.Namespace) -> int:

@@ -10,7 +10,9 @@ experiment's code paths (rendezvous, env, ordering, following) before it costs G
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -128,6 +130,7 @@ class LocalCluster:
         secrets: dict[str, str] | None = None,
         on_line: Callable[[str, str], None] | None = None,
         workdir: Path | None = None,
+        private: bool = False,
     ):
         self.jobs = [o for o in objects if o["kind"] == "Job"]
         self.deployments = [o for o in objects if o["kind"] == "Deployment"]
@@ -151,6 +154,9 @@ class LocalCluster:
         self.root = Path(
             tempfile.mkdtemp(prefix="aichor-pods-", dir="/var/tmp")
         )  # not under /tmp: each pod gets its own /tmp
+        # `ip netns exec` mounts /etc/netns/<ns>/* over /etc; in a mount namespace of our own
+        # (`private`: a user namespace's) the hosts file is mounted over /etc/hosts once.
+        self.private = private
         self.etc = Path("/etc/netns")
         self.pods = [(job, i) for job in self.jobs for i in range(job["spec"]["completions"])]
         self.servers = [(d, i) for d in self.deployments for i in range(d["spec"]["replicas"])]
@@ -204,12 +210,20 @@ class LocalCluster:
             prefix = ["ip", "netns", "exec", ns] if ns else []
             subprocess.run([*prefix, "ip", *args], check=True, capture_output=True)
 
+        self._mount_points()
         switch = self._ns()
         ip("netns", "add", switch)
         ip("link", "add", "br0", "type", "bridge", ns=switch)
         ip("link", "set", "br0", "up", ns=switch)
         hosts = self.root / "hosts"
         hosts.write_text("")
+        if self.private:
+            (self.root / "nsswitch.conf").write_text("hosts: files\n")
+            for name in ("hosts", "nsswitch.conf"):
+                if Path("/etc", name).exists():
+                    subprocess.run(
+                        ["mount", "--bind", self.root / name, f"/etc/{name}"], check=True
+                    )
         for n, pod in enumerate(self.ips):
             ns = self._ns(pod)
             ip("netns", "add", ns)
@@ -223,11 +237,11 @@ class LocalCluster:
             # A pod's default route, as every pod network gives one: programs that find their
             # own address by the route out (Ray's node IP) find eth0's.
             ip("route", "add", "default", "dev", "eth0", ns=ns)
-            # `ip netns exec` mounts /etc/netns/<ns>/* over /etc: one hosts file (hard links)
-            etc = self.etc / ns
-            etc.mkdir(parents=True, exist_ok=True)
-            (etc / "nsswitch.conf").write_text("hosts: files\n")
-            os.link(hosts, etc / "hosts")
+            if not self.private:  # one hosts file for every pod (hard links)
+                etc = self.etc / ns
+                etc.mkdir(parents=True, exist_ok=True)
+                (etc / "nsswitch.conf").write_text("hosts: files\n")
+                os.link(hosts, etc / "hosts")
             (self.root / pod / "tmp").mkdir(parents=True)
         self._write()
         for deployment, i in self.servers:
@@ -399,8 +413,7 @@ class LocalCluster:
         mounts += [(str(private), "/tmp", False)]
         for mount in main.get("volumeMounts", []):
             source = self._volume(pod, spec, mount["name"])
-            if source is not None:
-                self._mount_point(Path(mount["mountPath"]))
+            if source is not None:  # (its mount point was made by _mount_points)
                 mounts.append((str(source), mount["mountPath"], bool(mount.get("readOnly"))))
         binds = " && ".join(
             f"mkdir -p '{d}' && mount --rbind '{s}' '{d}'"
@@ -466,12 +479,29 @@ class LocalCluster:
         text = [f.read_text(errors="replace") if f.exists() else "" for f in (out, err)]
         return subprocess.CompletedProcess(process.args, process.returncode, *text)
 
-    def _mount_point(self, target: Path) -> None:
-        """Bind mounts need their target to exist: make it (and remember to remove it)."""
-        with self.lock:
-            missing = [p for p in (target, *target.parents) if not p.exists()]
-            for directory in reversed(missing):
-                directory.mkdir()
+    def _mount_points(self) -> None:
+        """Bind mounts need their targets to exist: make every directory a pod mounts a volume
+        at (a memory-backed emptyDir is not emulated), and remember to remove them."""
+        targets = set()
+        for workload in self.jobs + self.deployments:
+            spec = workload["spec"]["template"]["spec"]
+            for container in spec["containers"] + spec.get("initContainers", []):
+                for mount in container.get("volumeMounts", []):
+                    volume = _volume(spec, mount["name"])
+                    if volume.get("emptyDir", {}).get("medium") != "Memory":
+                        targets.add(Path(mount["mountPath"]))
+        for target in sorted(targets):
+            for directory in reversed([p for p in (target, *target.parents) if not p.exists()]):
+                try:
+                    directory.mkdir()
+                except OSError as error:  # (nothing else exists yet)
+                    for made in reversed(self.made):
+                        made.rmdir()
+                    shutil.rmtree(self.root, ignore_errors=True)
+                    raise LocalUnavailable(
+                        f"a pod mounts a volume at {target}, and {directory} cannot be made "
+                        f"here: {error.strerror}"
+                    ) from None
                 self.made.append(directory)
 
     def _volume(self, pod: str, spec: dict[str, Any], name: str) -> Path | None:
@@ -611,14 +641,31 @@ def missing() -> list[str]:
     lacks = []
     if not sys.platform.startswith("linux"):
         lacks.append("Linux (network namespaces)")
-    elif os.geteuid() != 0:
-        lacks.append("root, for network namespaces and bind mounts (run it with sudo)")
+    elif os.geteuid() != 0 and not _user_namespaces():
+        lacks.append(
+            "root or unprivileged user namespaces, for network namespaces and bind mounts "
+            "(run it with sudo, or allow them: sysctl kernel.unprivileged_userns_clone=1 "
+            "user.max_user_namespaces=15000; on Ubuntu 24.04 also "
+            "kernel.apparmor_restrict_unprivileged_userns=0)"
+        )
     lacks += [
         f"`{tool}` ({package})"
         for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("mount", "mount"))
         if shutil.which(tool) is None
     ]
     return lacks
+
+
+# A user namespace where this user is root, with mount, network and PID namespaces of its
+# own: the pods' namespaces, mounts and processes live and die inside it.
+UNSHARE = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork"]
+
+
+def _user_namespaces() -> bool:
+    try:
+        return subprocess.run([*UNSHARE, "true"], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False
 
 
 def run_experiment(
@@ -629,14 +676,18 @@ def run_experiment(
     replicas: int | None = None,
     timeout: float = 3600,
     on_line: Callable[[str, str], None] | None = None,
+    on_progress: Callable[[dict[str, str]], None] | None = None,
 ) -> int:
     """Run every replica of the experiment (a manifest, custom resource or function's) as
     local processes, with the env, host names, ordering, waiting and following they would
     have on the cluster; `replicas` caps each group's count and masks GPUs off. The exit
     status: 0 once every Job the experiment's success needs has succeeded, else the first
     failure's. Commands run in the manifest's directory (AIchor builds the image from the
-    repository it is in), else here. LocalUnavailable when this machine cannot (what it
-    lacks)."""
+    repository it is in), else here. As root, the pods' namespaces are made in this
+    machine's; otherwise in a user namespace of the run's own. LocalUnavailable when this
+    machine cannot (what it lacks). `on_line(pod, line)` gets each line as it is printed,
+    `on_progress(states)` each pod's state (pending, init, running, succeeded, failed)
+    whenever one changes."""
     from . import engine, planning
     from .settings import Settings
 
@@ -656,26 +707,149 @@ def run_experiment(
     if replicas is not None:
         env["CUDA_VISIBLE_DEVICES"] = ""  # a smoke test: no process takes a GPU of this machine
     secret = next((o for o in objects if o["kind"] == "Secret"), None)
-    values = _secret_values(list((secret or {}).get("stringData", {})))
     source = Path(manifest._source)
-    workdir = source.parent if source.is_file() else Path.cwd()  # the repository's, as AIchor's
-    cluster = LocalCluster(objects, env, values, on_line=on_line, workdir=workdir)
-    needed = {f"{experiment}-{role}" for role in plan.completes}
-    count = sum(g.count for g in plan.groups if g.role in plan.completes)
-    with _terminated_as_exit(), cluster:
-        for job in cluster.jobs:
-            cluster.start(job["metadata"]["name"], timeout)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:  # until the result is known: all done, or a failure
-            codes = [r.returncode for p, r in list(cluster.results.items()) if _job(p) in needed]
-            if len(codes) == count or any(codes):
-                break
-            time.sleep(0.2)
-        if codes and not any(codes):  # the followers stop by themselves: let them, briefly
-            cluster.settle(timeout=10)
-    if len(codes) < count:
-        return 1 if any(codes) or len(codes) else 124  # failed, or the timeout was reached
-    return next((c or 1 for c in codes if c != 0), 0)
+    run = Run(
+        objects=objects,
+        env=env,
+        secrets=_secret_values(list((secret or {}).get("stringData", {}))),
+        workdir=str(source.parent if source.is_file() else Path.cwd()),  # as AIchor's image
+        needed=sorted(f"{experiment}-{role}" for role in plan.completes),
+        count=sum(g.count for g in plan.groups if g.role in plan.completes),
+        timeout=timeout,
+    )
+    if os.geteuid() == 0:
+        return run.drive(on_line, on_progress)
+    return _in_user_namespace(run, on_line, on_progress)
+
+
+@dataclasses.dataclass
+class Run:
+    """A rendered experiment to run locally: its objects, the pods' base env, the generated
+    Secret's values, where commands run, and which Jobs' pods (`count` of them) decide."""
+
+    objects: list[dict[str, Any]]
+    env: dict[str, str]
+    secrets: dict[str, str]
+    workdir: str
+    needed: list[str]
+    count: int
+    timeout: float
+
+    def drive(
+        self,
+        on_line: Callable[[str, str], None] | None,
+        on_progress: Callable[[dict[str, str]], None] | None,
+        private: bool = False,
+    ) -> int:
+        """Create every Job, wait for the result, leave the cluster; the exit status."""
+        workdir = Path(self.workdir)
+        cluster = LocalCluster(self.objects, self.env, self.secrets, on_line, workdir, private)
+        with _terminated_as_exit(), cluster:
+            for job in cluster.jobs:
+                cluster.start(job["metadata"]["name"], self.timeout)
+            deadline, states, codes = time.monotonic() + self.timeout, {}, []
+            while time.monotonic() < deadline:  # until the result is known: done, or a failure
+                if on_progress is not None and states != cluster.state:
+                    states = dict(cluster.state)
+                    on_progress(states)
+                results = list(cluster.results.items())
+                codes = [r.returncode for p, r in results if _job(p) in self.needed]
+                if len(codes) == self.count or any(codes):
+                    break
+                time.sleep(0.2)
+            if codes and not any(codes):  # the followers stop by themselves: let them, briefly
+                cluster.settle(timeout=10)
+            if on_progress is not None:
+                on_progress(dict(cluster.state))
+        if len(codes) < self.count:
+            return 1 if any(codes) or len(codes) else 124  # failed, or the timeout was reached
+        return next((c or 1 for c in codes if c != 0), 0)
+
+
+def _in_user_namespace(
+    run: Run,
+    on_line: Callable[[str, str], None] | None,
+    on_progress: Callable[[dict[str, str]], None] | None,
+) -> int:
+    """Without root: the run in a child process inside a user namespace (`_child`), the
+    rendered experiment on its standard input, its lines and progress back as JSON lines. The
+    child leaving (or being killed) ends every pod with it: they are in its PID namespace."""
+    root = tempfile.mkdtemp(prefix="aichor-root-", dir="/var/tmp")  # the child's own root
+    code = f"import aichor_iac.local as local; local._child({root!r})"
+    # --kill-child: a TERM to the child if `unshare` is ended, so that it leaves cleanly
+    argv = [*UNSHARE, "--mount-proc", "--kill-child=TERM", sys.executable, "-c", code]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, root, ignore_errors=True)  # (the mount was the child's)
+        child = stack.enter_context(
+            subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            )
+        )
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(json.dumps(dataclasses.asdict(run)))
+        child.stdin.close()
+        try:
+            for message in child.stdout:
+                kind, *value = json.loads(message)
+                if kind == "line" and on_line is not None:
+                    on_line(*value)
+                elif kind == "progress" and on_progress is not None:
+                    on_progress(*value)
+                elif kind == "unavailable":
+                    raise LocalUnavailable(*value)
+        finally:
+            if child.poll() is None:
+                child.terminate()
+            status = child.wait()
+    return status
+
+
+def _child(root: str) -> None:
+    """The run inside the user namespace (root there): a root directory of its own, so that a
+    volume can be mounted where no directory exists yet (`/aichor/function`), then the run."""
+    run = Run(**json.load(sys.stdin))
+    lock = threading.Lock()
+
+    def send(*message: Any) -> None:
+        with lock:
+            print(json.dumps(message), flush=True)
+
+    _own_root(Path(root))
+    try:
+        status = run.drive(
+            lambda pod, line: send("line", pod, line),
+            lambda states: send("progress", states),
+            private=True,
+        )
+    except LocalUnavailable as error:
+        send("unavailable", str(error))
+        status = 2
+    sys.exit(status)
+
+
+def _own_root(root: Path) -> None:
+    """Change root to a tmpfs holding a bind mount of each entry of `/` (an empty tmpfs at
+    /run, for `ip netns`): this namespace's root may then make directories at the top, where volumes
+    are mounted. The tmpfs is unbindable, so that binding /var (where it is) skips it."""
+    subprocess.run(["mount", "-t", "tmpfs", "aichor-root", root], check=True)
+    subprocess.run(["mount", "--make-unbindable", root], check=True)
+    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+        target = root / entry.name
+        if entry.is_symlink():
+            target.symlink_to(os.readlink(entry.path))
+        elif entry.name == "run":  # (a mount of its own: `ip netns` binds /run/netns)
+            target.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "aichor-run", target], check=True)
+        elif not entry.is_dir():
+            target.touch()
+            subprocess.run(["mount", "--bind", entry.path, target], check=True)
+        else:
+            target.mkdir()
+            subprocess.run(["mount", "--rbind", entry.path, target], check=True)
+    cwd = os.getcwd()
+    os.chroot(root)
+    os.chdir(cwd)
 
 
 def _job(pod: str) -> str:

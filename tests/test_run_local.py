@@ -15,6 +15,7 @@ import fn_helpers
 import pytest
 import yaml
 from kube import LocalCluster
+from rich.console import Console
 
 from aichor_iac import cli, experiment_from_function, local
 
@@ -73,12 +74,31 @@ def test_run_local_prefixes_each_line_and_exits_with_the_result(
 @real
 def test_a_function_experiment_runs_locally() -> None:
     lines: list[tuple[str, str]] = []
+    progress: list[dict[str, str]] = []
     model = experiment_from_function(fn_helpers.report, args={"count": 1})
     status = local.run_experiment(
-        model, name="fn", on_line=lambda pod, line: lines.append((pod, line))
+        model,
+        name="fn",
+        on_line=lambda pod, line: lines.append((pod, line)),
+        on_progress=progress.append,
     )
     assert status == 0
     assert any(pod == "fn-master-0" and line.startswith("RESULT ") for pod, line in lines)
+    # each change of a pod's state, in the order the kubelet goes through them
+    order = ["pending", "init", "running", "succeeded"]
+    seen = [states["fn-master-0"] for states in progress]
+    assert seen[-1] == "succeeded" and seen == sorted(seen, key=order.index), seen
+
+
+def test_the_progress_display_counts_each_jobs_pods_by_state() -> None:
+    states = {"e-master-0": "running", "e-worker-0": "init", "e-worker-1": "succeeded"}
+    console = Console(width=100, record=True)
+    console.print(cli.progress({**states, "e-worker-10": "failed"}))
+    assert [line.split() for line in console.export_text().splitlines()] == [
+        ["job", "pending", "init", "running", "succeeded", "failed"],
+        ["e-master", "·", "·", "1", "·", "·"],
+        ["e-worker", "·", "1", "·", "1", "1"],
+    ]
 
 
 @pytest.mark.parametrize(
@@ -99,6 +119,43 @@ def test_what_a_local_run_cannot_do_is_a_clear_error(
     monkeypatch.setattr(local, "missing", lambda: lacks)
     assert cli.main(["run", "--local", str(batchjob(tmp_path, 1)), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_without_root_a_local_run_needs_user_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(local, "_user_namespaces", lambda: False)
+    assert any("root or unprivileged user namespaces" in lack for lack in local.missing())
+    monkeypatch.setattr(local, "_user_namespaces", lambda: True)
+    assert not any("root" in lack for lack in local.missing())
+
+
+@real
+@pytest.mark.parametrize("fail", [-1, 1])
+def test_without_root_the_run_happens_in_a_user_namespace_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, fail: int
+) -> None:
+    # What a user without root gets (`_in_user_namespace`), run here as root with this
+    # process taken for another user: the pods' namespaces, mounts and processes inside a
+    # user namespace (root there), a function's program mounted at /aichor/function in that
+    # namespace's own root, the lines, progress and result passed back; nothing left behind.
+    monkeypatch.setattr(local.os, "geteuid", lambda: 1000)
+    before = {p: set(os.listdir(p)) for p in ("/var/tmp", "/run/netns") if os.path.isdir(p)}
+    lines: list[tuple[str, str]] = []
+    progress: list[dict[str, str]] = []
+    args = {"count": 1} if fail < 0 else {"count": "not a number"}
+    model = experiment_from_function(fn_helpers.report, args=args)
+    status = local.run_experiment(
+        model, name="fn", on_line=lambda *line: lines.append(line), on_progress=progress.append
+    )
+    if fail < 0:
+        assert status == 0
+        assert any(p == "fn-master-0" and line.startswith("RESULT ") for p, line in lines)
+        assert progress[-1] == {"fn-master-0": "succeeded"}
+    else:
+        assert status == 1 and progress[-1] == {"fn-master-0": "failed"}
+        assert any("Traceback" in line for _, line in lines), lines
+    assert not os.path.exists("/aichor")  # made in the namespace's own root only
+    assert {p: set(os.listdir(p)) for p in before} == before
 
 
 def test_a_raycluster_never_ends_so_it_is_not_run_locally(monkeypatch: pytest.MonkeyPatch) -> None:
