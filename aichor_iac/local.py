@@ -469,11 +469,9 @@ class LocalCluster:
 
     @staticmethod
     def _wait(process: subprocess.Popen) -> subprocess.CompletedProcess:
-        try:
-            process.wait(300)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        """A container's end, however long it runs (leaving the cluster kills what still
+        runs: the caller's timeout bounds a run)."""
+        process.wait()
         out, err = process.paths  # type: ignore[attr-defined]
         # (gone when the cluster was left while this pod still ran)
         text = [f.read_text(errors="replace") if f.exists() else "" for f in (out, err)]
@@ -747,23 +745,29 @@ class Run:
         with _terminated_as_exit(), cluster:
             for job in cluster.jobs:
                 cluster.start(job["metadata"]["name"], self.timeout)
-            deadline, states, codes = time.monotonic() + self.timeout, {}, []
+            deadline, states = time.monotonic() + self.timeout, {}
+            codes: list[int] = []  # the deciding pods' exit codes
+            failures: list[int] = []  # any pod's, in the order they ended
             while time.monotonic() < deadline:  # until the result is known: done, or a failure
                 if on_progress is not None and states != cluster.state:
                     states = dict(cluster.state)
                     on_progress(states)
                 results = list(cluster.results.items())
                 codes = [r.returncode for p, r in results if _job(p) in self.needed]
-                if len(codes) == self.count or any(codes):
+                failures = [r.returncode for _, r in results if r.returncode != 0]
+                # A pod runs once here (no Job retries): a failed one fails the experiment (a
+                # failed Ray head or MPI worker would leave its peers waiting, as on a cluster
+                # up to aichor:peerWaitSeconds).
+                if len(codes) == self.count or failures:
                     break
                 time.sleep(0.2)
-            if codes and not any(codes):  # the followers stop by themselves: let them, briefly
+            if not failures:  # the followers stop by themselves: let them, briefly
                 cluster.settle(timeout=10)
             if on_progress is not None:
                 on_progress(dict(cluster.state))
-        if len(codes) < self.count:
-            return 1 if any(codes) or len(codes) else 124  # failed, or the timeout was reached
-        return next((c or 1 for c in codes if c != 0), 0)
+        if failures:  # a signal's death as a shell reports it (128 + the signal)
+            return 128 - failures[0] if failures[0] < 0 else failures[0]
+        return 0 if len(codes) == self.count else 124  # done, or the timeout was reached
 
 
 def _in_user_namespace(
@@ -877,11 +881,16 @@ def _terminated_as_exit() -> Iterator[None]:
 
 def _capped(manifest: Any, replicas: int) -> Any:
     """The experiment with at most `replicas` replicas per group (pool; a jobset type's Jobs
-    and pods per Job), nothing else changed."""
+    and pods per Job) and no GPUs (a Ray node then offers none), nothing else changed."""
+
     spec = manifest.spec
 
     def capped(group: Any) -> Any:
-        update = {"count": min(group.count, replicas)}
+        accelerators = group.resources.accelerators.model_copy(update={"gpu": None})
+        update = {
+            "count": min(group.count, replicas),
+            "resources": group.resources.model_copy(update={"accelerators": accelerators}),
+        }
         if hasattr(group, "completions"):  # a jobset type: pods per Job too
             update["completions"] = min(group.completions, replicas)
             update["parallelisms"] = min(group.parallelisms, update["completions"])

@@ -6,6 +6,7 @@ an experiment that never ends, is a clear error."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -230,6 +231,29 @@ def test_the_examples_run_locally_as_a_smoke_test(
         assert line in out, out[-3000:]
     if example == "jobset":  # the cap holds: no third Job, no third shard
         assert "shards-shard-2-" not in out and "shard 2" not in out
+
+
+@real
+def test_the_ray_example_runs_locally(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # examples/ray.yaml with `--replicas 1` (the head, a node of each pool, the job; no GPU,
+    # so the head offers none), its Tune search cut from 200 trials to 6: each trial costs
+    # about 2 s of Tune's own work on these two cores.
+    pytest.importorskip("ray.tune")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    examples = Path(__file__).parent.parent / "examples"
+    shutil.copy(examples / "tune.py", tmp_path)
+    text = (examples / "ray.yaml").read_text()
+    (tmp_path / "ray.yaml").write_text(text.replace("--num-samples 200", "--num-samples 6"))
+    assert cli.main(["run", "--local", str(tmp_path / "ray.yaml"), "--replicas", "1"]) == 0
+    out = capsys.readouterr().out
+    for line in (
+        "ray-tune-job-0 trials 6 errors 0 on ray-tune-big-cpu-workers-0\n",
+        "ray-tune-job-0 best loss ",
+        "ray-tune succeeded",
+    ):
+        assert line in out, out[-3000:]
 
 
 @real
