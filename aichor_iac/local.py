@@ -80,16 +80,20 @@ def container_env(
                     "metadata.name": f"{job['metadata']['name']}-{index}-"
                     + hashlib.sha1(f"{job['metadata']['name']}{index}".encode()).hexdigest()[:5],
                 }[path]
-            elif "secretKeyRef" in source and secrets:
-                ref = source["secretKeyRef"]
-                env[entry["name"]] = secrets[(ref["name"], ref["key"])]
-            else:
+            elif "secretKeyRef" in source and secrets and _key(source) in secrets:
+                env[entry["name"]] = secrets[_key(source)]
+            else:  # (a Secret of the user's: not here)
                 env[entry["name"]] = f"<{entry['name']} from {sorted(source)[0]}>"
         else:
             env[entry["name"]] = expand(entry.get("value", ""), env)
     env.setdefault("JOB_COMPLETION_INDEX", str(index))  # the Job controller adds it otherwise
     env["HOSTNAME"] = f"{job['metadata']['name']}-{index}"  # the pod's host name
     return env
+
+
+def _key(source: dict[str, Any]) -> tuple[str, str]:
+    """The (Secret name, key) an env value's `secretKeyRef` names."""
+    return source["secretKeyRef"]["name"], source["secretKeyRef"]["key"]
 
 
 def _container(pod_spec: dict[str, Any], name: str | None) -> dict[str, Any]:

@@ -3,11 +3,15 @@ over the replicas the manifest describes, NCCL on GPUs and gloo otherwise, so th
 `aichor-iac run --local examples/pytorch.yaml --replicas 2` runs it on a laptop's CPUs.
 
 Every replica finds its peers from the operator's env alone (`MASTER_ADDR`, `MASTER_PORT`,
-`WORLD_SIZE`, `RANK`: `init_process_group`'s `env://`)."""
+`WORLD_SIZE`, `RANK`: `init_process_group`'s `env://`), under `torchrun` too
+(`examples/pytorch-torchrun.yaml`). With `--logdir` rank 0 writes the loss for TensorBoard
+and with `--out` saves the model (`examples/pytorch-tensorboard.yaml`: both on the shared
+volume)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 import torch
 import torch.distributed as dist
@@ -18,6 +22,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--logdir", help="TensorBoard's log directory (rank 0 writes)")
+    parser.add_argument("--out", help="where rank 0 saves the model")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -30,6 +36,11 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     inputs = torch.randn(512, 8, generator=torch.Generator().manual_seed(rank))  # rank's shard
     targets = inputs.sum(dim=1, keepdim=True)
+    writer = None
+    if args.logdir and rank == 0:
+        from torch.utils.tensorboard import SummaryWriter  # (needs the tensorboard package)
+
+        writer = SummaryWriter(args.logdir)
     for epoch in range(args.epochs):
         for start in range(0, len(inputs), args.batch_size):
             batch = slice(start, start + args.batch_size)
@@ -40,6 +51,15 @@ def main() -> None:
             optimizer.step()
         if rank == 0:
             print(f"epoch {epoch} loss {loss.item():.4f}", flush=True)
+        if writer is not None:
+            writer.add_scalar("loss", loss.item(), epoch)
+    if writer is not None:
+        writer.close()
+        print(f"loss written for TensorBoard in {args.logdir}", flush=True)
+    if args.out and rank == 0:
+        os.makedirs(args.out, exist_ok=True)
+        torch.save(model.module.state_dict(), os.path.join(args.out, "model.pt"))
+        print(f"model saved in {args.out}", flush=True)
     print(f"rank {rank} of {world} done", flush=True)
     dist.destroy_process_group()
 

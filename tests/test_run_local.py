@@ -220,6 +220,28 @@ def test_commands_run_in_the_manifests_directory(
                 for r in range(4)
             ],
         ),
+        (  # examples/train.py under torchrun: one process per node once the GPUs are gone
+            "pytorch-torchrun",
+            "torch",
+            [f"pytorch-torchrun-worker-{r} rank {r} of 2 done" for r in range(2)],
+        ),
+        (  # examples/train.py writing TensorBoard's logs and the model on the shared volume
+            "pytorch-tensorboard",
+            "torch.utils.tensorboard",
+            [
+                "pytorch-tb-master-0 loss written for TensorBoard in /mnt/shared/tensorboard",
+                "pytorch-tb-master-0 model saved in /mnt/shared/output",
+                "pytorch-tb-worker-1 rank 2 of 3 done",
+            ],
+        ),
+        (  # examples/train_jax.py: one global array over both processes, XLA's all-reduce
+            "jax",
+            "jax",
+            [
+                f"jax-spmd-worker-{i} process {i} of 2 on jax-spmd-worker-{i}: distance 0.00"
+                for i in range(2)
+            ],
+        ),
         (  # examples/train_ps.py: ParameterServerStrategy, 2 PS, 2 workers, the evaluator
             "tf",
             "tensorflow",
