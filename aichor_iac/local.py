@@ -382,14 +382,16 @@ class LocalCluster:
             self._start(deployment, index, container["name"])
 
     def _stop(self, sidecars: list[subprocess.Popen]) -> None:
-        """What the kubelet does to native sidecars once the main container has ended."""
+        """What the kubelet does to native sidecars once the main container has ended: TERM
+        to each container's first process, KILL after the grace period."""
         for process in sidecars:
-            process.terminate()
+            _signal_init(process, signal.SIGTERM)
         for process in sidecars:
             try:
                 process.wait(self.GRACE_SECONDS)
             except subprocess.TimeoutExpired:
-                process.kill()
+                _signal_init(process, signal.SIGKILL)
+                process.wait()
 
     def _output(self, pod: str) -> str:
         """What a pod's containers have printed so far."""
@@ -424,9 +426,11 @@ class LocalCluster:
             + (f" && mount -o remount,bind,ro '{d}'" if ro else "")
             for s, d, ro in mounts
         )
-        # A host name of its own (a UTS namespace), as a pod has: gethostname() is the pod's.
+        # A host name of its own (a UTS namespace), as a pod has: gethostname() is the pod's;
+        # processes of its own (a PID namespace, as a container has): `ps`, `pkill` or
+        # `ray stop` see this container's alone, and its command is its first process.
         setup = f"hostname {pod} && {binds}"
-        argv = ["ip", "netns", "exec", self._ns(pod), "unshare", "--uts"]
+        argv = ["ip", "netns", "exec", self._ns(pod), *CONTAINER]
         argv += ["/bin/sh", "-c", f'{setup} && exec "$@"']
         argv += ["pod", *_privileges(main.get("securityContext", {})), *command]
         # Output goes to files as it is printed, so that a held pod can watch for a line.
@@ -590,6 +594,19 @@ class LocalCluster:
         spec = job["spec"]["template"]["spec"]
         namespace = job["metadata"]["namespace"]
         return f"{_pod(job, index)}.{spec['subdomain']}.{namespace}.svc.cluster.local"
+
+
+# `unshare` waits for the container's first process and exits as it did; if `unshare` is
+# killed, so is the container.
+CONTAINER = ["unshare", "--uts", "--pid", "--fork", "--mount-proc", "--kill-child=KILL"]
+
+
+def _signal_init(process: subprocess.Popen, number: int) -> None:
+    """Signal a container's first process (the child of its `unshare`), as the kubelet does;
+    being the first process of its PID namespace, it ignores TERM unless it handles it."""
+    with contextlib.suppress(OSError, ValueError):
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        os.kill(int(children[0]), number)
 
 
 def _under_tmp(workdir: Path) -> list[str]:

@@ -242,6 +242,15 @@ def test_commands_run_in_the_manifests_directory(
                 for i in range(2)
             ],
         ),
+        (  # examples/batch_inference.py: Ray Data over the pool, submitted by the submitter
+            "kuberay",
+            "ray.data",
+            [
+                "kuberay-batch-submitter-0 scored 10000 rows on kuberay-batch-cpu-workers-0, "
+                "kuberay-batch-cpu-workers-1",
+                "kuberay-batch succeeded",
+            ],
+        ),
         (  # examples/train_ps.py: ParameterServerStrategy, 2 PS, 2 workers, the evaluator
             "tf",
             "tensorflow",
