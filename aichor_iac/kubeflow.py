@@ -21,6 +21,7 @@ from . import templates
 from .experiment import Kept, Origin
 from .limits import DNS_1035, INT32, MAX_INDEXED
 from .manifest import Manifest, Model, Problem, Spec
+from .templates import Template
 
 GROUP = "kubeflow.org"
 UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
@@ -162,7 +163,7 @@ class ElasticPolicy(Model):
 class ReplicaSpec(Model):
     replicas: int = Field(1, ge=0, le=MAX_INDEXED)
     restart_policy: Literal["Always", "OnFailure", "Never", "ExitCode"] | None = None
-    template: dict[str, Any]
+    template: Template
 
 
 class JobSpec(Model):

@@ -24,6 +24,7 @@ from . import templates
 from .experiment import Kept, Origin
 from .limits import DNS_1035, INT32, MAX_INDEXED
 from .manifest import RAY_ROLES, Manifest, Model, Problem, Spec, dns_label
+from .templates import Template
 
 API_VERSION = "ray.io/v1"
 KINDS = ("RayJob", "RayCluster")
@@ -42,7 +43,7 @@ class AuthOptions(Model):
 
 class HeadGroupSpec(Model):
     ray_start_params: dict[str, str] = Field(default_factory=dict)
-    template: dict[str, Any]
+    template: Template
     service_type: str | None = None
     head_service: dict[str, Any] | None = None
     enable_ingress: bool | None = None
@@ -59,7 +60,7 @@ class WorkerGroupSpec(Model):
     idle_timeout_seconds: int | None = None
     priority: int | None = None
     ray_start_params: dict[str, str] = Field(default_factory=dict)
-    template: dict[str, Any]
+    template: Template
     scale_strategy: dict[str, Any] | None = None
     num_of_hosts: int = Field(1, ge=1, le=MAX_INDEXED)
     suspend: bool | None = None
@@ -114,7 +115,7 @@ class RayJobSpec(Model):
     entrypoint_resources: str | None = None
     ray_cluster_spec: RayClusterSpec | None = None
     cluster_selector: dict[str, str] | None = None
-    submitter_pod_template: dict[str, Any] | None = None
+    submitter_pod_template: Template | None = None
     submitter_config: SubmitterConfig | None = None
     shutdown_after_job_finishes: bool = False
     ttl_seconds_after_finished: int = Field(0, ge=0, le=INT32)

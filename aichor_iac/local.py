@@ -733,6 +733,9 @@ def run_experiment(
         secrets=_secret_values(list((secret or {}).get("stringData", {}))),
         workdir=str(source.parent if source.is_file() else Path.cwd()),  # as AIchor's image
         needed=sorted(f"{experiment}-{role}" for role in plan.completes),
+        # The pods others wait to be up (a Ray head, MPI's workers) decide too: their failure
+        # leaves the rest waiting, on a cluster up to aichor:peerWaitSeconds.
+        gates=sorted(f"{experiment}-{g.role}" for g in plan.groups if g.gates),
         count=sum(g.count for g in plan.groups if g.role in plan.completes),
         timeout=timeout,
     )
@@ -744,13 +747,15 @@ def run_experiment(
 @dataclasses.dataclass
 class Run:
     """A rendered experiment to run locally: its objects, the pods' base env, the generated
-    Secret's values, where commands run, and which Jobs' pods (`count` of them) decide."""
+    Secret's values, where commands run, which Jobs' pods (`count` of them) must succeed, and
+    which Jobs' failure fails it at once (theirs and the gates')."""
 
     objects: list[dict[str, Any]]
     env: dict[str, str]
     secrets: dict[str, str]
     workdir: str
     needed: list[str]
+    gates: list[str]
     count: int
     timeout: float
 
@@ -767,18 +772,19 @@ class Run:
             for job in cluster.jobs:
                 cluster.start(job["metadata"]["name"], self.timeout)
             deadline, states = time.monotonic() + self.timeout, {}
-            codes: list[int] = []  # the deciding pods' exit codes
-            failures: list[int] = []  # any pod's, in the order they ended
+            codes: list[int] = []  # the exit codes of the pods that must succeed
+            failures: list[int] = []  # the deciding pods' failures, in the order they ended
+            deciding = {*self.needed, *self.gates}
             while time.monotonic() < deadline:  # until the result is known: done, or a failure
                 if on_progress is not None and states != cluster.state:
                     states = dict(cluster.state)
                     on_progress(states)
                 results = list(cluster.results.items())
                 codes = [r.returncode for p, r in results if _job(p) in self.needed]
-                failures = [r.returncode for _, r in results if r.returncode != 0]
-                # A pod runs once here (no Job retries): a failed one fails the experiment (a
-                # failed Ray head or MPI worker would leave its peers waiting, as on a cluster
-                # up to aichor:peerWaitSeconds).
+                # (a pod runs once here: no Job retries)
+                failures = [
+                    r.returncode for p, r in results if r.returncode and _job(p) in deciding
+                ]
                 if len(codes) == self.count or failures:
                     break
                 time.sleep(0.2)

@@ -7,9 +7,9 @@ What both front doors share; each applies its own operator's defaulting on top.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError
 
 from .limits import DNS_SUBDOMAIN, Image, quantity
 from .manifest import Accelerators, Gpu, ManifestError, Problem, Resources, _line_for, _problem
@@ -54,7 +54,7 @@ def template_problems(template: dict[str, Any], where: str) -> list[Problem]:
             )
             for key in unknown
         ]
-    if invalid := schema_problems(template, where):
+    if invalid := schema_problems(template, where) or _nulls(template, where):
         return invalid
     pod = template.get("spec")
     containers = pod.get("containers") if isinstance(pod, dict) else None
@@ -78,6 +78,33 @@ def template_problems(template: dict[str, Any], where: str) -> list[Problem]:
                     "Service): remove it",
                 )
             )
+    return problems
+
+
+def without_nulls(value: Any) -> Any:
+    """A template as the API server decodes it: a field given as null (`command:` with
+    nothing after it) is absent."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
+
+
+# A pod template field of a custom resource: nulls read as the API server reads them.
+Template = Annotated[dict[str, Any], AfterValidator(without_nulls)]
+
+
+def _nulls(value: Any, where: str) -> list[Problem]:
+    """Each null item of a list (the schema allows them; the API server would read one as an
+    empty value): refused, so that nothing reads one."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    problems = []
+    for key, item in items:
+        if item is None:
+            problems.append(Problem(f"{where}.{key}", "is null: give a value or remove it"))
+        elif isinstance(item, dict | list):
+            problems += _nulls(item, f"{where}.{key}")
     return problems
 
 

@@ -405,6 +405,12 @@ CLUSTER = "spec.rayClusterSpec"
         ),
         refused("metadata.name", "Exp", "DNS-1035"),
         refused("spec.unknown", 1, ""),
+        # a null item (the API server would read an empty value), found by the fuzzer
+        (
+            _set(f"{CLUSTER}.headGroupSpec.template.spec.containers.0.ports", [None]),
+            f"{CLUSTER}.headGroupSpec.template.spec.containers.0.ports.0",
+            "is null",
+        ),
     ],
 )
 def test_bad_resources(change: Any, path: str, message: str) -> None:
@@ -415,6 +421,13 @@ def test_bad_resources(change: Any, path: str, message: str) -> None:
     assert any(p.path == path and message in p.message for p in error.value.problems), str(
         error.value
     )
+
+
+def test_a_null_field_of_a_template_is_absent_as_the_api_server_reads_it() -> None:
+    cr = rayjob()
+    head = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head.update(env=None, ports=None, command=None)
+    assert jobs(cr) == jobs(rayjob())
 
 
 # The documented fix (README) each public sample needs: none for 26 of them; otherwise what
