@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from shlex import quote as q
 from typing import Any
 
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -415,21 +417,19 @@ class LocalCluster:
         private = self.root / pod / "tmp"
         # What the test itself runs from (a checkout or virtualenv under /tmp) stays visible
         # in the pod's private /tmp, as an image's own files would be.
-        mounts = [(f"/tmp/{top}", str(private / top), False) for top in _under_tmp(self.workdir)]
-        mounts += [(str(private), "/tmp", False)]
+        tmp = [(f"/tmp/{top}", str(private / top), False) for top in _under_tmp(self.workdir)]
+        tmp += [(str(private), "/tmp", False)]
+        volumes = []
         for mount in main.get("volumeMounts", []):
             source = self._volume(pod, spec, mount["name"])
             if source is not None:  # (its mount point was made by _mount_points)
-                mounts.append((str(source), mount["mountPath"], bool(mount.get("readOnly"))))
-        binds = " && ".join(
-            f"mkdir -p '{d}' && mount --rbind '{s}' '{d}'"
-            + (f" && mount -o remount,bind,ro '{d}'" if ro else "")
-            for s, d, ro in mounts
-        )
+                volumes.append((str(source), mount["mountPath"], bool(mount.get("readOnly"))))
         # A host name of its own (a UTS namespace), as a pod has: gethostname() is the pod's;
         # processes of its own (a PID namespace, as a container has): `ps`, `pkill` or
-        # `ray stop` see this container's alone, and its command is its first process.
-        setup = f"hostname {pod} && {binds}"
+        # `ray stop` see this container's alone, and its command is its first process; the
+        # working directory as its image's copy (an overlay: what it writes stays its own).
+        own = self._own_copy(pod, name)
+        setup = f"hostname {pod} && {_binds(tmp)} && {own} && {_binds(volumes)}"
         argv = ["ip", "netns", "exec", self._ns(pod), *CONTAINER]
         argv += ["/bin/sh", "-c", f'{setup} && exec "$@"']
         argv += ["pod", *_privileges(main.get("securityContext", {})), *command]
@@ -450,6 +450,24 @@ class LocalCluster:
             with self.lock:
                 self.tails.append(tail)
         return process
+
+    def _own_copy(self, pod: str, container: str) -> str:
+        """Shell that lays an overlay over the working directory, so that the container reads
+        the manifest's directory (the image built from it) and keeps what it writes to
+        itself, as each container on a cluster has its own copy of its image; then goes
+        there. Where no overlay can be made, the directory is shared (and it says so)."""
+        shared = "aichor: the working directory is shared with the other pods (no overlay)"
+        workdir = q(str(self.workdir))
+        if self.workdir.resolve() == Path("/"):
+            return f"echo {q(shared)} >&2 && cd /"
+        own = self.root / pod / "image" / container  # (a path of ours: safe in -o)
+        lower, upper, work = own / "lower", own / "upper", own / "work"
+        overlay = (
+            f"mkdir -p {lower} {upper} {work} && mount --bind {workdir} {lower} && "
+            f"mount -t overlay overlay -o lowerdir={lower},upperdir={upper},workdir={work} "
+            f"{workdir}"
+        )
+        return f"{{ {overlay} || echo {q(shared)} >&2; }} && cd {workdir}"
 
     def _tail(self, process: subprocess.Popen, prefix: str) -> None:
         """Hand each line a container prints to `on_line` as it comes (both streams)."""
@@ -609,6 +627,18 @@ def _signal_init(process: subprocess.Popen, number: int) -> None:
         os.kill(int(children[0]), number)
 
 
+def _binds(mounts: list[tuple[str, str, bool]]) -> str:
+    """Shell that bind-mounts each (source, target, read-only) in turn."""
+    return " && ".join(
+        [
+            f"mkdir -p {q(target)} && mount --rbind {q(source)} {q(target)}"
+            + (f" && mount -o remount,bind,ro {q(target)}" if read_only else "")
+            for source, target, read_only in mounts
+        ]
+        or ["true"]
+    )
+
+
 def _under_tmp(workdir: Path) -> list[str]:
     """The top folders under /tmp that the pods need to see (a pod's /tmp is its own): the
     working directory and this process's Python, as an image holds its own files."""
@@ -723,8 +753,10 @@ def run_experiment(
         )
     objects = engine.render(manifest, settings=settings, name=experiment)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
-    if replicas is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ""  # a smoke test: no process takes a GPU of this machine
+    if replicas is not None and glob.glob("/dev/nvidia[0-9]*"):
+        # A smoke test: no process takes a GPU of this machine. (Only where there are any:
+        # Paddle's launcher takes any CUDA_VISIBLE_DEVICES for a GPU job.)
+        env["CUDA_VISIBLE_DEVICES"] = ""
     secret = next((o for o in objects if o["kind"] == "Secret"), None)
     source = Path(manifest._source)
     run = Run(

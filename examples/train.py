@@ -61,6 +61,7 @@ def main() -> None:
         torch.save(model.module.state_dict(), os.path.join(args.out, "model.pt"))
         print(f"model saved in {args.out}", flush=True)
     print(f"rank {rank} of {world} done", flush=True)
+    dist.barrier()  # every rank done before any tears its connections down
     dist.destroy_process_group()
 
 

@@ -4,8 +4,9 @@ runs it on a laptop's CPUs.
 
 `python -m paddle.distributed.launch` finds the job from the operator's env alone
 (`PADDLE_MASTER`, `PADDLE_NNODES`, `PADDLE_JOB_ID`) and starts this script with the trainer's
-env; `DataParallel` all-reduces the gradients (NCCL on GPUs, gloo on CPUs), so every rank
-takes the same step on its own shard. The launcher prints its local rank 0's output."""
+env; the gradients are all-reduced after each backward pass (NCCL on GPUs, gloo on CPUs,
+where `paddle.DataParallel` is not available), so every rank takes the same step on its own
+shard. The launcher prints its local rank 0's output."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def main() -> None:
     dist.init_parallel_env()
     rank, world = dist.get_rank(), dist.get_world_size()
     paddle.seed(0)  # the same initial weights everywhere
-    model = paddle.DataParallel(paddle.nn.Linear(FEATURES, 1))
+    model = paddle.nn.Linear(FEATURES, 1)
     optimizer = paddle.optimizer.SGD(learning_rate=args.lr, parameters=model.parameters())
     generator = np.random.default_rng(rank)  # this rank's shard
     features = generator.normal(size=(ROWS, FEATURES)).astype("float32")
@@ -35,7 +36,10 @@ def main() -> None:
     x, y = paddle.to_tensor(features), paddle.to_tensor((features @ truth)[:, None])
     for epoch in range(args.epochs):
         loss = paddle.nn.functional.mse_loss(model(x), y)
-        loss.backward()  # gradients all-reduced over every rank
+        loss.backward()
+        for parameter in model.parameters():  # the mean gradient over every rank
+            dist.all_reduce(parameter.grad)
+            parameter.grad.set_value(parameter.grad / world)
         optimizer.step()
         optimizer.clear_grad()
         if rank == 0 and epoch % 10 == 9:

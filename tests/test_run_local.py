@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -251,6 +252,12 @@ def test_commands_run_in_the_manifests_directory(
                 "kuberay-batch succeeded",
             ],
         ),
+        (  # examples/train_paddle.py: paddle.distributed.launch from the env, gloo on CPUs
+            "paddle",
+            "paddle",
+            [f"rank {r} of 2 on paddle-collective-worker-" for r in range(2)]
+            + ["paddle-collective-worker-0 epoch 30 loss", "paddle-collective succeeded"],
+        ),
         (  # examples/train_ps.py: ParameterServerStrategy, 2 PS, 2 workers, the evaluator
             "tf",
             "tensorflow",
@@ -272,11 +279,11 @@ def test_the_examples_run_locally_as_a_smoke_test(
 ) -> None:
     # `--replicas 2`: a master and two workers, the GPUs masked off; the pods run this
     # environment's Python, which has the framework.
-    pytest.importorskip(framework)
+    importable(framework)
     if example == "mpi" and not (shutil.which("mpirun") and Path("/usr/sbin/sshd").exists()):
         pytest.skip("needs Debian's openmpi-bin and openssh-server (`make test` installs them)")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    # (a copy: what the scripts write, such as TF's checkpoints, stays out of the checkout)
+    # (a copy, so that nothing here can write into the checkout)
     shutil.copytree(Path(__file__).parent.parent / "examples", tmp_path / "examples")
     path = tmp_path / "examples" / f"{example}.yaml"
     assert cli.main(["run", "--local", str(path), "--replicas", "2"]) == 0
@@ -287,6 +294,13 @@ def test_the_examples_run_locally_as_a_smoke_test(
         assert "shards-shard-2-" not in out and "shard 2" not in out
 
 
+def importable(module: str) -> None:
+    """Skip unless the pods' Python can import `module` (asked in a process of its own:
+    frameworks' native libraries do not all load into one process, Paddle's beside Torch's)."""
+    if subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode:
+        pytest.skip(f"needs {module} (the test extra)")
+
+
 @real
 def test_the_ray_example_runs_locally(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -294,7 +308,7 @@ def test_the_ray_example_runs_locally(
     # examples/ray.yaml with `--replicas 1` (the head, a node of each pool, the job; no GPU,
     # so the head offers none), its Tune search cut from 200 trials to 6: each trial costs
     # about 2 s of Tune's own work on these two cores.
-    pytest.importorskip("ray.tune")
+    importable("ray.tune")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     examples = Path(__file__).parent.parent / "examples"
     shutil.copy(examples / "tune.py", tmp_path)
