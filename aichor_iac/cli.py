@@ -50,11 +50,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Expand an AIchor manifest into Kubernetes objects offline, exactly as the "
         "Pulumi program does (no Pulumi CLI, no cluster).",
     )
+    parser.add_argument("--version", action="version", version=f"aichor-iac {_version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, handler, help: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
-        sub.add_argument("manifest", metavar="MANIFEST", help="path to the AIchor manifest")
+        sub.add_argument(
+            "manifest", metavar="MANIFEST", help="path to the AIchor manifest (- for stdin)"
+        )
         sub.set_defaults(handler=handler)
         return sub
 
@@ -114,6 +117,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aichor-iac")
+    except PackageNotFoundError:  # (run from a checkout that was never installed)
+        return "unknown"
+
+
 def _validate(args: argparse.Namespace) -> int:
     """What `render` checks, without Pulumi's engine: the same `planning.blueprint` decides,
     and the same objects are held to the API server's rules."""
@@ -125,7 +138,7 @@ def _validate(args: argparse.Namespace) -> int:
     layout.checked(Context(planning.blueprint(manifest, settings, name)), settings.create_namespace)
     origin = manifest.spec.origin
     what = f"{manifest.spec.operator} manifest" if origin is None else origin.source
-    print(f"{args.manifest}: valid {what}")
+    print(f"{manifest._source}: valid {what}")
     return 0
 
 

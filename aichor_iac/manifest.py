@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -616,10 +617,15 @@ class ManifestError(Exception):
 
 
 def load(path: str | Path) -> Manifest:
-    path = Path(path)
+    """The experiment in a file; `-` is standard input (as `kubectl apply -f -` reads it)."""
+    stdin = str(path) == "-"
+    path = Path("<stdin>") if stdin else Path(path)
     try:
-        with path.open("rb") as file:
-            data = file.read(MAX_BYTES + 1)  # never more: the file may be endless (/dev/zero)
+        if stdin:
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with path.open("rb") as file:
+                data = file.read(MAX_BYTES + 1)  # never more: it may be endless (/dev/zero)
         _bounded(len(data), str(path))
         text = data.decode("utf-8")
     except OSError as error:
