@@ -188,12 +188,14 @@ STATES = ("pending", "init", "running", "succeeded", "failed")
 
 def progress(states: dict[str, str]) -> Table:
     """A local run's pods by Job and state (`kubectl get jobs` with the pods' phases)."""
+    from .local import job_of
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("job", *STATES):
         table.add_column(column, justify="left" if column == "job" else "right")
     jobs: dict[str, Counter[str]] = {}
     for pod, state in states.items():
-        jobs.setdefault(pod.rsplit("-", 1)[0], Counter())[state] += 1
+        jobs.setdefault(job_of(pod), Counter())[state] += 1
     for job, counts in jobs.items():
         table.add_row(job, *(str(counts[state]) if counts[state] else "·" for state in STATES))
     return table

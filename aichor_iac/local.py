@@ -264,6 +264,10 @@ class LocalCluster:
             subprocess.run(["ip", "netns", "del", self._ns(pod)], check=False)
             shutil.rmtree(self.etc / self._ns(pod), ignore_errors=True)
         subprocess.run(["ip", "netns", "del", self._ns()], check=False)
+        self._remove_files()
+
+    def _remove_files(self) -> None:
+        """The pods' files, and the mount points made for them."""
         shutil.rmtree(self.root, ignore_errors=True)
         for path in reversed(self.made):
             path.rmdir()
@@ -460,12 +464,12 @@ class LocalCluster:
         workdir = q(str(self.workdir))
         if self.workdir.resolve() == Path("/"):
             return f"echo {q(shared)} >&2 && cd /"
-        own = self.root / pod / "image" / container  # (a path of ours: safe in -o)
-        lower, upper, work = own / "lower", own / "upper", own / "work"
+        own = self.root / pod / "image" / container  # (no comma or colon: safe in -o)
+        lower, upper, work = (q(str(own / part)) for part in ("lower", "upper", "work"))
+        options = q(f"lowerdir={own / 'lower'},upperdir={own / 'upper'},workdir={own / 'work'}")
         overlay = (
             f"mkdir -p {lower} {upper} {work} && mount --bind {workdir} {lower} && "
-            f"mount -t overlay overlay -o lowerdir={lower},upperdir={upper},workdir={work} "
-            f"{workdir}"
+            f"mount -t overlay overlay -o {options} {workdir}"
         )
         return f"{{ {overlay} || echo {q(shared)} >&2; }} && cd {workdir}"
 
@@ -511,17 +515,14 @@ class LocalCluster:
             spec = workload["spec"]["template"]["spec"]
             for container in spec["containers"] + spec.get("initContainers", []):
                 for mount in container.get("volumeMounts", []):
-                    volume = _volume(spec, mount["name"])
-                    if volume.get("emptyDir", {}).get("medium") != "Memory":
+                    if _emulated(_volume(spec, mount["name"])):
                         targets.add(Path(mount["mountPath"]))
         for target in sorted(targets):
             for directory in reversed([p for p in (target, *target.parents) if not p.exists()]):
                 try:
                     directory.mkdir()
                 except OSError as error:  # (nothing else exists yet)
-                    for made in reversed(self.made):
-                        made.rmdir()
-                    shutil.rmtree(self.root, ignore_errors=True)
+                    self._remove_files()
                     raise LocalUnavailable(
                         f"a pod mounts a volume at {target}, and {directory} cannot be made "
                         f"here: {error.strerror}"
@@ -533,12 +534,12 @@ class LocalCluster:
         pod with their mode; a pod's own emptyDir; a claim's shared directory. None: not emulated
         (a memory-backed /dev/shm)."""
         volume = _volume(spec, name)
+        if not _emulated(volume):
+            return None
         if "persistentVolumeClaim" in volume:
             return self.claim(volume["persistentVolumeClaim"]["claimName"])
         path = self.root / pod / "volumes" / name
         if "emptyDir" in volume:
-            if volume["emptyDir"].get("medium") == "Memory":
-                return None
             path.mkdir(parents=True, exist_ok=True)
             path.chmod(0o777)
             return path
@@ -672,6 +673,11 @@ def gang_of(job: dict[str, Any]) -> str | None:
 
 def _pod(job: dict[str, Any], index: int) -> str:
     return f"{job['metadata']['name']}-{index}"
+
+
+def _emulated(volume: dict[str, Any]) -> bool:
+    """Whether a local pod gets the volume: all but a memory-backed emptyDir (/dev/shm)."""
+    return volume.get("emptyDir", {}).get("medium") != "Memory"
 
 
 def _volume(pod_spec: dict[str, Any], name: str) -> dict[str, Any]:
@@ -812,10 +818,10 @@ class Run:
                     states = dict(cluster.state)
                     on_progress(states)
                 results = list(cluster.results.items())
-                codes = [r.returncode for p, r in results if _job(p) in self.needed]
+                codes = [r.returncode for p, r in results if job_of(p) in self.needed]
                 # (a pod runs once here: no Job retries)
                 failures = [
-                    r.returncode for p, r in results if r.returncode and _job(p) in deciding
+                    r.returncode for p, r in results if r.returncode and job_of(p) in deciding
                 ]
                 if len(codes) == self.count or failures:
                     break
@@ -915,7 +921,8 @@ def _own_root(root: Path) -> None:
     os.chdir(cwd)
 
 
-def _job(pod: str) -> str:
+def job_of(pod: str) -> str:
+    """The Job a pod (`<job>-<index>`) belongs to."""
     return pod.rsplit("-", 1)[0]
 
 
