@@ -1,9 +1,11 @@
-# make demo: create .venv, install, then validate, preview and render every example offline.
-# make test: create .venv, install with the test extra (and, as root, Debian's OpenMPI and
-# OpenSSH for the real MPI test), lint and run the test suite.
+# make demo: create .venv, install the package alone (its runtime dependencies), then validate,
+# preview and render every example offline.
+# make test: create .venv, add the test extra (and, as root, Debian's OpenMPI and OpenSSH for
+# the real MPI test), lint and run the test suite.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench fuzz clean system-packages
@@ -16,11 +18,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+# The demo needs the runtime alone; the tests add the frameworks they run for real.
+$(RUNTIME): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	@set -e; for m in examples/*.yaml; do \
 	  stack=stacks/Pulumi.$$(basename $$m .yaml).yaml; \
 	  echo "== $$m"; \

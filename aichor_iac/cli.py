@@ -1,7 +1,8 @@
-"""`aichor-iac validate|render|preview MANIFEST`: the Pulumi expansion, offline.
+"""`aichor-iac validate|render|preview|run|convert|schema`: the Pulumi expansion, offline.
 
-Exit status: 0 on success, 2 when the manifest or stack config has problems (one line each on
-stderr), 1 on an unexpected failure. Never a traceback unless AICHOR_IAC_DEBUG is set.
+Exit status: 0 on success, 2 when the manifest, the stack config or the command line has
+problems (one line each on stderr; with `--output json` a document on stdout), 1 on an
+unexpected failure. Never a traceback unless AICHOR_IAC_DEBUG is set.
 """
 
 from __future__ import annotations
@@ -10,28 +11,61 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import shutil
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import shtab
+import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
-from rich.tree import Tree
 
 from . import manifest as manifest_module
 from . import output, planning
-from .manifest import Manifest, ManifestError
+from .manifest import Manifest, ManifestError, Problem
 from .settings import Settings, load_stack_file
+
+EXAMPLES = {
+    "validate": """
+  aichor-iac validate experiment.yaml
+  aichor-iac validate --stack-config stacks/Pulumi.dev.yaml   # the stack's aichor:manifest
+  cat experiment.yaml | aichor-iac validate -
+  aichor-iac validate experiment.yaml --output json | jq '.problems[]'""",
+    "render": """
+  aichor-iac render experiment.yaml | kubectl apply --dry-run=server -f -
+  aichor-iac render experiment.yaml -o out/        # one file per object, stale ones removed
+  aichor-iac render experiment.yaml --output json | jq -r '.items[].metadata.name'""",
+    "preview": """
+  aichor-iac preview experiment.yaml --stack-config stacks/Pulumi.dev.yaml
+  aichor-iac preview new.yaml --diff old.yaml      # what pulumi up would change, field by field
+  aichor-iac render experiment.yaml -o out/ && aichor-iac preview experiment.yaml --diff out/""",
+    "run": """
+  aichor-iac run --local experiment.yaml
+  aichor-iac run --local experiment.yaml --replicas 1 --timeout 600   # a smoke test
+  aichor-iac run --local experiment.yaml --output json | jq -r 'select(.pod) | .line'""",
+    "convert": """
+  aichor-iac convert pytorchjob.yaml > experiment.yaml
+  aichor-iac convert rayjob.yaml --output json | jq '.lost'""",
+    "schema": """
+  aichor-iac schema > aichor-manifest.schema.json""",
+}
+
+# The files `render -o DIR` writes (`output.file_name`): the ones a new render replaces.
+RENDERED = re.compile(r"^\d{2,}-[a-z0-9]+-[a-z0-9.-]+\.(yaml|json)$")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         return args.handler(args)
     except ManifestError as error:
-        print(error, file=sys.stderr)
+        _report(args, error.source, error.problems)
         return 2
     except Exception as error:  # a bug of ours: say so in one line
         if os.environ.get("AICHOR_IAC_DEBUG"):
@@ -44,35 +78,59 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """The command line; the README's CLI section is its `--help` (a test compares them)."""
+    main_parser = argparse.ArgumentParser(
         prog="aichor-iac",
         description="Expand an AIchor manifest into Kubernetes objects offline, exactly as the "
         "Pulumi program does (no Pulumi CLI, no cluster).",
+        epilog="Run `aichor-iac COMMAND --help` for a command's options and examples.",
+        formatter_class=_Formatter,
     )
-    parser.add_argument("--version", action="version", version=f"aichor-iac {_version()}")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    main_parser.add_argument("--version", action="version", version=f"aichor-iac {_version()}")
+    shtab.add_argument_to(main_parser, "--print-completion", help="print a shell completion script")
+    commands = main_parser.add_subparsers(required=True, metavar="COMMAND", title="commands")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default), json for scripts and CI",
+    )
 
-    def command(name: str, handler, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
-        sub.add_argument(
-            "manifest", metavar="MANIFEST", help="path to the AIchor manifest (- for stdin)"
+    def command(name: str, handler: Any, help: str, manifest: str | None) -> Any:
+        sub = commands.add_parser(
+            name,
+            help=help,
+            description=help,
+            parents=[common],
+            epilog="examples:" + EXAMPLES[name],
+            formatter_class=_Formatter,
         )
+        if manifest:
+            sub.add_argument(
+                "manifest", metavar="MANIFEST", nargs="?", help=manifest
+            ).complete = shtab.FILE
         sub.set_defaults(handler=handler)
         return sub
 
-    schema = commands.add_parser("schema", help="print the manifest's JSON Schema (for editors)")
-    schema.set_defaults(handler=_schema)
+    command("schema", _schema, "print the manifest's JSON Schema (for editors)", None)
     command(
         "convert",
         _convert,
         "print a Kubeflow custom resource or a RayJob as an AIchor manifest, and what it cannot "
         "say",
+        "the custom resource's file (- for stdin)",
     )
     for name, handler, help in (
         ("validate", _validate, "check a manifest; exit 2 with one line per problem"),
         ("render", _render, "print every Kubernetes object as multi-document YAML"),
-        ("preview", _preview, "show the component, its objects in creation order and totals"),
+        (
+            "preview",
+            _preview,
+            "show what pulumi up would do, as pulumi preview does: the component, its objects "
+            "in creation order, outputs and totals",
+        ),
         (
             "run",
             _run,
@@ -80,17 +138,38 @@ def _parser() -> argparse.ArgumentParser:
             "of output prefixed with its pod; exit with the experiment's result",
         ),
     ):
-        sub = command(name, handler, help)
+        sub = command(
+            name,
+            handler,
+            help,
+            "the AIchor manifest or custom resource (- for stdin; default: the stack's "
+            "aichor:manifest)",
+        )
+        sub.add_argument(
+            "--stack-config",
+            metavar="FILE",
+            help="a Pulumi.<stack>.yaml to take aichor:* settings and the stack name from",
+        ).complete = shtab.FILE
         sub.add_argument(
             "--name",
             help="experiment name (default: stack config, manifest name, else the stack name)",
         )
         sub.add_argument("--namespace", help="namespace (default: stack config, else default)")
-        sub.add_argument(
-            "--stack-config",
-            metavar="FILE",
-            help="a Pulumi.<stack>.yaml to take aichor:* settings and the stack name from",
-        )
+        if name == "render":
+            sub.add_argument(
+                "-o",
+                "--output-dir",
+                metavar="DIR",
+                help="write one file per object into DIR instead (removing the files an "
+                "earlier render wrote there)",
+            ).complete = shtab.DIRECTORY
+        if name == "preview":
+            sub.add_argument(
+                "--diff",
+                metavar="OLD",
+                help="compare with OLD (a manifest, or a directory render -o wrote): create, "
+                "update, replace or delete, and each field that changes",
+            ).complete = shtab.FILE
         if name == "run":
             sub.add_argument(
                 "--local",
@@ -107,14 +186,15 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--timeout", type=float, default=3600, metavar="SECONDS", help="default 3600"
             )
-        if name == "render":
-            sub.add_argument(
-                "-o",
-                "--output-dir",
-                metavar="DIR",
-                help="write one file per object into DIR instead",
-            )
-    return parser
+    return main_parser
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Examples kept as written; at most 100 columns, so that `--help` reads the same in the
+    README as on a terminal."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=min(shutil.get_terminal_size().columns, 100))
 
 
 def _version() -> str:
@@ -127,6 +207,134 @@ def _version() -> str:
         return "unknown"
 
 
+# --- what the options give -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    manifest: Manifest
+    settings: Settings
+    name: str  # the experiment's
+    stack: str
+    stack_file: str | None
+
+
+def _inputs(args: argparse.Namespace) -> Inputs:
+    """The manifest (MANIFEST, else the stack's aichor:manifest), the settings, the
+    experiment's name and the stack the options give."""
+    settings, stack = Settings(), "dev"
+    if args.stack_config:
+        settings, stack = load_stack_file(args.stack_config)
+    if args.namespace:
+        settings = settings.updated("--namespace", namespace=args.namespace)
+    path = args.manifest
+    configured = _stack_manifest(args.stack_config, settings)
+    if path is None:
+        if configured is None:
+            reason = "give MANIFEST, or --stack-config with an aichor:manifest"
+            raise ManifestError("aichor-iac", [Problem("MANIFEST", f"missing: {reason}")])
+        path = str(configured)
+    elif configured is not None and (path == "-" or Path(path).resolve() != configured.resolve()):
+        _warn(
+            args,
+            Problem(
+                "aichor:manifest",
+                f"{path} is used, not the stack's {settings.manifest} (what pulumi up would "
+                "use): leave MANIFEST out to check the stack's",
+            ),
+            args.stack_config,
+        )
+    manifest = manifest_module.load(path)
+    name = args.name or settings.experiment_name or manifest.name or stack
+    return Inputs(manifest, settings, name, stack, args.stack_config)
+
+
+def _stack_manifest(stack_file: str | None, settings: Settings) -> Path | None:
+    """The stack's aichor:manifest, relative to its Pulumi project (the directory holding
+    Pulumi.yaml above the stack file, where `pulumi up` runs the program)."""
+    if not stack_file or not settings.manifest:
+        return None
+    path = Path(settings.manifest)
+    if path.is_absolute():
+        return path
+    for directory in Path(stack_file).resolve().parents:
+        if (directory / "Pulumi.yaml").exists():
+            found = directory / path
+            nearby = Path(os.path.relpath(found))  # as the user would write it, if short
+            return found if nearby.parts[:1] == ("..",) else nearby
+    return path  # no project around it: as given, from here
+
+
+def _expand(inputs: Inputs, manifest: Manifest | None = None, name: str | None = None):
+    from .engine import expand  # imports Pulumi: keep `validate` fast
+
+    manifest = manifest or inputs.manifest
+    return expand(manifest, inputs.settings, inputs.stack, name or inputs.name)
+
+
+# --- problems and warnings -------------------------------------------------------------------
+
+
+def _problem_json(problem: Problem, source: str, severity: str) -> dict[str, Any]:
+    return {
+        "file": source,
+        "line": problem.line,
+        "path": problem.path,
+        "message": problem.message,
+        "severity": severity,
+    }
+
+
+def _report(args: argparse.Namespace, source: str, problems: list[Problem]) -> None:
+    """Problems that end the command: a document on stdout under `--output json`, else one
+    line each on stderr (the location in bold on a terminal)."""
+    if getattr(args, "output", "text") == "json":
+        document = {
+            "valid": False,
+            "problems": [_problem_json(p, source, "error") for p in problems],
+        }
+        print(json.dumps(document, indent=2))
+        return
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    for problem in problems:
+        where, _, rest = problem.format(source).partition(": ")
+        console.print(f"[bold]{escape(where)}:[/] [red]{escape(rest)}[/]")
+
+
+def _warn(args: argparse.Namespace, problem: Problem, source: str | None) -> None:
+    """A warning on stderr (`FILE:LINE: warning: PATH: MESSAGE`), whatever the output format:
+    stdout stays the command's document."""
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    text = Problem(problem.path, problem.message).format("").removeprefix(": ")
+    where = f"{source}:{problem.line}" if problem.line else source or "aichor-iac"
+    console.print(f"[bold]{escape(where)}:[/] [yellow bold]warning:[/] {escape(text)}")
+
+
+def _warnings(inputs: Inputs, blueprint: planning.Blueprint | None = None) -> list[Any]:
+    """The experiment's warnings, each with the file it is about (the stack file for an
+    `aichor:` key)."""
+    blueprint = blueprint or planning.blueprint(inputs.manifest, inputs.settings, inputs.name)
+    stack_file = inputs.stack_file or "stack config"
+    return [
+        (w, stack_file if w.path.startswith("aichor:") else inputs.manifest.source)
+        for w in planning.warnings(blueprint)
+    ]
+
+
+def _show_warnings(args: argparse.Namespace, inputs: Inputs) -> list[dict[str, Any]]:
+    found = _warnings(inputs)
+    for problem, source in found:
+        _warn(args, problem, source)
+    return [_problem_json(p, source, "warning") for p, source in found]
+
+
+def _print_json(document: Any) -> None:
+    print(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+# --- the commands ----------------------------------------------------------------------------
+
+
 def _validate(args: argparse.Namespace) -> int:
     """What `render` checks, without Pulumi's engine: the same `planning.blueprint` decides,
     and the same objects are held to the API server's rules."""
@@ -134,41 +342,137 @@ def _validate(args: argparse.Namespace) -> int:
     from .k8s import layout
     from .k8s.context import Context
 
-    manifest, settings, name, _ = _inputs(args)
-    layout.checked(Context(planning.blueprint(manifest, settings, name)), settings.create_namespace)
-    origin = manifest.spec.origin
-    what = f"{manifest.spec.operator} manifest" if origin is None else origin.source
-    print(f"{manifest._source}: valid {what}")
+    inputs = _inputs(args)
+    blueprint = planning.blueprint(inputs.manifest, inputs.settings, inputs.name)
+    layout.checked(Context(blueprint), inputs.settings.create_namespace)
+    origin = inputs.manifest.spec.origin
+    what = f"{inputs.manifest.spec.operator} manifest" if origin is None else origin.source
+    found = _warnings(inputs, blueprint)
+    if args.output == "json":
+        _print_json(
+            {
+                "file": inputs.manifest.source,
+                "valid": True,
+                "kind": what,
+                "problems": [],
+                "warnings": [_problem_json(w, s, "warning") for w, s in found],
+            }
+        )
+        return 0
+    for problem, source in found:
+        _warn(args, problem, source)
+    print(f"{inputs.manifest.source}: valid {what}")
     return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    """Every object on stdout (YAML documents, or a v1 List as `kubectl get -o json` gives
+    several), or one file each in a directory: nothing else on stdout, warnings on stderr."""
+    inputs = _inputs(args)
+    _show_warnings(args, inputs)
+    objects = _expand(inputs).objects
+    as_json = args.output == "json"
+    if not args.output_dir:
+        if as_json:
+            _print_json({"apiVersion": "v1", "kind": "List", "items": objects})
+        else:
+            sys.stdout.write(output.to_yaml(objects))
+        return 0
+    directory = Path(args.output_dir)
+    if directory.exists() and not directory.is_dir():
+        reason = "not a directory: give a directory for one file per object, or leave -o out"
+        raise ManifestError(str(directory), [Problem("", reason + " and redirect stdout")])
+    directory.mkdir(parents=True, exist_ok=True)
+    written = set()
+    for index, obj in enumerate(objects, 1):
+        path = directory / output.file_name(index, obj, "json" if as_json else "yaml")
+        text = json.dumps(obj, indent=2) + "\n" if as_json else output.to_yaml([obj])
+        path.write_text(text, encoding="utf-8")
+        written.add(path.name)
+    for stale in directory.iterdir():  # an earlier render's objects, gone from this one
+        if RENDERED.match(stale.name) and stale.name not in written and stale.is_file():
+            stale.unlink()
+    return 0
+
+
+def _preview(args: argparse.Namespace) -> int:
+    from . import preview
+
+    inputs = _inputs(args)
+    warnings = _show_warnings(args, inputs)
+    rendering = _expand(inputs)
+    old = _old(args, inputs) if args.diff else None
+    steps = preview.steps(rendering, inputs.stack, old)
+    if args.output == "json":
+        _print_json(preview.as_json(steps, rendering, inputs.stack, warnings))
+        return 0
+    # Piped, lines are not cut at 80 columns: a reader (or grep) sees each whole.
+    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 1000
+    console = Console(highlight=False, width=width)
+    preview.show(console, steps, rendering, inputs.stack, diff=old is not None)
+    return 0
+
+
+def _old(args: argparse.Namespace, inputs: Inputs):
+    """The experiment `--diff` compares with: another manifest expanded with the same stack
+    config and options (named as MANIFEST would be), or the objects a `render -o` directory
+    holds."""
+    from .engine import Rendering, Resource
+
+    path = args.diff
+    if not Path(path).is_dir():
+        manifest = manifest_module.load(path)
+        settings = inputs.settings
+        name = args.name or settings.experiment_name or manifest.name or inputs.stack
+        return _expand(inputs, manifest, name)
+    objects = []
+    for file in sorted(Path(path).iterdir()):
+        if RENDERED.match(file.name):
+            text = file.read_text(encoding="utf-8")
+            loaded = [json.loads(text)] if file.suffix == ".json" else yaml.safe_load_all(text)
+            objects += [o for o in loaded if isinstance(o, dict)]
+    if not objects:
+        reason = "holds no rendered objects (the NN-kind-name.yaml files render -o writes)"
+        raise ManifestError(path, [Problem("", reason)])
+    resources = [
+        Resource(f"kubernetes:{o.get('kind')}", o["metadata"]["name"], "", "", [], True, o)
+        for o in objects
+    ]
+    return Rendering(resources, {})
 
 
 def _run(args: argparse.Namespace) -> int:
     """The experiment's replicas as local processes (`aichor_iac.local`), their output as it
-    comes, one colour per pod on a terminal."""
+    comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
+    and one for the result."""
     from .local import LocalUnavailable, run_experiment
 
-    manifest, settings, name, _ = _inputs(args)
+    inputs = _inputs(args)
     if args.replicas is not None and args.replicas < 1:
-        print("aichor-iac: --replicas: give 1 or more", file=sys.stderr)
-        return 2
+        raise ManifestError("--replicas", [Problem("", "give 1 or more")])
+    _show_warnings(args, inputs)
+    as_json = args.output == "json"
     console = Console(highlight=False)
     colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
     seen: dict[str, str] = {}
 
     def line(pod: str, text: str) -> None:
+        if as_json:
+            print(json.dumps({"pod": pod, "line": text}, ensure_ascii=False), flush=True)
+            return
         colour = seen.setdefault(pod, colours[len(seen) % len(colours)])
         console.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)
 
     # On a terminal, a live table of each Job's pods by state stays below the output; piped,
     # the output is the pods' lines alone.
     live = Live(progress({}), console=console, transient=True, auto_refresh=False)
-    shown = console.is_terminal
+    shown = console.is_terminal and not as_json
     try:
         with live if shown else contextlib.nullcontext():
             status = run_experiment(
-                manifest,
-                settings,
-                name=name,
+                inputs.manifest,
+                inputs.settings,
+                name=inputs.name,
                 replicas=args.replicas,
                 timeout=args.timeout,
                 on_line=line,
@@ -177,9 +481,12 @@ def _run(args: argparse.Namespace) -> int:
                 else None,
             )
     except LocalUnavailable as error:
-        print(f"aichor-iac: {error}", file=sys.stderr)
-        return 2
-    print(f"aichor-iac: {name} {'succeeded' if status == 0 else f'failed ({status})'}")
+        raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
+    result = "succeeded" if status == 0 else "failed"
+    if as_json:
+        print(json.dumps({"experiment": inputs.name, "result": result, "status": status}))
+    else:
+        print(f"aichor-iac: {inputs.name} {result if status == 0 else f'failed ({status})'}")
     return status
 
 
@@ -206,90 +513,27 @@ def _convert(args: argparse.Namespace) -> int:
     does not carry over as comments above it."""
     from .convert import convert
 
+    if args.manifest is None:
+        raise ManifestError("aichor-iac convert", [Problem("", "give the custom resource's file")])
     resource = manifest_module.load(args.manifest)
     conversion = convert(resource)
-    manifest_module.validate(conversion.manifest, f"{args.manifest} (converted)")
+    manifest_module.validate(conversion.manifest, f"{resource.source} (converted)")
+    lost = [manifest_module.one_line(item) for item in conversion.lost]
+    if args.output == "json":
+        _print_json({"source": resource.source, "manifest": conversion.manifest, "lost": lost})
+        return 0
     origin = resource.spec.origin
-    lines = [f"# {args.manifest}: {origin.source if origin else ''}, converted by aichor-iac."]
-    if conversion.lost:
+    lines = [f"# {resource.source}: {origin.source if origin else ''}, converted by aichor-iac."]
+    if lost:
         lines.append("# Not carried over (an AIchor manifest cannot say it):")
-        lines += [f"#   - {manifest_module.one_line(item)}" for item in conversion.lost]
+        lines += [f"#   - {item}" for item in lost]
     sys.stdout.write("\n".join(lines) + "\n" + output.to_yaml([conversion.manifest]))
     return 0
 
 
 def _schema(args: argparse.Namespace) -> int:
+    """JSON whatever `--output` says: a JSON Schema is JSON."""
     print(json.dumps(manifest_module.json_schema(), indent=2, sort_keys=True))
-    return 0
-
-
-def _inputs(args: argparse.Namespace) -> tuple[Manifest, Settings, str, str]:
-    """The manifest, the settings, the experiment name and the stack the options give."""
-    manifest = manifest_module.load(args.manifest)
-    settings, stack = Settings(), "dev"
-    if args.stack_config:
-        settings, stack = load_stack_file(args.stack_config)
-    if args.namespace:
-        settings = settings.updated("--namespace", namespace=args.namespace)
-    return (
-        manifest,
-        settings,
-        args.name or settings.experiment_name or manifest.name or stack,
-        stack,
-    )
-
-
-def _expand(args: argparse.Namespace):
-    from .engine import expand  # imports Pulumi: keep `validate` fast
-
-    manifest, settings, name, stack = _inputs(args)
-    return expand(manifest, settings, stack, name)
-
-
-def _render(args: argparse.Namespace) -> int:
-    objects = _expand(args).objects
-    if not args.output_dir:
-        sys.stdout.write(output.to_yaml(objects))
-        return 0
-    directory = Path(args.output_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    for index, obj in enumerate(objects, 1):
-        path = directory / output.file_name(index, obj)
-        path.write_text(output.to_yaml([obj]), encoding="utf-8")
-        print(path)
-    return 0
-
-
-def _preview(args: argparse.Namespace) -> int:
-    rendering = _expand(args)
-    names = {
-        r.urn: f"{r.kind}/{r.inputs.get('metadata', {}).get('name', r.name)}"
-        for r in rendering.resources
-    }
-    components = [r for r in rendering.resources if not r.custom and r.parent]
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 1000)
-    for component in components:
-        tree = Tree(f"[bold]{component.type}[/] {component.name}")
-        children = [r for r in rendering.resources if r.parent == component.urn]
-        for step, child in enumerate(children, 1):
-            kind, _, object_name = names[child.urn].partition("/")
-            line = f"{step}. [bold]{kind}[/] {object_name}"
-            if details := output.summary(child.inputs):
-                line += f": {details}"
-            after = [names[r.urn] for r in rendering.resources if r.urn in child.dependencies]
-            if after:
-                line += f" [dim](after {', '.join(after)})[/]"
-            tree.add(line)
-        console.print(tree)
-    outputs = rendering.outputs
-    gpus = ", ".join(f"{n} × {k}" for k, n in outputs.get("gpus", {}).items()) or "none"
-    console.print(
-        f"[bold]Totals:[/] {outputs.get('pods')} pods, GPUs: {gpus}, "
-        f"{outputs.get('cpus')} CPUs, {outputs.get('memoryGiB')} GiB memory"
-    )
-    console.print("[bold]Outputs:[/]")
-    for key, value in outputs.items():
-        console.print(f"  {key}: {escape(str(value))}")  # values are text, not markup
     return 0
 
 

@@ -7,6 +7,7 @@ and secrets wrapped in a sentinel (DESIGN §7); `normalise` undoes that, redacti
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ class Resource:
 class Rendering:
     resources: list[Resource]  # creation order
     outputs: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)  # what `pulumi up` would log as warnings
 
     @property
     def objects(self) -> list[dict[str, Any]]:
@@ -94,6 +96,20 @@ class _Recorder(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         return {}
+
+
+class _Logs(logging.Handler):
+    """The program's `pulumi.log` messages, kept rather than printed: the mock engine would
+    hand them to the root logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.warnings: list[str] = []
+        self.logger = logging.Logger(__name__)  # one per run, in no registry
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.warnings.append(record.getMessage())
 
 
 class _Monitor(pulumi_mocks.MockMonitor):
@@ -141,7 +157,10 @@ def run(
     """Run a Pulumi program function under the mock monitor; `program` returns its outputs."""
     recorder = _Recorder()
     monitor = _Monitor(recorder)
-    pulumi.runtime.set_mocks(recorder, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    logs = _Logs()
+    pulumi.runtime.set_mocks(
+        recorder, project=PROJECT, stack=stack, preview=False, monitor=monitor, logger=logs.logger
+    )
     pulumi.runtime.set_all_config(config or {})
     outputs: dict[str, Any] = {}
 
@@ -160,7 +179,7 @@ def run(
         Resource(inputs=normalise(recorder.inputs.get((r["type"], r["name"]), {})), **r)
         for r in monitor.registrations
     ]
-    return Rendering(creation_order(resources), normalise(outputs))
+    return Rendering(creation_order(resources), normalise(outputs), logs.warnings)
 
 
 def expand(

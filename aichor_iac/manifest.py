@@ -580,13 +580,21 @@ class Manifest(Model):
     def _version_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int | float) else value
 
-    def error(self, problems: list[Problem]) -> ManifestError:
-        """Problems found after loading, with the file and lines the manifest came from."""
-        located = [
+    @property
+    def source(self) -> str:
+        """The file the manifest came from (`<stdin>`, `<manifest>` for a text)."""
+        return self._source
+
+    def located(self, problems: list[Problem]) -> list[Problem]:
+        """Problems found after loading, each with the line of the manifest it is about."""
+        return [
             Problem(p.path, p.message, p.line or _line_for(tuple(p.path.split(".")), self._lines))
             for p in problems
         ]
-        return ManifestError(self._source, located)
+
+    def error(self, problems: list[Problem]) -> ManifestError:
+        """Problems found after loading, with the file and lines the manifest came from."""
+        return ManifestError(self._source, self.located(problems))
 
 
 @dataclass(frozen=True)

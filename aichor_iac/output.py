@@ -61,8 +61,9 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
     return "---\n".join(documents)
 
 
-def file_name(index: int, obj: dict[str, Any]) -> str:
-    return f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+def file_name(index: int, obj: dict[str, Any], extension: str = "yaml") -> str:
+    """`render -o`'s file for an object: creation order, kind, name (`03-job-exp-master.yaml`)."""
+    return f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.{extension}"
 
 
 def summary(obj: dict[str, Any]) -> str:

@@ -24,6 +24,15 @@ PLATFORM_VARS = (INDEX_VAR, "NVIDIA_VISIBLE_DEVICES")
 TPU_SLICES = {("jax", "Worker"), ("ray", "Workers"), ("kuberay", "Workers")}
 # Paths replicas (and TensorBoard) reach over the network: s3://, gs://, az://, hdfs://, …
 OBJECT_STORAGE = re.compile(r"[a-z][a-z0-9+.-]*://")
+# Node labels that common node labellers set to a GPU's product name: NVIDIA's GPU feature
+# discovery (and GPU Operator), GKE, EKS (cluster-autoscaler's), Karpenter on AWS, AMD's labeller.
+GPU_PRODUCT_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "k8s.amazonaws.com/accelerator",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "amd.com/gpu.product-name",
+)
 # Where replicas write TensorBoard logs when TensorBoard has a volume of its own (a local
 # directory of each replica, shipped to that volume as it grows).
 TENSORBOARD_DIR = "/aichor/tensorboard"
@@ -240,6 +249,54 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
             )
         )
     return problems
+
+
+def warnings(blueprint: Blueprint) -> list[Problem]:
+    """What is valid but most likely not what the user meant, located in the manifest (or
+    naming the `aichor:` key): shown by `validate`, `render`, `preview` and `pulumi up`."""
+    spec, settings = blueprint.spec, blueprint.settings
+    found = []
+    products = sorted(
+        {
+            g.spec.resources.accelerators.gpu.product
+            for g in blueprint.plan.groups
+            if g.spec.resources.accelerators.gpu and g.spec.resources.accelerators.gpu.product
+        }
+    )
+    if products and settings.gpu_product_label not in GPU_PRODUCT_LABELS:
+        found.append(
+            Problem(
+                "aichor:gpuProductLabel",
+                f"{settings.gpu_product_label} is no label a common node labeller sets, so no "
+                f"node may match {', '.join(products)} and the GPU pods stay Pending: use the "
+                f"one your nodes carry (kubectl get nodes --show-labels), e.g. "
+                f"{', '.join(GPU_PRODUCT_LABELS[:2])}",
+            )
+        )
+    deadline = spec.timeout_seconds
+    if deadline is not None and deadline < settings.peer_wait_seconds:
+        field = "spec.timeout" if spec.timeout is not None else "spec.activeDeadlineSeconds"
+        found.append(
+            Problem(
+                field,
+                f"{deadline} s is shorter than aichor:peerWaitSeconds ({settings.peer_wait_seconds}"
+                " s): replicas waiting for slow peers (pods Pending while nodes scale up) use "
+                "the whole deadline and the run ends as DeadlineExceeded, not as a peer that "
+                "never came; lower aichor:peerWaitSeconds below it",
+            )
+        )
+    if blueprint.network_policy and not settings.egress_cidrs:
+        for i, var in enumerate(spec.env):
+            if var.value and OBJECT_STORAGE.match(var.value):
+                found.append(
+                    Problem(
+                        f"spec.env.{i}.value",
+                        f"{var.value} looks like object storage, which the experiment's "
+                        "NetworkPolicy does not let pods reach (only each other and DNS): set "
+                        "aichor:egressCIDRs to its address ranges, or aichor:networkPolicy: false",
+                    )
+                )
+    return blueprint.manifest.located(found)
 
 
 def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:

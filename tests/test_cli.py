@@ -1,18 +1,69 @@
 """The CLI as a shell user meets it (issue 17): argv and standard input → exit status and
-what stdout and stderr say. One row per behaviour."""
+what stdout and stderr say, one row per behaviour, run through the installed entry point;
+then what a row cannot hold: a directory `render -o` rewrites, the preview's layout (golden
+files, plain and coloured), shell completion, and the README's CLI section against `--help`.
+
+UPDATE_GOLDEN=1 rewrites the golden files and the README's `--help` blocks from the CLI.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from kube import LocalCluster
 
 ROOT = Path(__file__).parent.parent
+GOLDEN = Path(__file__).parent / "golden"
 CLI = str(Path(sys.executable).parent / "aichor-iac")
 PYTORCH = (ROOT / "examples" / "pytorch.yaml").read_text()
+PYTORCH_STACK = "stacks/Pulumi.pytorch.yaml"
+UPDATE = bool(os.environ.get("UPDATE_GOLDEN"))
+
+# A manifest each warning (or the object-storage error) is about; `{}` takes a spec line.
+SMALL = """kind: AIchorManifest
+apiVersion: 0.2.2
+spec:
+  operator: pytorch
+  image: img
+  command: python train.py
+{}  types:
+    Master:
+      count: 1
+      resources: {{cpus: 1, ramRatio: 2, accelerators: {{gpu: {{count: 1, type: gpu, product: NVIDIA-L4}}}}}}
+"""
+ECHO = """spec:
+  operator: batchjob
+  image: local
+  command: echo "shard $JOB_COMPLETION_INDEX"
+  types:
+    worker:
+      count: 2
+      resources: {cpus: 1, ramRatio: 1}
+"""
+
+
+def stack(tmp_path: Path, **config: object) -> str:
+    """A stack file in a project of its own (a Pulumi.yaml beside it), manifest paths
+    relative to it."""
+    (tmp_path / "Pulumi.yaml").write_text("name: aichor\nruntime: python\n")
+    lines = [f"  aichor:{key}: {json.dumps(value)}" for key, value in config.items()]
+    path = tmp_path / "Pulumi.test.yaml"
+    path.write_text("config:\n" + "\n".join(lines) + "\n")
+    return str(path)
+
+
+def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Path = ROOT):
+    return subprocess.run(
+        [CLI, *argv], input=stdin, capture_output=True, text=True, cwd=cwd, env=env
+    )
 
 
 @pytest.mark.parametrize(
@@ -24,9 +75,235 @@ PYTORCH = (ROOT / "examples" / "pytorch.yaml").read_text()
         (["render", "-"], PYTORCH, 0, "name: pytorch-ddp-master", ""),
         (["validate", "-"], "x: [\n", 2, "", "<stdin>:2: invalid YAML"),
         (["validate", "-"], "", 2, "", "<stdin>"),
+        # the namespace is held to the rule the stack file's is
+        (["render", "-", "--namespace", "Bad_NS"], PYTORCH, 2, "", "aichor:namespace"),
+        # no MANIFEST: the stack's aichor:manifest (relative to its project), validate included
+        (
+            ["validate", "--stack-config", "stacks/Pulumi.ray.yaml"],
+            "",
+            0,
+            "examples/ray.yaml: valid ray manifest",
+            "",
+        ),
+        (["validate"], "", 2, "", "MANIFEST: missing: give MANIFEST, or --stack-config"),
+        # MANIFEST and a stack whose aichor:manifest is another: said, not silently ignored
+        (
+            ["validate", "-", "--stack-config", "stacks/Pulumi.ray.yaml"],
+            PYTORCH,
+            0,
+            "<stdin>: valid pytorch manifest",
+            "stacks/Pulumi.ray.yaml: warning: aichor:manifest: - is used, not the stack's "
+            "examples/ray.yaml",
+        ),
+        (["validate", "examples/ray.yaml", "--stack-config", "stacks/Pulumi.ray.yaml"], "", 0, "", ""),
+        # render -o FILE: a usage error, not an internal one
+        (["render", "examples/pytorch.yaml", "-o", "README.md"], "", 2, "", "README.md: not a directory"),
+        # warnings: valid, said on stderr with the line, and the exit status stays 0
+        (
+            ["validate", "-"],
+            SMALL.format("  timeout: 5m\n"),
+            0,
+            "valid",
+            "<stdin>:7: warning: spec.timeout: 300 s is shorter than aichor:peerWaitSeconds",
+        ),
+        (
+            ["validate", "-"],
+            SMALL.format("  env:\n    - {name: DATA, value: 's3://bucket/data'}\n"),
+            0,
+            "valid",
+            "warning: spec.env.0.value: s3://bucket/data looks like object storage",
+        ),
+        # the AICHOR_* paths the replicas certainly use: an error
+        (
+            ["validate", "examples/pytorch.yaml", "--stack-config", "{stack:outputPath=gs://b/out}"],
+            "",
+            2,
+            "",
+            "aichor:outputPath: gs://b/out is object storage, which the experiment's NetworkPolicy",
+        ),
+        (
+            ["validate", "-", "--stack-config", "{stack:gpuProductLabel=gpu.example.com/model}"],
+            SMALL.format(""),
+            0,
+            "valid",
+            "Pulumi.test.yaml: warning: aichor:gpuProductLabel: gpu.example.com/model is no label "
+            "a common node labeller sets",
+        ),
+        (
+            ["validate", "-", "--stack-config", "{stack:gpuProductLabel=cloud.google.com/gke-accelerator}"],
+            SMALL.format(""),
+            0,
+            "valid",
+            "",
+        ),
+        # render is quiet: the objects, or nothing when they go to files
+        (["render", "examples/jax.yaml", "-o", "{tmp}/out"], "", 0, "", ""),
+        # --output json for scripts: validate, problems with file, line, path and message
+        (["validate", "-", "--output", "json"], PYTORCH, 0, '"valid": true', ""),
+        (
+            ["validate", "-", "--output", "json"],
+            "spec:\n  operator: pytorch\n  image: i\n",
+            2,
+            '"file": "<stdin>",\n      "line": 1,\n      "path": "spec.command",\n      "message": "required; add it"',
+            "",
+        ),
+        (["render", "-", "--output", "json"], PYTORCH, 0, '"kind": "List"', ""),
+        (["preview", "-", "--output", "json"], PYTORCH, 0, '"changeSummary": {\n    "create": 6', ""),
+        (["schema", "--output", "json"], "", 0, '"$schema"', ""),
+        (
+            ["convert", "tests/kubeflow/pytorch-simple.yaml", "--output", "json"],
+            "",
+            0,
+            '"lost": [',
+            "",
+        ),
+        # preview --diff: against another manifest, or a directory render -o wrote
+        (
+            ["preview", "examples/pytorch.yaml", "--diff", "examples/pytorch.yaml"],
+            "",
+            0,
+            "Resources:\n    6 unchanged",
+            "",
+        ),
+        (["preview", "-", "--diff", "{tmp}"], PYTORCH, 2, "", "holds no rendered objects"),
+        # --help: every command with examples
+        *[
+            ([command, "--help"], "", 0, f"examples:\n  aichor-iac {command}", "")
+            for command in ("validate", "render", "preview", "run", "convert", "schema")
+        ],
+        (["--print-completion", "bash"], "", 0, "complete -o bashdefault -F _shtab_aichor_iac aichor-iac", ""),
     ],
 )
-def test_the_cli(argv: list[str], stdin: str, status: int, out: str, err: str) -> None:
-    result = subprocess.run([CLI, *argv], input=stdin, capture_output=True, text=True, cwd=ROOT)
+def test_the_cli(argv, stdin, status, out, err, tmp_path) -> None:
+    argv = [_expand(a, tmp_path) for a in argv]
+    result = cli(*argv, stdin=stdin)
     assert result.returncode == status, result.stderr
     assert out in result.stdout and err in result.stderr, (result.stdout, result.stderr)
+    if not err:
+        assert "warning" not in result.stderr, result.stderr
+
+
+def _expand(arg: str, tmp_path: Path) -> str:
+    """`{tmp}` is the test's directory; `{stack:key=value}` a stack file setting key."""
+    if match := re.fullmatch(r"\{stack:(\w+)=(.*)\}", arg):
+        return stack(tmp_path, **{match[1]: match[2]})
+    return arg.replace("{tmp}", str(tmp_path))
+
+
+def test_render_to_a_directory_replaces_an_earlier_render(tmp_path):
+    out = tmp_path / "out"
+    assert cli("render", "examples/pytorch.yaml", "-o", str(out)).returncode == 0
+    (out / "notes.txt").write_text("mine")
+    assert cli("render", "examples/jax.yaml", "-o", str(out)).returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "01-networkpolicy-jax-spmd.yaml",
+        "02-service-jax-spmd.yaml",
+        "03-job-jax-spmd-worker.yaml",
+        "notes.txt",  # not a render's: left alone
+    ]
+    assert cli("render", "examples/jax.yaml", "-o", str(out), "--output", "json").returncode == 0
+    assert sorted(p.suffix for p in out.iterdir()) == [".json", ".json", ".json", ".txt"]
+
+
+def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_path):
+    old = tmp_path / "old"
+    assert cli("render", "examples/pytorch.yaml", "-o", str(old), "--stack-config", PYTORCH_STACK).returncode == 0
+    new = tmp_path / "new.yaml"
+    new.write_text(PYTORCH.replace("count: 2", "count: 3").replace("runtime\n", "runtime-v2\n", 1))
+    assert "runtime-v2" in new.read_text()
+    # the image is in the pod template, which a Job cannot change: delete, then create
+    result = cli("preview", str(new), "--diff", str(old), "--stack-config", PYTORCH_STACK)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    worker = next(line for line in lines if "pytorch-ddp-worker" in line and "replace" in line)
+    assert worker.startswith("+-") and "[diff: ~spec.completions, ~spec.parallelism, ~spec.template]" in worker
+    assert "    ~ spec.completions: 2 => 3" in lines
+    assert any(re.fullmatch(r'    ~ spec\.template\.spec\.containers\[0\]\.image: ".*runtime" => ".*runtime-v2"', line) for line in lines)
+    assert "Resources:" in lines and "    +-2 to replace" in lines and "    5 unchanged" in lines
+    # an object the new version no longer has is deleted
+    (old / "09-service-gone.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: gone\n  namespace: ml-experiments\n"
+    )
+    result = cli("preview", str(new), "--diff", str(old), "--stack-config", PYTORCH_STACK, "--output", "json")
+    document = json.loads(result.stdout)
+    assert document["changeSummary"] == {"replace": 2, "delete": 1, "same": 5}
+    gone = next(s for s in document["steps"] if s["op"] == "delete")
+    assert (gone["type"], gone["name"]) == ("kubernetes:core/v1:Service", "gone")
+    replaced = [s for s in document["steps"] if s["op"] == "replace"]
+    assert all(s["replaceBecause"] == ["spec.template"] for s in replaced)
+
+
+@pytest.mark.parametrize(
+    ("name", "env"),
+    [
+        ("preview-pytorch.txt", {"NO_COLOR": "1"}),
+        ("preview-pytorch.ansi", {"FORCE_COLOR": "1", "TERM": "xterm-256color"}),
+    ],
+)
+def test_preview_layout(name, env):
+    """`pulumi preview`'s layout: marks, the tree, plan and info columns, outputs, totals and
+    the summary line; coloured on a terminal, plain when NO_COLOR is set."""
+    environment = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), "COLUMNS": "120", **env}
+    result = cli("preview", "examples/pytorch.yaml", "--stack-config", PYTORCH_STACK, env=environment)
+    assert result.returncode == 0, result.stderr
+    golden = GOLDEN / name
+    if UPDATE:
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(result.stdout)
+    assert result.stdout == golden.read_text()
+    assert ("\x1b[" in result.stdout) == ("FORCE_COLOR" in env)
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_bash_completes_commands_options_and_files(tmp_path):
+    script = tmp_path / "aichor-iac.bash"
+    script.write_text(cli("--print-completion", "bash").stdout)
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(["aichor-iac", *words])
+        program = (
+            f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words)}; "
+            "COMP_LINE='" + line + "'; COMP_POINT=${#COMP_LINE}; "
+            "_shtab_aichor_iac; printf '%s\\n' \"${COMPREPLY[@]}\""
+        )
+        return subprocess.run(["bash", "-c", program], capture_output=True, text=True, cwd=ROOT).stdout.split()
+
+    assert {"validate", "render", "preview", "run", "convert", "schema"} <= set(complete("v"[:0]))
+    assert complete("pre") == ["preview"]
+    assert "--diff" in complete("preview", "--d")
+    assert "--stack-config" in complete("validate", "--st")
+    assert complete("render", "examples/pytorch.y") == ["examples/pytorch.yaml"]
+
+
+@pytest.mark.skipif(not LocalCluster.available(), reason="needs `ip netns` (root)")
+def test_run_local_json_lines(tmp_path):
+    manifest = tmp_path / "echo.yaml"
+    manifest.write_text(ECHO)
+    result = cli("run", "--local", str(manifest), "--output", "json", "--timeout", "120")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted(e["line"] for e in events if "pod" in e) == ["shard 0", "shard 1"]
+    assert events[-1] == {"experiment": "dev", "result": "succeeded", "status": 0}
+
+
+HELP_BLOCK = re.compile(r"```text\n\$ (aichor-iac(?: \w+)? --help)\n(.*?)```", re.S)
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="argparse lays help out per version: the README's is 3.11's")
+def test_the_readme_cli_section_is_the_cli_help():
+    """The README shows `aichor-iac --help` and each command's: the same text the CLI prints
+    (100 columns), for every command."""
+    readme = (ROOT / "README.md").read_text()
+    environment = {**os.environ, "COLUMNS": "100"}
+    shown = {}
+    for match in HELP_BLOCK.finditer(readme):
+        argv = match[1].split()[1:]
+        shown[match[1]] = (match[2], cli(*argv, env=environment).stdout)
+    if UPDATE:
+        readme = HELP_BLOCK.sub(lambda m: f"```text\n$ {m[1]}\n{shown[m[1]][1]}```", readme)
+        (ROOT / "README.md").write_text(readme)
+        shown = {k: (v[1], v[1]) for k, v in shown.items()}
+    commands = {"validate", "render", "preview", "run", "convert", "schema"}
+    assert set(shown) == {"aichor-iac --help", *(f"aichor-iac {c} --help" for c in commands)}
+    for command, (in_readme, printed) in shown.items():
+        assert in_readme == printed, f"README's `{command}` differs (UPDATE_GOLDEN=1 rewrites it)"

@@ -122,23 +122,24 @@ def test_preview_shows_the_tree_order_and_totals(capsys):
         == 0
     )
     text = capsys.readouterr().out
-    lines = text.splitlines()
-    assert lines[0] == "aichor:index:PyTorchJob pytorch-ddp"
-    assert [line.split()[1:3] for line in lines[1:6]] == [
-        ["1.", "Namespace"],
-        ["2.", "NetworkPolicy"],
-        ["3.", "Service"],
-        ["4.", "Job"],
-        ["5.", "Job"],
+    rows = [line.split() for line in text.splitlines()[3:10]]
+    # mark, tree, type, name, plan: the stack, its component, then creation order
+    assert rows[:2] == [
+        ["+", "pulumi:pulumi:Stack", "aichor-pytorch", "create"],
+        ["+", "└─", "aichor:index:PyTorchJob", "pytorch-ddp", "create"],
     ]
-    assert (
-        "pytorch-ddp-worker: 2 pods, 4 CPU, 12Gi memory, 1 × nvidia.com/gpu (Quadro-RTX-4000)"
-        in lines[5]
-    )
-    assert (
-        "(after Namespace/ml-experiments, NetworkPolicy/pytorch-ddp, Service/pytorch-ddp, Job/pytorch-ddp-master)"
-        in lines[5]
-    )
+    assert [(r[2], r[3]) for r in rows[2:]] == [
+        ("kubernetes:core/v1:Namespace", "ml-experiments"),
+        ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "pytorch-ddp"),
+        ("kubernetes:core/v1:Service", "pytorch-ddp"),
+        ("kubernetes:batch/v1:Job", "pytorch-ddp-master"),
+        ("kubernetes:batch/v1:Job", "pytorch-ddp-worker"),
+    ]
+    worker = text.splitlines()[9]
+    assert "2 pods, 4 CPU, 12Gi memory, 1 × nvidia.com/gpu (Quadro-RTX-4000) each" in worker
+    # what it is created after, less what that already follows
+    assert worker.endswith("(after Job/pytorch-ddp-master)")
+    assert "Resources:\n    + 7 to create" in text
     assert "Totals: 3 pods, GPUs: 3 × Quadro-RTX-4000, 12 CPUs, 36 GiB memory" in text
 
 
