@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import re
 import shutil
 import sys
+import textwrap
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,10 @@ EXAMPLES = {
   aichor-iac convert rayjob.yaml --output json | jq '.lost'""",
     "schema": """
   aichor-iac schema > aichor-manifest.schema.json""",
+    "examples": """
+  aichor-iac examples                         # the examples, one line each
+  aichor-iac examples pytorch -o my-exp/      # pytorch.yaml and the train.py it runs
+  aichor-iac examples pytorch | aichor-iac preview -""",
 }
 
 # The files `render -o DIR` writes (`output.file_name`): the ones a new render replaces.
@@ -88,7 +94,12 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     main_parser.add_argument("--version", action="version", version=f"aichor-iac {_version()}")
-    shtab.add_argument_to(main_parser, "--print-completion", help="print a shell completion script")
+    main_parser.add_argument(
+        "--print-completion",
+        choices=("bash", "zsh", "tcsh"),
+        action=_Completion,
+        help="print a shell completion script (README: Shell completion)",
+    )
     commands = main_parser.add_subparsers(required=True, metavar="COMMAND", title="commands")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -114,14 +125,6 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    command("schema", _schema, "print the manifest's JSON Schema (for editors)", None)
-    command(
-        "convert",
-        _convert,
-        "print a Kubeflow custom resource or a RayJob as an AIchor manifest, and what it cannot "
-        "say",
-        "the custom resource's file (- for stdin)",
-    )
     for name, handler, help in (
         ("validate", _validate, "check a manifest; exit 2 with one line per problem"),
         ("render", _render, "print every Kubernetes object as multi-document YAML"),
@@ -186,15 +189,52 @@ def parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--timeout", type=float, default=3600, metavar="SECONDS", help="default 3600"
             )
+    command("schema", _schema, "print the manifest's JSON Schema (for editors)", None)
+    examples = command(
+        "examples",
+        _examples,
+        "list the example manifests, print one or copy it with its scripts",
+        None,
+    )
+    examples.add_argument("example", metavar="NAME", nargs="?", help="e.g. pytorch")
+    examples.add_argument(
+        "-o", "--output-dir", metavar="DIR", help="copy the example and its scripts into DIR"
+    ).complete = shtab.DIRECTORY
+    command(
+        "convert",
+        _convert,
+        "print a Kubeflow custom resource or a RayJob as an AIchor manifest, and what it cannot "
+        "say",
+        "the custom resource's file (- for stdin)",
+    )
     return main_parser
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Examples kept as written; at most 100 columns, so that `--help` reads the same in the
-    README as on a terminal."""
+class _Completion(argparse.Action):
+    """`--print-completion SHELL`: shtab's script for this parser, then exit."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, shell: Any, *_: Any
+    ) -> None:
+        print(shtab.complete(parser, shell))
+        parser.exit(0)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Paragraphs wrapped, indented lines (the examples) kept as written; at most 100
+    columns, so that `--help` reads the same in the README as on a terminal."""
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=min(shutil.get_terminal_size().columns, 100))
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines = []
+        for line in text.splitlines():
+            if line.startswith("  ") or not line:
+                lines.append(indent + line)
+            else:
+                lines += textwrap.wrap(line, width, initial_indent=indent, subsequent_indent=indent)
+        return "\n".join(lines)
 
 
 def _version() -> str:
@@ -529,6 +569,53 @@ def _convert(args: argparse.Namespace) -> int:
         lines += [f"#   - {item}" for item in lost]
     sys.stdout.write("\n".join(lines) + "\n" + output.to_yaml([conversion.manifest]))
     return 0
+
+
+def shipped(name: str) -> Path:
+    """A directory of data the package ships (`examples`, `schema`): in the installed wheel
+    (aichor_iac/examples, aichor_iac/schema), else in the checkout (an editable install)."""
+    inside = Path(__file__).parent / name
+    return inside if inside.is_dir() else Path(__file__).parent.parent / name
+
+
+def _examples(args: argparse.Namespace) -> int:
+    """The examples the README refers to, from the installed package."""
+    directory = shipped("examples")
+    available = {p.stem: p for p in sorted(directory.glob("*.yaml"))}
+    if args.example is None:
+        described = {n: _description(p) for n, p in available.items()}
+        if args.output == "json":
+            _print_json([{"name": n, "description": d} for n, d in described.items()])
+        else:
+            width = max(map(len, described))
+            for name, description in described.items():
+                print(f"{name.ljust(width)}  {description}")
+        return 0
+    if args.example not in available:
+        reason = f"no such example; the examples are {', '.join(available)}"
+        raise ManifestError("aichor-iac examples", [Problem(args.example, reason)])
+    path = available[args.example]
+    text = path.read_text(encoding="utf-8")
+    if not args.output_dir:
+        sys.stdout.write(text)
+        return 0
+    target = Path(args.output_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    scripts = sorted({m for m in re.findall(r"[\w-]+\.py", text) if (directory / m).is_file()})
+    for name in [path.name, *scripts]:
+        shutil.copyfile(directory / name, target / name)
+    return 0
+
+
+def _description(path: Path) -> str:
+    """An example's first sentence, from the comment above its manifest."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    comment = " ".join(
+        line.lstrip("# ").strip()
+        for line in itertools.takewhile(lambda line: line.startswith("#"), lines)
+        if "yaml-language-server" not in line
+    )
+    return comment.split(". ")[0].removesuffix(".")
 
 
 def _schema(args: argparse.Namespace) -> int:

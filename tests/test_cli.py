@@ -26,6 +26,7 @@ CLI = str(Path(sys.executable).parent / "aichor-iac")
 PYTORCH = (ROOT / "examples" / "pytorch.yaml").read_text()
 PYTORCH_STACK = "stacks/Pulumi.pytorch.yaml"
 UPDATE = bool(os.environ.get("UPDATE_GOLDEN"))
+COMMANDS = ("validate", "render", "preview", "run", "convert", "schema", "examples")
 
 # A manifest each warning (or the object-storage error) is about; `{}` takes a spec line.
 SMALL = """kind: AIchorManifest
@@ -169,8 +170,13 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
         # --help: every command with examples
         *[
             ([command, "--help"], "", 0, f"examples:\n  aichor-iac {command}", "")
-            for command in ("validate", "render", "preview", "run", "convert", "schema")
+            for command in COMMANDS
         ],
+        # the examples ship with the package: listed, printed, copied with their scripts
+        (["examples"], "", 0, "pytorch              PyTorch DDP: one master and two workers", ""),
+        (["examples", "pytorch"], "", 0, 'command: "python -u train.py', ""),
+        (["examples", "nope"], "", 2, "", "nope: no such example; the examples are jax, jobset"),
+        (["examples", "mpi", "-o", "{tmp}"], "", 0, "", ""),
         (["--print-completion", "bash"], "", 0, "complete -o bashdefault -F _shtab_aichor_iac aichor-iac", ""),
     ],
 )
@@ -268,7 +274,7 @@ def test_bash_completes_commands_options_and_files(tmp_path):
         )
         return subprocess.run(["bash", "-c", program], capture_output=True, text=True, cwd=ROOT).stdout.split()
 
-    assert {"validate", "render", "preview", "run", "convert", "schema"} <= set(complete("v"[:0]))
+    assert set(COMMANDS) <= set(complete(""))
     assert complete("pre") == ["preview"]
     assert "--diff" in complete("preview", "--d")
     assert "--stack-config" in complete("validate", "--st")
@@ -303,7 +309,6 @@ def test_the_readme_cli_section_is_the_cli_help():
         readme = HELP_BLOCK.sub(lambda m: f"```text\n$ {m[1]}\n{shown[m[1]][1]}```", readme)
         (ROOT / "README.md").write_text(readme)
         shown = {k: (v[1], v[1]) for k, v in shown.items()}
-    commands = {"validate", "render", "preview", "run", "convert", "schema"}
-    assert set(shown) == {"aichor-iac --help", *(f"aichor-iac {c} --help" for c in commands)}
+    assert set(shown) == {"aichor-iac --help", *(f"aichor-iac {c} --help" for c in COMMANDS)}
     for command, (in_readme, printed) in shown.items():
         assert in_readme == printed, f"README's `{command}` differs (UPDATE_GOLDEN=1 rewrites it)"

@@ -1,0 +1,68 @@
+"""`pip install aichor-iac` from the wheel `python -m build` (or `pip wheel`) makes: every
+module, the examples the README refers to and the manifest's JSON Schema are in it, and the
+installed CLI finds them away from this checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = out.glob("aichor_iac-*.whl")
+    return built
+
+
+def test_the_wheel_holds_every_module_the_examples_and_the_schema(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "aichor_iac").rglob("*.py")}
+    assert modules <= names, modules - names
+    shipped = {f"aichor_iac/examples/{p.name}" for p in (ROOT / "examples").iterdir() if p.suffix in (".yaml", ".py")}
+    assert shipped <= names, shipped - names
+    assert {"aichor_iac/py.typed", "aichor_iac/schema/aichor-manifest.schema.json"} <= names
+    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
+    assert b"aichor-iac = aichor_iac.cli:main" in entry_points
+
+
+def test_the_installed_cli_finds_its_examples_away_from_the_checkout(wheel, tmp_path):
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+
+    def run(*argv: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "aichor_iac.cli", *argv],
+            input=stdin, capture_output=True, text=True, cwd=tmp_path, env=env, check=True,
+        )
+
+    where = subprocess.run(
+        [sys.executable, "-c", "import aichor_iac; print(aichor_iac.__file__)"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, check=True,
+    ).stdout
+    assert where.startswith(str(site)), where  # the wheel's, not this checkout's
+    listed = json.loads(run("examples", "--output", "json").stdout)
+    assert {e["name"] for e in listed} == {p.stem for p in (ROOT / "examples").glob("*.yaml")}
+    run("examples", "pytorch", "-o", "mine")
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["pytorch.yaml", "train.py"]
+    assert run("validate", "mine/pytorch.yaml").stdout == "mine/pytorch.yaml: valid pytorch manifest\n"
+    schema = site / "aichor_iac" / "schema" / "aichor-manifest.schema.json"
+    assert json.loads(schema.read_text()) == json.loads(run("schema").stdout)
