@@ -276,7 +276,6 @@ def _inputs(args: argparse.Namespace) -> Inputs:
         path = str(configured)
     elif configured is not None and (path == "-" or Path(path).resolve() != configured.resolve()):
         _warn(
-            args,
             Problem(
                 "aichor:manifest",
                 f"{path} is used, not the stack's {settings.manifest} (what pulumi up would "
@@ -341,7 +340,7 @@ def _report(args: argparse.Namespace, source: str, problems: list[Problem]) -> N
         console.print(f"[bold]{escape(where)}:[/] [red]{escape(rest)}[/]")
 
 
-def _warn(args: argparse.Namespace, problem: Problem, source: str | None) -> None:
+def _warn(problem: Problem, source: str | None) -> None:
     """A warning on stderr (`FILE:LINE: warning: PATH: MESSAGE`), whatever the output format:
     stdout stays the command's document."""
     console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -350,22 +349,20 @@ def _warn(args: argparse.Namespace, problem: Problem, source: str | None) -> Non
     console.print(f"[bold]{escape(where)}:[/] [yellow bold]warning:[/] {escape(text)}")
 
 
-def _warnings(inputs: Inputs, blueprint: planning.Blueprint | None = None) -> list[Any]:
-    """The experiment's warnings, each with the file it is about (the stack file for an
-    `aichor:` key)."""
+def _show_warnings(
+    inputs: Inputs, blueprint: planning.Blueprint | None = None
+) -> list[dict[str, Any]]:
+    """The experiment's warnings on stderr (whatever `--output` says: stdout is the
+    command's), each with the file it is about (the stack file for an `aichor:` key); as JSON
+    for the commands whose document holds them."""
     blueprint = blueprint or planning.blueprint(inputs.manifest, inputs.settings, inputs.name)
-    stack_file = inputs.stack_file or "stack config"
-    return [
-        (w, stack_file if w.path.startswith("aichor:") else inputs.manifest.source)
-        for w in planning.warnings(blueprint)
-    ]
-
-
-def _show_warnings(args: argparse.Namespace, inputs: Inputs) -> list[dict[str, Any]]:
-    found = _warnings(inputs)
-    for problem, source in found:
-        _warn(args, problem, source)
-    return [_problem_json(p, source, "warning") for p, source in found]
+    found = []
+    for warning in planning.warnings(blueprint):
+        about_stack = warning.path.startswith("aichor:")
+        source = (inputs.stack_file or "stack config") if about_stack else inputs.manifest.source
+        _warn(warning, source)
+        found.append(_problem_json(warning, source, "warning"))
+    return found
 
 
 def _print_json(document: Any) -> None:
@@ -387,20 +384,11 @@ def _validate(args: argparse.Namespace) -> int:
     layout.checked(Context(blueprint), inputs.settings.create_namespace)
     origin = inputs.manifest.spec.origin
     what = f"{inputs.manifest.spec.operator} manifest" if origin is None else origin.source
-    found = _warnings(inputs, blueprint)
+    warnings = _show_warnings(inputs, blueprint)
     if args.output == "json":
-        _print_json(
-            {
-                "file": inputs.manifest.source,
-                "valid": True,
-                "kind": what,
-                "problems": [],
-                "warnings": [_problem_json(w, s, "warning") for w, s in found],
-            }
-        )
+        document = {"file": inputs.manifest.source, "valid": True, "kind": what}
+        _print_json({**document, "problems": [], "warnings": warnings})
         return 0
-    for problem, source in found:
-        _warn(args, problem, source)
     print(f"{inputs.manifest.source}: valid {what}")
     return 0
 
@@ -409,7 +397,7 @@ def _render(args: argparse.Namespace) -> int:
     """Every object on stdout (YAML documents, or a v1 List as `kubectl get -o json` gives
     several), or one file each in a directory: nothing else on stdout, warnings on stderr."""
     inputs = _inputs(args)
-    _show_warnings(args, inputs)
+    _show_warnings(inputs)
     objects = _expand(inputs).objects
     as_json = args.output == "json"
     if not args.output_dir:
@@ -439,7 +427,7 @@ def _preview(args: argparse.Namespace) -> int:
     from . import preview
 
     inputs = _inputs(args)
-    warnings = _show_warnings(args, inputs)
+    warnings = _show_warnings(inputs)
     rendering = _expand(inputs)
     old = _old(args, inputs) if args.diff else None
     steps = preview.steps(rendering, inputs.stack, old)
@@ -490,7 +478,7 @@ def _run(args: argparse.Namespace) -> int:
     inputs = _inputs(args)
     if args.replicas is not None and args.replicas < 1:
         raise ManifestError("--replicas", [Problem("", "give 1 or more")])
-    _show_warnings(args, inputs)
+    _show_warnings(inputs)
     as_json = args.output == "json"
     console = Console(highlight=False)
     colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]

@@ -66,3 +66,19 @@ def test_the_installed_cli_finds_its_examples_away_from_the_checkout(wheel, tmp_
     assert run("validate", "mine/pytorch.yaml").stdout == "mine/pytorch.yaml: valid pytorch manifest\n"
     schema = site / "aichor_iac" / "schema" / "aichor-manifest.schema.json"
     assert json.loads(schema.read_text()) == json.loads(run("schema").stdout)
+
+
+def test_make_demo_installs_the_runtime_alone(tmp_path):
+    """On a fresh clone `make demo` installs the package without the test extra (the
+    frameworks the tests run: gigabytes); `make test` adds it."""
+    for name in ("Makefile", "pyproject.toml"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+
+    def planned(target: str) -> str:
+        return subprocess.run(
+            ["make", "-n", target], cwd=tmp_path, capture_output=True, text=True, check=True
+        ).stdout
+
+    demo = planned("demo")
+    assert "pip install --quiet -e .\n" in demo and "[test]" not in demo
+    assert "pip install --quiet -e '.[test]'" in planned("test")

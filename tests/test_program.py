@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-from conftest import EXAMPLES, ROOT, pytorch_manifest
+from conftest import EXAMPLES, ROOT, expand, pytorch_manifest
 
 from aichor_iac import cli, engine, manifest, render
 from aichor_iac.settings import CONFIG_KEYS, Settings, load_stack_file
@@ -228,3 +228,35 @@ def test_main_warns_when_destroy_keeps_what_a_later_up_could_not_create(
         "delete it)"
     ]
     assert warnings == (expected if warned else [])
+
+
+GPU = {"count": 1, "type": "gpu", "product": "NVIDIA-L4"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "settings", "expected"),
+    [
+        ({}, {}, []),
+        ({"timeout": "5m"}, {}, ["test.yaml:25: spec.timeout: 300 s is shorter than aichor:peerWaitSeconds"]),
+        ({"timeout": "5m"}, {"peer_wait_seconds": 120}, []),
+        (
+            {"env": [{"name": "DATA", "value": "gs://bucket/x"}]},
+            {},
+            ["spec.env.0.value: gs://bucket/x looks like object storage"],
+        ),
+        ({"env": [{"name": "DATA", "value": "gs://bucket/x"}]}, {"egress_cidrs": ["0.0.0.0/0"]}, []),
+        ({"env": [{"name": "DATA", "value": "gs://bucket/x"}]}, {"network_policy": False}, []),
+        ({}, {"gpu_product_label": "example.com/gpu"}, ["aichor:gpuProductLabel: example.com/gpu is no label"]),
+        ({}, {"gpu_product_label": "karpenter.k8s.aws/instance-gpu-name"}, []),
+    ],
+)
+def test_pulumi_up_logs_the_experiments_warnings(spec, settings, expected):
+    """What `aichor-iac validate` warns about, `pulumi up` logs as warnings (pulumi.log.warn
+    on the component), one each, with the manifest's file and line."""
+    data = pytorch_manifest(**spec)
+    for group in data["spec"]["types"].values():
+        group["resources"]["accelerators"] = {"gpu": GPU}
+    warnings = expand(data, **settings).warnings
+    assert len(warnings) == len(expected), warnings
+    for warning, text in zip(warnings, expected, strict=True):
+        assert text in warning

@@ -246,9 +246,8 @@ def test_commands_run_in_the_manifests_directory(
         (  # examples/batch_inference.py: Ray Data over the pool, submitted by the submitter
             "kuberay",
             "ray.data",
-            [
-                "kuberay-batch-submitter-0 scored 10000 rows on kuberay-batch-cpu-workers-0, "
-                "kuberay-batch-cpu-workers-1",
+            [  # on the pool's nodes (Ray may pack both actors on one of them)
+                "kuberay-batch-submitter-0 scored 10000 rows on kuberay-batch-cpu-workers-",
                 "kuberay-batch succeeded",
             ],
         ),
