@@ -46,8 +46,11 @@ system-packages:
 	  || echo "system-packages: could not install $(SYSTEM_PACKAGES); the real MPI test will skip"; \
 	fi
 
+# Two processes (most slow tests wait on real processes); the tests that look at the whole
+# machine's state run alone afterwards.
 test: $(STAMP) lint system-packages
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 -m "not exclusive"
+	$(BIN)/python -m pytest -m exclusive
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render.py

@@ -16,6 +16,7 @@ import re
 import shutil
 import sys
 import textwrap
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -434,9 +435,8 @@ def _preview(args: argparse.Namespace) -> int:
     if args.output == "json":
         _print_json(preview.as_json(steps, rendering, inputs.stack, warnings))
         return 0
-    # Piped, lines are not cut at 80 columns: a reader (or grep) sees each whole.
-    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 1000
-    console = Console(highlight=False, width=width)
+    # Lines are never cut (a terminal wraps them; piped, grep sees each whole).
+    console = Console(highlight=False, soft_wrap=True)
     preview.show(console, steps, rendering, inputs.stack, diff=old is not None)
     return 0
 
@@ -483,10 +483,12 @@ def _run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
     seen: dict[str, str] = {}
+    lock = threading.Lock()
 
     def line(pod: str, text: str) -> None:
-        if as_json:
-            print(json.dumps({"pod": pod, "line": text}, ensure_ascii=False), flush=True)
+        if as_json:  # (pods print from threads of their own: one whole line at a time)
+            with lock:
+                print(json.dumps({"pod": pod, "line": text}, ensure_ascii=False), flush=True)
             return
         colour = seen.setdefault(pod, colours[len(seen) % len(colours)])
         console.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)

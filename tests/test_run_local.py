@@ -132,6 +132,7 @@ def test_without_root_a_local_run_needs_user_namespaces(monkeypatch: pytest.Monk
 
 
 @real
+@pytest.mark.exclusive  # (what /var/tmp and /run/netns hold: no other run beside it)
 @pytest.mark.parametrize("fail", [-1, 1])
 def test_without_root_the_run_happens_in_a_user_namespace_of_its_own(
     monkeypatch: pytest.MonkeyPatch, fail: int
