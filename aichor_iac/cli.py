@@ -68,12 +68,22 @@ RENDERED = re.compile(r"^\d{2,}-[a-z0-9]+-[a-z0-9.-]+\.(yaml|json)$")
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (for the exit flush)
+        return 128 + 13  # as a process SIGPIPE ends
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.handler(args)
     except ManifestError as error:
         _report(args, error.source, error.problems)
         return 2
+    except BrokenPipeError:
+        raise
     except Exception as error:  # a bug of ours: say so in one line
         if os.environ.get("AICHOR_IAC_DEBUG"):
             raise

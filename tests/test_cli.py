@@ -189,6 +189,19 @@ def test_the_cli(argv, stdin, status, out, err, tmp_path) -> None:
         assert "warning" not in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["render", "examples/ray.yaml"], ["--print-completion", "bash"], ["schema"], ["examples"]],
+)
+def test_a_reader_that_stops_early_stops_the_cli_quietly(argv):
+    """`aichor-iac render … | head`: no traceback, no "internal error"."""
+    reader = subprocess.Popen([CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.close()  # gone before the CLI writes (it imports for a second first)
+    assert reader.wait(timeout=60) == 141  # 128 + SIGPIPE, as `set -o pipefail` shells see it
+    assert reader.stderr.read() == b""
+
+
 def _expand(arg: str, tmp_path: Path) -> str:
     """`{tmp}` is the test's directory; `{stack:key=value}` a stack file setting key."""
     if match := re.fullmatch(r"\{stack:(\w+)=(.*)\}", arg):
