@@ -111,17 +111,21 @@ def steps(rendering: Rendering, stack: str, old: Rendering | None = None) -> lis
                 change,
             )
         )
+    # What the new version no longer has: another framework's component first, then each
+    # object under its old parent where that is shown (a `render -o` directory has none).
+    for r in old.resources if known and old else []:
+        if not r.is_kubernetes and r.urn not in by_urn:
+            parent = r.parent if r.parent in by_urn else root
+            rows.append(Step("delete", r.type, r.name, r.urn, parent))
+    shown = {row.urn for row in rows}
     component = next((r.urn for r in rendering.resources if not r.custom), root)
-    old_by_key = {changes.key(o): o for o in old.objects} if old else {}
+    old_by_key = {changes.key(r.inputs): r for r in old.resources} if old else {}
     for change in plan:
         if change.op == "delete":
-            obj = old_by_key[change.key]
-            rows.append(
-                Step("delete", type_token(obj), change.key[2], "", component, change=change)
-            )
-    for r in old.resources if known and old else []:
-        if not r.is_kubernetes and r.urn not in by_urn and r.parent in by_urn:
-            rows.append(Step("delete", r.type, r.name, r.urn, r.parent))
+            gone = old_by_key[change.key]
+            parent = gone.parent if gone.parent and gone.parent in shown else component
+            row = Step("delete", type_token(gone.inputs), change.key[2], "", parent, change=change)
+            rows.append(row)
     return rows
 
 

@@ -167,6 +167,22 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             "",
         ),
         (["preview", "-", "--diff", "{tmp}"], PYTORCH, 2, "", "holds no rendered objects"),
+        # another framework: the old component goes with its objects
+        (
+            ["preview", "examples/pytorch.yaml", "--diff", "examples/jax.yaml"],
+            "",
+            0,
+            "-   └─ aichor:index:JaxJob                               jax-spmd            delete\n"
+            "-      ├─ kubernetes:batch/v1:Job                        jax-spmd-worker     delete\n",
+            "",
+        ),
+        (
+            ["preview", "examples/pytorch.yaml", "--diff", "examples/jax.yaml"],
+            "",
+            0,
+            "Resources:\n    + 5 to create\n    - 4 to delete\n    1 unchanged\n",
+            "",
+        ),
         # --help: every command with examples
         *[
             ([command, "--help"], "", 0, f"examples:\n  aichor-iac {command}", "")
