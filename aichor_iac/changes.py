@@ -71,7 +71,17 @@ def compare(old: dict[str, Any] | None, new: dict[str, Any]) -> Change:
 
 
 def field_changes(old: Any, new: Any, path: str = "") -> list[FieldChange]:
-    """The leaves that differ, lists compared item by item."""
+    """The leaves that differ. Lists of named items (containers, env, ports, volumes) are
+    matched by name, as Kubernetes' strategic merge patch matches them (`env[WORLD_SIZE]`: a
+    variable added first does not shift the others); other lists item by item."""
+    if _named(old) and _named(new):
+        before, after = {i["name"]: i for i in old}, {i["name"]: i for i in new}
+        names = [*before, *(n for n in after if n not in before)]
+        return [
+            change
+            for name in names
+            for change in field_changes(before.get(name), after.get(name), f"{path}[{name}]")
+        ]
     if isinstance(old, dict) and isinstance(new, dict):
         return [
             change
@@ -89,6 +99,14 @@ def field_changes(old: Any, new: Any, path: str = "") -> list[FieldChange]:
             )
         ]
     return [] if old == new else [FieldChange(path, old, new)]
+
+
+def _named(value: Any) -> bool:
+    """A list whose items are objects with distinct names."""
+    if not isinstance(value, list) or not value:
+        return False
+    names = [i.get("name") for i in value if isinstance(i, dict)]
+    return len(names) == len(value) and None not in names and len(set(names)) == len(names)
 
 
 def replaced_by(new: dict[str, Any], fields: tuple[FieldChange, ...]) -> tuple[str, ...]:

@@ -75,10 +75,17 @@ def test_a_plan_creates_the_new_and_deletes_the_gone_newest_first():
     assert changes.counts(c.op for c in plan) == {"create": 1, "delete": 2, "same": 1}
 
 
-def test_field_changes_name_each_leaf():
+def test_field_changes_name_each_leaf_and_match_named_items_by_name():
     new = edited(JOB, "spec.template.spec.containers.0.image", "i:2")
-    new["spec"]["template"]["spec"]["containers"].append({"name": "d"})
+    new["spec"]["template"]["spec"]["containers"].insert(0, {"name": "d"})
     assert [(f.path, f.old, f.new) for f in changes.field_changes(JOB, new)] == [
-        ("spec.template.spec.containers[0].image", "i:1", "i:2"),
-        ("spec.template.spec.containers[1]", None, {"name": "d"}),
+        ("spec.template.spec.containers[c].image", "i:1", "i:2"),
+        ("spec.template.spec.containers[d]", None, {"name": "d"}),
     ]
+    # a variable added first is one change, not a shift of all the others
+    env = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert [(f.path, f.new) for f in changes.field_changes(env, [{"name": "Z", "value": "0"}, *env])] == [
+        ("[Z]", {"name": "Z", "value": "0"})
+    ]
+    # items without distinct names: by position
+    assert [f.path for f in changes.field_changes(["a", "b"], ["b", "a"])] == ["[0]", "[1]"]

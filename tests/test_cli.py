@@ -253,7 +253,9 @@ def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_pa
     worker = next(line for line in lines if "pytorch-ddp-worker" in line and "replace" in line)
     assert worker.startswith("+-") and "[diff: ~spec.completions, ~spec.parallelism, ~spec.template]" in worker
     assert "    ~ spec.completions: 2 => 3" in lines
-    assert any(re.fullmatch(r'    ~ spec\.template\.spec\.containers\[0\]\.image: ".*runtime" => ".*runtime-v2"', line) for line in lines)
+    assert any(re.fullmatch(r'    ~ spec\.template\.spec\.containers\[pytorch\]\.image: ".*runtime" => ".*runtime-v2"', line) for line in lines)
+    # named items (containers, env) by name, as a reviewer reads them
+    assert '    ~ spec.template.spec.containers[pytorch].env[WORLD_SIZE].value: "3" => "4"' in lines
     assert "Resources:" in lines and "    +-2 to replace" in lines and "    5 unchanged" in lines
     # an object the new version no longer has is deleted
     (old / "09-service-gone.yaml").write_text(
