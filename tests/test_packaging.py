@@ -1,6 +1,6 @@
-"""`pip install aichor-iac` from the wheel `python -m build` (or `pip wheel`) makes: every
-module, the examples the README refers to and the manifest's JSON Schema are in it, and the
-installed CLI finds them away from this checkout."""
+"""`pip install aichor-iac` from the wheel `python -m build` makes (from its sdist, as a
+release is built): every module, the examples the README refers to and the manifest's JSON
+Schema are in both, and the installed CLI finds them away from this checkout."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -20,10 +21,14 @@ ROOT = Path(__file__).parent.parent
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
         check=True,
         capture_output=True,
     )
+    (sdist,) = out.glob("aichor_iac-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        shipped = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
+    assert {"examples/pytorch.yaml", "examples/train.py", "schema/aichor-manifest.schema.json"} <= shipped
     (built,) = out.glob("aichor_iac-*.whl")
     return built
 
