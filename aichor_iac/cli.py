@@ -295,8 +295,13 @@ def _inputs(args: argparse.Namespace) -> Inputs:
             args.stack_config,
         )
     manifest = manifest_module.load(path)
-    name = args.name or settings.experiment_name or manifest.name or stack
+    name = _name(args, settings, manifest, stack)
     return Inputs(manifest, settings, name, stack, args.stack_config)
+
+
+def _name(args: argparse.Namespace, settings: Settings, manifest: Manifest, stack: str) -> str:
+    """The experiment's name: --name, else the stack's, else the manifest's, else the stack."""
+    return args.name or settings.experiment_name or manifest.name or stack
 
 
 def _stack_manifest(stack_file: str | None, settings: Settings) -> Path | None:
@@ -460,22 +465,28 @@ def _old(args: argparse.Namespace, inputs: Inputs):
     path = args.diff
     if not Path(path).is_dir():
         manifest = manifest_module.load(path)
-        settings = inputs.settings
-        name = args.name or settings.experiment_name or manifest.name or inputs.stack
-        return _expand(inputs, manifest, name)
-    objects = []
+        return _expand(inputs, manifest, _name(args, inputs.settings, manifest, inputs.stack))
+    resources = []
     for file in sorted(Path(path).iterdir()):
-        if RENDERED.match(file.name):
+        if not RENDERED.match(file.name):
+            continue
+        try:
             text = file.read_text(encoding="utf-8")
-            loaded = [json.loads(text)] if file.suffix == ".json" else yaml.safe_load_all(text)
-            objects += [o for o in loaded if isinstance(o, dict)]
-    if not objects:
+            loaded = (
+                [json.loads(text)] if file.suffix == ".json" else list(yaml.safe_load_all(text))
+            )
+        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as error:
+            reason = f"not an object render -o wrote: {' '.join(str(error).split())}"
+            raise ManifestError(str(file), [Problem("", reason)]) from None
+        for obj in loaded:
+            name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
+            if not name or not obj.get("kind"):
+                reason = "not a Kubernetes object (kind and metadata.name)"
+                raise ManifestError(str(file), [Problem("", reason)])
+            resources.append(Resource(f"kubernetes:{obj['kind']}", name, "", "", [], True, obj))
+    if not resources:
         reason = "holds no rendered objects (the NN-kind-name.yaml files render -o writes)"
         raise ManifestError(path, [Problem("", reason)])
-    resources = [
-        Resource(f"kubernetes:{o.get('kind')}", o["metadata"]["name"], "", "", [], True, o)
-        for o in objects
-    ]
     return Rendering(resources, {})
 
 

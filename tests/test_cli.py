@@ -167,6 +167,8 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             "",
         ),
         (["preview", "-", "--diff", "{tmp}"], PYTORCH, 2, "", "holds no rendered objects"),
+        (["preview", "-", "--diff", "{tmp:01-job-x.yaml=a: [}"], PYTORCH, 2, "", "01-job-x.yaml: not an object render -o wrote"),
+        (["preview", "-", "--diff", "{tmp:01-job-x.yaml=kind: Job}"], PYTORCH, 2, "", "01-job-x.yaml: not a Kubernetes object"),
         # another framework: the old component goes with its objects
         (
             ["preview", "examples/pytorch.yaml", "--diff", "examples/jax.yaml"],
@@ -219,9 +221,13 @@ def test_a_reader_that_stops_early_stops_the_cli_quietly(argv):
 
 
 def _expand(arg: str, tmp_path: Path) -> str:
-    """`{tmp}` is the test's directory; `{stack:key=value}` a stack file setting key."""
+    """`{tmp}` is the test's directory, `{tmp:FILE=TEXT}` the same with FILE in it;
+    `{stack:key=value}` a stack file setting key."""
     if match := re.fullmatch(r"\{stack:(\w+)=(.*)\}", arg):
         return stack(tmp_path, **{match[1]: match[2]})
+    if match := re.fullmatch(r"\{tmp:([\w.-]+)=(.*)\}", arg):  # a file in it
+        (tmp_path / match[1]).write_text(match[2])
+        return str(tmp_path)
     return arg.replace("{tmp}", str(tmp_path))
 
 
