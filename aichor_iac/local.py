@@ -188,7 +188,10 @@ class LocalCluster:
 
     @staticmethod
     def available() -> bool:
-        name = "aichor-probe"
+        """Whether this process may make network namespaces (root): it makes one and deletes
+        it, named for this call alone (two probes at once, a test process each, must not
+        see each other's as a refusal)."""
+        name = f"aichor-probe-{uuid.uuid4().hex[:12]}"
         try:
             made = subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0
         except FileNotFoundError:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,14 @@ def test_without_root_a_local_run_needs_user_namespaces(monkeypatch: pytest.Monk
     assert any("root or unprivileged user namespaces" in lack for lack in local.missing())
     monkeypatch.setattr(local, "_user_namespaces", lambda: True)
     assert not any("root" in lack for lack in local.missing())
+
+
+@real
+def test_probes_at_once_all_see_root() -> None:
+    # Each test module (and pytest-xdist worker) asks at import: a shared probe name made
+    # one of two simultaneous probes fail, and a whole module skipped.
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(lambda _: LocalCluster.available(), range(16)))
 
 
 @real
