@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Op = Literal["create", "update", "replace", "delete", "same"]
@@ -42,7 +42,7 @@ class Change:
     op: Op
     key: Key
     fields: tuple[FieldChange, ...] = ()
-    replaced_by: tuple[str, ...] = field(default=())  # the fields that force a replacement
+    replaced_by: tuple[str, ...] = ()  # the fields that force a replacement
 
 
 def key(obj: dict[str, Any]) -> Key:

@@ -286,14 +286,11 @@ def _inputs(args: argparse.Namespace) -> Inputs:
             raise ManifestError("aichor-iac", [Problem("MANIFEST", f"missing: {reason}")])
         path = str(configured)
     elif configured is not None and (path == "-" or Path(path).resolve() != configured.resolve()):
-        _warn(
-            Problem(
-                "aichor:manifest",
-                f"{path} is used, not the stack's {settings.manifest} (what pulumi up would "
-                "use): leave MANIFEST out to check the stack's",
-            ),
-            args.stack_config,
+        reason = (
+            f"{path} is used, not the stack's {settings.manifest} (what pulumi up would use): "
+            "leave MANIFEST out to check the stack's"
         )
+        _print_problem(Problem("aichor:manifest", reason), args.stack_config, warning=True)
     manifest = manifest_module.load(path)
     name = _name(args, settings, manifest, stack)
     return Inputs(manifest, settings, name, stack, args.stack_config)
@@ -342,41 +339,34 @@ def _problem_json(problem: Problem, source: str, severity: str) -> dict[str, Any
 
 def _report(args: argparse.Namespace, source: str, problems: list[Problem]) -> None:
     """Problems that end the command: a document on stdout under `--output json`, else one
-    line each on stderr (the location in bold on a terminal)."""
+    line each on stderr."""
     if getattr(args, "output", "text") == "json":
-        document = {
-            "valid": False,
-            "problems": [_problem_json(p, source, "error") for p in problems],
-        }
-        print(json.dumps(document, indent=2))
+        _print_json(
+            {"valid": False, "problems": [_problem_json(p, source, "error") for p in problems]}
+        )
         return
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
     for problem in problems:
-        where, _, rest = problem.format(source).partition(": ")
-        console.print(f"[bold]{escape(where)}:[/] [red]{escape(rest)}[/]")
+        _print_problem(problem, source)
 
 
-def _warn(problem: Problem, source: str | None) -> None:
-    """A warning on stderr (`FILE:LINE: warning: PATH: MESSAGE`), whatever the output format:
-    stdout stays the command's document."""
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    text = Problem(problem.path, problem.message).format("").removeprefix(": ")
-    where = f"{source}:{problem.line}" if problem.line else source or "aichor-iac"
-    console.print(f"[bold]{escape(where)}:[/] [yellow bold]warning:[/] {escape(text)}")
+def _print_problem(problem: Problem, source: str, warning: bool = False) -> None:
+    """`FILE:LINE: PATH: MESSAGE` on stderr (a warning: `FILE:LINE: warning: PATH: MESSAGE`),
+    whatever the output format: stdout stays the command's. Coloured on a terminal."""
+    where, _, rest = problem.format(source).partition(": ")
+    text = f"[yellow bold]warning:[/] {escape(rest)}" if warning else f"[red]{escape(rest)}[/]"
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold]{escape(where)}:[/] {text}")
 
 
 def _show_warnings(
     inputs: Inputs, blueprint: planning.Blueprint | None = None
 ) -> list[dict[str, Any]]:
-    """The experiment's warnings on stderr (whatever `--output` says: stdout is the
-    command's), each with the file it is about (the stack file for an `aichor:` key); as JSON
-    for the commands whose document holds them."""
+    """The experiment's warnings on stderr, each with the file it is about (the stack file
+    for an `aichor:` key); as JSON for the commands whose document holds them."""
     blueprint = blueprint or planning.blueprint(inputs.manifest, inputs.settings, inputs.name)
     found = []
     for warning in planning.warnings(blueprint):
-        about_stack = warning.path.startswith("aichor:")
-        source = (inputs.stack_file or "stack config") if about_stack else inputs.manifest.source
-        _warn(warning, source)
+        source = planning.about(warning, inputs.manifest.source, inputs.stack_file)
+        _print_problem(warning, source, warning=True)
         found.append(_problem_json(warning, source, "warning"))
     return found
 
@@ -460,6 +450,7 @@ def _old(args: argparse.Namespace, inputs: Inputs):
     """The experiment `--diff` compares with: another manifest expanded with the same stack
     config and options (named as MANIFEST would be), or the objects a `render -o` directory
     holds."""
+    from . import preview
     from .engine import Rendering, Resource
 
     path = args.diff
@@ -483,7 +474,7 @@ def _old(args: argparse.Namespace, inputs: Inputs):
             if not name or not obj.get("kind"):
                 reason = "not a Kubernetes object (kind and metadata.name)"
                 raise ManifestError(str(file), [Problem("", reason)])
-            resources.append(Resource(f"kubernetes:{obj['kind']}", name, "", "", [], True, obj))
+            resources.append(Resource(preview.type_token(obj), name, "", "", [], True, obj))
     if not resources:
         reason = "holds no rendered objects (the NN-kind-name.yaml files render -o writes)"
         raise ManifestError(path, [Problem("", reason)])

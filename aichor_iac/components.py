@@ -73,7 +73,8 @@ class Experiment(pulumi.ComponentResource):
         self.experiment, self.namespace, self.plan = names.experiment, names.namespace, ctx.plan
         super().__init__(self.TYPE, name, None, opts)
         for warning in planning.warnings(ctx.blueprint):  # as `aichor-iac validate` shows them
-            pulumi.log.warn(warning.format(manifest.source), resource=self)
+            source = planning.about(warning, manifest.source, "Pulumi config")
+            pulumi.log.warn(warning.format(source), resource=self)
         self.kept = [f"{c.kind}/{c.object['metadata']['name']}" for c in children if c.retain]
         self.secrets = self._secret_data(name, ctx)
         registered: dict[layout.Child, pulumi.Resource] = {}

@@ -256,13 +256,8 @@ def warnings(blueprint: Blueprint) -> list[Problem]:
     naming the `aichor:` key): shown by `validate`, `render`, `preview` and `pulumi up`."""
     spec, settings = blueprint.spec, blueprint.settings
     found = []
-    products = sorted(
-        {
-            g.spec.resources.accelerators.gpu.product
-            for g in blueprint.plan.groups
-            if g.spec.resources.accelerators.gpu and g.spec.resources.accelerators.gpu.product
-        }
-    )
+    gpus = [g.spec.resources.accelerators.gpu for g in blueprint.plan.groups]
+    products = sorted({gpu.product for gpu in gpus if gpu and gpu.count and gpu.product})
     if products and settings.gpu_product_label not in GPU_PRODUCT_LABELS:
         found.append(
             Problem(
@@ -297,6 +292,12 @@ def warnings(blueprint: Blueprint) -> list[Problem]:
                     )
                 )
     return blueprint.manifest.located(found)
+
+
+def about(problem: Problem, manifest: str, stack: str | None = None) -> str:
+    """The file a problem is about: the stack config for an `aichor:` key, else the
+    manifest."""
+    return (stack or "stack config") if problem.path.startswith("aichor:") else manifest
 
 
 def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:

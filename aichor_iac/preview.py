@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from . import changes, output
 from .changes import Change, Op
-from .engine import Rendering, Resource
+from .engine import PROJECT, Rendering, Resource
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 # Pulumi's marks and colours for each operation.
@@ -30,7 +30,12 @@ MARKS: dict[Op, tuple[str, str]] = {
     "delete": ("- ", "red"),
     "same": ("  ", "dim"),
 }
-SUMMARY = {"create": "to create", "update": "to update", "replace": "to replace"}
+SUMMARY = {
+    "create": "to create",
+    "update": "to update",
+    "replace": "to replace",
+    "delete": "to delete",
+}
 
 
 @dataclass
@@ -68,28 +73,28 @@ class Step:
 
 
 def type_token(obj: dict[str, Any]) -> str:
-    """pulumi-kubernetes' type for an object (`kubernetes:batch/v1:Job`, core as `core`)."""
+    """pulumi-kubernetes' type for an object (`kubernetes:batch/v1:Job`, core as `core`): a
+    `render -o` directory's objects as resources."""
     group, _, version = obj.get("apiVersion", "").rpartition("/")
     return f"kubernetes:{group or 'core'}/{version}:{obj.get('kind', '')}"
 
 
-def label(r: Resource) -> str:
-    """`Kind/name` of a resource, its object's name for a Kubernetes object."""
-    return f"{r.kind}/{(r.inputs.get('metadata') or {}).get('name', r.name)}"
+def name_of(r: Resource) -> str:
+    """What a row names: a Kubernetes object's own name, else Pulumi's resource name."""
+    return (r.inputs.get("metadata") or {}).get("name", r.name) if r.is_kubernetes else r.name
 
 
 def steps(rendering: Rendering, stack: str, old: Rendering | None = None) -> list[Step]:
     """The tree's rows in creation order; without `old`, every resource is created. `old`
     from `render -o` holds Kubernetes objects alone: the other resources count as unchanged."""
-    kubernetes = {changes.key(r.inputs): r for r in rendering.resources if r.is_kubernetes}
-    plan = changes.plan(old.objects if old else [], [r.inputs for r in kubernetes.values()])
+    plan = changes.plan(old.objects if old else [], rendering.objects)
     by_key = {c.key: c for c in plan}
     old_urns = {r.urn for r in old.resources if not r.is_kubernetes} if old else set()
     known = bool(old_urns)  # whether `old` says which other resources there were
 
-    root = f"urn:pulumi:{stack}::{rendering_project(rendering)}::{STACK_TYPE}::aichor-{stack}"
+    root = f"urn:pulumi:{stack}::{PROJECT}::{STACK_TYPE}::{PROJECT}-{stack}"
     root_op: Op = "same" if old else "create"
-    rows = [Step(root_op, STACK_TYPE, f"aichor-{stack}", root, "")]
+    rows = [Step(root_op, STACK_TYPE, f"{PROJECT}-{stack}", root, "")]
     direct = _direct_dependencies(rendering)
     by_urn = {r.urn: r for r in rendering.resources}
     for r in rendering.resources:
@@ -102,12 +107,12 @@ def steps(rendering: Rendering, stack: str, old: Rendering | None = None) -> lis
         rows.append(
             Step(
                 op,
-                type_token(r.inputs) if r.is_kubernetes else r.type,
-                (r.inputs.get("metadata") or {}).get("name", r.name) if r.is_kubernetes else r.name,
+                r.type,
+                name_of(r),
                 r.urn,
                 r.parent if r.parent in by_urn else root,
                 output.summary(r.inputs) if r.is_kubernetes else "",
-                [label(by_urn[d]) for d in direct[r.urn]],
+                [f"{by_urn[d].kind}/{name_of(by_urn[d])}" for d in direct[r.urn]],
                 change,
             )
         )
@@ -124,15 +129,8 @@ def steps(rendering: Rendering, stack: str, old: Rendering | None = None) -> lis
         if change.op == "delete":
             gone = old_by_key[change.key]
             parent = gone.parent if gone.parent and gone.parent in shown else component
-            row = Step("delete", type_token(gone.inputs), change.key[2], "", parent, change=change)
-            rows.append(row)
+            rows.append(Step("delete", gone.type, change.key[2], "", parent, change=change))
     return rows
-
-
-def rendering_project(rendering: Rendering) -> str:
-    """The Pulumi project the URNs name (`urn:pulumi:STACK::PROJECT::...`)."""
-    urn = rendering.resources[0].urn if rendering.resources else "urn:pulumi:s::aichor::"
-    return urn.split("::")[1]
 
 
 def _direct_dependencies(rendering: Rendering) -> dict[str, list[str]]:
@@ -213,9 +211,7 @@ def show(console: Console, rows: list[Step], rendering: Rendering, stack: str, d
         if op == "same":
             console.print(f"    {n} unchanged")
         else:
-            console.print(
-                f"    [{colour}]{mark.strip().ljust(2)}{n} {SUMMARY.get(op, 'to delete')}[/]"
-            )
+            console.print(f"    [{colour}]{mark.strip().ljust(2)}{n} {SUMMARY[op]}[/]")
 
 
 def _aligned(rows: list[tuple[Any, ...]]) -> list[str]:

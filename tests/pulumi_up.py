@@ -43,6 +43,7 @@ from typing import Any, Protocol
 import jsonpath_rfc9535
 from kube import gang_of
 
+from aichor_iac import changes
 from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
 
@@ -304,9 +305,9 @@ class AlreadyExists(Exception):
     """pulumi-kubernetes 4.29+: a Create finds the object there (client-side create)."""
 
 
-def key(r: Resource) -> tuple[str, str, str]:
-    metadata = r.inputs["metadata"]
-    return (r.kind, metadata.get("namespace", ""), metadata["name"])
+def key(r: Resource) -> changes.Key:
+    """The object a resource is (kind, namespace, name), as `preview --diff` matches them."""
+    return changes.key(r.inputs)
 
 
 @dataclass
