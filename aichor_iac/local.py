@@ -29,6 +29,7 @@ from shlex import quote as q
 from typing import Any
 
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 
 
 def expand(text: str, mapping: dict[str, str]) -> str:
@@ -137,8 +138,13 @@ class LocalCluster:
         on_line: Callable[[str, str], None] | None = None,
         workdir: Path | None = None,
         private: bool = False,
+        kueue_quota: int | None = None,
     ):
         self.jobs = [o for o in objects if o["kind"] == "Job"]
+        # Kueue: a Job with a queue-name label is suspended until its Workload (the Job's pods
+        # at once) fits the queue's quota of pods (None: any); finished, it frees its share.
+        self.kueue_quota = kueue_quota
+        self.admitted: dict[str, int] = {}
         self.deployments = [o for o in objects if o["kind"] == "Deployment"]
         self.services = [o for o in objects if o["kind"] == "Service"]
         self.config = {
@@ -171,11 +177,13 @@ class LocalCluster:
             job["metadata"]["name"]: threading.BoundedSemaphore(job["spec"]["parallelism"])
             for job in self.jobs
         }
+        # PodGroup name -> (minMember, whether succeeded pods count: Volcano's do)
         self.gangs = {
-            o["metadata"]["name"]: int(o["spec"]["minMember"])
+            o["metadata"]["name"]: (int(o["spec"]["minMember"]), "volcano" in o["apiVersion"])
             for o in objects
             if o["kind"] == "PodGroup"
         }
+        self.created: set[str] = set()  # Job pods the Job controller has made
         every = self.servers + self.pods
         self.ips = {_pod(w, i): f"10.77.0.{n + 2}" for n, (w, i) in enumerate(every)}
         self.live = {_pod(d, i) for d, i in self.servers}  # Job pods: once scheduled
@@ -323,11 +331,13 @@ class LocalCluster:
             "succeeded": states.count("succeeded"),
             "failed": states.count("failed"),
         }
-        if status["succeeded"] == len(states):
-            status["conditions"] = [{"type": "Complete", "status": "True"}]
-        elif status["failed"] > job["spec"].get("backoffLimit", 6):
-            status["conditions"] = [{"type": "Failed", "status": "True"}]
+        if ended := _ended(job, states):
+            status["conditions"] = [{"type": ended, "status": "True"}]
         return {k: v for k, v in status.items() if v}  # the controller omits zero counts
+
+    def _job_ended(self, name: str) -> bool:
+        job = next(j for j in self.jobs if j["metadata"]["name"] == name)
+        return _ended(job, [self.state[_pod(job, i)] for i in range(job["spec"]["completions"])])
 
     def ready(self, pod: str) -> bool:
         """Whether the pod is Ready: its main container runs and its readiness probe (a TCP
@@ -348,15 +358,20 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while hold and hold[1] not in self._output(hold[0]) and time.monotonic() < deadline:
             time.sleep(0.2)
-        gang = gang_of(job)
-        while gang and self._members(gang) < self.gangs[gang]:  # not scheduled before its gang
+        while not self._admitted(job):  # Kueue keeps the Job suspended
             if self.closed:
                 return
             time.sleep(0.1)
-        with self.slots[job["metadata"]["name"]]:
+        with self.slots[job["metadata"]["name"]]:  # the Job controller makes the pod
+            pod, gang = _pod(job, index), gang_of(job)
+            with self.lock:
+                self.created.add(pod)
+            while gang and not self._gang_holds(gang):  # not scheduled before its gang
+                if self.closed:
+                    return
+                time.sleep(0.1)
             if self.closed:
                 return
-            pod = _pod(job, index)
             with self.lock:  # scheduled: it has an address, the Service publishes it
                 self.state[pod] = "init"
                 self.live.add(pod)
@@ -378,11 +393,54 @@ class LocalCluster:
             self._stop(sidecars)
             self._finish(pod, result)
 
-    def _members(self, gang: str) -> int:
-        """How many pods of the gang exist (their Jobs have been created)."""
+    def _admitted(self, job: dict[str, Any]) -> bool:
+        """Whether Kueue has admitted the Job (or it is queued nowhere): its Workload counts
+        the Job's pods at once, min(parallelism, completions), as Kueue's `podsCount`."""
+        name, spec = job["metadata"]["name"], job["spec"]
+        if KUEUE_QUEUE not in (job["metadata"].get("labels") or {}):
+            return True
         with self.lock:
-            created = [j for j in self.jobs if j["metadata"]["name"] in self.started]
-        return sum(j["spec"]["completions"] for j in created if gang_of(j) == gang)
+            if name not in self.admitted:
+                pods = min(spec["parallelism"], spec["completions"])
+                used = sum(self.admitted.values())
+                if self.kueue_quota is not None and used + pods > self.kueue_quota:
+                    return False
+                self.admitted[name] = pods
+            return True
+
+    def _gang_holds(self, gang: str) -> bool:
+        """Whether the gang scheduler schedules the gang's pods: `minMember` of them exist."""
+        return self._gang_count(gang) >= self.gangs[gang][0]
+
+    def _gang_count(self, gang: str) -> int:
+        """The gang's pods that count towards `minMember`: made by the Job controller and, as
+        the coscheduling plugin sees them, not ended (kube-scheduler's pod informer leaves
+        Succeeded and Failed pods out); Volcano counts succeeded ones too."""
+        ended = ("failed",) if self.gangs[gang][1] else ("succeeded", "failed")
+        with self.lock:
+            members = [
+                pod
+                for job, i in self.pods
+                if gang_of(job) == gang and (pod := _pod(job, i)) in self.created
+            ]
+            return sum(self.state[pod] not in ended for pod in members)
+
+    def why_pending(self, pod: str) -> str:
+        """Why a pending pod is not running yet, as `kubectl describe` would put it."""
+        job = next(j for j, i in self.pods if _pod(j, i) == pod)
+        if not self._admitted_already(job):
+            return "its Job is suspended until Kueue admits it"
+        if pod not in self.created:
+            return f"not created: the Job runs {job['spec']['parallelism']} pods at a time"
+        gang = gang_of(job)
+        if gang and not self._gang_holds(gang):
+            size = self.gangs[gang][0]
+            return f"unschedulable: PodGroup {gang} has {self._gang_count(gang)} of {size} pods"
+        return "scheduled"
+
+    def _admitted_already(self, job: dict[str, Any]) -> bool:
+        labels = job["metadata"].get("labels") or {}
+        return KUEUE_QUEUE not in labels or job["metadata"]["name"] in self.admitted
 
     def _server(self, deployment: dict[str, Any], index: int) -> None:
         """A Deployment's pod: every container at once, until the cluster is left."""
@@ -586,6 +644,9 @@ class LocalCluster:
             self.results[pod] = result
             self.state[pod] = "succeeded" if result.returncode == 0 else "failed"
             self.live.discard(pod)
+            job = pod.rsplit("-", 1)[0]
+            if job in self.admitted and self._job_ended(job):  # its Workload finished
+                del self.admitted[job]
             self._write()
 
     def _write(self) -> None:
@@ -664,6 +725,15 @@ def _privileges(security: dict[str, Any]) -> list[str]:
     if security.get("allowPrivilegeEscalation") is False:
         command.append("--no-new-privs")
     return command
+
+
+def _ended(job: dict[str, Any], states: list[str]) -> str | None:
+    """The Job's finished condition (Complete, Failed) from its pods' states, if any."""
+    if states.count("succeeded") == len(states):
+        return "Complete"
+    if states.count("failed") > job["spec"].get("backoffLimit", 6):
+        return "Failed"
+    return None
 
 
 def gang_of(job: dict[str, Any]) -> str | None:

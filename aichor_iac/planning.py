@@ -48,6 +48,40 @@ class TensorboardLogs:
 
 
 @dataclass(frozen=True)
+class Gang:
+    """The pods a gang scheduler starts together (README "Gang scheduling").
+
+    A gang is what can run at once, never every pod the experiment will ever run: a Job keeps
+    `parallelism` pods at a time, so its share is `Group.at_once` (as Kueue and JobSet count a
+    Job's pods: min(parallelism, completions)), and `size` (the PodGroup's `minMember`) is the
+    sum over the gang's groups. Pods that come and go (completions beyond parallelism) are
+    independent shards: the gang is their first wave, and the later pods must still be
+    schedulable once earlier ones have ended. Volcano counts succeeded pods towards the gang
+    (its `ReadyTaskNum`), so every group is in it. The coscheduling plugin of
+    scheduler-plugins counts only pods that have not ended (kube-scheduler's pod informer
+    leaves out Succeeded and Failed pods), so a gang whose pods come and go would fall below
+    `minMember` at its first unreplaced pod and never schedule the rest: there those groups
+    (`left_out`) are scheduled pod by pod, outside the PodGroup."""
+
+    scheduler: str
+    roles: tuple[str, ...]  # the groups whose pods belong to the PodGroup
+    size: int  # minMember: how many of those pods exist at once
+    left_out: tuple[str, ...] = ()
+
+
+def gang(plan: Plan, settings: Settings) -> Gang | None:
+    """The experiment's gang under `aichor:gangScheduler`; None without one."""
+    scheduler = settings.gang_scheduler
+    if scheduler == "none":
+        return None
+    comes_and_goes = scheduler == "coscheduling"
+    members = [g for g in plan.groups if not (comes_and_goes and g.at_once < g.count)]
+    left_out = tuple(g.role for g in plan.groups if g not in members)
+    roles = tuple(g.role for g in members)
+    return Gang(scheduler, roles, sum(g.at_once for g in members), left_out)
+
+
+@dataclass(frozen=True)
 class Blueprint:
     """One experiment, decided: what `k8s` turns into objects and components register."""
 
@@ -62,6 +96,10 @@ class Blueprint:
     @property
     def spec(self) -> Spec:
         return self.manifest.spec
+
+    @property
+    def gang(self) -> Gang | None:
+        return gang(self.plan, self.settings)
 
     @property
     def network_policy(self) -> bool:
@@ -291,7 +329,27 @@ def warnings(blueprint: Blueprint) -> list[Problem]:
                         "aichor:egressCIDRs to its address ranges, or aichor:networkPolicy: false",
                     )
                 )
+    found += _gang_warnings(blueprint)
     return blueprint.manifest.located(found)
+
+
+def _gang_warnings(blueprint: Blueprint) -> list[Problem]:
+    """A coscheduling gang that leaves groups out (`Gang`): say which, and why."""
+    chosen = blueprint.gang
+    if chosen is None or not chosen.left_out:
+        return []
+    jobs = ", ".join(blueprint.names.job(role) for role in chosen.left_out)
+    pods = f"{chosen.size} pod" + ("s" if chosen.size != 1 else "")
+    kept = f"a PodGroup of {pods} for the rest" if chosen.roles else "no PodGroup"
+    return [
+        Problem(
+            "aichor:gangScheduler",
+            f"the pods of {jobs} come and go (more completions than parallelism) and the "
+            "coscheduling plugin counts only pods that have not ended, so no gang of them "
+            f"could hold once the first ends: they are scheduled one by one ({kept}); use "
+            "volcano, which counts succeeded pods, to start them as a gang too",
+        )
+    ]
 
 
 def about(problem: Problem, manifest: str, stack: str | None = None) -> str:
@@ -314,9 +372,10 @@ def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:
             "aichor:gangScheduler (volcano or coscheduling), or remove it"
         )
         return [Problem(where, reason)]
-    if policy.min_available and policy.min_available > blueprint.plan.pods:
+    size = blueprint.gang.size if blueprint.gang else 0
+    if policy.min_available and policy.min_available > size:
         reason = (
-            f"is more than the experiment's {blueprint.plan.pods} pods: no gang could ever "
+            f"is more than the {size} pods of the gang that exist at once: no gang could ever "
             "start; give at most that many"
         )
         return [Problem(f"{where}.minAvailable", reason)]

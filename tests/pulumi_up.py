@@ -15,9 +15,13 @@ follows the provider or Kubernetes:
   either, a Job is awaited until its `Complete` condition, and `up` fails at once on its
   `Failed` condition (`await/job.go`); a Deployment until its pod runs; Secrets, ConfigMaps,
   NetworkPolicies, Services and custom resources hold at once.
-- Pods (Kubernetes, `Model`): a Job's pods exist once it is created, at most `parallelism` of
-  them running at once; with a gang scheduler (coscheduling / Volcano PodGroup) a gang's pods
-  are scheduled only once `minMember` of them exist; a pod first waits for its targets (a
+- Pods (Kubernetes, `Model`): the Job controller makes a Job's pods once it is created (and,
+  with a Kueue queue-name label, once Kueue admits its Workload: the Job's pods at once,
+  min(parallelism, completions), within the queue's quota of pods), at most `parallelism` of
+  them at a time; with a gang scheduler (coscheduling / Volcano PodGroup) a gang's pods are
+  scheduled only once `minMember` of them exist, counting only pods that have not ended under
+  coscheduling (kube-scheduler's informer leaves finished pods out) and succeeded ones too
+  under Volcano (its `ReadyTaskNum`); a pod first waits for its targets (a
   host: its pod was scheduled, as the headless Service publishes not-ready addresses; a port:
   that pod's command runs), then runs its command; a pod is Ready once its command runs. (The
   wait runs in the main container, so a real pod without a readiness probe is Ready already
@@ -47,6 +51,7 @@ from aichor_iac import changes
 from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
 
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 INDEPENDENT = ("jobset", "batchjob")  # pods that end on their own: no rendezvous
 SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
 
@@ -167,25 +172,33 @@ class Pod:
     gang: str | None
     state: str = "pending"  # pending → waiting (for its targets) → running → succeeded
     seen_entry: bool = False
+    created: bool = False  # made by the Job controller (pending until scheduled)
 
 
 @dataclass
 class Model:
-    """The experiment's pods under the rules in this module's docstring."""
+    """The experiment's pods under the rules in this module's docstring; `kueue_quota`: the
+    pods Kueue's queue admits at once (None: any)."""
 
     plan: Plan
     experiment: str
-    gang_sizes: dict[str, int] = field(default_factory=dict)
+    kueue_quota: int | None = None
+    gangs: dict[str, tuple[int, bool]] = field(default_factory=dict)  # minMember, Volcano's
     pods: dict[tuple[str, int], Pod] = field(default_factory=dict)
     parallelism: dict[str, int] = field(default_factory=dict)
+    queued: dict[str, int] = field(default_factory=dict)  # role -> its Workload's pods
+    admitted: set[str] = field(default_factory=set)
 
     def create(self, obj: dict[str, Any]) -> None:
         if obj["kind"] == "PodGroup":
-            self.gang_sizes[obj["metadata"]["name"]] = int(obj["spec"]["minMember"])
+            volcano = "volcano" in obj["apiVersion"]
+            self.gangs[obj["metadata"]["name"]] = (int(obj["spec"]["minMember"]), volcano)
         if obj["kind"] != "Job":
             return
         role, spec = self._role(obj["metadata"]["name"]), obj["spec"]
         self.parallelism[role] = spec["parallelism"]
+        if KUEUE_QUEUE in (obj["metadata"].get("labels") or {}):
+            self.queued[role] = min(spec["parallelism"], spec["completions"])
         for i in range(spec["completions"]):
             self.pods[(role, i)] = Pod(role, i, gang_of(obj))
 
@@ -201,7 +214,21 @@ class Model:
         return {k: v for k, v in status.items() if v}
 
     def describe(self, name: str) -> str:
-        return ", ".join(f"{p.role}-{p.index} {p.state}" for p in self.group(self._role(name)))
+        return ", ".join(
+            f"{p.role}-{p.index} {p.state}" + (f" ({self._why(p)})" if p.state == "pending" else "")
+            for p in self.group(self._role(name))
+        )
+
+    def _why(self, pod: Pod) -> str:
+        """Why a pending pod waits (as `LocalCluster.why_pending` says it)."""
+        if pod.role in self.queued and pod.role not in self.admitted:
+            return "its Job is suspended until Kueue admits it"
+        if not pod.created:
+            return f"not created: the Job runs {self.parallelism[pod.role]} pods at a time"
+        if pod.gang and not self._gang_holds(pod.gang):
+            size = self.gangs[pod.gang][0]
+            return f"unschedulable: PodGroup {pod.gang} has {self._gang_count(pod.gang)} of {size} pods"
+        return "scheduled"
 
     def _role(self, job: str) -> str:
         return next(g.role for g in self.plan.groups if job == f"{self.experiment}-{g.role}")
@@ -226,16 +253,21 @@ class Model:
 
     def step(self, progressed: bool) -> bool:
         """One round of what the cluster does; whether anything changed."""
-        changed = progressed
+        changed = self._admit() or progressed
         groups = {g.role: g for g in self.plan.groups}
         for pod in list(self.pods.values()):
             group = groups[pod.role]
             if pod.state == "pending":
-                members = [p for p in self.pods.values() if p.gang == pod.gang]
-                active = [p for p in self.group(pod.role) if p.state in ("waiting", "running")]
-                if len(active) >= self.parallelism[pod.role]:  # the Job's parallelism
-                    continue
-                if pod.gang is None or len(members) >= self.gang_sizes[pod.gang]:
+                if pod.role in self.queued and pod.role not in self.admitted:
+                    continue  # suspended by Kueue
+                if not pod.created:
+                    active = [
+                        p for p in self.group(pod.role) if p.created and p.state != "succeeded"
+                    ]
+                    if len(active) >= self.parallelism[pod.role]:  # the Job's parallelism
+                        continue
+                    pod.created, changed = True, True
+                if self._gang_holds(pod.gang):
                     pod.state, changed = "waiting", True
             elif pod.state == "waiting":
                 if all(self._holds(t, pod) for t in group.waits):
@@ -251,6 +283,33 @@ class Model:
                 elif self._done(pod):
                     pod.state, changed = "succeeded", True
         return changed
+
+    def _admit(self) -> bool:
+        """Kueue admits the queued Jobs whose Workloads fit what finished Jobs left free."""
+        done = {
+            role
+            for role in self.admitted
+            if self.job_status(self.experiment + "-" + role).get("conditions")
+        }
+        used = sum(self.queued[r] for r in self.admitted - done)
+        admitted = False
+        for role, pods in self.queued.items():
+            if role not in self.admitted and (
+                self.kueue_quota is None or used + pods <= self.kueue_quota
+            ):
+                self.admitted.add(role)
+                used, admitted = used + pods, True
+        return admitted
+
+    def _gang_holds(self, gang: str | None) -> bool:
+        """Whether the gang's pods are scheduled: `minMember` of them exist (made by the Job
+        controller), counting succeeded ones only under Volcano."""
+        return gang is None or self._gang_count(gang) >= self.gangs[gang][0]
+
+    def _gang_count(self, gang: str) -> int:
+        ended = () if self.gangs[gang][1] else ("succeeded",)
+        members = [p for p in self.pods.values() if p.gang == gang and p.created]
+        return sum(p.state not in ended for p in members)
 
     def _holds(self, target: Endpoint, me: Pod) -> bool:
         pods = [p for p in self.pod_at(target.host) if (p.role, p.index) != (me.role, me.index)]
@@ -288,7 +347,11 @@ class Live:
 
     def describe(self, name: str) -> str:
         states = self.local.state.items()
-        return ", ".join(f"{pod} {state}" for pod, state in states if pod.rsplit("-", 1)[0] == name)
+        return ", ".join(
+            f"{pod} {state}" + (f" ({self.local.why_pending(pod)})" if state == "pending" else "")
+            for pod, state in states
+            if pod.rsplit("-", 1)[0] == name
+        )
 
     def step(self, progressed: bool) -> bool:
         time.sleep(0.2)

@@ -814,7 +814,7 @@ def test_scheduling_policy_fills_the_gangs_pod_group(scheduler: str, expected: d
     assert plain["spec"] == {"minMember": 3}  # (no policy: every pod, as the operator)
     cr["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 4
     with pytest.raises(
-        manifest.ManifestError, match="minAvailable: is more than the experiment's 3"
+        manifest.ManifestError, match="minAvailable: is more than the 3 pods of the gang"
     ):
         expand(cr, gang_scheduler=scheduler)
 

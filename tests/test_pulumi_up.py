@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import pytest
 from conftest import EXAMPLES, KUBEFLOW_EXAMPLES, ROOT, expand, runnable
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kube import gang_of
 from pulumi_up import Deadlock, Model, up, waitfor_holds
 
 from aichor_iac import engine, manifest, planning
@@ -38,12 +41,28 @@ TYPES = {
 }
 
 
+# How the experiment is scheduled: alone, in a gang (coscheduling, Volcano), or queued by Kueue
+# (in a queue that admits exactly the pods the experiment runs at once).
+SCHEDULING: dict[str, dict[str, str]] = {
+    "none": {},
+    "coscheduling": {"gang_scheduler": "coscheduling"},
+    "volcano": {"gang_scheduler": "volcano"},
+    "kueue": {"kueue_queue": "ml"},
+}
+
+
+def model_of(blueprint: planning.Blueprint) -> Model:
+    """The cluster model of the experiment, Kueue's quota sized for its pods at once."""
+    quota = blueprint.plan.at_once if blueprint.settings.kueue_queue else None
+    return Model(blueprint.plan, blueprint.names.experiment, kueue_quota=quota)
+
+
 def pulumi_up(data: dict, **settings) -> tuple[list[str], planning.Blueprint]:
     model = manifest.validate(data)
     chosen = Settings(**settings)
     blueprint = planning.blueprint(model, chosen, "exp")
     rendering = engine.expand(model, chosen, name="exp")
-    return up(rendering, Model(blueprint.plan, blueprint.names.experiment)), blueprint
+    return up(rendering, model_of(blueprint)), blueprint
 
 
 def data(case: str) -> dict:
@@ -51,18 +70,18 @@ def data(case: str) -> dict:
     return {"spec": {"operator": operator, "image": "i", "command": "c", "types": TYPES[case]}}
 
 
-@pytest.mark.parametrize("gang", ["none", "coscheduling", "volcano"])
+@pytest.mark.parametrize("gang", sorted(SCHEDULING))
 @pytest.mark.parametrize("wait", ["none", "ready", "complete"])
 @pytest.mark.parametrize("case", sorted(TYPES))
 def test_pulumi_up_finishes(case, wait, gang):
-    order, blueprint = pulumi_up(data(case), wait=wait, gang_scheduler=gang)
+    order, blueprint = pulumi_up(data(case), wait=wait, **SCHEDULING[gang])
     jobs = [o.removeprefix("Job/exp-") for o in order if o.startswith("Job/")]
     assert sorted(jobs) == sorted(g.role for g in blueprint.plan.groups)
     awaited = set(blueprint.plan.completes)
     if wait == "complete" and gang == "none":  # nothing waits for a Job awaited to its end
         last = [j for j in jobs if j in awaited]
         assert jobs[-len(last) :] == last
-    if gang != "none":  # a gang's Jobs are all created together: none waits for another
+    if gang in ("coscheduling", "volcano"):  # a gang's Jobs are all created together
         assert all(not g.after for g in blueprint.plan.groups)
 
 
@@ -102,15 +121,53 @@ def test_kuberay_samples_finish(path, wait, gang):
     assert blueprint.plan.completes == (() if "cluster" in path.stem else ("submitter",))
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_every_example_with_its_stack_file(path):
+def stack_settings(path, wait: str | None = None, scheduling: str = "none") -> Settings:
+    """An example's stack file, with `aichor:wait` and the scheduling of `SCHEDULING` set."""
     settings, _ = load_stack_file(ROOT / "stacks" / f"Pulumi.{path.stem}.yaml")
+    chosen = {"wait": wait} if wait else {}
+    return settings.model_copy(update={**chosen, **SCHEDULING[scheduling]})
+
+
+@pytest.mark.parametrize("scheduling", sorted(SCHEDULING))
+@pytest.mark.parametrize("wait", [None, "none", "ready", "complete"])
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_finishes_under_every_wait_and_scheduling(path, wait, scheduling):
+    """Every example with its stack file (None: its own `aichor:wait`), alone, in either gang
+    or queued by Kueue: `pulumi up` creates every object and ends."""
+    settings = stack_settings(path, wait, scheduling)
     model = manifest.load(path)
     name = settings.experiment_name or model.name or path.stem
     blueprint = planning.blueprint(model, settings, name)
     rendering = engine.expand(model, settings, name=name)
-    order = up(rendering, Model(blueprint.plan, blueprint.names.experiment))
+    order = up(rendering, model_of(blueprint))
     assert len(order) == len([r for r in rendering.resources if r.is_kubernetes])
+
+
+@pytest.mark.parametrize(
+    ("scheduling", "size", "labelled"),
+    [
+        ("volcano", 9, ["heavy-0", "shard-0", "shard-1", "shard-2", "shard-3"]),
+        ("coscheduling", 1, ["heavy-0"]),
+    ],
+)
+def test_the_jobset_gang_is_what_runs_at_once(scheduling, size, labelled):
+    """examples/jobset.yaml runs 41 pods, at most 1 + 4 x 2 = 9 at once: Volcano's gang is
+    those 9 (it counts succeeded pods, so the later shards still schedule); coscheduling,
+    which counts only pods that have not ended, gangs the heavy Job alone and says so."""
+    path = ROOT / "examples" / "jobset.yaml"
+    settings = stack_settings(path, scheduling=scheduling)
+    blueprint = planning.blueprint(manifest.load(path), settings, "shards")
+    rendering = engine.expand(manifest.load(path), settings, name="shards")
+    (group,) = [r for r in rendering.resources if r.kind == "PodGroup"]
+    assert group.inputs["spec"]["minMember"] == size
+    gang = {
+        r.inputs["metadata"]["name"].removeprefix("shards-")
+        for r in rendering.resources
+        if r.kind == "Job" and gang_of(r.inputs) == "shards"
+    }
+    assert sorted(gang) == labelled
+    warnings = [w.message for w in planning.warnings(blueprint)]
+    assert any("scheduled one by one" in w for w in warnings) is (scheduling == "coscheduling")
 
 
 @pytest.mark.parametrize(
@@ -130,14 +187,16 @@ def test_every_example_with_its_stack_file(path):
             "ray",
             {"gang_scheduler": "coscheduling"},
             "deadlock: Job/exp-pool waits for Job/exp-head (awaited until "
-            "jsonpath={$[?@.ready==1 || @.succeeded==1]}; pods: head-0 pending)",
+            "jsonpath={$[?@.ready==1 || @.succeeded==1]}; pods: head-0 pending (unschedulable: "
+            "PodGroup exp has 1 of 4 pods))",
         ),
         (
             "mpi",
             {"gang_scheduler": "volcano", "wait": "ready"},
             "deadlock: Job/exp-launcher waits for Job/exp-worker (awaited until "
-            "jsonpath={$[?@.ready==2 || @.succeeded==2]}; pods: worker-0 pending, "
-            "worker-1 pending)",
+            "jsonpath={$[?@.ready==2 || @.succeeded==2]}; pods: worker-0 pending "
+            "(unschedulable: PodGroup exp has 2 of 3 pods), worker-1 pending (unschedulable: "
+            "PodGroup exp has 2 of 3 pods))",
         ),
     ],
 )
@@ -227,3 +286,99 @@ def test_a_gate_gives_up_when_the_replicas_waiting_for_it_do(timeout, peer_wait,
     )
     head = next(r for r in rendering.resources if r.name == "exp-head")
     assert head.options["customTimeouts"] == {"create": f"{expected}s", "update": f"{expected}s"}
+
+
+def _every_pod(plan, settings):  # the gang before: every pod the experiment will ever run
+    if settings.gang_scheduler == "none":
+        return None
+    return planning.Gang(settings.gang_scheduler, tuple(g.role for g in plan.groups), plan.pods)
+
+
+def _every_group(plan, settings):  # the pods at once, but of every group, under coscheduling
+    if settings.gang_scheduler == "none":
+        return None
+    roles = tuple(g.role for g in plan.groups)
+    return planning.Gang(settings.gang_scheduler, roles, plan.at_once)
+
+
+@pytest.mark.parametrize(
+    ("gang", "scheduling", "expected"),
+    [
+        (
+            _every_pod,
+            "volcano",
+            "deadlock: pulumi up waits for Job/shards-heavy-0 (awaited until completion; "
+            "pods: heavy-0-0 pending (unschedulable: PodGroup shards has 9 of 41 pods))",
+        ),
+        (
+            _every_pod,
+            "coscheduling",
+            "deadlock: pulumi up waits for Job/shards-heavy-0 (awaited until completion; "
+            "pods: heavy-0-0 pending (unschedulable: PodGroup shards has 9 of 41 pods))",
+        ),
+        (
+            _every_group,
+            "coscheduling",
+            "shard-0-2 pending (unschedulable: PodGroup shards has 8 of 9 pods)",
+        ),
+    ],
+)
+def test_a_gang_larger_than_what_runs_at_once_deadlocks_and_says_why(
+    gang, scheduling, expected, monkeypatch
+):
+    """The jobset example's gangs before: all 41 pods (none ever starts), and all 9 pods at
+    once under coscheduling, which stops counting a shard once it has ended (the later shards
+    never start)."""
+    monkeypatch.setattr(planning, "gang", gang)
+    path = ROOT / "examples" / "jobset.yaml"
+    settings = stack_settings(path, "complete", scheduling)
+    model = manifest.load(path)
+    blueprint = planning.blueprint(model, settings, "shards")
+    with pytest.raises(Deadlock) as caught:
+        up(engine.expand(model, settings, name="shards"), model_of(blueprint))
+    assert expected in str(caught.value)
+
+
+shard = st.fixed_dictionaries(
+    {
+        "count": st.integers(1, 3),
+        "completions": st.integers(1, 6),
+        "parallelisms": st.integers(1, 6),
+        "resources": st.just(R),
+    }
+)
+shapes = st.one_of(
+    st.dictionaries(st.sampled_from(["a", "b", "c"]), shard, min_size=1, max_size=3).map(
+        lambda types: ("jobset", types)
+    ),
+    st.integers(1, 6).map(lambda n: ("batchjob", {"Worker": {"count": n, "resources": R}})),
+)
+
+
+@given(
+    shape=shapes,
+    scheduling=st.sampled_from(["coscheduling", "volcano", "kueue"]),
+    wait=st.sampled_from(["none", "ready", "complete"]),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_gang_is_satisfied_by_the_pods_that_exist_at_once(shape, scheduling, wait):
+    """Whatever the Jobs' counts, completions and parallelism: the gang (minMember) is the
+    pods of its groups that exist at once, no more than the experiment runs at once, and every
+    pod of the experiment runs to its end, `pulumi up` or not waiting for it."""
+    operator, types = shape
+    spec = {"spec": {"operator": operator, "image": "i", "command": "c", "types": types}}
+    model = manifest.validate(spec)
+    chosen = Settings(wait=wait, **SCHEDULING[scheduling])
+    blueprint = planning.blueprint(model, chosen, "exp")
+    rendering = engine.expand(model, chosen, name="exp")
+    cluster = model_of(blueprint)
+    up(rendering, cluster)
+    while cluster.step(False):  # what `up` did not wait for
+        pass
+    assert {p.state for p in cluster.pods.values()} == {"succeeded"}
+    assert len(cluster.pods) == blueprint.plan.pods
+    if gang := blueprint.gang:
+        members = [g for g in blueprint.plan.groups if g.role in gang.roles]
+        assert gang.size == sum(g.at_once for g in members) <= blueprint.plan.at_once
+        groups = [r for r in rendering.resources if r.kind == "PodGroup"]
+        assert [g.inputs["spec"]["minMember"] for g in groups] == ([gang.size] if members else [])

@@ -168,6 +168,13 @@ class Group:
         return self.spec.count if self.completions is None else self.completions
 
     @property
+    def at_once(self) -> int:
+        """How many of the Job's pods exist at once: the Job controller keeps `parallelism`
+        of them at a time (Kueue's and JobSet's pod count of a Job: min(parallelism,
+        completions))."""
+        return min(self.parallelism or self.count, self.count)
+
+    @property
     def waits(self) -> tuple[Endpoint, ...]:
         """What a replica waits for before its command: `waits_for`, and, for a follower whose
         entry point is created first, the entry point's host (so that its disappearance can be
@@ -229,7 +236,13 @@ class Plan:
 
     @property
     def pods(self) -> int:
+        """Every pod the experiment runs, over its whole life."""
         return sum(g.count for g in self.groups)
+
+    @property
+    def at_once(self) -> int:
+        """The most pods of the experiment that exist at once."""
+        return sum(g.at_once for g in self.groups)
 
     def totals(self) -> dict[str, object]:
         """What the experiment asks of the cluster: pods, GPUs by product, CPUs, memory."""

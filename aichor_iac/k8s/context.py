@@ -157,14 +157,15 @@ class Context:
             )
         return volumes, mounts
 
-    def gang_metadata(self) -> dict[str, dict[str, str]]:
-        """How replica pods name their PodGroup, per gang scheduler."""
-        group = self.names.experiment
-        if self.settings.gang_scheduler == "coscheduling":
-            return {"labels": {"scheduling.x-k8s.io/pod-group": group}}
-        if self.settings.gang_scheduler == "volcano":
-            return {"annotations": {"scheduling.k8s.io/group-name": group}}
-        return {}
+    def gang_metadata(self, role: str) -> dict[str, dict[str, str]]:
+        """How the pods of group `role` name their PodGroup, per gang scheduler (nothing for
+        a group outside the gang: `planning.Gang`)."""
+        gang, pod_group = self.blueprint.gang, self.names.experiment
+        if gang is None or role not in gang.roles:
+            return {}
+        if gang.scheduler == "coscheduling":
+            return {"labels": {"scheduling.x-k8s.io/pod-group": pod_group}}
+        return {"annotations": {"scheduling.k8s.io/group-name": pod_group}}
 
     @property
     def scheduler_name(self) -> str | None:

@@ -31,7 +31,7 @@ def template(
     `volumes` (one per `group.mounts`, mounted where each says)."""
     result = copy.deepcopy(kept.template)
     metadata = result.setdefault("metadata", {})
-    gang = ctx.gang_metadata()
+    gang = ctx.gang_metadata(group.role)
     metadata["labels"] = {
         **metadata.get("labels", {}),
         **dict(group.labels),

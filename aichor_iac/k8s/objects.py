@@ -138,7 +138,7 @@ def await_timeout(ctx: Context, group: Group) -> int | None:
 
 
 def job(ctx: Context, group: Group) -> dict:
-    spec, queue, gang = ctx.spec, ctx.settings.kueue_queue, ctx.gang_metadata()
+    spec, queue, gang = ctx.spec, ctx.settings.kueue_queue, ctx.gang_metadata(group.role)
     annotations = {**gang.get("annotations", {}), **networks(ctx, group)}
     held = ctx.kept(group)  # a custom resource's template, kept
     if held is None:

@@ -106,13 +106,15 @@ def companion(ctx: Context, config_map: dict) -> dict:
 
 
 def pod_group(ctx: Context) -> dict:
-    """A PodGroup for the gang scheduler: no replica starts until all of them can (or the
-    custom resource's `schedulingPolicy`, as its operator fills the PodGroup)."""
-    scheduler, origin = ctx.settings.gang_scheduler, ctx.spec.origin
-    asked = origin.scheduling.pod_group(scheduler) if origin and origin.scheduling else {}
+    """A PodGroup for the gang scheduler: none of the gang's pods starts until all that exist
+    at once can (`planning.Gang`), or as the custom resource's `schedulingPolicy` asks (as its
+    operator fills the PodGroup)."""
+    gang, origin = ctx.blueprint.gang, ctx.spec.origin
+    assert gang is not None
+    asked = origin.scheduling.pod_group(gang.scheduler) if origin and origin.scheduling else {}
     return dict(
-        api_version=POD_GROUP_APIS[scheduler],
+        api_version=POD_GROUP_APIS[gang.scheduler],
         kind="PodGroup",
         metadata=ctx.metadata(ctx.names.experiment, replica=False),
-        spec={"minMember": ctx.plan.pods, **asked},
+        spec={"minMember": gang.size, **asked},
     )
