@@ -1,0 +1,136 @@
+"""Every input the product reads, rendered, as one digest per case: what a refactor must leave
+byte-identical (issue 26). A case is an input file (or a fuzzed text) with stack settings; its
+outcome is everything `pulumi up` would register (each resource's type, name, parent,
+dependencies, inputs and options, in creation order), the stack outputs and the warnings — or
+the error, word for word.
+
+    python tests/render_corpus.py           # which cases differ from tests/golden/renders.json
+    python tests/render_corpus.py --write   # record the current outcomes there
+
+tests/test_render_corpus.py checks each case against the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aichor_iac import engine, manifest
+from aichor_iac.settings import Settings, load_stack_file
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "renders.json"
+FUZZED = 400  # mutated texts of the fuzzer's seeds (tests/fuzz.py, seed 0)
+# The stack settings every example is also rendered under (beside its own stack file).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "ready": {"wait": "ready"},
+    "complete": {"wait": "complete"},
+    "coscheduling": {"gang_scheduler": "coscheduling"},
+    "volcano": {"gang_scheduler": "volcano", "wait": "complete"},
+    "kueue": {"kueue_queue": "ml", "wait": "ready"},
+}
+
+
+def cases() -> dict[str, tuple[str, Settings, str]]:
+    """Case name -> (input text, settings, experiment name)."""
+    found: dict[str, tuple[str, Settings, str]] = {}
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        settings, _ = load_stack_file(ROOT / "stacks" / f"Pulumi.{path.stem}.yaml")
+        text = path.read_text()
+        found[f"examples/{path.name}"] = (text, settings, path.stem)
+        for variant, update in VARIANTS.items():
+            found[f"examples/{path.name} {variant}"] = (
+                text,
+                settings.model_copy(update=update),
+                path.stem,
+            )
+    for folder in ("aichor", "kubeflow", "kuberay"):
+        for path in sorted((ROOT / "tests" / folder).glob("*.yaml")):
+            found[f"tests/{folder}/{path.name}"] = (path.read_text(), Settings(), "exp")
+    for path, fixed in _runnable():
+        found[f"tests/kubeflow/{path.name} as the tests run it"] = (fixed, Settings(), "exp")
+    for i, text in enumerate(_fuzzed(FUZZED)):
+        found[f"fuzz {i}"] = (text, Settings(), "fuzz")
+    return found
+
+
+def _runnable() -> list[tuple[Path, str]]:
+    """The public Kubeflow examples with the fixes their errors ask for, as the tests run
+    them (tests/conftest.py `runnable`)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import KUBEFLOW_EXAMPLES, runnable
+
+    return [(path, yaml.safe_dump(runnable(path)[0])) for path in KUBEFLOW_EXAMPLES]
+
+
+def _fuzzed(count: int) -> list[str]:
+    """The first `count` texts the fuzzer draws from its seeds (the examples and the custom
+    resources), as `tests/fuzz.py` draws them."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import fuzz
+
+    rng = random.Random(0)
+    return [
+        fuzz.text_of(
+            fuzz.mutate(rng.choice(fuzz.RESOURCES if i % 4 == 3 else fuzz.EXAMPLES), rng), rng
+        )
+        for i in range(count)
+    ]
+
+
+def outcome(text: str, settings: Settings, name: str) -> str:
+    """Everything the case gives, as canonical JSON text (or its error)."""
+    try:
+        model = manifest.parse(text, source="case.yaml")
+        rendering = engine.expand(model, settings, name=name)
+    except manifest.ManifestError as error:
+        return f"error: {error}"
+    resources = [
+        {
+            "type": r.type,
+            "name": r.name,
+            "parent": r.parent,
+            "dependencies": r.dependencies,
+            "inputs": r.inputs,
+            "options": r.options,
+        }
+        for r in rendering.resources
+    ]
+    document = {
+        "resources": resources,
+        "outputs": rendering.outputs,
+        "warnings": rendering.warnings,
+    }
+    return json.dumps(document, sort_keys=True, default=str, indent=1)
+
+
+def digest(text: str, settings: Settings, name: str) -> str:
+    return hashlib.sha256(outcome(text, settings, name).encode()).hexdigest()
+
+
+def recorded() -> dict[str, str]:
+    return json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+
+
+def main() -> int:
+    current = {case: digest(*args) for case, args in cases().items()}
+    if sys.argv[1:] == ["--write"]:
+        GOLDEN.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
+        print(f"{len(current)} cases recorded in {GOLDEN.relative_to(ROOT)}")
+        return 0
+    before = recorded()
+    changed = sorted(c for c in current.keys() | before.keys() if current.get(c) != before.get(c))
+    for case in changed:
+        print(f"changed: {case}")
+    print(f"{len(current)} cases, {len(changed)} changed")
+    return 1 if changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""Every input, rendered, gives what tests/golden/renders.json records (tests/render_corpus.py):
+a refactor changes no byte of any object, option, output, warning or error. A change that
+means to alter a rendering records it again (`python tests/render_corpus.py --write`) and
+says why in its commit."""
+
+from __future__ import annotations
+
+import pytest
+from render_corpus import cases, digest, recorded
+
+CASES = cases()
+RECORDED = recorded()
+
+
+def test_the_record_covers_every_case():
+    assert sorted(RECORDED) == sorted(CASES)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_case_renders_as_recorded(case):
+    assert digest(*CASES[case]) == RECORDED.get(case), (
+        f"{case} renders differently: run `python tests/render_corpus.py` to list the cases "
+        "that changed, `--write` to record them if the change is meant"
+    )
