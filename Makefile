@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/limits.py
 	$(BIN)/python benchmarks/lifecycle.py
+	$(BIN)/python benchmarks/structure.py
 
 # 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)

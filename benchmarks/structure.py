@@ -1,0 +1,112 @@
+"""The package's shape, measured (issue 26): modules by size, classes over 150 lines and
+functions over 60, and the import circles between modules (every `import` counts, at any
+level of a module: a function-level import is still a dependency).
+
+    python benchmarks/structure.py
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "aichor_iac"
+MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 500, 150, 60
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules `path` imports (relative imports resolved; a package's
+    `__init__` only where a name is taken from it)."""
+    name, found = module_name(path), set()
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            base = base[: len(base) - node.level + 1] if node.level else []
+            stem = ".".join([*base, node.module] if node.module else base)
+            named = [f"{stem}.{alias.name}" for alias in node.names]
+            # `from . import x` imports the module x; `from .m import f`, the module m
+            targets = named if all(n in modules for n in named) else [stem]
+        else:
+            continue
+        found |= {t for t in targets if t in modules and t != name}
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    sys.setrecursionlimit(10_000)
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def long_definitions(path: Path) -> list[tuple[str, str, int]]:
+    """(kind, name, lines) of each class over MAX_CLASS and function over MAX_FUNCTION lines."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        size = (getattr(node, "end_lineno", 0) or 0) - getattr(node, "lineno", 0) + 1
+        if isinstance(node, ast.ClassDef) and size > MAX_CLASS:
+            found.append(("class", node.name, size))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and size > MAX_FUNCTION:
+            found.append(("function", node.name, size))
+    return found
+
+
+def main() -> int:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    graph = {module_name(p): imports(p, modules) for p in paths}
+    sizes = sorted(((len(p.read_text().splitlines()), module_name(p)) for p in paths), reverse=True)
+    total = sum(size for size, _ in sizes)
+    print(f"{len(paths)} modules, {total:,} lines")
+    for size, name in sizes:
+        mark = "  over" if size > MAX_MODULE else ""
+        print(f"{size:6,}  {name}{mark}")
+    print(f"\nclasses over {MAX_CLASS} lines, functions over {MAX_FUNCTION}:")
+    for path in paths:
+        for kind, name, size in long_definitions(path):
+            print(f"  {module_name(path)}: {kind} {name} ({size} lines)")
+    found = circles(graph)
+    print(f"\nimport circles: {len(found)}")
+    for group in found:
+        print("  " + " <-> ".join(group))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
