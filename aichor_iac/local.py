@@ -397,7 +397,7 @@ class LocalCluster:
         """Whether Kueue has admitted the Job (or it is queued nowhere): its Workload counts
         the Job's pods at once, min(parallelism, completions), as Kueue's `podsCount`."""
         name, spec = job["metadata"]["name"], job["spec"]
-        if KUEUE_QUEUE not in (job["metadata"].get("labels") or {}):
+        if self._admitted_already(job):
             return True
         with self.lock:
             if name not in self.admitted:
@@ -439,6 +439,7 @@ class LocalCluster:
         return "scheduled"
 
     def _admitted_already(self, job: dict[str, Any]) -> bool:
+        """Whether the Job is queued nowhere, or Kueue has admitted it already."""
         labels = job["metadata"].get("labels") or {}
         return KUEUE_QUEUE not in labels or job["metadata"]["name"] in self.admitted
 

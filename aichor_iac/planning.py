@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 from . import naming
@@ -74,10 +75,9 @@ def gang(plan: Plan, settings: Settings) -> Gang | None:
     scheduler = settings.gang_scheduler
     if scheduler == "none":
         return None
-    comes_and_goes = scheduler == "coscheduling"
-    members = [g for g in plan.groups if not (comes_and_goes and g.at_once < g.count)]
-    left_out = tuple(g.role for g in plan.groups if g not in members)
+    members = [g for g in plan.groups if scheduler == "volcano" or g.at_once == g.count]
     roles = tuple(g.role for g in members)
+    left_out = tuple(g.role for g in plan.groups if g.role not in roles)
     return Gang(scheduler, roles, sum(g.at_once for g in members), left_out)
 
 
@@ -97,7 +97,7 @@ class Blueprint:
     def spec(self) -> Spec:
         return self.manifest.spec
 
-    @property
+    @cached_property
     def gang(self) -> Gang | None:
         return gang(self.plan, self.settings)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from aichor_iac.k8s import shell
 from aichor_iac.local import (  # noqa: F401  (what the tests import from here)
+    KUEUE_QUEUE,
     LocalCluster,
     _container,
     container_env,

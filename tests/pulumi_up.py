@@ -45,13 +45,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import jsonpath_rfc9535
-from kube import gang_of
+from kube import KUEUE_QUEUE, gang_of
 
 from aichor_iac import changes
 from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
 
-KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 INDEPENDENT = ("jobset", "batchjob")  # pods that end on their own: no rendezvous
 SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
 
