@@ -9,14 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .manifest import Manifest, ManifestError, load
+from .doors import load
+from .experiment.model import Experiment
+from .problems import ManifestError
 from .settings import Settings
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
-    "Manifest",
+    "Experiment",
     "ManifestError",
     "Settings",
     "destroy",
@@ -29,22 +31,22 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def render(manifest: Manifest | str | Path, **options: Any) -> list[dict[str, Any]]:
+def render(manifest: Experiment | str | Path, **options: Any) -> list[dict[str, Any]]:
     """Every Kubernetes object for a manifest, in creation order (see `engine.render`)."""
     from .engine import render as _render  # Pulumi is imported only when rendering
 
     return _render(manifest, **options)
 
 
-def experiment_from_function(func: Callable[..., Any], **options: Any) -> Manifest:
+def experiment_from_function(func: Callable[..., Any], **options: Any) -> Experiment:
     """An experiment that runs a Python function on every replica (see
-    `aichor_iac.function.experiment_from_function` for the options)."""
-    from .function import experiment_from_function as _from_function
+    `aichor_iac.doors.function.experiment_from_function` for the options)."""
+    from .doors.function import experiment_from_function as _from_function
 
     return _from_function(func, **options)
 
 
-def up(experiment: Manifest | str | Path, stack: str, **options: Any) -> dict[str, Any]:
+def up(experiment: Experiment | str | Path, stack: str, **options: Any) -> dict[str, Any]:
     """`pulumi up` of one stack per experiment through the Automation API; the stack's
     outputs (see `aichor_iac.submit.up`; needs the Pulumi CLI)."""
     from .submit import up as _up

@@ -29,9 +29,9 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from . import manifest as manifest_module
-from . import output, planning
-from .manifest import Manifest, ManifestError, Problem
+from . import doors, output, planning
+from .experiment.model import Experiment
+from .problems import ManifestError, Problem, one_line
 from .settings import Settings, load_stack_file
 
 EXAMPLES = {
@@ -263,7 +263,7 @@ def _version() -> str:
 
 @dataclass(frozen=True)
 class Inputs:
-    manifest: Manifest
+    manifest: Experiment
     settings: Settings
     name: str  # the experiment's
     stack: str
@@ -291,12 +291,12 @@ def _inputs(args: argparse.Namespace) -> Inputs:
             "leave MANIFEST out to check the stack's"
         )
         _print_problem(Problem("aichor:manifest", reason), args.stack_config, warning=True)
-    manifest = manifest_module.load(path)
+    manifest = doors.load(path)
     name = _name(args, settings, manifest, stack)
     return Inputs(manifest, settings, name, stack, args.stack_config)
 
 
-def _name(args: argparse.Namespace, settings: Settings, manifest: Manifest, stack: str) -> str:
+def _name(args: argparse.Namespace, settings: Settings, manifest: Experiment, stack: str) -> str:
     """The experiment's name: --name, else the stack's, else the manifest's, else the stack."""
     return args.name or settings.experiment_name or manifest.name or stack
 
@@ -317,7 +317,7 @@ def _stack_manifest(stack_file: str | None, settings: Settings) -> Path | None:
     return path  # no project around it: as given, from here
 
 
-def _expand(inputs: Inputs, manifest: Manifest | None = None, name: str | None = None):
+def _expand(inputs: Inputs, manifest: Experiment | None = None, name: str | None = None):
     from .engine import expand  # imports Pulumi: keep `validate` fast
 
     manifest = manifest or inputs.manifest
@@ -455,7 +455,7 @@ def _old(args: argparse.Namespace, inputs: Inputs):
 
     path = args.diff
     if not Path(path).is_dir():
-        manifest = manifest_module.load(path)
+        manifest = doors.load(path)
         return _expand(inputs, manifest, _name(args, inputs.settings, manifest, inputs.stack))
     resources = []
     for file in sorted(Path(path).iterdir()):
@@ -557,10 +557,10 @@ def _convert(args: argparse.Namespace) -> int:
 
     if args.manifest is None:
         raise ManifestError("aichor-iac convert", [Problem("", "give the custom resource's file")])
-    resource = manifest_module.load(args.manifest)
+    resource = doors.load(args.manifest)
     conversion = convert(resource)
-    manifest_module.validate(conversion.manifest, f"{resource.source} (converted)")
-    lost = [manifest_module.one_line(item) for item in conversion.lost]
+    doors.validate(conversion.manifest, f"{resource.source} (converted)")
+    lost = [one_line(item) for item in conversion.lost]
     if args.output == "json":
         _print_json({"source": resource.source, "manifest": conversion.manifest, "lost": lost})
         return 0
@@ -622,7 +622,9 @@ def _description(path: Path) -> str:
 
 def _schema(args: argparse.Namespace) -> int:
     """JSON whatever `--output` says: a JSON Schema is JSON."""
-    print(json.dumps(manifest_module.json_schema(), indent=2, sort_keys=True))
+    from .doors.aichor import json_schema
+
+    print(json.dumps(json_schema(), indent=2, sort_keys=True))
     return 0
 
 

@@ -1,5 +1,5 @@
 """One Pulumi component per framework. They are thin: the framework's planner decides, the
-`k8s` layer builds the objects, and `Experiment` registers them in order.
+`k8s` layer builds the objects, and `ExperimentComponent` registers them in order.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClai
 from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
 from . import planning
+from .experiment.model import Experiment
 from .frameworks import Plan
 from .k8s import jupyter, layout, tensorboard
 from .k8s.context import Context
-from .manifest import Manifest
 from .settings import Settings
 
 # The resource each kind of child is registered as (a PodGroup is a custom resource).
@@ -37,7 +37,7 @@ RESOURCES: dict[str, Callable[..., pulumi.CustomResource]] = {
 }
 
 
-class Experiment(pulumi.ComponentResource):
+class ExperimentComponent(pulumi.ComponentResource):
     """An AIchor experiment as Kubernetes objects: a headless Service and one Indexed Job per
     replica group, created in dependency order. `name` is the experiment name (shortened
     deterministically if Kubernetes host names derived from it would be too long)."""
@@ -55,7 +55,7 @@ class Experiment(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        manifest: Manifest,
+        manifest: Experiment,
         settings: Settings | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -177,7 +177,7 @@ class Experiment(pulumi.ComponentResource):
         return outputs
 
 
-class PyTorchJob(Experiment):
+class PyTorchJob(ExperimentComponent):
     """PyTorch distributed data parallel (Kubeflow PyTorchJob contract): `Master` + `Worker`
     or a single `worker` group; `MASTER_ADDR`/`RANK`/`WORLD_SIZE` and torchrun's `PET_*`."""
 
@@ -185,7 +185,7 @@ class PyTorchJob(Experiment):
     OPERATORS = ("pytorch",)
 
 
-class XGBoostJob(Experiment):
+class XGBoostJob(ExperimentComponent):
     """Distributed XGBoost (Kubeflow XGBoostJob contract): `Master` + `Worker` or a single
     `worker` group; rank 0 hosts the Rabit tracker (`MASTER_*`, `WORKER_*`, `DMLC_*`)."""
 
@@ -193,7 +193,7 @@ class XGBoostJob(Experiment):
     OPERATORS = ("xgboost",)
 
 
-class JaxJob(Experiment):
+class JaxJob(ExperimentComponent):
     """Multi-process JAX: `Worker` × N; each process passes `JAX_COORDINATOR_ADDRESS`,
     `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID` (or AIchor's `JAXOPERATOR_*`) to
     `jax.distributed.initialize()` (README "JAX" says why a call without them cannot work)."""
@@ -202,7 +202,7 @@ class JaxJob(Experiment):
     OPERATORS = ("jax",)
 
 
-class PaddleJob(Experiment):
+class PaddleJob(ExperimentComponent):
     """PaddlePaddle (Kubeflow PaddleJob contract): `Worker` × N (collective) or `Master`
     parameter servers + `Worker` trainers; `python -m paddle.distributed.launch` finds rank 0
     through `PADDLE_MASTER` (`PADDLE_JOB_ID`, `PADDLE_NNODES`, …)."""
@@ -211,7 +211,7 @@ class PaddleJob(Experiment):
     OPERATORS = ("paddle",)
 
 
-class TFJob(Experiment):
+class TFJob(ExperimentComponent):
     """TensorFlow (Kubeflow TFJob contract): `Chief`, `PS`, `Worker`, `Evaluator`, each replica
     with its `TF_CONFIG`; the other replicas end with the chief (or worker 0)."""
 
@@ -219,7 +219,7 @@ class TFJob(Experiment):
     OPERATORS = ("tf",)
 
 
-class MPIJob(Experiment):
+class MPIJob(ExperimentComponent):
     """MPI over SSH (Kubeflow MPI Operator v2 contract): `Worker` replicas run sshd, the
     `Launcher` runs the command (`mpirun …`) with the generated key and the hostfile, once
     every worker accepts SSH; the workers stop when the launcher has ended."""
@@ -228,7 +228,7 @@ class MPIJob(Experiment):
     OPERATORS = ("mpi",)
 
 
-class RayCluster(Experiment):
+class RayCluster(ExperimentComponent):
     """A Ray cluster for one experiment: the head (awaited until its GCS accepts connections),
     the worker pools, then the job that runs the command once every node has joined (or, for
     kuberay and a RayJob, the submitter); head and pools stop when the job ends (a RayJob's
@@ -238,7 +238,7 @@ class RayCluster(Experiment):
     OPERATORS = ("ray", "kuberay")
 
 
-class JobSet(Experiment):
+class JobSet(ExperimentComponent):
     """AIchor's jobset operator: each type is `count` Indexed Jobs `<exp>-<type>-<j>` of
     `completions` pods (`parallelisms` at once), with JobSet's variables (`JOB_INDEX`,
     `JOB_GLOBAL_INDEX`, …); the experiment succeeds when every Job has completed."""
@@ -247,7 +247,7 @@ class JobSet(Experiment):
     OPERATORS = ("jobset",)
 
 
-class BatchJob(Experiment):
+class BatchJob(ExperimentComponent):
     """AIchor's batchjob operator: the `Worker` type as one Indexed Job; each pod sees its
     `JOB_COMPLETION_INDEX`."""
 
@@ -255,7 +255,7 @@ class BatchJob(Experiment):
     OPERATORS = ("batchjob",)
 
 
-COMPONENTS: dict[str, type[Experiment]] = {
+COMPONENTS: dict[str, type[ExperimentComponent]] = {
     op: cls
     for cls in (
         RayCluster,
@@ -272,7 +272,9 @@ COMPONENTS: dict[str, type[Experiment]] = {
 }
 
 
-def export(name: str, manifest: Manifest, settings: Settings | None = None) -> Experiment:
+def export(
+    name: str, manifest: Experiment, settings: Settings | None = None
+) -> ExperimentComponent:
     """The Pulumi program's body (`__main__.py`, `aichor_iac.up`): the experiment's component,
     a warning about what `pulumi destroy` keeps, its outputs as the stack's."""
     component = experiment(name, manifest, settings)
@@ -291,9 +293,9 @@ def export(name: str, manifest: Manifest, settings: Settings | None = None) -> E
 
 def experiment(
     name: str,
-    manifest: Manifest,
+    manifest: Experiment,
     settings: Settings | None = None,
     opts: pulumi.ResourceOptions | None = None,
-) -> Experiment:
+) -> ExperimentComponent:
     """The component for the manifest's operator."""
     return COMPONENTS[manifest.spec.operator](name, manifest, settings, opts)

@@ -15,12 +15,14 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from .experiment import Kept, Origin
+from .doors.kubeflow import UNLIMITED
+from .doors.kuberay import param
+from .experiment.model import Experiment, Spec
+from .experiment.origin import Kept, Origin
+from .experiment.rules import RAY_MANAGED_FLAGS, ray_flag
 from .frameworks import PLANNERS, Names
-from .kubeflow import UNLIMITED
-from .kuberay import param
 from .limits import quantity
-from .manifest import RAY_MANAGED_FLAGS, Manifest, Problem, Spec, ray_flag
+from .problems import Problem
 
 # What of a pod template and of its operator's container a manifest carries over.
 POD_KEYS = {"containers", "nodeSelector", "tolerations", "restartPolicy"}
@@ -34,7 +36,7 @@ class Conversion:
     lost: list[str] = field(default_factory=list)  # "path: what is not carried over"
 
 
-def convert(source: Manifest) -> Conversion:
+def convert(source: Experiment) -> Conversion:
     """The AIchor manifest of a custom resource, or ManifestError when none can run it."""
     spec, origin = source.spec, source.spec.origin
     if origin is None:
@@ -102,7 +104,7 @@ def convert(source: Manifest) -> Conversion:
     return Conversion(manifest, lost)
 
 
-def _ray(source: Manifest) -> Conversion:
+def _ray(source: Experiment) -> Conversion:
     """A RayJob as an `operator: kuberay` manifest: the entrypoint and the head's image, the
     head and each worker group with its resources and `rayStartParams` (those aichor-iac sets
     itself aside); a RayCluster has none (an AIchor experiment ends with its job)."""

@@ -16,8 +16,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
-from . import manifest as manifest_module
-from .manifest import Manifest
+from . import doors
+from .experiment.model import Experiment
 from .settings import Settings
 
 PROJECT = "aichor"
@@ -183,7 +183,7 @@ def run(
 
 
 def expand(
-    manifest: Manifest,
+    manifest: Experiment,
     settings: Settings | None = None,
     stack: str = "dev",
     name: str | None = None,
@@ -197,7 +197,7 @@ def expand(
 
 
 def render(
-    manifest: Manifest | str | Path,
+    manifest: Experiment | str | Path,
     *,
     name: str | None = None,
     namespace: str | None = None,
@@ -205,8 +205,8 @@ def render(
     stack: str = "dev",
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object for the manifest (a model or a path), in creation order."""
-    if not isinstance(manifest, Manifest):
-        manifest = manifest_module.load(manifest)
+    if not isinstance(manifest, Experiment):
+        manifest = doors.load(manifest)
     settings = settings or Settings()
     if namespace:
         settings = settings.updated("namespace", namespace=namespace)

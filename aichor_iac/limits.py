@@ -63,6 +63,17 @@ def is_dns_label(value: str) -> bool:
     return len(value) <= MAX_LABEL and bool(DNS_LABEL.match(value))
 
 
+def dns_label(value: str, limit: int = 63) -> str:
+    """`value`, if it is a DNS label of at most `limit` characters (a name that ends up in
+    host names); else the ValueError that says what one is (a pydantic validator)."""
+    if not DNS_1035.match(value) or len(value) > limit:
+        raise ValueError(
+            f"{value!r} must be a DNS label: lowercase letters, digits and '-', starting with a "
+            f"letter, at most {limit} characters"
+        )
+    return value
+
+
 def is_subdomain(value: str) -> bool:
     return len(value) <= MAX_SUBDOMAIN and bool(DNS_SUBDOMAIN.match(value))
 

@@ -14,9 +14,11 @@ from functools import cached_property
 from typing import Literal
 
 from . import naming
+from .experiment.groups import MAX_JOBS
+from .experiment.model import Experiment, Spec
 from .frameworks import PLANNERS, Group, Names, Plan
 from .frameworks.base import INDEX_VAR
-from .manifest import MAX_JOBS, Manifest, Problem, Spec
+from .problems import Problem
 from .settings import Settings
 
 # Variables every replica gets from aichor-iac whatever the framework.
@@ -85,7 +87,7 @@ def gang(plan: Plan, settings: Settings) -> Gang | None:
 class Blueprint:
     """One experiment, decided: what `k8s` turns into objects and components register."""
 
-    manifest: Manifest
+    manifest: Experiment
     settings: Settings
     names: Names
     plan: Plan
@@ -110,7 +112,7 @@ class Blueprint:
         return self.spec.origin is None
 
 
-def blueprint(manifest: Manifest, settings: Settings | None = None, name: str = "") -> Blueprint:
+def blueprint(manifest: Experiment, settings: Settings | None = None, name: str = "") -> Blueprint:
     """The experiment named `name` (shortened if host names derived from it would not be DNS
     labels), or ManifestError naming each problem with the manifest's file and line."""
     settings = settings or Settings()

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .manifest import Manifest, load
+from .doors import load
+from .experiment.model import Experiment
 from .settings import Settings
 
 PROJECT = "aichor-experiments"  # the Pulumi project of the stacks `up` creates
@@ -32,7 +33,7 @@ class PulumiMissing(RuntimeError):
 
 
 def up(
-    experiment: Manifest | str | Path,
+    experiment: Experiment | str | Path,
     stack: str,
     *,
     settings: Settings | None = None,
@@ -47,7 +48,7 @@ def up(
     from .k8s.context import Context
     from .planning import blueprint
 
-    manifest = experiment if isinstance(experiment, Manifest) else load(experiment)
+    manifest = experiment if isinstance(experiment, Experiment) else load(experiment)
     settings = settings or Settings()
     experiment_name = name or settings.experiment_name or manifest.name or stack
     # ManifestError now, naming every problem, rather than from inside the CLI's run.

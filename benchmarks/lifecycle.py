@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from kube import LocalCluster  # noqa: E402
 
-from aichor_iac import engine, manifest  # noqa: E402
+from aichor_iac import doors, engine  # noqa: E402
 from aichor_iac.settings import Settings  # noqa: E402
 
 FOLLOWERS = 8
@@ -68,7 +68,7 @@ def objects() -> list[dict]:
             "Worker": {"count": FOLLOWERS, "resources": r},
         },
     }
-    return engine.expand(manifest.validate({"spec": spec}), Settings(), name="exp").objects
+    return engine.expand(doors.validate({"spec": spec}), Settings(), name="exp").objects
 
 
 def stamp(text: str, word: str) -> float:

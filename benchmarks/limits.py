@@ -15,9 +15,10 @@ from typing import Any
 
 import yaml
 
-from aichor_iac import limits, manifest, planning
+from aichor_iac import doors, limits, planning
 from aichor_iac.k8s import layout
 from aichor_iac.k8s.context import Context
+from aichor_iac.problems import ManifestError
 
 ROOT = Path(__file__).resolve().parent.parent
 # (example, the type whose count grows, and for Ray the pool)
@@ -47,9 +48,9 @@ def with_count(document: dict[str, Any], role: str, pool: int | None, count: int
 def refusal(document: dict[str, Any]) -> str | None:
     """Why validate refuses the document, or None."""
     try:
-        model = manifest.validate(document)
+        model = doors.validate(document)
         layout.checked(Context(planning.blueprint(model, name=document.get("name", "x"))))
-    except manifest.ManifestError as error:
+    except ManifestError as error:
         return str(error).splitlines()[0]
     return None
 

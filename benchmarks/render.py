@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from aichor_iac import engine, manifest
+from aichor_iac import doors, engine
 
 SIZES = (1, 100, 1000)
 RUNS = 5
@@ -78,7 +78,7 @@ def main() -> None:
         ):
             path = Path(tmp) / f"{framework}-{workers}.yaml"
             path.write_text(yaml.safe_dump(build(workers)))
-            rendering = engine.expand(manifest.load(path))
+            rendering = engine.expand(doors.load(path))
             times = []
             for _ in range(RUNS):
                 start = time.perf_counter()

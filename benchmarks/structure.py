@@ -1,6 +1,7 @@
 """The package's shape, measured (issue 26): modules by size, classes over 150 lines and
-functions over 60, and the import circles between modules (every `import` counts, at any
-level of a module: a function-level import is still a dependency).
+functions over 60, the import circles between modules, and the imports that climb from a floor
+of the house to a higher one (`FLOORS`). Every `import` counts, at any level of a module: a
+function-level import is still a dependency. tests/test_structure.py holds the last two at 0.
 
     python benchmarks/structure.py
 """
@@ -14,6 +15,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "aichor_iac"
 MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 500, 150, 60
+
+# The floors of the house, from the ground up; a module imports its own floor or lower ones.
+# A name is a module or a package (all of its modules).
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("limits", "naming", "problems", "output", "changes"),  # rules and words every floor uses
+    ("experiment", "settings"),  # the neutral experiment and the stack's settings
+    ("reading", "frameworks"),  # reading input below the doors; each framework's plan
+    ("doors", "planning"),  # front doors; the plan of an experiment under its settings
+    ("k8s",),  # Kubernetes objects
+    ("components",),  # thin Pulumi components
+    ("engine", "preview", "convert", "submit", "local"),  # what commands run
+    ("cli", ""),  # the command line, and the package's own API (`aichor_iac`)
+)
 
 
 def module_name(path: Path) -> str:
@@ -75,6 +89,26 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def floor(module: str) -> int:
+    """The floor of a module of the package (the longest name of FLOORS that holds it)."""
+    relative = module.removeprefix("aichor_iac").removeprefix(".")
+    best = max(
+        (
+            name
+            for names in FLOORS
+            for name in names
+            if name == "" or relative == name or relative.startswith(name + ".")
+        ),
+        key=len,
+    )
+    return next(i for i, names in enumerate(FLOORS) if best in names)
+
+
+def climbs(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Each import from a module to one on a higher floor."""
+    return sorted((m, o) for m, others in graph.items() for o in others if floor(o) > floor(m))
+
+
 def long_definitions(path: Path) -> list[tuple[str, str, int]]:
     """(kind, name, lines) of each class over MAX_CLASS and function over MAX_FUNCTION lines."""
     found = []
@@ -105,6 +139,10 @@ def main() -> int:
     print(f"\nimport circles: {len(found)}")
     for group in found:
         print("  " + " <-> ".join(group))
+    upward = climbs(graph)
+    print(f"imports that climb a floor: {len(upward)}")
+    for module, other in upward:
+        print(f"  {module} -> {other}")
     return 0
 
 

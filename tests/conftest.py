@@ -14,8 +14,9 @@ import pytest
 import yaml
 from kube import PRINT_ENV, process_env
 
-from aichor_iac import engine, manifest
+from aichor_iac import doors, engine
 from aichor_iac.k8s import shell
+from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,9 +67,9 @@ def expand(
     data: dict[str, Any] | str | Path, name: str = "exp", **settings: Any
 ) -> engine.Rendering:
     if isinstance(data, dict):
-        model = manifest.parse(yaml.safe_dump(data, sort_keys=False), source="test.yaml")
+        model = doors.parse(yaml.safe_dump(data, sort_keys=False), source="test.yaml")
     else:
-        model = manifest.load(data)
+        model = doors.load(data)
     return engine.expand(model, Settings(**settings), stack="test", name=name)
 
 
@@ -117,7 +118,7 @@ def runnable(path: Path) -> tuple[dict[str, Any], set[str]]:
         try:
             expand(cr)
             return cr, fixes
-        except manifest.ManifestError as error:
+        except ManifestError as error:
             text = str(error)
         for replica in specs(cr).values():
             main = replica["template"]["spec"]["containers"][0]

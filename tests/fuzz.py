@@ -36,9 +36,10 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
-from aichor_iac import engine, limits, manifest, planning
+from aichor_iac import doors, engine, limits, planning
 from aichor_iac.k8s import layout
 from aichor_iac.k8s.context import Context
+from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,10 +273,10 @@ def _alarm(signum: int, frame: Any) -> None:
 def validate(text: str) -> str:
     """'' if `aichor-iac validate` accepts the text, else its error (ManifestError)."""
     try:
-        model = manifest.parse(text, source="fuzz.yaml")
+        model = doors.parse(text, source="fuzz.yaml")
         settings = Settings()
         layout.checked(Context(planning.blueprint(model, settings, "fuzz")))
-    except manifest.ManifestError as error:
+    except ManifestError as error:
         return str(error)
     return ""
 
@@ -283,9 +284,9 @@ def validate(text: str) -> str:
 def render(text: str) -> tuple[str, list[dict[str, Any]]]:
     """What `aichor-iac render` gives: (error, objects)."""
     try:
-        model = manifest.parse(text, source="fuzz.yaml")
+        model = doors.parse(text, source="fuzz.yaml")
         return "", engine.expand(model, Settings(), name="fuzz").objects
-    except manifest.ManifestError as error:
+    except ManifestError as error:
         return str(error), []
 
 

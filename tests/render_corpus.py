@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from aichor_iac import engine, manifest
+from aichor_iac import doors, engine
+from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings, load_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,9 +88,9 @@ def _fuzzed(count: int) -> list[str]:
 def outcome(text: str, settings: Settings, name: str) -> str:
     """Everything the case gives, as canonical JSON text (or its error)."""
     try:
-        model = manifest.parse(text, source="case.yaml")
+        model = doors.parse(text, source="case.yaml")
         rendering = engine.expand(model, settings, name=name)
-    except manifest.ManifestError as error:
+    except ManifestError as error:
         return f"error: {error}"
     resources = [
         {

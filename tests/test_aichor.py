@@ -10,7 +10,8 @@ import yaml
 from conftest import expand, pytorch_manifest, replica_envs
 
 from aichor_iac import cli
-from aichor_iac.manifest import ManifestError, parse
+from aichor_iac.doors import parse
+from aichor_iac.problems import ManifestError
 
 R = {"cpus": 1, "ramRatio": 2}
 HOST = "exp-{job}-{i}.exp.default.svc.cluster.local"

@@ -16,7 +16,7 @@ import yaml
 from conftest import ROOT, expand, replica_envs
 from kube import container_env
 
-from aichor_iac import cli, manifest
+from aichor_iac import cli, doors
 
 MANIFESTS = ROOT / "tests" / "aichor"
 TB = "/aichor/tensorboard"  # TensorBoard without storage: each replica's local log directory
@@ -138,7 +138,7 @@ def test_every_manifest_has_expectations():
 def seen_env(path) -> dict[tuple[str, int], dict[str, str]]:
     """What each replica's command sees: run for real, except Ray's programs (`ray start`),
     whose env is computed as Kubernetes would give it."""
-    data = manifest.load(path)
+    data = doors.load(path)
     if data.spec.operator in ("ray", "kuberay"):
         jobs = [o for o in expand(path).objects if o["kind"] == "Job"]
         return {

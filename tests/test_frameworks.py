@@ -8,8 +8,9 @@ import json
 import pytest
 from conftest import expand, replica_envs, wait_of
 
+from aichor_iac.doors import validate
 from aichor_iac.k8s import lifeline, shell
-from aichor_iac.manifest import ManifestError, validate
+from aichor_iac.problems import ManifestError
 
 R = {"cpus": 2, "ramRatio": 2}
 HOST = "exp-{role}-{i}.exp.default.svc.cluster.local"

@@ -21,20 +21,22 @@ from conftest import ROOT
 from kube import LocalCluster
 
 import aichor_iac
-from aichor_iac import engine, experiment_from_function, limits, manifest
+from aichor_iac import engine, experiment_from_function, limits
+from aichor_iac.experiment import Experiment
+from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
 
 
-def objects(model: manifest.Manifest, **settings: Any) -> list[dict[str, Any]]:
+def objects(model: Experiment, **settings: Any) -> list[dict[str, Any]]:
     return engine.expand(model, Settings(**settings), stack="test", name="exp").objects
 
 
-def program_of(model: manifest.Manifest) -> tuple[str, str]:
+def program_of(model: Experiment) -> tuple[str, str]:
     config_map = model.spec.origin.companions[0]
     return config_map["data"]["main.py"], config_map["data"]["args.json"]
 
 
-def run_program(model: manifest.Manifest, tmp_path: Path) -> dict[str, Any]:
+def run_program(model: Experiment, tmp_path: Path) -> dict[str, Any]:
     """The shipped program run by a fresh Python, its files where the replicas mount them
     (a copy: /aichor/function is the mount point), outside this test's modules."""
     main, args = program_of(model)
@@ -157,7 +159,7 @@ def test_nproc_per_node_uses_torchrun_and_multiplies_the_world() -> None:
 def test_what_cannot_travel_or_run_is_a_clear_error(
     func: Any, options: dict[str, Any], path: str, message: str
 ) -> None:
-    with pytest.raises(manifest.ManifestError) as error:
+    with pytest.raises(ManifestError) as error:
         experiment_from_function(func, **options)
     assert any(p.path == path and message in p.message for p in error.value.problems), str(
         error.value

@@ -77,7 +77,7 @@ def test_a_hostile_manifest_gets_one_clean_error(content, expected, tmp_path, ca
     ],
 )
 def test_stack_config_values_the_api_server_would_refuse(key, value, expected):
-    from aichor_iac.manifest import ManifestError
+    from aichor_iac.problems import ManifestError
     from aichor_iac.settings import from_config
 
     with pytest.raises(ManifestError, match=rf"aichor:{key}: .*{expected}"):
@@ -191,7 +191,7 @@ def test_security_options_from_the_stack_config():
 def test_mpi_workers_cannot_run_sshd_as_a_user(setting):
     from conftest import expand
 
-    from aichor_iac.manifest import ManifestError
+    from aichor_iac.problems import ManifestError
 
     data = {"spec": {"operator": "mpi", "image": "i", "command": "mpirun true", "types": {
         "Launcher": {"resources": {"cpus": 1, "ramRatio": 1}},

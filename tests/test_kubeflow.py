@@ -20,9 +20,10 @@ from conftest import KUBEFLOW_EXAMPLES as EXAMPLES
 from conftest import ROOT, by_name, expand, runnable, specs, wait_of
 from kube import process_env
 
-from aichor_iac import limits, manifest
+from aichor_iac import doors, limits
 from aichor_iac.convert import convert
 from aichor_iac.k8s import shell
+from aichor_iac.problems import ManifestError
 
 PRINT_ENV = ["python3", "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
 # What aichor-iac adds beside the operator: the replica index (Kubernetes sets it too) and,
@@ -417,7 +418,7 @@ def test_a_container_without_command_runs_its_entrypoint() -> None:
     names the field and the fix."""
     job = by_name(expand(pytorchjob(None, 2, command=None)).objects)["Job/exp-worker"]
     assert "command" not in job["spec"]["template"]["spec"]["containers"][0]
-    with pytest.raises(manifest.ManifestError) as error:
+    with pytest.raises(ManifestError) as error:
         expand(pytorchjob(1, 2, command=None))
     assert (
         "test.yaml:19: spec.pytorchReplicaSpecs.Worker.template.spec.containers.0.command: "
@@ -459,7 +460,7 @@ def test_what_cannot_be_honoured_is_a_clear_error(change: dict, message: str) ->
             cr["spec"][key[5:]] = value
         else:
             cr[key] = value
-    with pytest.raises(manifest.ManifestError) as error:
+    with pytest.raises(ManifestError) as error:
         expand(cr)
     assert message in str(error.value)
 
@@ -506,7 +507,7 @@ def test_what_cannot_be_honoured_is_a_clear_error(change: dict, message: str) ->
     ],
 )
 def test_each_kinds_rules(cr: dict, message: str) -> None:
-    with pytest.raises(manifest.ManifestError) as error:
+    with pytest.raises(ManifestError) as error:
         expand(cr)
     assert message in str(error.value)
 
@@ -514,7 +515,7 @@ def test_each_kinds_rules(cr: dict, message: str) -> None:
 def test_the_operators_container_is_required() -> None:
     cr = custom_resource("JAXJob", {"Worker": 2})
     cr["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "main"
-    with pytest.raises(manifest.ManifestError) as error:
+    with pytest.raises(ManifestError) as error:
         expand(cr)
     assert "containers: needs a container named jax" in str(error.value)
 
@@ -694,13 +695,13 @@ def test_convert_gives_a_valid_manifest_or_says_why_not(path: Path) -> None:
     """Every public example converts to a manifest that is valid and renders the same Jobs,
     or is refused with the reason (an entrypoint it cannot know)."""
     cr, _ = runnable(path)
-    resource = manifest.validate(cr, "cr.yaml")
+    resource = doors.validate(cr, "cr.yaml")
     try:
         conversion = convert(resource)
-    except manifest.ManifestError as error:
+    except ManifestError as error:
         assert "the image's entrypoint is not known here" in str(error)
         return
-    converted = manifest.validate(conversion.manifest, "converted.yaml")
+    converted = doors.validate(conversion.manifest, "converted.yaml")
     jobs = [o["metadata"]["name"] for o in expand(cr).objects if o["kind"] == "Job"]
     again = [
         o["metadata"]["name"] for o in expand(conversion.manifest).objects if o["kind"] == "Job"
@@ -732,7 +733,7 @@ def test_convert_carries_resources_placement_env_and_says_what_is_lost() -> None
                 ],
             }
         )
-    conversion = convert(manifest.validate(cr, "cr.yaml"))
+    conversion = convert(doors.validate(cr, "cr.yaml"))
     spec = conversion.manifest["spec"]
     assert spec["command"] == "python3 train.py --lr 0.1"
     assert spec["restartPolicy"] == {"backoffLimit": 2}
@@ -756,7 +757,7 @@ def test_convert_carries_resources_placement_env_and_says_what_is_lost() -> None
     assert "spec.pytorchReplicaSpecs.Worker.template.spec.serviceAccountName" in lost
     assert "containers.0.env.2: NODE from fieldRef" in lost
     assert "PET_NPROC_PER_NODE" not in lost and "restartPolicy: replicas are not restarted" in lost
-    manifest.validate(conversion.manifest)
+    doors.validate(conversion.manifest)
 
 
 def test_convert_on_the_command_line(tmp_path: Path) -> None:
@@ -814,7 +815,7 @@ def test_scheduling_policy_fills_the_gangs_pod_group(scheduler: str, expected: d
     assert plain["spec"] == {"minMember": 3}  # (no policy: every pod, as the operator)
     cr["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 4
     with pytest.raises(
-        manifest.ManifestError, match="minAvailable: is more than the 3 pods of the gang"
+        ManifestError, match="minAvailable: is more than the 3 pods of the gang"
     ):
         expand(cr, gang_scheduler=scheduler)
 
@@ -827,5 +828,5 @@ def test_a_mount_where_the_operator_mounts_its_keys_is_refused() -> None:
         pod = replica["template"]["spec"]
         pod["volumes"] = [{"name": "mine", "emptyDir": {}}]
         pod["containers"][0]["volumeMounts"] = [{"name": "mine", "mountPath": "/root/.ssh"}]
-    with pytest.raises(manifest.ManifestError, match=r"mounts two volumes at '/root/\.ssh'"):
+    with pytest.raises(ManifestError, match=r"mounts two volumes at '/root/\.ssh'"):
         expand(cr)

@@ -21,9 +21,10 @@ import yaml
 from conftest import ROOT, expand
 from kube import LocalCluster
 
-from aichor_iac import limits, manifest
+from aichor_iac import doors, limits
 from aichor_iac.convert import convert
 from aichor_iac.frameworks import base, ray
+from aichor_iac.problems import ManifestError, Problem
 
 SAMPLES = sorted((ROOT / "tests" / "kuberay").glob("*.yaml"))
 HEAD = "exp-head.default.svc.cluster.local"
@@ -351,15 +352,15 @@ def test_config_maps_beside_the_resource_are_created_first(tmp_path: Path) -> No
 def test_documents_beside_the_resource_that_are_refused(
     documents: list[dict[str, Any]], message: str
 ) -> None:
-    with pytest.raises(manifest.ManifestError, match=message.replace(".", r"\.")):
-        manifest.parse(yaml.safe_dump_all([rayjob(), *documents]))
+    with pytest.raises(ManifestError, match=message.replace(".", r"\.")):
+        doors.parse(yaml.safe_dump_all([rayjob(), *documents]))
 
 
 def test_an_aichor_manifest_is_one_document() -> None:
     data = {"kind": "AIchorManifest", "spec": {"operator": "kuberay"}}
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
-    with pytest.raises(manifest.ManifestError, match="holds several YAML documents"):
-        manifest.parse(yaml.safe_dump_all([data, config_map]))
+    with pytest.raises(ManifestError, match="holds several YAML documents"):
+        doors.parse(yaml.safe_dump_all([data, config_map]))
 
 
 def refused(path: str, value: Any, message: str) -> tuple[Any, str, str]:
@@ -416,7 +417,7 @@ CLUSTER = "spec.rayClusterSpec"
 def test_bad_resources(change: Any, path: str, message: str) -> None:
     cr = rayjob()
     change(cr)
-    with pytest.raises(manifest.ManifestError) as error:
+    with pytest.raises(ManifestError) as error:
         expand(cr)
     assert any(p.path == path and message in p.message for p in error.value.problems), str(
         error.value
@@ -482,7 +483,7 @@ def runnable(path: Path, directory: Path) -> tuple[Path, set[str]]:
         try:
             expand(fixed)
             return fixed, fixes
-        except manifest.ManifestError as error:
+        except ManifestError as error:
             problems = error.problems
         for problem in problems:
             fixes.add(_fix(documents, problem))
@@ -490,7 +491,7 @@ def runnable(path: Path, directory: Path) -> tuple[Path, set[str]]:
     raise AssertionError(f"{path.name} still fails: {problems}")
 
 
-def _fix(documents: list[dict[str, Any]], problem: manifest.Problem) -> str:
+def _fix(documents: list[dict[str, Any]], problem: Problem) -> str:
     """Apply the fix a problem's message gives; its name."""
     if "beside the experiment" in problem.message:  # created beside the stack instead
         documents[:] = [
@@ -522,7 +523,7 @@ def test_public_samples_render_valid_objects(path: Path, tmp_path: Path) -> None
     are exactly FIXES; the objects pass the strict schema and the API server's rules, each
     node sees KubeRay's env, each group runs KubeRay's desired replicas."""
     if path.stem == NO_CLUSTER:
-        with pytest.raises(manifest.ManifestError, match=r"spec\.clusterSelector: runs on an"):
+        with pytest.raises(ManifestError, match=r"spec\.clusterSelector: runs on an"):
             expand(path)
         return
     fixed, fixes = runnable(path, tmp_path)
@@ -644,15 +645,15 @@ def test_convert_gives_a_valid_manifest_or_says_why_not(path: Path) -> None:
     """A RayJob converts to an `operator: kuberay` manifest rendering the same Jobs (each
     group with its count), listing what it loses; a RayCluster, or a submitter with its own
     command, is refused with the reason."""
-    resource = manifest.load(path)
+    resource = doors.load(path)
     try:
         conversion = convert(resource)
-    except manifest.ManifestError as error:
+    except ManifestError as error:
         assert resource.spec.origin.kind == "RayCluster" or "submitter runs its own" in str(
             error
         ), str(error)
         return
-    converted = manifest.validate(conversion.manifest, "converted.yaml")
+    converted = doors.validate(conversion.manifest, "converted.yaml")
     assert converted.spec.operator == "kuberay"
     before = {n: j["spec"]["completions"] for n, j in jobs(path).items()}
     after = {n: j["spec"]["completions"] for n, j in jobs(conversion.manifest).items()}
@@ -666,7 +667,7 @@ def test_convert_says_what_a_rayjob_loses() -> None:
     cr = rayjob(runtimeEnvYAML="pip: [x]\n", jobId="id-1")
     params = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]
     params.update({"num-cpus": "0", "port": "6380"})
-    conversion = convert(manifest.validate(cr, "cr.yaml"))
+    conversion = convert(doors.validate(cr, "cr.yaml"))
     assert conversion.manifest["spec"]["command"] == cr["spec"]["entrypoint"]
     assert conversion.manifest["spec"]["types"]["Head"]["rayStartParams"] == {"num-cpus": "0"}
     lost = "\n".join(conversion.lost)

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from aichor_iac import cli, engine, limits, manifest, planning
+from aichor_iac import cli, doors, engine, limits, planning
 from aichor_iac.k8s import layout
 from aichor_iac.k8s.context import Context
+from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings, load_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +23,7 @@ EVERYTHING = Settings(create_namespace=True, gang_scheduler="coscheduling")
 
 
 def children(path: Path, settings: Settings = EVERYTHING) -> list[layout.Child]:
-    blueprint = planning.blueprint(manifest.load(path), settings, path.stem)
+    blueprint = planning.blueprint(doors.load(path), settings, path.stem)
     return layout.children(Context(blueprint), settings.create_namespace)
 
 
@@ -185,7 +186,7 @@ def test_a_path_names_list_items_by_their_name():
 def test_checked_objects_are_the_objects_pulumi_registers(example):
     """`Child.object` (what `limits` checks) is what the provider receives, key for key."""
     settings, stack = load_stack_file(ROOT / "stacks" / f"Pulumi.{example.stem}.yaml")
-    model = manifest.load(example)
+    model = doors.load(example)
     name = settings.experiment_name or model.name or stack
     rendered = engine.expand(model, settings, stack, name).objects
     checked = [c.object for c in children_for(model, settings, name)]
@@ -223,8 +224,8 @@ def test_host_lists_past_what_a_process_or_configmap_holds_are_refused(
     err = capsys.readouterr().err
     assert says in err
     assert f"spec.types.{role}: " in err or "ConfigMap/" in err
-    with pytest.raises(manifest.ManifestError, match="more than"):
-        engine.expand(manifest.load(path), Settings(), name="big")
+    with pytest.raises(ManifestError, match="more than"):
+        engine.expand(doors.load(path), Settings(), name="big")
 
 
 WORKER = "spec:\n  operator: batchjob\n  image: {image}\n  command: c\n  types:\n    Worker:\n      resources:\n        cpus: 1\n        ramRatio: 1\n{more}"
@@ -287,5 +288,5 @@ def test_fine_labels_and_tolerations_pass():
         " {key: k, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]\n"
         "        accelerators: {gpu: {count: 1, product: NVIDIA-A100-SXM4-80GB}}\n"
     )
-    model = manifest.parse(WORKER.format(image="ghcr.io/x/y@sha256:abc", more=more))
+    model = doors.parse(WORKER.format(image="ghcr.io/x/y@sha256:abc", more=more))
     assert limits.check([c.object for c in children_for(model, Settings(), "x")]) == []

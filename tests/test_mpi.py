@@ -16,7 +16,7 @@ import yaml
 from conftest import ROOT, by_name, expand, wait_of
 from kube import LocalCluster, container_env
 
-from aichor_iac import engine, manifest
+from aichor_iac import doors, engine
 from aichor_iac.k8s import shell
 
 EXAMPLE = ROOT / "examples" / "mpi-horovod.yaml"
@@ -44,7 +44,7 @@ def mpi(workers: int = 2, gpus: int = 0, command: str = "mpirun true", **spec: A
 
 
 def test_example_gives_secret_hostfile_workers_and_a_launcher_after_them():
-    rendering = engine.expand(manifest.load(EXAMPLE), name="horovod")
+    rendering = engine.expand(doors.load(EXAMPLE), name="horovod")
     objects = by_name(rendering.objects)
     assert [k for k in objects if k.split("/")[0] in ("Secret", "ConfigMap", "Job")] == [
         "Secret/horovod-secret",

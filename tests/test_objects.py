@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aichor_iac import naming, output, planning
+from aichor_iac.doors import validate
 from aichor_iac.k8s.objects import cpu, gib
 from aichor_iac.limits import DNS_1035 as DNS_LABEL
-from aichor_iac.manifest import validate
 
 KUBERNETES_VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, expand, pytorch_manifest
 
-from aichor_iac import cli, engine, manifest, render
+from aichor_iac import cli, doors, engine, render
 from aichor_iac.settings import CONFIG_KEYS, Settings, load_stack_file
 
 OUTPUTS = [
@@ -196,7 +196,7 @@ def test_a_components_provider_reaches_every_kubernetes_object(option):
 
     from aichor_iac.components import PyTorchJob
 
-    model = manifest.validate(pytorch_manifest(1, 1))
+    model = doors.validate(pytorch_manifest(1, 1))
 
     def program():
         provider = k8s.Provider("team-a", context="team-a")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kube import gang_of
 from pulumi_up import Deadlock, Model, up, waitfor_holds
 
-from aichor_iac import engine, manifest, planning
+from aichor_iac import doors, engine, planning
 from aichor_iac.settings import Settings, load_stack_file
 
 R = {"cpus": 1, "ramRatio": 1}
@@ -58,7 +58,7 @@ def model_of(blueprint: planning.Blueprint) -> Model:
 
 
 def pulumi_up(data: dict, **settings) -> tuple[list[str], planning.Blueprint]:
-    model = manifest.validate(data)
+    model = doors.validate(data)
     chosen = Settings(**settings)
     blueprint = planning.blueprint(model, chosen, "exp")
     rendering = engine.expand(model, chosen, name="exp")
@@ -112,7 +112,7 @@ KUBERAY_SAMPLES = [
 def test_kuberay_samples_finish(path, wait, gang):
     """KubeRay samples under every wait mode: a RayJob's `up` ends, and so does a RayCluster's,
     whose nodes run until destroyed (nothing of it is awaited to complete)."""
-    model = manifest.load(path)
+    model = doors.load(path)
     chosen = Settings(wait=wait, gang_scheduler=gang)
     blueprint = planning.blueprint(model, chosen, "exp")
     order = up(expand(path, wait=wait, gang_scheduler=gang), Model(blueprint.plan, "exp"))
@@ -135,7 +135,7 @@ def test_every_example_finishes_under_every_wait_and_scheduling(path, wait, sche
     """Every example with its stack file (None: its own `aichor:wait`), alone, in either gang
     or queued by Kueue: `pulumi up` creates every object and ends."""
     settings = stack_settings(path, wait, scheduling)
-    model = manifest.load(path)
+    model = doors.load(path)
     name = settings.experiment_name or model.name or path.stem
     blueprint = planning.blueprint(model, settings, name)
     rendering = engine.expand(model, settings, name=name)
@@ -156,8 +156,8 @@ def test_the_jobset_gang_is_what_runs_at_once(scheduling, size, labelled):
     which counts only pods that have not ended, gangs the heavy Job alone and says so."""
     path = ROOT / "examples" / "jobset.yaml"
     settings = stack_settings(path, scheduling=scheduling)
-    blueprint = planning.blueprint(manifest.load(path), settings, "shards")
-    rendering = engine.expand(manifest.load(path), settings, name="shards")
+    blueprint = planning.blueprint(doors.load(path), settings, "shards")
+    rendering = engine.expand(doors.load(path), settings, name="shards")
     (group,) = [r for r in rendering.resources if r.kind == "PodGroup"]
     assert group.inputs["spec"]["minMember"] == size
     gang = {
@@ -264,7 +264,7 @@ def test_a_gated_job_that_has_finished_is_not_awaited_again():
     # `pulumi refresh` marks a running gated Job unfinished (the provider's Job read check);
     # the next `pulumi up` re-awaits it, and an in-place update of a finished stack does too:
     # its waitFor must hold for a finished Job, not wait its timeout for Ready pods.
-    rendering = engine.expand(manifest.validate(data("mpi")), Settings(), name="exp")
+    rendering = engine.expand(doors.validate(data("mpi")), Settings(), name="exp")
     gate = next(r for r in rendering.resources if r.kind == "Job" and "waitFor" in str(r.inputs))
     expression = gate.inputs["metadata"]["annotations"]["pulumi.com/waitFor"]
     assert waitfor_holds(expression, {**gate.inputs, "status": {"succeeded": 2}})
@@ -282,7 +282,7 @@ def test_a_gate_gives_up_when_the_replicas_waiting_for_it_do(timeout, peer_wait,
     if timeout:
         spec["spec"]["timeout"] = f"{timeout}s"
     rendering = engine.expand(
-        manifest.validate(spec), Settings(peer_wait_seconds=peer_wait), name="exp"
+        doors.validate(spec), Settings(peer_wait_seconds=peer_wait), name="exp"
     )
     head = next(r for r in rendering.resources if r.name == "exp-head")
     assert head.options["customTimeouts"] == {"create": f"{expected}s", "update": f"{expected}s"}
@@ -332,7 +332,7 @@ def test_a_gang_larger_than_what_runs_at_once_deadlocks_and_says_why(
     monkeypatch.setattr(planning, "gang", gang)
     path = ROOT / "examples" / "jobset.yaml"
     settings = stack_settings(path, "complete", scheduling)
-    model = manifest.load(path)
+    model = doors.load(path)
     blueprint = planning.blueprint(model, settings, "shards")
     with pytest.raises(Deadlock) as caught:
         up(engine.expand(model, settings, name="shards"), model_of(blueprint))
@@ -367,7 +367,7 @@ def test_any_gang_is_satisfied_by_the_pods_that_exist_at_once(shape, scheduling,
     pod of the experiment runs to its end, `pulumi up` or not waiting for it."""
     operator, types = shape
     spec = {"spec": {"operator": operator, "image": "i", "command": "c", "types": types}}
-    model = manifest.validate(spec)
+    model = doors.validate(spec)
     chosen = Settings(wait=wait, **SCHEDULING[scheduling])
     blueprint = planning.blueprint(model, chosen, "exp")
     rendering = engine.expand(model, chosen, name="exp")

@@ -28,7 +28,7 @@ from kube import LocalCluster
 from pulumi_up import Deadlock, Failed, Live, up
 from test_pulumi_up import SCHEDULING, data, stack_settings
 
-from aichor_iac import engine, manifest, planning
+from aichor_iac import doors, engine, planning
 from aichor_iac.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -71,7 +71,7 @@ while True:
 def rendezvous(spec: dict, name: str, settings: Settings, code: int = 0) -> str:
     """The command that makes the experiment's replicas rendezvous at its entry point, on the
     port its peers wait for (or any free one)."""
-    blueprint = planning.blueprint(manifest.validate(spec), settings, name)
+    blueprint = planning.blueprint(doors.validate(spec), settings, name)
     plan, names = blueprint.plan, blueprint.names
     if plan.independent:  # jobset, batchjob: each pod does its work and ends
         # (for a second: a pod whose command ends before its TensorBoard sidecar has set up
@@ -88,7 +88,7 @@ def rendezvous(spec: dict, name: str, settings: Settings, code: int = 0) -> str:
 def run_up(spec: dict, settings: Settings, name: str = "exp", stall: float = 45) -> list[str]:
     """`pulumi up` of the experiment on the local cluster; every pod must end, and well. A
     Kueue queue admits exactly the pods the experiment runs at once."""
-    model = manifest.validate(spec)
+    model = doors.validate(spec)
     rendering = engine.expand(model, settings, name=name)
     plan = planning.blueprint(model, settings, name).plan
     secret, quota = plan.secret, plan.at_once if settings.kueue_queue else None
@@ -137,7 +137,7 @@ def test_pulumi_up_finishes_on_real_pods(case, wait, scheduling):
     settings = Settings(wait=wait, **SCHEDULING[scheduling])
     spec["spec"]["command"] = rendezvous(spec, "exp", settings)
     order = run_up(spec, settings)
-    plan = planning.blueprint(manifest.validate(spec), settings, "exp").plan
+    plan = planning.blueprint(doors.validate(spec), settings, "exp").plan
     jobs = [o.removeprefix("Job/exp-") for o in order if o.startswith("Job/")]
     assert sorted(jobs) == sorted(g.role for g in plan.groups)
     for group in plan.groups:  # each after the groups the README says it comes after
@@ -158,7 +158,7 @@ def test_every_example_finishes_on_real_pods(path, wait, scheduling):
     needs_sshd(path.stem)
     settings = stack_settings(path, wait, scheduling)
     spec = yaml.safe_load(path.read_text())
-    name = settings.experiment_name or manifest.validate(spec).name or path.stem
+    name = settings.experiment_name or doors.validate(spec).name or path.stem
     spec["spec"]["command"] = rendezvous(spec, name, settings)
     run_up(spec, settings, name)
 
@@ -196,7 +196,7 @@ def test_the_old_order_deadlocks_on_real_pods(case, settings, expected, monkeypa
     spec = data(case)
     chosen = Settings(**settings)
     spec["spec"]["command"] = rendezvous(spec, "exp", chosen)
-    model = manifest.validate(spec)
+    model = doors.validate(spec)
     rendering = engine.expand(model, chosen, name="exp")
     secrets = ssh_keys() if case == "mpi" else {}
     with LocalCluster(rendering.objects, ENV, secrets) as local, pytest.raises(Deadlock) as caught:

@@ -16,7 +16,7 @@ from conftest import ROOT, by_name, expand, wait_of
 from kube import LocalCluster, container_env
 from test_mpi import validate
 
-from aichor_iac import engine, manifest
+from aichor_iac import doors, engine
 from aichor_iac.frameworks import ray as ray_framework
 
 EXAMPLES = {"ray": ROOT / "examples" / "ray.yaml", "kuberay": ROOT / "examples" / "kuberay.yaml"}
@@ -233,7 +233,7 @@ def test_kuberay_submits_to_the_head_and_follows_the_job():
 
 def test_examples_render():
     for operator, path in EXAMPLES.items():
-        rendering = engine.expand(manifest.load(path))
+        rendering = engine.expand(doors.load(path))
         assert rendering.outputs["framework"] == "ray"
         assert rendering.outputs["entryPoint"].endswith("job" if operator == "ray" else "submitter")
 

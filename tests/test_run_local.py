@@ -178,9 +178,9 @@ def test_a_raycluster_never_ends_so_it_is_not_run_locally(monkeypatch: pytest.Mo
 
 
 def local_manifest(path: Path) -> Any:
-    from aichor_iac import manifest
+    from aichor_iac import doors
 
-    return manifest.load(path)
+    return doors.load(path)
 
 
 @real

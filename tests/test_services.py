@@ -13,7 +13,8 @@ import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, expand, pytorch_manifest
 
-from aichor_iac.manifest import ManifestError, json_schema
+from aichor_iac.doors.aichor import json_schema
+from aichor_iac.problems import ManifestError
 
 STORAGE = {
     "sharedVolume": {"mountPoint": "/mnt/shared", "sizeGB": 100, "storageClass": "fast"},

@@ -17,9 +17,9 @@ from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aichor_iac import manifest, planning
+from aichor_iac import doors, planning
 from aichor_iac.frameworks import ray
-from aichor_iac.manifest import ManifestError
+from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings, from_config
 
 SHELLS = [s for s in ("/bin/sh", "/bin/bash") if Path(s).exists()]
@@ -35,7 +35,7 @@ def ray_plan(operator: str = "ray", command: str = "true", **params: object):
     if operator == "ray":
         types["Job"] = {"resources": R}
     data = {"spec": {"operator": operator, "image": "i", "command": command, "types": types}}
-    return planning.blueprint(manifest.validate(data), Settings(), "exp").plan
+    return planning.blueprint(doors.validate(data), Settings(), "exp").plan
 
 
 def program(plan, role: str) -> str:
@@ -91,7 +91,7 @@ def test_a_kuberay_ray_start_param_runs_nothing(value, tail, quoted, tmp_path):
     }
     data = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "exp"}}
     try:
-        model = manifest.validate({**data, "spec": cluster})
+        model = doors.validate({**data, "spec": cluster})
     except ManifestError as error:
         assert not quoted and "rayStartParams.temp-dir" in str(error)
         return

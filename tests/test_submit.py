@@ -15,7 +15,8 @@ import yaml
 from conftest import ROOT
 
 import aichor_iac
-from aichor_iac import components, engine, manifest, submit
+from aichor_iac import components, doors, engine, submit
+from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
 
 FAKE = ROOT / "tests" / "fake_pulumi"
@@ -60,8 +61,8 @@ def test_a_bad_experiment_fails_before_the_cli_is_asked_anything(fake_cli: Path)
     # A problem only the plan and the stack's settings show: a schedulingPolicy without a gang.
     cr = yaml.safe_load((ROOT / "tests" / "kubeflow" / "pytorch-cpu-demo-demo.yaml").read_text())
     cr["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "q"}}
-    with pytest.raises(manifest.ManifestError, match="set aichor:gangScheduler"):
-        aichor_iac.up(manifest.validate(cr), "exp-1")
+    with pytest.raises(ManifestError, match="set aichor:gangScheduler"):
+        aichor_iac.up(doors.validate(cr), "exp-1")
     assert not fake_cli.exists()
 
 
@@ -72,7 +73,7 @@ def test_a_missing_cli_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_the_inline_program_registers_what_the_pulumi_program_does() -> None:
-    model = manifest.load(ROOT / "examples" / "pytorch.yaml")
+    model = doors.load(ROOT / "examples" / "pytorch.yaml")
     settings = Settings()
     inline = engine.run(lambda: components.export("exp", model, settings).outputs, "dev")
     program = engine.expand(model, settings, "dev", "exp")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..manifest import Spec
+from ..experiment.model import Spec
 from . import jax, jobset, mpi, paddle, pytorch, ray, tf, xgboost
 from .base import Endpoint, Env, Group, Names, Plan
 

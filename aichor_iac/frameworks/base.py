@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..manifest import ReplicaType, Types
+from ..experiment.groups import ReplicaType, Types
 
 INDEX_VAR = "JOB_COMPLETION_INDEX"
 

@@ -11,7 +11,7 @@ with GKE's TPU variables (`tpu_env`).
 
 from __future__ import annotations
 
-from ..manifest import Spec
+from ..experiment.model import Spec
 from .base import Endpoint, Env, Names, Plan, Slot, coordinated, ranked, tpu_env, world_size
 
 PORT = 1234

@@ -15,7 +15,8 @@ sees `JOB_COMPLETION_INDEX`.
 
 from __future__ import annotations
 
-from ..manifest import JobSetType, Spec
+from ..experiment.groups import JobSetType
+from ..experiment.model import Spec
 from .base import Env, Group, Names, Plan
 
 

@@ -9,7 +9,7 @@ is created only then, checks each worker itself, and the workers stop once it ha
 
 from __future__ import annotations
 
-from ..manifest import Spec
+from ..experiment.model import Spec
 from .base import Endpoint, Env, File, Group, Mount, Names, Plan
 
 PORT = 22

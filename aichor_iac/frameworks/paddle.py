@@ -13,7 +13,7 @@ In PS mode each pod is one server (`PADDLE_SERVER_NUM=1`) or one trainer
 
 from __future__ import annotations
 
-from ..manifest import Spec
+from ..experiment.model import Spec
 from .base import Endpoint, Env, Names, Plan, Slot, coordinated, ranked, world_size
 
 PORT = 36543

@@ -6,7 +6,7 @@ aliases. Rank 0 is the master (or worker 0); worker i has rank i + 1 beside a ma
 
 from __future__ import annotations
 
-from ..manifest import Spec
+from ..experiment.model import Spec
 from .base import Endpoint, Env, Group, Names, Plan, Slot, coordinated, master_env, ranked
 
 PORT = 23456

@@ -23,9 +23,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ..experiment import Kept
+from ..experiment.groups import RayGroup, ReplicaType
+from ..experiment.model import Spec
+from ..experiment.origin import Kept
+from ..experiment.rules import ray_flag, ray_version
 from ..limits import quantity
-from ..manifest import RayGroup, ReplicaType, Spec, ray_flag, ray_version
 from .base import Endpoint, Env, Group, Names, Plan, expanded, slot_group, slots_of, tpu_env
 
 GCS, DASHBOARD, CLIENT = 6379, 8265, 10001

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..manifest import Spec
+from ..experiment.model import Spec
 from .base import INDEX_VAR, Env, Group, Names, Plan, ranked, world_size
 
 PORT = 2222

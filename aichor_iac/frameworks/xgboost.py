@@ -7,7 +7,7 @@ connect unchanged. `WORKER_ADDRS` lists the `Worker` group's hosts.
 
 from __future__ import annotations
 
-from ..manifest import Spec
+from ..experiment.model import Spec
 from .base import (
     Endpoint,
     Env,

@@ -20,9 +20,9 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
-from ..experiment import Kept
+from ..experiment.model import Spec
+from ..experiment.origin import Kept
 from ..frameworks import Group, Names, Plan
-from ..manifest import Spec
 from ..planning import Blueprint
 from ..settings import Settings
 from . import shell

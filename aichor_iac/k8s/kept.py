@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..experiment import Kept
+from ..experiment.origin import Kept
 from ..frameworks import Group
 from . import shell
 from .context import Context

@@ -15,7 +15,7 @@ from typing import Any
 from pulumi._types import input_type_to_dict, is_input_type
 
 from .. import limits
-from ..manifest import Problem
+from ..problems import Problem
 from . import jupyter, objects, services, tensorboard
 from .context import Context
 

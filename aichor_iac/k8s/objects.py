@@ -42,9 +42,10 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
+from ..experiment.groups import Resources
+from ..experiment.model import Spec
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Mount
-from ..manifest import Resources, Spec
 from ..settings import Settings
 from . import jupyter, kept, shell, tensorboard
 from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_env

@@ -17,11 +17,13 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from . import templates
-from .experiment import Kept, Origin
-from .limits import DNS_1035, INT32, MAX_INDEXED
-from .manifest import Manifest, Model, Problem, Spec
-from .templates import Template
+from ..experiment.groups import Model
+from ..experiment.model import Experiment, Spec
+from ..experiment.origin import Kept, Origin
+from ..limits import DNS_1035, INT32, MAX_INDEXED
+from ..problems import Problem
+from ..reading import podtemplate as templates
+from ..reading.podtemplate import Template
 
 GROUP = "kubeflow.org"
 UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
@@ -235,8 +237,8 @@ class Resource(Model):
 
 def validate(
     data: dict[str, Any], source: str, lines: dict, companions: list[dict[str, Any]]
-) -> Manifest:
-    """The custom resource as a manifest whose spec's `origin` keeps its templates, or
+) -> Experiment:
+    """The custom resource as an experiment whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""
 
     fail = functools.partial(templates.error, source, lines=lines)
@@ -297,10 +299,9 @@ def validate(
         scheduling=spec.run_policy.scheduling_policy,
         companions=config_maps,
     )
-    manifest = _manifest(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
-    manifest.spec._origin = origin
-    manifest._source, manifest._lines = source, lines
-    return manifest
+    experiment = _experiment(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
+    experiment.spec._origin = origin
+    return experiment.read_from(source, lines)
 
 
 def _field(alias: str) -> str:
@@ -442,9 +443,9 @@ def _defaulted(template: dict[str, Any], container: str, kind: Kind) -> dict[str
     return {**template, "spec": {**spec, "containers": containers}}
 
 
-def _manifest(
+def _experiment(
     kind: Kind, name: str, specs: dict[str, ReplicaSpec], kept: dict[str, Kept], run: RunPolicy
-) -> Manifest:
+) -> Experiment:
     """The neutral description: framework, counts and resources (from each operator
     container's requests), policies. Image and command are the first type's, for the record:
     kept templates run their own."""
@@ -462,4 +463,4 @@ def _manifest(
         for t in specs
     }
     spec = spec.model_copy(update={"types": spec.types.model_copy(update=types)})
-    return Manifest(name=name, spec=spec)
+    return Experiment(name=name, spec=spec)

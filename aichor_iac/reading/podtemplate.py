@@ -11,8 +11,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError
 
-from .limits import DNS_SUBDOMAIN, Image, quantity
-from .manifest import Accelerators, Gpu, ManifestError, Problem, Resources, _line_for, _problem
+from ..experiment.groups import Accelerators, Gpu, Resources
+from ..limits import DNS_SUBDOMAIN, Image, quantity
+from ..problems import ManifestError, Problem
+from ..problems import located as at_lines
+from .errors import problem as pydantic_problem
 
 IMAGE = TypeAdapter(Image)
 
@@ -26,16 +29,12 @@ class Metadata(BaseModel):
 
 def error(source: str, problems: list[Problem], lines: dict) -> ManifestError:
     """Every problem of one custom resource, each at its line, in the file's order."""
-    located = [
-        Problem(p.path, p.message, p.line or _line_for(tuple(p.path.split(".")), lines))
-        for p in problems
-    ]
-    return ManifestError(source, sorted(located, key=lambda p: p.line or 0))
+    return ManifestError(source, sorted(at_lines(problems, lines), key=lambda p: p.line or 0))
 
 
 def located(error: Any, root: type[BaseModel], prefix: tuple[str, ...]) -> Problem:
     """A pydantic error of the model `root`, found at `prefix` of the resource."""
-    problem = _problem(error, {}, root=root)
+    problem = pydantic_problem(error, {}, root)
     path = ".".join((*prefix, problem.path)) if problem.path else ".".join(prefix)
     return Problem(path, problem.message)
 

@@ -30,8 +30,10 @@ import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..experiment.model import Experiment
+from ..problems import ManifestError, Problem
 from .kubeflow import KINDS
-from .manifest import Manifest, ManifestError, Problem, validate
+from .router import validate
 
 MOUNT = "/aichor/function"  # where the program and its arguments are mounted
 PACKAGES = "/tmp/aichor-packages"  # where pip installs the packages (any user may write)
@@ -70,7 +72,7 @@ def experiment_from_function(
     pip_index_url: str | None = None,
     env: Mapping[str, str] | None = None,
     args: Mapping[str, Any] | None = None,
-) -> Manifest:
+) -> Experiment:
     """The experiment that runs `func(**args)` once per process of `num_nodes` replicas (per
     GPU with `nproc_per_node`, PyTorch), each with `resources_per_node` (`cpu`, `memory`,
     `gpu`, or any resource name), `env`, and `packages` installed first; or ManifestError

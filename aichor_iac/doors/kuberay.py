@@ -20,11 +20,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from . import templates
-from .experiment import Kept, Origin
-from .limits import DNS_1035, INT32, MAX_INDEXED
-from .manifest import RAY_ROLES, Manifest, Model, Problem, Spec, dns_label
-from .templates import Template
+from ..experiment.groups import RAY_ROLES, Model
+from ..experiment.model import Experiment, Spec
+from ..experiment.origin import Kept, Origin
+from ..limits import DNS_1035, INT32, MAX_INDEXED, dns_label
+from ..problems import Problem
+from ..reading import podtemplate as templates
+from ..reading.podtemplate import Template
 
 API_VERSION = "ray.io/v1"
 KINDS = ("RayJob", "RayCluster")
@@ -171,8 +173,8 @@ JOB_REFUSED = {
 
 def validate(
     data: dict[str, Any], source: str, lines: dict, companions: list[dict[str, Any]]
-) -> Manifest:
-    """The RayJob or RayCluster as a manifest whose spec's `origin` keeps its templates, or
+) -> Experiment:
+    """The RayJob or RayCluster as an experiment whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""
 
     fail = functools.partial(templates.error, source, lines=lines)
@@ -231,10 +233,9 @@ def validate(
         options=_options(cluster, job),
         companions=config_maps,
     )
-    manifest = _manifest(resource.metadata.name, cluster, job, kept)
-    manifest.spec._origin = origin
-    manifest._source, manifest._lines = source, lines
-    return manifest
+    experiment = _experiment(resource.metadata.name, cluster, job, kept)
+    experiment.spec._origin = origin
+    return experiment.read_from(source, lines)
 
 
 def _refused(given: dict[str, Any], refused: dict[str, str], where: str) -> list[Problem]:
@@ -476,9 +477,9 @@ def _options(cluster: RayClusterSpec, job: RayJobSpec | None) -> dict[str, Any]:
     return options
 
 
-def _manifest(
+def _experiment(
     name: str, cluster: RayClusterSpec, job: RayJobSpec | None, kept: dict[str, Kept]
-) -> Manifest:
+) -> Experiment:
     """The neutral description: the head, the worker groups with KubeRay's desired replicas,
     and the resources of each Ray container (for the experiment's totals)."""
     pools = [{"name": g.group_name, "count": g.count} for g in cluster.worker_group_specs]
@@ -501,7 +502,7 @@ def _manifest(
         for pool in spec.types.get("Workers") or []
     ]
     types = spec.types.model_copy(update={"Head": head, "Workers": workers})
-    return Manifest(name=name, spec=spec.model_copy(update={"types": types}))
+    return Experiment(name=name, spec=spec.model_copy(update={"types": types}))
 
 
 def _command(job: RayJobSpec | None, kept: dict[str, Kept]) -> str:

@@ -1,0 +1,81 @@
+"""The one way in: a file or text, its YAML documents, and the door that reads them, picked by
+`apiVersion` (an AIchor manifest has none, or AIchor's own). Each door returns the neutral
+`Experiment`; nothing here knows any door's fields.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..experiment.model import Experiment
+from ..problems import ManifestError, Problem, one_line
+from ..reading import text
+from . import aichor, kubeflow, kuberay
+
+# The API groups of custom resources a file may hold, and the door that reads each.
+CR_DOORS = {"kubeflow.org/": kubeflow, "ray.io/": kuberay}
+CR_GROUPS = tuple(CR_DOORS)
+
+
+def load(path: str | Path) -> Experiment:
+    """The experiment in a file; `-` is standard input (as `kubectl apply -f -` reads it)."""
+    data, source = text.read(path)
+    return parse(data, source=source)
+
+
+def parse(data: str, source: str = "<manifest>") -> Experiment:
+    """The experiment a YAML text describes: one document, or a custom resource with the
+    ConfigMaps its pods mount beside it (KubeRay's samples ship their code so)."""
+    documents = text.documents(data, source)
+    if not documents or not all(isinstance(d.data, dict) for d in documents):
+        raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
+    custom = [i for i, d in enumerate(documents) if _api_version(d.data).startswith(CR_GROUPS)]
+    index = custom[0] if custom else 0
+    others = [i for i, d in enumerate(documents) if i != index and not _companion(d.data)]
+    if len(documents) > 1 and (others or not custom):
+        problems = [Problem("", _beside(documents[i].data), documents[i].line) for i in others]
+        reason = (
+            "holds several YAML documents: give one AIchor manifest, or one custom resource "
+            "(kubeflow.org, ray.io) with the v1 ConfigMaps its pods mount"
+        )
+        which = problems if custom else [Problem("", reason, documents[1].line)]
+        raise ManifestError(source, which)
+    companions = [d.data for i, d in enumerate(documents) if i != index]
+    return validate(documents[index].data, source, documents[index].lines, companions)
+
+
+def validate(
+    data: dict[str, Any],
+    source: str = "<manifest>",
+    lines: dict | None = None,
+    companions: list[dict[str, Any]] | None = None,
+) -> Experiment:
+    """The experiment `data` describes, by its front door: an AIchor manifest, or a Kubeflow
+    or KubeRay custom resource (with `companions`, the ConfigMaps beside it)."""
+    api_version = _api_version(data)
+    for group, door in CR_DOORS.items():
+        if api_version.startswith(group):
+            return door.validate(data, source, lines or {}, companions or [])
+    return aichor.read(data, source, lines or {})
+
+
+def _api_version(document: dict[str, Any]) -> str:
+    return str(document.get("apiVersion", ""))
+
+
+def _beside(document: dict[str, Any]) -> str:
+    """Why a document beside the experiment's is refused."""
+    kind = document.get("kind")
+    what = f"a {kind}" if isinstance(kind, str) else "a document"
+    secret = "; its data would be printed by `render`" if kind == "Secret" else ""
+    return one_line(
+        f"{what} beside the experiment: aichor-iac creates only the v1 ConfigMaps a custom "
+        "resource's pods mount; create it beside the stack (kubectl apply, or a resource of "
+        f"the Pulumi program) and remove it from this file{secret}"
+    )
+
+
+def _companion(document: dict[str, Any]) -> bool:
+    """A document that only stands beside a custom resource: a ConfigMap its pods mount."""
+    return document.get("apiVersion") == "v1" and document.get("kind") == "ConfigMap"

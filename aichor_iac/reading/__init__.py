@@ -1,0 +1,3 @@
+"""Below the doors: reading an input's text into YAML documents with lines (`text`), pydantic
+errors as problems (`errors`), and the pod-template checks the custom-resource doors share
+(`podtemplate`)."""
