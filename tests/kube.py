@@ -12,8 +12,8 @@ from aichor_iac.k8s import shell
 from aichor_iac.local import (  # noqa: F401  (what the tests import from here)
     KUEUE_QUEUE,
     LocalCluster,
-    _container,
     container_env,
+    container_of,
     expand,
     gang_of,
 )
@@ -29,7 +29,7 @@ def run_container(
     """Run the container's command here, with the env Kubernetes would give it, as if every
     peer it waits for were up (its wait is left out: their host names resolve only in a
     cluster, `LocalCluster`)."""
-    main = _container(job["spec"]["template"]["spec"], container)
+    main = container_of(job["spec"]["template"]["spec"], container)
     env = container_env(job, index, container)
     command = [expand(part, env) for part in main["command"] + main.get("args", [])]
     if len(command) > 2 and shell.WAIT_BEGIN in command[2]:

@@ -21,6 +21,8 @@ from kube import LocalCluster
 from rich.console import Console
 
 from aichor_iac import cli, experiment_from_function, local
+from aichor_iac.local import host
+from aichor_iac.local.progress import progress
 
 real = pytest.mark.skipif(not LocalCluster.available(), reason="needs `ip netns` (root)")
 PODS = ("master-0", "worker-0", "worker-1")
@@ -96,7 +98,7 @@ def test_a_function_experiment_runs_locally() -> None:
 def test_the_progress_display_counts_each_jobs_pods_by_state() -> None:
     states = {"e-master-0": "running", "e-worker-0": "init", "e-worker-1": "succeeded"}
     console = Console(width=100, record=True)
-    console.print(cli.progress({**states, "e-worker-10": "failed"}))
+    console.print(progress({**states, "e-worker-10": "failed"}))
     assert [line.split() for line in console.export_text().splitlines()] == [
         ["job", "pending", "init", "running", "succeeded", "failed"],
         ["e-master", "·", "·", "1", "·", "·"],
@@ -119,17 +121,17 @@ def test_what_a_local_run_cannot_do_is_a_clear_error(
     lacks: list[str],
     message: str,
 ) -> None:
-    monkeypatch.setattr(local, "missing", lambda: lacks)
+    monkeypatch.setattr(host, "missing", lambda: lacks)
     assert cli.main(["run", "--local", str(batchjob(tmp_path, 1)), *argv]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_without_root_a_local_run_needs_user_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(local, "_user_namespaces", lambda: False)
-    assert any("root or unprivileged user namespaces" in lack for lack in local.missing())
-    monkeypatch.setattr(local, "_user_namespaces", lambda: True)
-    assert not any("root" in lack for lack in local.missing())
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(host, "_user_namespaces", lambda: False)
+    assert any("root or unprivileged user namespaces" in lack for lack in host.missing())
+    monkeypatch.setattr(host, "_user_namespaces", lambda: True)
+    assert not any("root" in lack for lack in host.missing())
 
 
 @real
@@ -150,7 +152,7 @@ def test_without_root_the_run_happens_in_a_user_namespace_of_its_own(
     # process taken for another user: the pods' namespaces, mounts and processes inside a
     # user namespace (root there), a function's program mounted at /aichor/function in that
     # namespace's own root, the lines, progress and result passed back; nothing left behind.
-    monkeypatch.setattr(local.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     before = {p: set(os.listdir(p)) for p in ("/var/tmp", "/run/netns") if os.path.isdir(p)}
     lines: list[tuple[str, str]] = []
     progress: list[dict[str, str]] = []

@@ -1,0 +1,326 @@
+"""`LocalCluster`: every pod of a rendered experiment as local processes, with the life a pod
+has on a cluster: created by its Job's rules (`jobs`), scheduled (an address, a host name in
+the shared hosts file), its init containers in turn, native sidecars beside its main
+container, then ended (sidecars signalled, processes killed, its names withdrawn)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import containers, volumes
+from .downward import container_env, container_of, expand
+from .host import LocalUnavailable, network_namespaces
+from .jobs import Controllers, gang_of, pod_name
+from .network import Network
+
+
+class LocalCluster:
+    """Run every replica of a rendered experiment as local processes, the way Kubernetes would
+    run its pods: native sidecars (init containers with `restartPolicy: Always`) beside the
+    others, init containers in turn, then the main containers, each with its env and host name.
+
+    Each pod gets a network namespace of its own (`ip netns`, root only) with its own address
+    on a bridge, a private /tmp, and its volumes mounted where the pod spec says (`volumes`).
+    One /etc/hosts, shared by all pods, resolves every pod host and every Service. A pod's
+    names enter that file once it is scheduled (it has an address: the headless Service
+    publishes not-ready addresses) and leave it when its main container has exited, its
+    sidecars have had TERM (then KILL after the grace period) and its processes are killed,
+    as a finished pod leaves the Service's DNS records. Deployment pods run from the start
+    until the cluster is left. The Job controller's `parallelism`, a gang scheduler's
+    `minMember` and Kueue's quota (`kueue_quota` pods; None: any) hold (`jobs.Controllers`).
+    `secrets` gives the values of the generated Secret's keys (they are never rendered).
+
+    `run()` creates every Job at once; `start(job)` creates one, for callers that create them
+    in an order (tests/pulumi_up.py), and `job_status(job)` reports what the Job controller
+    would (`active`, `ready`, `succeeded`, `failed`, `conditions`).
+    """
+
+    GRACE_SECONDS = 30
+    available = staticmethod(network_namespaces)
+
+    def __init__(
+        self,
+        objects: list[dict[str, Any]],
+        env: dict[str, str],
+        secrets: dict[str, str] | None = None,
+        on_line: Callable[[str, str], None] | None = None,
+        workdir: Path | None = None,
+        private: bool = False,
+        kueue_quota: int | None = None,
+    ):
+        self.controllers = Controllers(objects, kueue_quota)
+        self.jobs, self.pods = self.controllers.jobs, self.controllers.pods
+        self.state, self.lock = self.controllers.state, self.controllers.lock
+        self.deployments = [o for o in objects if o["kind"] == "Deployment"]
+        self.services = [o for o in objects if o["kind"] == "Service"]
+        self.env = env
+        self.on_line = on_line  # (pod[/container], line) as each line is printed
+        self.tails: list[threading.Thread] = []  # the threads handing lines to on_line
+        self.workdir = workdir or Path.cwd()  # where commands run (an image's working dir)
+        self.results: dict[str, subprocess.CompletedProcess] = {}
+        # not under /tmp: each pod gets its own /tmp
+        self.root = Path(tempfile.mkdtemp(prefix="aichor-pods-", dir="/var/tmp"))
+        self.servers = [(d, i) for d in self.deployments for i in range(d["spec"]["replicas"])]
+        every = [pod_name(w, i) for w, i in self.servers + self.pods]
+        self.network = Network(self.root, every, private)
+        self.ips = self.network.ips
+        config = {
+            o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"
+        }
+        self.secrets = {
+            (o["metadata"]["name"], key): value
+            for o in objects
+            if o["kind"] == "Secret"
+            for key, value in (secrets or {}).items()
+        }
+        self.volumes = volumes.Volumes(self.root, config, self.secrets)
+        self.live = {pod_name(d, i) for d, i in self.servers}  # Job pods: once scheduled
+        self.started: dict[str, list[threading.Thread]] = {}
+        self.closed = False
+        self.made: list[Path] = []
+        self.processes: dict[str, list[subprocess.Popen]] = {pod: [] for pod in self.ips}
+
+    def claim(self, name: str) -> Path:
+        """The directory standing for a PersistentVolumeClaim (it outlives every pod)."""
+        return self.volumes.claim(name)
+
+    def exec(self, pod: str, *command: str) -> subprocess.CompletedProcess:
+        """Run a command in a pod's network namespace (as `kubectl exec` would)."""
+        return self.network.exec(pod, *command)
+
+    def __enter__(self) -> LocalCluster:
+        try:
+            self.made = volumes.mount_points(self.jobs + self.deployments)
+        except LocalUnavailable:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+        self.network.up()
+        for pod in self.ips:
+            (self.root / pod / "tmp").mkdir(parents=True)
+        self._write()
+        for deployment, i in self.servers:
+            threading.Thread(target=self._server, args=(deployment, i), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.closed = True
+        for pod in self.ips:
+            self._kill(pod)
+        for thread in (t for threads in self.started.values() for t in threads):
+            thread.join(10)  # each sees its processes end before their files go
+        self.network.down()
+        shutil.rmtree(self.root, ignore_errors=True)
+        for path in reversed(self.made):
+            path.rmdir()
+
+    def run(
+        self, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
+    ) -> dict[str, subprocess.CompletedProcess]:
+        """Start every Job's replicas at once and return each one's main container result by
+        pod name. `held` keeps a pod pending, as a node still scaling up would, until another
+        pod has printed a line: {pod: (other pod, text)} (bounded by `timeout`)."""
+        for job in self.jobs:
+            self.start(job["metadata"]["name"], timeout, held)
+        self.settle(timeout)
+        return self.results
+
+    def settle(self, timeout: float) -> None:
+        """Wait (at most `timeout` per pod) for every started pod to end, and for every line
+        printed to be handed on."""
+        for threads in list(self.started.values()):
+            for thread in threads:
+                thread.join(timeout)
+        for tail in list(self.tails):
+            tail.join(5)
+
+    def start(
+        self, name: str, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
+    ) -> None:
+        """Create the Job `name`: its pods from now on, as the Job controller makes them."""
+        job = self.controllers.job(name)
+        threads = [
+            threading.Thread(
+                target=self._replica,
+                args=(job, i, (held or {}).get(pod_name(job, i)), timeout),
+                daemon=True,
+            )
+            for i in range(job["spec"]["completions"])
+        ]
+        with self.lock:
+            self.started[name] = threads
+        for thread in threads:
+            thread.start()
+
+    def job_status(self, name: str) -> dict[str, Any]:
+        """The Job's `.status` as the Job controller writes it, Ready from the pods' probes."""
+        return self.controllers.status(name, self.ready)
+
+    def why_pending(self, pod: str) -> str:
+        """Why a pending pod is not running yet, as `kubectl describe` would put it."""
+        return self.controllers.why_pending(pod)
+
+    def ready(self, pod: str) -> bool:
+        """Whether the pod is Ready: its main container runs and its readiness probe (a TCP
+        port, the only kind rendered) accepts a connection from the node."""
+        if self.state.get(pod) != "running":
+            return False
+        job = self.controllers.job_of_pod(pod)
+        probe = job["spec"]["template"]["spec"]["containers"][0].get("readinessProbe")
+        if not probe:
+            return True
+        port = probe["tcpSocket"]["port"]
+        connect = f"import socket; socket.create_connection(('{self.ips[pod]}', {port}), 2)"
+        return self.exec(pod, sys.executable, "-c", connect).returncode == 0
+
+    def _replica(
+        self, job: dict[str, Any], index: int, hold: tuple[str, str] | None, timeout: float
+    ) -> None:
+        """One pod of a Job, from its creation to its end."""
+        deadline = time.monotonic() + timeout
+        while hold and hold[1] not in self._output(hold[0]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not self._until(lambda: self.controllers.admit(job)):  # Kueue: suspended
+            return
+        with self.controllers.slots[job["metadata"]["name"]]:  # the Job controller makes it
+            pod, gang = pod_name(job, index), gang_of(job)
+            with self.lock:
+                self.controllers.created.add(pod)
+            if not self._until(lambda: not gang or self.controllers.gang_holds(gang)):
+                return  # (never scheduled before its gang)
+            with self.lock:  # scheduled: it has an address, the Service publishes it
+                self.state[pod] = "init"
+                self.live.add(pod)
+                self._write()
+            self._run_pod(job, index, pod)
+
+    def _until(self, condition: Callable[[], bool]) -> bool:
+        """Wait for `condition`; False if the cluster is left first."""
+        while not condition():
+            if self.closed:
+                return False
+            time.sleep(0.1)
+        return not self.closed
+
+    def _run_pod(self, job: dict[str, Any], index: int, pod: str) -> None:
+        """A scheduled pod's containers: init containers in turn (native sidecars started
+        beside), then the main one; then its end."""
+        spec = job["spec"]["template"]["spec"]
+        sidecars = []
+        for init in spec.get("initContainers", []):
+            if init.get("restartPolicy") == "Always":
+                sidecars.append(self._start(job, index, init["name"]))
+                continue
+            result = containers.wait(self._start(job, index, init["name"]))
+            if result.returncode != 0:
+                containers.stop(sidecars, self.GRACE_SECONDS)
+                self._finish(pod, result)
+                return
+        main = self._start(job, index, spec["containers"][0]["name"])
+        self.state[pod] = "running"
+        result = containers.wait(main)
+        containers.stop(sidecars, self.GRACE_SECONDS)
+        self._finish(pod, result)
+
+    def _server(self, deployment: dict[str, Any], index: int) -> None:
+        """A Deployment's pod: every container at once, until the cluster is left."""
+        spec = deployment["spec"]["template"]["spec"]
+        for container in spec["containers"]:
+            self._start(deployment, index, container["name"])
+
+    def _output(self, pod: str) -> str:
+        """What a pod's containers have printed so far."""
+        logs = sorted((self.root / pod).glob("*.out"))
+        return "".join(log.read_text(errors="replace") for log in logs)
+
+    def logs(self, pod: str, container: str) -> str:
+        """What one container of a pod has printed (stdout and stderr)."""
+        return "".join(
+            (self.root / pod / f"{container}.{kind}").read_text(errors="replace")
+            for kind in ("out", "err")
+            if (self.root / pod / f"{container}.{kind}").exists()
+        )
+
+    def _start(self, workload: dict[str, Any], index: int, name: str) -> subprocess.Popen:
+        """Container `name` of a workload's pod `index`, started; its lines handed on."""
+        pod = pod_name(workload, index)
+        spec = workload["spec"]["template"]["spec"]
+        main = container_of(spec, name)
+        env = container_env(workload, index, name, self.ips[pod], self.secrets)
+        command = [expand(part, env) for part in main["command"] + main.get("args", [])]
+        mounts = []
+        for mount in main.get("volumeMounts", []):
+            source = self.volumes.source(pod, spec, mount["name"])
+            if source is not None:  # (its mount point was made by volumes.mount_points)
+                mounts.append((str(source), mount["mountPath"], bool(mount.get("readOnly"))))
+        process = containers.launch(
+            self.network.ns(pod),
+            pod,
+            name,
+            command,
+            {**self.env, **env},
+            mounts,
+            main.get("securityContext", {}),
+            self.root,
+            self.workdir,
+        )
+        with self.lock:
+            self.processes[pod].append(process)
+        if self.on_line is not None:
+            prefix = pod if name == spec["containers"][0]["name"] else f"{pod}/{name}"
+            args = (process, prefix, self.on_line)
+            tail = threading.Thread(target=containers.tail, args=args, daemon=True)
+            tail.start()
+            with self.lock:
+                self.tails.append(tail)
+        return process
+
+    def _kill(self, pod: str) -> None:
+        """What the end of a pod's container does: every process of the pod ends."""
+        self.network.kill(pod)
+        for process in self.processes.get(pod, []):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    def _finish(self, pod: str, result: subprocess.CompletedProcess) -> None:
+        self._kill(pod)
+        with self.lock:
+            self.results[pod] = result
+            self.controllers.ended(pod, result.returncode == 0)
+            self.live.discard(pod)
+            self._write()
+
+    def _write(self) -> None:
+        """The hosts file: each scheduled pod's names, and each Service's addresses."""
+        lines = ["127.0.0.1 localhost"]
+        for job, i in self.pods:
+            pod = pod_name(job, i)
+            if pod in self.live:  # (the short name: the kubelet's /etc/hosts line of the pod)
+                lines.append(f"{self.ips[pod]} {_fqdn(job, i)} {pod}")
+        for service in self.services:
+            selector = service["spec"].get("selector") or {}
+            metadata = service["metadata"]
+            name = f"{metadata['name']}.{metadata['namespace']}.svc.cluster.local"
+            for workload, i in self.servers + self.pods:
+                labels = dict(workload["spec"]["template"]["metadata"]["labels"])
+                if workload["kind"] == "Job":  # the Job controller labels pods with their index
+                    labels["batch.kubernetes.io/job-completion-index"] = str(i)
+                if pod_name(workload, i) in self.live and selector.items() <= labels.items():
+                    lines.append(f"{self.ips[pod_name(workload, i)]} {name}")
+                    if service["spec"].get("clusterIP") != "None":
+                        break  # a ClusterIP: one address, as kube-proxy's virtual IP
+        self.network.hosts(lines)
+
+
+def _fqdn(job: dict[str, Any], index: int) -> str:
+    spec = job["spec"]["template"]["spec"]
+    namespace = job["metadata"]["namespace"]
+    return f"{pod_name(job, index)}.{spec['subdomain']}.{namespace}.svc.cluster.local"

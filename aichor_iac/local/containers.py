@@ -1,0 +1,165 @@
+"""A container as local processes: its command in the pod's network namespace, with a host
+name, PID namespace, /tmp and working directory of its own, its volumes bind-mounted and its
+security context's privileges dropped; its output in files as it is printed; the kubelet's
+signals at its end."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from shlex import quote as q
+from typing import Any
+
+# `unshare` waits for the container's first process and exits as it did; if `unshare` is
+# killed, so is the container.
+CONTAINER = ["unshare", "--uts", "--pid", "--fork", "--mount-proc", "--kill-child=KILL"]
+
+Mount = tuple[str, str, bool]  # (source, target, read-only)
+
+
+def launch(
+    ns: str,
+    pod: str,
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    mounts: list[Mount],
+    security: dict[str, Any],
+    root: Path,
+    workdir: Path,
+) -> subprocess.Popen:
+    """Start container `name` of `pod` (whose files are under `root / pod`); its output
+    goes to `<name>.out` and `<name>.err` there as it is printed."""
+    private = root / pod / "tmp"
+    # What the test itself runs from (a checkout or virtualenv under /tmp) stays visible
+    # in the pod's private /tmp, as an image's own files would be.
+    tmp = [(f"/tmp/{top}", str(private / top), False) for top in _under_tmp(workdir)]
+    tmp += [(str(private), "/tmp", False)]
+    # A host name of its own (a UTS namespace), as a pod has: gethostname() is the pod's;
+    # processes of its own (a PID namespace, as a container has): `ps`, `pkill` or
+    # `ray stop` see this container's alone, and its command is its first process; the
+    # working directory as its image's copy (an overlay: what it writes stays its own).
+    own = _own_copy(root / pod / "image" / name, workdir)
+    setup = f"hostname {pod} && {_binds(tmp)} && {own} && {_binds(mounts)}"
+    argv = ["ip", "netns", "exec", ns, *CONTAINER]
+    argv += ["/bin/sh", "-c", f'{setup} && exec "$@"']
+    argv += ["pod", *_privileges(security), *command]
+    out, err = (root / pod / f"{name}.{kind}" for kind in ("out", "err"))
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, cwd=workdir)
+    process.paths = (out, err)  # type: ignore[attr-defined]
+    return process
+
+
+def _own_copy(own: Path, workdir: Path) -> str:
+    """Shell that lays an overlay (its layers under `own`) over the working directory, so
+    that the container reads the manifest's directory (the image built from it) and keeps
+    what it writes to itself, as each container on a cluster has its own copy of its image;
+    then goes there. Where no overlay can be made, the directory is shared (and it says so)."""
+    shared = "aichor: the working directory is shared with the other pods (no overlay)"
+    if workdir.resolve() == Path("/"):
+        return f"echo {q(shared)} >&2 && cd /"
+    # (`own` has no comma or colon: safe in -o)
+    lower, upper, work = (q(str(own / part)) for part in ("lower", "upper", "work"))
+    options = q(f"lowerdir={own / 'lower'},upperdir={own / 'upper'},workdir={own / 'work'}")
+    overlay = (
+        f"mkdir -p {lower} {upper} {work} && mount --bind {q(str(workdir))} {lower} && "
+        f"mount -t overlay overlay -o {options} {q(str(workdir))}"
+    )
+    return f"{{ {overlay} || echo {q(shared)} >&2; }} && cd {q(str(workdir))}"
+
+
+def _binds(mounts: list[Mount]) -> str:
+    """Shell that bind-mounts each (source, target, read-only) in turn."""
+    return " && ".join(
+        [
+            f"mkdir -p {q(target)} && mount --rbind {q(source)} {q(target)}"
+            + (f" && mount -o remount,bind,ro {q(target)}" if read_only else "")
+            for source, target, read_only in mounts
+        ]
+        or ["true"]
+    )
+
+
+def _under_tmp(workdir: Path) -> list[str]:
+    """The top folders under /tmp that the pods need to see (a pod's /tmp is its own): the
+    working directory and this process's Python, as an image holds its own files."""
+    paths = [workdir, Path.cwd(), Path(sys.prefix), Path(sys.executable).resolve()]
+    parts = [q.resolve().parts for q in paths]
+    return sorted({p[2] for p in parts if p[:2] == ("/", "tmp") and len(p) > 2})
+
+
+def _privileges(security: dict[str, Any]) -> list[str]:
+    """What the container runtime does with a security context: capabilities outside
+    `add` are dropped (from the bounding set, so root has them no more) and, without
+    privilege escalation, no_new_privs is set. Needs util-linux's setpriv."""
+    capabilities = security.get("capabilities", {})
+    if capabilities.get("drop") != ["ALL"] or not shutil.which("setpriv"):
+        return []
+    keep = "".join(f",+{c.lower()}" for c in capabilities.get("add", []))
+    command = ["setpriv", f"--bounding-set=-all{keep}", f"--inh-caps=-all{keep}"]
+    if security.get("allowPrivilegeEscalation") is False:
+        command.append("--no-new-privs")
+    return command
+
+
+def wait(process: subprocess.Popen) -> subprocess.CompletedProcess:
+    """A container's end, however long it runs (leaving the cluster kills what still
+    runs: the caller's timeout bounds a run)."""
+    process.wait()
+    out, err = process.paths  # type: ignore[attr-defined]
+    # (gone when the cluster was left while this pod still ran)
+    text = [f.read_text(errors="replace") if f.exists() else "" for f in (out, err)]
+    return subprocess.CompletedProcess(process.args, process.returncode, *text)
+
+
+def stop(sidecars: list[subprocess.Popen], grace: float) -> None:
+    """What the kubelet does to native sidecars once the main container has ended: TERM
+    to each container's first process, KILL after the grace period."""
+    for process in sidecars:
+        _signal_init(process, signal.SIGTERM)
+    for process in sidecars:
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            _signal_init(process, signal.SIGKILL)
+            process.wait()
+
+
+def _signal_init(process: subprocess.Popen, number: int) -> None:
+    """Signal a container's first process (the child of its `unshare`), as the kubelet does;
+    being the first process of its PID namespace, it ignores TERM unless it handles it."""
+    with contextlib.suppress(OSError, ValueError):
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        os.kill(int(children[0]), number)
+
+
+def tail(process: subprocess.Popen, prefix: str, on_line: Callable[[str, str], None]) -> None:
+    """Hand each line a container prints to `on_line` as it comes (both streams)."""
+    offsets, partial = [0, 0], ["", ""]
+    while True:
+        ended = process.poll() is not None
+        for k, path in enumerate(process.paths):  # type: ignore[attr-defined]
+            try:
+                with path.open("rb") as stream:
+                    stream.seek(offsets[k])
+                    data = stream.read()
+            except FileNotFoundError:  # the cluster was left
+                return
+            offsets[k] += len(data)
+            *lines, partial[k] = (partial[k] + data.decode(errors="replace")).split("\n")
+            for line in lines + ([partial[k]] if ended and partial[k] else []):
+                try:
+                    on_line(prefix, line)
+                except OSError:  # where lines go is gone (a closed pipe): stop handing
+                    return
+        if ended:
+            return
+        time.sleep(0.1)

@@ -1,0 +1,91 @@
+"""What Kubernetes does with a container of a pod template on the way to running it: the
+downward API's values, Secret references, and `$(VAR)` expansion of env values and commands."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def expand(text: str, mapping: dict[str, str]) -> str:
+    """Kubernetes' expansion (k8s.io/kubernetes third_party/forked/golang/expansion): `$(VAR)`
+    becomes the value of an earlier variable, `$$` becomes `$`, anything else stays."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = text.find(")", i + 2)
+                if end != -1:
+                    name = text[i + 2 : end]
+                    out.append(mapping.get(name, f"$({name})"))
+                    i = end + 1
+                    continue
+            out.append("$" + nxt)
+            i += 2
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def container_env(
+    job: dict[str, Any],
+    index: int,
+    container: str | None = None,
+    pod_ip: str | None = None,
+    secrets: dict[tuple[str, str], str] | None = None,
+) -> dict[str, str]:
+    """The env Kubernetes gives a container of pod `index` of an Indexed Job; `secrets` holds
+    the values of (Secret name, key) references."""
+    main = container_of(job["spec"]["template"]["spec"], container)
+    env: dict[str, str] = {}
+    for entry in main.get("env", []):
+        if "valueFrom" in entry:
+            env[entry["name"]] = _value_from(entry, job, index, pod_ip, secrets)
+        else:
+            env[entry["name"]] = expand(entry.get("value", ""), env)
+    env.setdefault("JOB_COMPLETION_INDEX", str(index))  # the Job controller adds it otherwise
+    env["HOSTNAME"] = f"{job['metadata']['name']}-{index}"  # the pod's host name
+    return env
+
+
+def _value_from(
+    entry: dict[str, Any],
+    job: dict[str, Any],
+    index: int,
+    pod_ip: str | None,
+    secrets: dict[tuple[str, str], str] | None,
+) -> str:
+    """An env entry's `valueFrom`: a field of the pod, or a Secret's key."""
+    source = entry["valueFrom"]
+    if "fieldRef" in source:
+        name = job["metadata"]["name"]
+        return {
+            INDEX_PATH: str(index),
+            "status.podIP": pod_ip or f"10.0.0.{index + 1}",
+            "metadata.namespace": job["metadata"]["namespace"],
+            # the Job controller names pod i `<job>-<i>-<5 random characters>`
+            "metadata.name": f"{name}-{index}-"
+            + hashlib.sha1(f"{name}{index}".encode()).hexdigest()[:5],
+        }[source["fieldRef"]["fieldPath"]]
+    if "secretKeyRef" in source and secrets and _key(source) in secrets:
+        return secrets[_key(source)]
+    return f"<{entry['name']} from {sorted(source)[0]}>"  # (a Secret of the user's: not here)
+
+
+def _key(source: dict[str, Any]) -> tuple[str, str]:
+    """The (Secret name, key) an env value's `secretKeyRef` names."""
+    return source["secretKeyRef"]["name"], source["secretKeyRef"]["key"]
+
+
+def container_of(pod_spec: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """The container (or init container) `name` of a pod spec; None: the first."""
+    containers = pod_spec["containers"] + pod_spec.get("initContainers", [])
+    return next(c for c in containers if name is None or c["name"] == name)

@@ -1,0 +1,60 @@
+"""What this machine must have for a local run (Linux, root or user namespaces, iproute2,
+util-linux), and the refusal when it does not."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+
+class LocalUnavailable(RuntimeError):
+    """This machine cannot run pods locally (what it lacks is the message)."""
+
+
+# A user namespace where this user is root, with mount, network and PID namespaces of its
+# own: the pods' namespaces, mounts and processes live and die inside it.
+UNSHARE = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork"]
+
+
+def missing() -> list[str]:
+    """What this machine lacks for a local run (nothing: it can run one)."""
+    lacks = []
+    if not sys.platform.startswith("linux"):
+        lacks.append("Linux (network namespaces)")
+    elif os.geteuid() != 0 and not _user_namespaces():
+        lacks.append(
+            "root or unprivileged user namespaces, for network namespaces and bind mounts "
+            "(run it with sudo, or allow them: sysctl kernel.unprivileged_userns_clone=1 "
+            "user.max_user_namespaces=15000; on Ubuntu 24.04 also "
+            "kernel.apparmor_restrict_unprivileged_userns=0)"
+        )
+    lacks += [
+        f"`{tool}` ({package})"
+        for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("mount", "mount"))
+        if shutil.which(tool) is None
+    ]
+    return lacks
+
+
+def _user_namespaces() -> bool:
+    try:
+        return subprocess.run([*UNSHARE, "true"], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False
+
+
+def network_namespaces() -> bool:
+    """Whether this process may make network namespaces (root): it makes one and deletes
+    it, named for this call alone (two probes at once, a test process each, must not
+    see each other's as a refusal)."""
+    name = f"aichor-probe-{uuid.uuid4().hex[:12]}"
+    try:
+        made = subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False
+    if made:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return made

@@ -1,0 +1,150 @@
+"""The rules a Job's pods follow on a cluster before and after they run, as bookkeeping (no
+process here): the Job controller (pod `<job>-<index>`, `parallelism` at a time, Complete or
+Failed), a gang scheduler (a pod of a PodGroup is scheduled once `minMember` pods of the
+group exist: coscheduling counts pods that have not ended, Volcano succeeded ones too), and
+Kueue's admission (a Job with a queue-name label waits until its pods at once fit the quota).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+# A Job pod's states: pending → init → running → succeeded | failed.
+STATES = ("pending", "init", "running", "succeeded", "failed")
+
+
+def pod_name(workload: dict[str, Any], index: int) -> str:
+    return f"{workload['metadata']['name']}-{index}"
+
+
+def job_of(pod: str) -> str:
+    """The Job a pod (`<job>-<index>`) belongs to."""
+    return pod.rsplit("-", 1)[0]
+
+
+def gang_of(job: dict[str, Any]) -> str | None:
+    """The PodGroup a Job's pods belong to (coscheduling's label, Volcano's annotation)."""
+    metadata = job["spec"]["template"]["metadata"]
+    return (metadata.get("labels") or {}).get("scheduling.x-k8s.io/pod-group") or (
+        metadata.get("annotations") or {}
+    ).get("scheduling.k8s.io/group-name")
+
+
+def condition(job: dict[str, Any], states: list[str]) -> str | None:
+    """The Job's finished condition (Complete, Failed) from its pods' states, if any."""
+    if states.count("succeeded") == len(states):
+        return "Complete"
+    if states.count("failed") > job["spec"].get("backoffLimit", 6):
+        return "Failed"
+    return None
+
+
+class Controllers:
+    """Where each Job pod stands (`state`), and what the Job controller, the gang scheduler
+    and Kueue let happen next. `lock` guards it: pods move from threads of their own."""
+
+    def __init__(self, objects: list[dict[str, Any]], kueue_quota: int | None = None):
+        self.jobs = [o for o in objects if o["kind"] == "Job"]
+        self.pods = [(job, i) for job in self.jobs for i in range(job["spec"]["completions"])]
+        self.lock = threading.Lock()
+        self.state = {pod_name(job, i): "pending" for job, i in self.pods}
+        self.created: set[str] = set()  # Job pods the Job controller has made
+        # The Job controller keeps at most `parallelism` pods of a Job running at once.
+        self.slots = {
+            job["metadata"]["name"]: threading.BoundedSemaphore(job["spec"]["parallelism"])
+            for job in self.jobs
+        }
+        # PodGroup name -> (minMember, whether succeeded pods count: Volcano's do)
+        self.gangs = {
+            o["metadata"]["name"]: (int(o["spec"]["minMember"]), "volcano" in o["apiVersion"])
+            for o in objects
+            if o["kind"] == "PodGroup"
+        }
+        # Kueue: the Workloads admitted (Job name -> its pods at once) within the quota of
+        # pods (None: any); a finished Job frees its share.
+        self.kueue_quota = kueue_quota
+        self.admitted: dict[str, int] = {}
+
+    def job(self, name: str) -> dict[str, Any]:
+        return next(j for j in self.jobs if j["metadata"]["name"] == name)
+
+    def job_of_pod(self, pod: str) -> dict[str, Any]:
+        return next(j for j, i in self.pods if pod_name(j, i) == pod)
+
+    def states(self, name: str) -> list[str]:
+        job = self.job(name)
+        return [self.state[pod_name(job, i)] for i in range(job["spec"]["completions"])]
+
+    def status(self, name: str, ready: Callable[[str], bool]) -> dict[str, Any]:
+        """The Job's `.status` as the Job controller writes it; `ready(pod)` from its probes."""
+        states = self.states(name)
+        status: dict[str, Any] = {
+            "active": sum(s in ("init", "running") for s in states),
+            "ready": sum(ready(f"{name}-{i}") for i in range(len(states))),
+            "succeeded": states.count("succeeded"),
+            "failed": states.count("failed"),
+        }
+        if ended := condition(self.job(name), states):
+            status["conditions"] = [{"type": ended, "status": "True"}]
+        return {k: v for k, v in status.items() if v}  # the controller omits zero counts
+
+    def admit(self, job: dict[str, Any]) -> bool:
+        """Whether Kueue has admitted the Job (or it is queued nowhere), admitting it if its
+        Workload fits: it counts the Job's pods at once, min(parallelism, completions), as
+        Kueue's `podsCount`."""
+        name, spec = job["metadata"]["name"], job["spec"]
+        if self.admitted_already(job):
+            return True
+        with self.lock:
+            if name not in self.admitted:
+                pods = min(spec["parallelism"], spec["completions"])
+                used = sum(self.admitted.values())
+                if self.kueue_quota is not None and used + pods > self.kueue_quota:
+                    return False
+                self.admitted[name] = pods
+            return True
+
+    def admitted_already(self, job: dict[str, Any]) -> bool:
+        """Whether the Job is queued nowhere, or Kueue has admitted it already."""
+        labels = job["metadata"].get("labels") or {}
+        return KUEUE_QUEUE not in labels or job["metadata"]["name"] in self.admitted
+
+    def gang_holds(self, gang: str) -> bool:
+        """Whether the gang scheduler schedules the gang's pods: `minMember` of them exist."""
+        return self.gang_count(gang) >= self.gangs[gang][0]
+
+    def gang_count(self, gang: str) -> int:
+        """The gang's pods that count towards `minMember`: made by the Job controller and, as
+        the coscheduling plugin sees them, not ended (kube-scheduler's pod informer leaves
+        Succeeded and Failed pods out); Volcano counts succeeded ones too."""
+        ended = ("failed",) if self.gangs[gang][1] else ("succeeded", "failed")
+        with self.lock:
+            members = [
+                pod
+                for job, i in self.pods
+                if gang_of(job) == gang and (pod := pod_name(job, i)) in self.created
+            ]
+            return sum(self.state[pod] not in ended for pod in members)
+
+    def why_pending(self, pod: str) -> str:
+        """Why a pending pod is not running yet, as `kubectl describe` would put it."""
+        job = self.job_of_pod(pod)
+        if not self.admitted_already(job):
+            return "its Job is suspended until Kueue admits it"
+        if pod not in self.created:
+            return f"not created: the Job runs {job['spec']['parallelism']} pods at a time"
+        gang = gang_of(job)
+        if gang and not self.gang_holds(gang):
+            size = self.gangs[gang][0]
+            return f"unschedulable: PodGroup {gang} has {self.gang_count(gang)} of {size} pods"
+        return "scheduled"
+
+    def ended(self, pod: str, succeeded: bool) -> None:
+        """A pod's end (under `lock`): its state, and its Job's Workload freed once done."""
+        self.state[pod] = "succeeded" if succeeded else "failed"
+        job = job_of(pod)
+        if job in self.admitted and condition(self.job(job), self.states(job)):
+            del self.admitted[job]

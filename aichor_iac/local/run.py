@@ -1,0 +1,292 @@
+"""A local run of an experiment (`aichor-iac run --local`): render it, run its pods on a
+`LocalCluster` (as root here, else in a user namespace of the run's own), and decide its
+result as the cluster would: done once the Jobs its success needs have succeeded, failed at
+the first failure of one of those or of a pod the others wait for."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from . import host
+from .cluster import LocalCluster
+from .host import UNSHARE, LocalUnavailable
+from .jobs import job_of
+
+
+def run_experiment(
+    manifest: Any,
+    settings: Any = None,
+    *,
+    name: str | None = None,
+    replicas: int | None = None,
+    timeout: float = 3600,
+    on_line: Callable[[str, str], None] | None = None,
+    on_progress: Callable[[dict[str, str]], None] | None = None,
+) -> int:
+    """Run every replica of the experiment (a manifest, custom resource or function's) as
+    local processes, with the env, host names, ordering, waiting and following they would
+    have on the cluster; `replicas` caps each group's count and masks GPUs off. The exit
+    status: 0 once every Job the experiment's success needs has succeeded, else the first
+    failure's. Commands run in the manifest's directory (AIchor builds the image from the
+    repository it is in), else here. As root, the pods' namespaces are made in this
+    machine's; otherwise in a user namespace of the run's own. LocalUnavailable when this
+    machine cannot (what it lacks). `on_line(pod, line)` gets each line as it is printed,
+    `on_progress(states)` each pod's state (pending, init, running, succeeded, failed)
+    whenever one changes."""
+    from .. import engine, planning
+    from ..settings import Settings
+
+    if lacks := host.missing():
+        raise LocalUnavailable("a local run needs " + ", ".join(lacks))
+    settings = settings or Settings()
+    if replicas is not None:
+        manifest = _capped(manifest, replicas)
+    experiment = name or settings.experiment_name or manifest.name or "local"
+    plan = planning.blueprint(manifest, settings, experiment).plan
+    if plan.endless:
+        raise LocalUnavailable(
+            "a RayCluster runs until destroyed: run a RayJob (or a manifest) locally"
+        )
+    objects = engine.render(manifest, settings=settings, name=experiment)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
+    if replicas is not None and glob.glob("/dev/nvidia[0-9]*"):
+        # A smoke test: no process takes a GPU of this machine. (Only where there are any:
+        # Paddle's launcher takes any CUDA_VISIBLE_DEVICES for a GPU job.)
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    secret = next((o for o in objects if o["kind"] == "Secret"), None)
+    source = Path(manifest.source)
+    run = Run(
+        objects=objects,
+        env=env,
+        secrets=_secret_values(list((secret or {}).get("stringData", {}))),
+        workdir=str(source.parent if source.is_file() else Path.cwd()),  # as AIchor's image
+        needed=sorted(f"{experiment}-{role}" for role in plan.completes),
+        # The pods others wait to be up (a Ray head, MPI's workers) decide too: their failure
+        # leaves the rest waiting, on a cluster up to aichor:peerWaitSeconds.
+        gates=sorted(f"{experiment}-{g.role}" for g in plan.groups if g.gates),
+        count=sum(g.count for g in plan.groups if g.role in plan.completes),
+        timeout=timeout,
+    )
+    if os.geteuid() == 0:
+        return run.drive(on_line, on_progress)
+    return _in_user_namespace(run, on_line, on_progress)
+
+
+@dataclasses.dataclass
+class Run:
+    """A rendered experiment to run locally: its objects, the pods' base env, the generated
+    Secret's values, where commands run, which Jobs' pods (`count` of them) must succeed, and
+    which Jobs' failure fails it at once (theirs and the gates')."""
+
+    objects: list[dict[str, Any]]
+    env: dict[str, str]
+    secrets: dict[str, str]
+    workdir: str
+    needed: list[str]
+    gates: list[str]
+    count: int
+    timeout: float
+
+    def drive(
+        self,
+        on_line: Callable[[str, str], None] | None,
+        on_progress: Callable[[dict[str, str]], None] | None,
+        private: bool = False,
+    ) -> int:
+        """Create every Job, wait for the result, leave the cluster; the exit status."""
+        workdir = Path(self.workdir)
+        cluster = LocalCluster(self.objects, self.env, self.secrets, on_line, workdir, private)
+        with _terminated_as_exit(), cluster:
+            for job in cluster.jobs:
+                cluster.start(job["metadata"]["name"], self.timeout)
+            deadline, states = time.monotonic() + self.timeout, {}
+            codes: list[int] = []  # the exit codes of the pods that must succeed
+            failures: list[int] = []  # the deciding pods' failures, in the order they ended
+            deciding = {*self.needed, *self.gates}
+            while time.monotonic() < deadline:  # until the result is known: done, or a failure
+                if on_progress is not None and states != cluster.state:
+                    states = dict(cluster.state)
+                    on_progress(states)
+                results = list(cluster.results.items())
+                codes = [r.returncode for p, r in results if job_of(p) in self.needed]
+                # (a pod runs once here: no Job retries)
+                failures = [
+                    r.returncode for p, r in results if r.returncode and job_of(p) in deciding
+                ]
+                if len(codes) == self.count or failures:
+                    break
+                time.sleep(0.2)
+            if not failures:  # the followers stop by themselves: let them, briefly
+                cluster.settle(timeout=10)
+            if on_progress is not None:
+                on_progress(dict(cluster.state))
+        if failures:  # a signal's death as a shell reports it (128 + the signal)
+            return 128 - failures[0] if failures[0] < 0 else failures[0]
+        return 0 if len(codes) == self.count else 124  # done, or the timeout was reached
+
+
+def _in_user_namespace(
+    run: Run,
+    on_line: Callable[[str, str], None] | None,
+    on_progress: Callable[[dict[str, str]], None] | None,
+) -> int:
+    """Without root: the run in a child process inside a user namespace (`_child`), the
+    rendered experiment on its standard input, its lines and progress back as JSON lines. The
+    child leaving (or being killed) ends every pod with it: they are in its PID namespace."""
+    root = tempfile.mkdtemp(prefix="aichor-root-", dir="/var/tmp")  # the child's own root
+    code = f"from aichor_iac.local.run import _child; _child({root!r})"
+    # --kill-child: a TERM to the child if `unshare` is ended, so that it leaves cleanly
+    argv = [*UNSHARE, "--mount-proc", "--kill-child=TERM", sys.executable, "-c", code]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, root, ignore_errors=True)  # (the mount was the child's)
+        child = stack.enter_context(
+            subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            )
+        )
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(json.dumps(dataclasses.asdict(run)))
+        child.stdin.close()
+        try:
+            for message in child.stdout:
+                kind, *value = json.loads(message)
+                if kind == "line" and on_line is not None:
+                    on_line(*value)
+                elif kind == "progress" and on_progress is not None:
+                    on_progress(*value)
+                elif kind == "unavailable":
+                    raise LocalUnavailable(*value)
+        finally:
+            if child.poll() is None:
+                child.terminate()
+            status = child.wait()
+    return status
+
+
+def _child(root: str) -> None:
+    """The run inside the user namespace (root there): a root directory of its own, so that a
+    volume can be mounted where no directory exists yet (`/aichor/function`), then the run."""
+    run = Run(**json.load(sys.stdin))
+    lock = threading.Lock()
+
+    def send(*message: Any) -> None:
+        with lock:
+            print(json.dumps(message), flush=True)
+
+    _own_root(Path(root))
+    try:
+        status = run.drive(
+            lambda pod, line: send("line", pod, line),
+            lambda states: send("progress", states),
+            private=True,
+        )
+    except LocalUnavailable as error:
+        send("unavailable", str(error))
+        status = 2
+    sys.exit(status)
+
+
+def _own_root(root: Path) -> None:
+    """Change root to a tmpfs holding a bind mount of each entry of `/` (an empty tmpfs at
+    /run, for `ip netns`): this namespace's root may then make directories at the top, where volumes
+    are mounted. The tmpfs is unbindable, so that binding /var (where it is) skips it."""
+    subprocess.run(["mount", "-t", "tmpfs", "aichor-root", root], check=True)
+    subprocess.run(["mount", "--make-unbindable", root], check=True)
+    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+        target = root / entry.name
+        if entry.is_symlink():
+            target.symlink_to(os.readlink(entry.path))
+        elif entry.name == "run":  # (a mount of its own: `ip netns` binds /run/netns)
+            target.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "aichor-run", target], check=True)
+        elif not entry.is_dir():
+            target.touch()
+            subprocess.run(["mount", "--bind", entry.path, target], check=True)
+        else:
+            target.mkdir()
+            subprocess.run(["mount", "--rbind", entry.path, target], check=True)
+    cwd = os.getcwd()
+    os.chroot(root)
+    os.chdir(cwd)
+
+
+@contextlib.contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (a `timeout`, a closed terminal) ends the run as Ctrl-C does: the cluster is
+    left cleanly (its processes killed, its namespaces and mounts removed)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the cleanup is not interrupted again
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _capped(manifest: Any, replicas: int) -> Any:
+    """The experiment with at most `replicas` replicas per group (pool; a jobset type's Jobs
+    and pods per Job) and no GPUs (a Ray node then offers none), nothing else changed."""
+
+    spec = manifest.spec
+
+    def capped(group: Any) -> Any:
+        accelerators = group.resources.accelerators.model_copy(update={"gpu": None})
+        update = {
+            "count": min(group.count, replicas),
+            "resources": group.resources.model_copy(update={"accelerators": accelerators}),
+        }
+        if hasattr(group, "completions"):  # a jobset type: pods per Job too
+            update["completions"] = min(group.completions, replicas)
+            update["parallelisms"] = min(group.parallelisms, update["completions"])
+        return group.model_copy(update=update)
+
+    types = spec.types.model_copy()
+    for type_name, group in spec.types.present().items():
+        value = [capped(g) for g in group] if isinstance(group, list) else capped(group)
+        if type_name in type(types).model_fields:
+            types.__dict__[type_name] = value  # (the models are frozen)
+        else:  # a jobset's own type names are the model's extra fields
+            types.__pydantic_extra__[type_name] = value
+    capped_spec = spec.model_copy(update={"types": types})
+    capped_spec._origin = spec.origin
+    result = manifest.model_copy(update={"spec": capped_spec})
+    return result.read_from(manifest.source, manifest._lines)
+
+
+def _secret_values(keys: list[str]) -> dict[str, str]:
+    """Values for the experiment's generated Secret (Pulumi generates them on a cluster)."""
+    import secrets as random
+
+    values = {key: random.token_hex(24) for key in keys}
+    if "ssh-privatekey" in keys:
+        if shutil.which("ssh-keygen") is None:
+            raise LocalUnavailable("an MPI experiment's key pair needs `ssh-keygen` (openssh)")
+        with tempfile.TemporaryDirectory() as directory:
+            key = Path(directory) / "id"
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
+            )
+            values["ssh-privatekey"] = key.read_text()
+            values["ssh-publickey"] = key.with_suffix(".pub").read_text()
+    return values
