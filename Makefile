@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz clean system-packages
+.PHONY: demo test lint docs bench fuzz clean system-packages
 
 # Real MPI runs in the tests need Debian's OpenMPI and OpenSSH server: installed when this
 # runs as root with apt-get (CI), otherwise those tests skip and say why.
@@ -52,15 +52,21 @@ test: $(STAMP) lint system-packages
 	$(BIN)/python -m pytest -n 2 -m "not exclusive"
 	$(BIN)/python -m pytest -m exclusive
 
+# The documentation site into site/, strictly: a broken link, anchor or API reference fails
+# (tests/test_docs.py runs the same build).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/limits.py
 	$(BIN)/python benchmarks/lifecycle.py
 	$(BIN)/python benchmarks/structure.py
+	$(BIN)/python benchmarks/validate.py
 
 # 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)
 	$(BIN)/python tests/fuzz.py 100000
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .ruff_cache
+	rm -rf $(VENV) out site .pytest_cache .ruff_cache

@@ -17,7 +17,6 @@ import shutil
 import sys
 import textwrap
 import threading
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 
 from . import doors, output, planning
 from .experiment.model import Experiment
@@ -96,7 +94,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line; the README's CLI section is its `--help` (a test compares them)."""
+    """The command line; docs/cli.md shows its `--help` (a test compares them)."""
     main_parser = argparse.ArgumentParser(
         prog="aichor-iac",
         description="Expand an AIchor manifest into Kubernetes objects offline, exactly as the "
@@ -109,7 +107,7 @@ def parser() -> argparse.ArgumentParser:
         "--print-completion",
         choices=("bash", "zsh", "tcsh"),
         action=_Completion,
-        help="print a shell completion script (README: Shell completion)",
+        help="print a shell completion script (docs: The offline CLI)",
     )
     commands = main_parser.add_subparsers(required=True, metavar="COMMAND", title="commands")
     common = argparse.ArgumentParser(add_help=False)
@@ -233,7 +231,7 @@ class _Completion(argparse.Action):
 
 class _Formatter(argparse.HelpFormatter):
     """Paragraphs wrapped, indented lines (the examples) kept as written; at most 100
-    columns, so that `--help` reads the same in the README as on a terminal."""
+    columns, so that `--help` reads the same in the docs as on a terminal."""
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=min(shutil.get_terminal_size().columns, 100))
@@ -486,6 +484,7 @@ def _run(args: argparse.Namespace) -> int:
     comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
     and one for the result."""
     from .local import LocalUnavailable, run_experiment
+    from .local.progress import progress
 
     inputs = _inputs(args)
     if args.replicas is not None and args.replicas < 1:
@@ -532,24 +531,6 @@ def _run(args: argparse.Namespace) -> int:
     return status
 
 
-STATES = ("pending", "init", "running", "succeeded", "failed")
-
-
-def progress(states: dict[str, str]) -> Table:
-    """A local run's pods by Job and state (`kubectl get jobs` with the pods' phases)."""
-    from .local import job_of
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("job", *STATES):
-        table.add_column(column, justify="left" if column == "job" else "right")
-    jobs: dict[str, Counter[str]] = {}
-    for pod, state in states.items():
-        jobs.setdefault(job_of(pod), Counter())[state] += 1
-    for job, counts in jobs.items():
-        table.add_row(job, *(str(counts[state]) if counts[state] else "·" for state in STATES))
-    return table
-
-
 def _convert(args: argparse.Namespace) -> int:
     """The AIchor manifest of a custom resource (checked as any manifest is), with what it
     does not carry over as comments above it."""
@@ -581,7 +562,7 @@ def shipped(name: str) -> Path:
 
 
 def _examples(args: argparse.Namespace) -> int:
-    """The examples the README refers to, from the installed package."""
+    """The examples the docs refer to, from the installed package."""
     directory = shipped("examples")
     available = {p.stem: p for p in sorted(directory.glob("*.yaml"))}
     if args.example is None:

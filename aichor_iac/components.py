@@ -141,7 +141,7 @@ class ExperimentComponent(pulumi.ComponentResource):
         ).result
 
     def _outputs(self, ctx: Context) -> dict[str, Any]:
-        """The stack outputs contract (README "Stack outputs")."""
+        """The stack outputs contract (docs/outputs.md)."""
         names = ctx.names
         entry = names.job(self.plan.entry_point)
         outputs: dict[str, Any] = {
@@ -196,7 +196,8 @@ class XGBoostJob(ExperimentComponent):
 class JaxJob(ExperimentComponent):
     """Multi-process JAX: `Worker` × N; each process passes `JAX_COORDINATOR_ADDRESS`,
     `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID` (or AIchor's `JAXOPERATOR_*`) to
-    `jax.distributed.initialize()` (README "JAX" says why a call without them cannot work)."""
+    `jax.distributed.initialize()` (docs/frameworks/jax.md: why a call without them cannot
+    work)."""
 
     TYPE = "aichor:index:JaxJob"
     OPERATORS = ("jax",)

@@ -341,5 +341,6 @@ def _env_contract(spec: Spec) -> list[str]:
     if gone := sorted(before - after):
         lost.append(f"env: the replicas no longer see {', '.join(gone)} (the operator's)")
     if new := sorted(after - before):
-        lost.append(f"env: the replicas see AIchor's {', '.join(new)} instead (README)")
+        where = "docs: Coming from Kubeflow v1"
+        lost.append(f"env: the replicas see AIchor's {', '.join(new)} instead ({where})")
     return lost

@@ -43,7 +43,7 @@ TENSORBOARD_DIR = "/aichor/tensorboard"
 
 @dataclass(frozen=True)
 class TensorboardLogs:
-    """Where an experiment's TensorBoard logs go, and why (README "TensorBoard")."""
+    """Where an experiment's TensorBoard logs go, and why (docs/services.md, TensorBoard)."""
 
     source: Literal["path", "shared", "volume"]
     path: str  # AICHOR_TENSORBOARD_PATH of every replica, and what TensorBoard reads
@@ -52,7 +52,7 @@ class TensorboardLogs:
 
 @dataclass(frozen=True)
 class Gang:
-    """The pods a gang scheduler starts together (README "Gang scheduling").
+    """The pods a gang scheduler starts together (docs/services.md, What a gang is).
 
     A gang is what can run at once, never every pod the experiment will ever run: a Job keeps
     `parallelism` pods at a time, so its share is `Group.at_once` (as Kueue and JobSet count a

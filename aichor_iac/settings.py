@@ -24,14 +24,20 @@ WaitMode = Literal["none", "ready", "complete"]
 GangScheduler = Literal["none", "coscheduling", "volcano"]
 
 
-class Settings(BaseModel):
-    """Everything about an experiment that is not in its manifest."""
-
+class _Concern(BaseModel):
     model_config = ConfigDict(
         extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
     )
 
-    manifest: str | None = Field(None, description="Path to the AIchor manifest (required).")
+
+class Placement(_Concern):
+    """What runs, where: the experiment, its name and namespace, the image's pull Secrets"""
+
+    manifest: str | None = Field(
+        None,
+        description="Path of the experiment's file (an AIchor manifest, a Kubeflow or KubeRay "
+        "custom resource), relative to the Pulumi project (required).",
+    )
     namespace: str = Field("default", description="Namespace of every object.")
     create_namespace: bool = Field(False, description="Create the namespace with the stack.")
     experiment_name: str | None = Field(
@@ -44,6 +50,30 @@ class Settings(BaseModel):
     image_pull_secrets: list[str] = Field(
         default_factory=list, description="Names of existing image pull Secrets."
     )
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        # It names every object and ends up in host names the replicas' scripts look up.
+        return dns_label(value)
+
+    @field_validator("cluster_domain")
+    @classmethod
+    def _cluster_domain(cls, value: str) -> str:
+        # It ends every host name the replicas' scripts look up.
+        if not _subdomain(value):
+            raise ValueError(f"{value!r} is not a DNS domain such as cluster.local")
+        return value
+
+    @field_validator("image_pull_secrets")
+    @classmethod
+    def _secrets(cls, value: list[str]) -> list[str]:
+        return _object_names(value)
+
+
+class Waiting(_Concern):
+    """What `pulumi up` and the replicas wait for, and how long"""
+
     wait: WaitMode = Field(
         "none",
         description="What `pulumi up` waits for: none (objects created), ready (every replica "
@@ -62,14 +92,49 @@ class Settings(BaseModel):
         description="How long pulumi up follows a run under wait: complete when the manifest "
         "gives no timeout.",
     )
+
+
+class Platform(_Concern):
+    """AIchor's platform env: the `AICHOR_*` variables of every replica"""
+
     experiment_id: str | None = Field(None, description="AICHOR_EXPERIMENT_ID for every replica.")
     project_id: str | None = Field(None, description="AICHOR_PROJECT_ID for every replica.")
-    input_path: str | None = Field(None, description="AICHOR_INPUT_PATH for every replica.")
-    output_path: str | None = Field(None, description="AICHOR_OUTPUT_PATH for every replica.")
-    tensorboard_path: str | None = Field(
-        None, description="AICHOR_TENSORBOARD_PATH for every replica."
+    input_path: str | None = Field(
+        None,
+        description="AICHOR_INPUT_PATH for every replica (unset: on the shared volume, if any).",
     )
-    logs_path: str | None = Field(None, description="AICHOR_LOGS_PATH for every replica.")
+    output_path: str | None = Field(
+        None,
+        description="AICHOR_OUTPUT_PATH for every replica (unset: on the shared volume, if any).",
+    )
+    tensorboard_path: str | None = Field(
+        None,
+        description="AICHOR_TENSORBOARD_PATH for every replica (unset: on the shared volume, "
+        "if any).",
+    )
+    logs_path: str | None = Field(
+        None,
+        description="AICHOR_LOGS_PATH for every replica (unset: on the shared volume, if any).",
+    )
+
+    def platform_env(self, defaults: dict[str, str] | None = None) -> dict[str, str]:
+        """The AICHOR_* variables, configured or else from `defaults`, in a fixed order."""
+        defaults = defaults or {}
+        values = {
+            "AICHOR_EXPERIMENT_ID": self.experiment_id,
+            "AICHOR_PROJECT_ID": self.project_id,
+            "AICHOR_INPUT_PATH": self.input_path,
+            "AICHOR_OUTPUT_PATH": self.output_path,
+            "AICHOR_TENSORBOARD_PATH": self.tensorboard_path,
+            "AICHOR_LOGS_PATH": self.logs_path,
+        }
+        values = {k: v if v is not None else defaults.get(k) for k, v in values.items()}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+class Storage(_Concern):
+    """TensorBoard and the volumes the stack keeps"""
+
     tensorboard_image: str = Field(
         "tensorflow/tensorflow:2.16.1",
         description="Image of TensorBoard (needs `tensorboard` and `python3`).",
@@ -86,6 +151,16 @@ class Settings(BaseModel):
     delete_shared_volume: bool = Field(
         False, description="Let `pulumi destroy` delete the shared volume and its data."
     )
+
+    @field_validator("tensorboard_storage_class")
+    @classmethod
+    def _storage_class(cls, value: str | None) -> str | None:
+        return _object_names(value)
+
+
+class Scheduling(_Concern):
+    """Queues, gangs and priorities"""
+
     kueue_queue: LabelValue | None = Field(
         None, description="Kueue LocalQueue: sets kueue.x-k8s.io/queue-name on every Job."
     )
@@ -96,6 +171,16 @@ class Settings(BaseModel):
         None, description="Pod schedulerName (default: the gang scheduler's usual name)."
     )
     priority_class_name: str | None = Field(None, description="PriorityClass of every replica.")
+
+    @field_validator("scheduler_name", "priority_class_name")
+    @classmethod
+    def _names(cls, value: str | None) -> str | None:
+        return _object_names(value)
+
+
+class Network(_Concern):
+    """The experiment's network: isolation, egress, RDMA"""
+
     network_policy: bool | None = Field(
         None,
         description="Isolate the experiment: its pods talk to each other and DNS only "
@@ -117,44 +202,6 @@ class Settings(BaseModel):
         alias="egressCIDRs",
         description="Extra egress the NetworkPolicy allows (CIDRs).",
     )
-    run_as_non_root: bool = Field(
-        False, description="Refuse to start containers that would run as root (runAsNonRoot)."
-    )
-    run_as_user: int | None = Field(
-        None, ge=0, le=INT32, description="UID of every container (default: the image's)."
-    )
-    run_as_group: int | None = Field(
-        None, ge=0, le=INT32, description="GID of every container (default: the image's)."
-    )
-    fs_group: int | None = Field(
-        None, ge=0, le=INT32, description="Group that owns the pods' volumes (fsGroup)."
-    )
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, value: str) -> str:
-        # It names every object and ends up in host names the replicas' scripts look up.
-        return dns_label(value)
-
-    @field_validator("cluster_domain")
-    @classmethod
-    def _cluster_domain(cls, value: str) -> str:
-        # It ends every host name the replicas' scripts look up.
-        if not _subdomain(value):
-            raise ValueError(f"{value!r} is not a DNS domain such as cluster.local")
-        return value
-
-    @field_validator(
-        "scheduler_name", "priority_class_name", "image_pull_secrets", "tensorboard_storage_class"
-    )
-    @classmethod
-    def _object_names(cls, value: str | list[str] | None) -> str | list[str] | None:
-        # Names of objects in the cluster (a scheduler profile, a PriorityClass, Secrets, a
-        # StorageClass).
-        for name in [value] if isinstance(value, str) else value or []:
-            if not _subdomain(name):
-                raise ValueError(f"{name!r} is not a Kubernetes name (a DNS subdomain)")
-        return value
 
     @field_validator("egress_cidrs")
     @classmethod
@@ -179,31 +226,79 @@ class Settings(BaseModel):
                 )
         return value
 
-    def updated(self, source: str = "command line", **changes: Any) -> Settings:
-        """A copy with `changes`, validated as the stack config is (`model_copy` is not)."""
-        data = self.model_dump(by_alias=True)  # aliases: errors name the `aichor:` keys
-        data.update({Settings.model_fields[k].alias or k: v for k, v in changes.items()})
-        return validated(data, source)
-
     def rdma_network(self, device: str) -> str:
         """The network attached for an RDMA device: the configured one, else the device's name
         as a Kubernetes object name."""
         mapped = dict(e.split("=", 1) for e in self.rdma_networks)
         return mapped.get(device, device.lower().replace("_", "-").replace(".", "-"))
 
-    def platform_env(self, defaults: dict[str, str] | None = None) -> dict[str, str]:
-        """The AICHOR_* variables, configured or else from `defaults`, in a fixed order."""
-        defaults = defaults or {}
-        values = {
-            "AICHOR_EXPERIMENT_ID": self.experiment_id,
-            "AICHOR_PROJECT_ID": self.project_id,
-            "AICHOR_INPUT_PATH": self.input_path,
-            "AICHOR_OUTPUT_PATH": self.output_path,
-            "AICHOR_TENSORBOARD_PATH": self.tensorboard_path,
-            "AICHOR_LOGS_PATH": self.logs_path,
-        }
-        values = {k: v if v is not None else defaults.get(k) for k, v in values.items()}
-        return {k: v for k, v in values.items() if v is not None}
+
+class Security(_Concern):
+    """Who the containers run as"""
+
+    run_as_non_root: bool = Field(
+        False, description="Refuse to start containers that would run as root (runAsNonRoot)."
+    )
+    run_as_user: int | None = Field(
+        None,
+        ge=0,
+        le=INT32,
+        description="UID of every container (default: the image's; not for mpi, whose workers' "
+        "sshd runs as root).",
+    )
+    run_as_group: int | None = Field(
+        None, ge=0, le=INT32, description="GID of every container (default: the image's)."
+    )
+    fs_group: int | None = Field(
+        None, ge=0, le=INT32, description="Group that owns the pods' volumes (fsGroup)."
+    )
+
+
+# The concerns in the order of the config reference (pydantic takes the fields of the last
+# base first: Settings lists them in reverse).
+CONCERNS: tuple[type[_Concern], ...] = (
+    Placement,
+    Waiting,
+    Platform,
+    Storage,
+    Scheduling,
+    Network,
+    Security,
+)
+
+
+class Settings(Security, Network, Scheduling, Storage, Platform, Waiting, Placement):
+    """Everything about an experiment that is not in its manifest: the stack's `aichor:*`
+    config, one concern per base class."""
+
+    def updated(self, source: str = "command line", **changes: Any) -> Settings:
+        """A copy with `changes`, validated as the stack config is (`model_copy` is not)."""
+        data = self.model_dump(by_alias=True)  # aliases: errors name the `aichor:` keys
+        data.update({Settings.model_fields[k].alias or k: v for k, v in changes.items()})
+        return validated(data, source)
+
+
+def _object_names(value: str | list[str] | None) -> Any:
+    """Names of objects in the cluster (a scheduler profile, a PriorityClass, Secrets, a
+    StorageClass): each a DNS subdomain."""
+    for name in [value] if isinstance(value, str) else value or []:
+        if not _subdomain(name):
+            raise ValueError(f"{name!r} is not a Kubernetes name (a DNS subdomain)")
+    return value
+
+
+def reference() -> str:
+    """The config reference (docs/config.md): a table per concern, from the fields."""
+    out = []
+    for concern in CONCERNS:
+        out += [f"## {concern.__doc__}", "", "| key | default | meaning |", "|---|---|---|"]
+        for name, field in concern.model_fields.items():
+            default = field.default_factory() if field.default_factory else field.default
+            text = default if isinstance(default, str) else json.dumps(default)
+            shown = "unset" if default is None else f"`{text}`"
+            out.append(f"| `{field.alias or to_camel(name)}` | {shown} | {field.description} |")
+        out.append("")
+    return "\n".join(out)
 
 
 CONFIG_KEYS: tuple[str, ...] = tuple(f.alias or n for n, f in Settings.model_fields.items())

@@ -1,7 +1,7 @@
 """Platform limits: the largest experiment of each framework that `aichor-iac validate` (and so
 `render` and `pulumi up`) accepts, found by bisection on the replica count of each example's
-scaling group, and what refuses the next size. Prints the table of the README's "Limits and
-guarantees"; asserts nothing.
+scaling group, and what refuses the next size. Prints the table of docs/limits.md
+("Limits and guarantees"); asserts nothing.
 
     .venv/bin/python benchmarks/limits.py
 """

@@ -1,9 +1,9 @@
 """The CLI as a shell user meets it (issue 17): argv and standard input → exit status and
 what stdout and stderr say, one row per behaviour, run through the installed entry point;
 then what a row cannot hold: a directory `render -o` rewrites, the preview's layout (golden
-files, plain and coloured), shell completion, and the README's CLI section against `--help`.
+files, plain and coloured), shell completion, and the docs' CLI page against `--help`.
 
-UPDATE_GOLDEN=1 rewrites the golden files and the README's `--help` blocks from the CLI.
+UPDATE_GOLDEN=1 rewrites the golden files and docs/cli.md's `--help` blocks from the CLI.
 """
 
 from __future__ import annotations
@@ -332,11 +332,11 @@ def test_run_local_json_lines(tmp_path):
 HELP_BLOCK = re.compile(r"```text\n\$ (aichor-iac(?: \w+)? --help)\n(.*?)```", re.S)
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="argparse lays help out per version: the README's is 3.11's")
-def test_the_readme_cli_section_is_the_cli_help():
-    """The README shows `aichor-iac --help` and each command's: the same text the CLI prints
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="argparse lays help out per version: the docs' is 3.11's")
+def test_the_docs_cli_page_is_the_cli_help():
+    """docs/cli.md shows `aichor-iac --help` and each command's: the same text the CLI prints
     (100 columns), for every command."""
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "cli.md").read_text()
     environment = {**os.environ, "COLUMNS": "100"}
     shown = {}
     for match in HELP_BLOCK.finditer(readme):
@@ -344,8 +344,8 @@ def test_the_readme_cli_section_is_the_cli_help():
         shown[match[1]] = (match[2], cli(*argv, env=environment).stdout)
     if UPDATE:
         readme = HELP_BLOCK.sub(lambda m: f"```text\n$ {m[1]}\n{shown[m[1]][1]}```", readme)
-        (ROOT / "README.md").write_text(readme)
+        (ROOT / "docs" / "cli.md").write_text(readme)
         shown = {k: (v[1], v[1]) for k, v in shown.items()}
     assert set(shown) == {"aichor-iac --help", *(f"aichor-iac {c} --help" for c in COMMANDS)}
     for command, (in_readme, printed) in shown.items():
-        assert in_readme == printed, f"README's `{command}` differs (UPDATE_GOLDEN=1 rewrites it)"
+        assert in_readme == printed, f"docs/cli.md's `{command}` differs (UPDATE_GOLDEN=1 rewrites it)"

@@ -520,7 +520,7 @@ def test_the_operators_container_is_required() -> None:
     assert "containers: needs a container named jax" in str(error.value)
 
 
-# The examples that need a documented fix (README "Coming from Kubeflow / KubeRay").
+# The examples that need a documented fix (docs/coming-from/kubeflow.md).
 ENTRYPOINT = {"entrypoint"}
 FIXES = {
     "pytorch-elastic-imagenet-imagenet": {"no autoscaler"},
@@ -547,7 +547,7 @@ FIXES = {
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_public_examples_render_valid_objects(path: Path) -> None:
     """Each example renders as it is, or is refused with errors whose documented fixes make
-    it render (`runnable`); the fixes needed are exactly those README lists."""
+    it render (`runnable`); the fixes needed are exactly those the docs list."""
     cr, fixes = runnable(path)
     assert fixes == FIXES.get(path.stem, set())
     objects = expand(cr).objects

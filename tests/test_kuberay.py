@@ -431,7 +431,7 @@ def test_a_null_field_of_a_template_is_absent_as_the_api_server_reads_it() -> No
     assert jobs(cr) == jobs(rayjob())
 
 
-# The documented fix (README) each public sample needs: none for 26 of them; otherwise what
+# The documented fix (docs/coming-from/kuberay.md) each public sample needs: none for 26 of them; otherwise what
 # the first error names, then the next (a field removed, the other documents created beside the
 # stack, a multi-host group as single hosts). One cannot run here: it has no cluster of its own.
 FIXES = {

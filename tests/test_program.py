@@ -49,7 +49,7 @@ def run_program(stack_file: Path, monkeypatch) -> tuple[dict, engine.Rendering]:
     return exports, rendering
 
 
-# Outputs only some frameworks have (README "Stack outputs").
+# Outputs only some frameworks have (docs/outputs.md).
 FRAMEWORK_OUTPUTS = {
     "mpi": ("hostfile", "slots"),
     "ray": ("rayAddress", "dashboard", "dashboardUrl", "expectedNodeCount"),
@@ -190,7 +190,7 @@ def test_main_reports_manifest_problems_without_a_traceback(tmp_path, monkeypatc
 
 @pytest.mark.parametrize("option", ["providers", "provider"])
 def test_a_components_provider_reaches_every_kubernetes_object(option):
-    # What the README's own-program example does: the cluster comes from the provider passed
+    # What the own-program example of the README does: the cluster comes from the provider passed
     # in the component's opts, not from the ambient default provider.
     import pulumi_kubernetes as k8s
 

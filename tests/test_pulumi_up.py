@@ -1,6 +1,6 @@
 """`pulumi up` with the provider's awaits (tests/pulumi_up.py): every framework under every
 wait mode, with and without gang scheduling, and every example with its stack file, finishes,
-in the order the README gives; reintroducing the deadlocks of `wait: complete` and of gang
+in the order docs/how-it-runs.md gives; reintroducing the deadlocks of `wait: complete` and of gang
 scheduling fails with a "deadlock: X waits for Y" message instead of hanging."""
 
 from __future__ import annotations

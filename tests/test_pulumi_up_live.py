@@ -7,7 +7,7 @@ once all exist, host names that resolve only once a pod is scheduled.
 Each replica that runs the user's command runs a miniature rendezvous (`RENDEZVOUS`): the entry
 point listens on the framework's port until every other such replica has said hello, then
 ends; the others say hello and run until the product's follower stops them. `up` must finish,
-in the README's order, with the run's outcome, and the orders that used to deadlock must stop
+in the order docs/how-it-runs.md gives, with the run's outcome, and the orders that used to deadlock must stop
 with "deadlock: X waits for Y".
 """
 
@@ -140,7 +140,7 @@ def test_pulumi_up_finishes_on_real_pods(case, wait, scheduling):
     plan = planning.blueprint(doors.validate(spec), settings, "exp").plan
     jobs = [o.removeprefix("Job/exp-") for o in order if o.startswith("Job/")]
     assert sorted(jobs) == sorted(g.role for g in plan.groups)
-    for group in plan.groups:  # each after the groups the README says it comes after
+    for group in plan.groups:  # each after the groups docs/how-it-runs.md says it comes after
         assert all(jobs.index(role) < jobs.index(group.role) for role in group.after)
 
 
