@@ -1,8 +1,8 @@
 """Stack configuration (`aichor:*` keys of a `Pulumi.<stack>.yaml`), shared by `__main__.py`
 and the offline CLI so both expand a manifest the same way.
 
-`Pulumi.yaml` declares the same keys with type, default and description; `tests/test_settings.py`
-keeps the two in step.
+`Pulumi.yaml` declares the same keys with type, default and description (tests/test_program.py
+keeps the two in step); docs/config.md is generated from the concerns below (`reference()`).
 """
 
 from __future__ import annotations

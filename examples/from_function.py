@@ -2,7 +2,7 @@
 
 Run it (`python examples/from_function.py`) to see the objects it would create; in a Pulumi
 program, `aichor_iac.components.experiment("ddp", experiment())` creates them on the cluster.
-The test suite runs them for real on its local cluster (tests/test_function.py).
+The test suite runs them for real on its local cluster (tests/doors/test_function.py).
 """
 
 from __future__ import annotations

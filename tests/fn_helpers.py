@@ -1,4 +1,4 @@
-"""Training functions for tests/test_function.py, at module level as users write them: they
+"""Training functions for tests/doors/test_function.py, at module level as users write them: they
 use a helper, a class, a constant, an imported module and function of this module."""
 
 from __future__ import annotations

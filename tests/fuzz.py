@@ -12,7 +12,7 @@ many manifests valid) run through what `aichor-iac validate` runs, each classifi
 - `hang`: a case that took more than CASE_SECONDS: always a bug;
 - `injection`: a rendered script holds a user's `$(...)` where the shell would run it
   (outside single quotes), from any field but the command (which is a shell command line and
-  runs as written; tests/test_shell_safety.py runs the scripts): always a bug.
+  runs as written; tests/k8s/test_shell_safety.py runs the scripts): always a bug.
 
 Each case is bounded in time (SIGALRM) and its growth of the process's peak memory is
 measured (`peak MiB` in the table; MAX_CASE_MIB is the bound). `python tests/fuzz.py [CASES]

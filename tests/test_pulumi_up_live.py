@@ -152,7 +152,7 @@ def test_pulumi_up_finishes_on_real_pods(case, wait, scheduling):
 def test_every_example_finishes_on_real_pods(path, wait, scheduling):
     """Every example with its stack file, under every `aichor:wait`, alone, in either gang
     and queued by Kueue. The Ray examples are in the model's table (tests/test_pulumi_up.py)
-    and run for real in tests/test_run_local.py: their nodes run Ray itself, whose start
+    and run for real in tests/local/test_run.py: their nodes run Ray itself, whose start
     (~30 s a case here) the table's 24 cases would add to the suite, and their command is a
     Ray job, which the rendezvous stand-in is not."""
     needs_sshd(path.stem)

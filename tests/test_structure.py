@@ -41,3 +41,12 @@ def test_every_module_has_its_floor():
     assert floors["aichor_iac.frameworks.pytorch"] < floors["aichor_iac.k8s.objects"]
     assert floors["aichor_iac.k8s.objects"] < floors["aichor_iac.components"]
     assert floors["aichor_iac.components"] < floors["aichor_iac.cli"]
+
+
+def test_the_tests_mirror_the_packages():
+    """Each folder of tests is a package's (tests/doors: aichor_iac/doors), and each package
+    with logic of its own has its folder of tests."""
+    tests = {p.parent.name for p in (ROOT / "tests").glob("*/test_*.py")}
+    packages = {p.parent.name for p in structure.PACKAGE.glob("*/__init__.py")}
+    assert tests <= packages, tests - packages
+    assert packages - tests <= {"experiment"}, packages - tests  # (its checks: tests/doors)

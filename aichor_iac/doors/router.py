@@ -9,13 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from ..experiment.model import Experiment
-from ..problems import ManifestError, Problem, one_line
+from ..problems import ManifestError, Problem, line_for, one_line
 from ..reading import text
 from . import aichor, kubeflow, kuberay
 
 # The API groups of custom resources a file may hold, and the door that reads each.
 CR_DOORS = {"kubeflow.org/": kubeflow, "ray.io/": kuberay}
 CR_GROUPS = tuple(CR_DOORS)
+# Kubernetes resources of API groups no door reads, that users bring: what to do instead.
+ELSEWHERE = {
+    "trainer.kubeflow.org/": "Kubeflow Trainer v2 is not read yet, see the docs' Coming from "
+    "Trainer v2",
+    "jobset.x-k8s.io/": "JobSet is not read yet, AIchor's operator: jobset has its shape (the "
+    "docs' Coming from JobSet)",
+    "tensorflow.org/": "it is the retired tf-operator's, write it as a kubeflow.org/v1 TFJob",
+}
 
 
 def load(path: str | Path) -> Experiment:
@@ -57,7 +65,25 @@ def validate(
     for group, door in CR_DOORS.items():
         if api_version.startswith(group):
             return door.validate(data, source, lines or {}, companions or [])
+    if "/" in api_version or api_version == "v1":  # a Kubernetes resource, not a manifest
+        raise ManifestError(source, [_unread(data, lines or {})])
     return aichor.read(data, source, lines or {})
+
+
+def _unread(data: dict[str, Any], lines: dict) -> Problem:
+    """Why a Kubernetes resource no door reads is refused, and what is read."""
+    api_version, kind = _api_version(data), data.get("kind")
+    hint = next((f"; {h}" for g, h in ELSEWHERE.items() if api_version.startswith(g)), "")
+    custom = [f"{kubeflow.GROUP}/{k.version} {name}" for name, k in kubeflow.KINDS.items()]
+    custom += [f"ray.io/v1 {name}" for name in kuberay.KINDS]
+    return Problem(
+        "kind",
+        one_line(
+            f"{api_version} {kind} is not an input aichor-iac reads{hint}: give an AIchor "
+            f"manifest (kind: AIchorManifest) or one of {', '.join(custom)}"
+        ),
+        line_for(("kind",), lines) or line_for(("apiVersion",), lines),
+    )
 
 
 def _api_version(document: dict[str, Any]) -> str:

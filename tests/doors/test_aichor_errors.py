@@ -244,6 +244,15 @@ def test_problems_are_reported_together_with_line_numbers():
         assert key in text_lines[int(number) - 1]
 
 
+@pytest.mark.parametrize("before", ["", "---\n", "---\n---\n", "# a comment\n---\n---\n"])
+def test_an_empty_document_before_the_manifest_does_not_shift_its_lines(before):
+    text = before + doc("pytorch", {"Worker": {"count": 1, "resources": {"cpus": 1}}})
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "resources:" in t)
+    with pytest.raises(ManifestError) as caught:
+        doors.parse(text, source="exp.yaml")
+    assert str(caught.value).startswith(f"exp.yaml:{line}: spec.types.Worker.resources:")
+
+
 def test_invalid_yaml_and_non_mapping():
     with pytest.raises(ManifestError, match=r"^m.yaml:3: invalid YAML"):
         doors.parse("spec:\n  a: 1\n b: [", source="m.yaml")

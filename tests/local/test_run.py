@@ -174,7 +174,7 @@ def test_without_root_the_run_happens_in_a_user_namespace_of_its_own(
 
 def test_a_raycluster_never_ends_so_it_is_not_run_locally(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local, "missing", lambda: [])
-    path = Path(__file__).parent / "kuberay" / "ray-cluster.sample.yaml"
+    path = Path(__file__).parents[1] / "kuberay" / "ray-cluster.sample.yaml"
     with pytest.raises(local.LocalUnavailable, match="RayCluster runs until destroyed"):
         local.run_experiment(local_manifest(path))
 
@@ -295,7 +295,7 @@ def test_the_examples_run_locally_as_a_smoke_test(
         pytest.skip("needs Debian's openmpi-bin and openssh-server (`make test` installs them)")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     # (a copy, so that nothing here can write into the checkout)
-    shutil.copytree(Path(__file__).parent.parent / "examples", tmp_path / "examples")
+    shutil.copytree(Path(__file__).parents[2] / "examples", tmp_path / "examples")
     path = tmp_path / "examples" / f"{example}.yaml"
     assert cli.main(["run", "--local", str(path), "--replicas", "2"]) == 0
     out = capsys.readouterr().out
@@ -321,7 +321,7 @@ def test_the_ray_example_runs_locally(
     # about 2 s of Tune's own work on these two cores.
     importable("ray.tune")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    examples = Path(__file__).parent.parent / "examples"
+    examples = Path(__file__).parents[2] / "examples"
     shutil.copy(examples / "tune.py", tmp_path)
     text = (examples / "ray.yaml").read_text()
     (tmp_path / "ray.yaml").write_text(text.replace("--num-samples 200", "--num-samples 6"))
