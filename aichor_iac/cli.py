@@ -379,13 +379,15 @@ def _print_json(document: Any) -> None:
 def _validate(args: argparse.Namespace) -> int:
     """What `render` checks, without Pulumi's engine: the same `planning.blueprint` decides,
     and the same objects are held to the API server's rules."""
-    # (pulumi_kubernetes' types: imported only by the commands that need them)
-    from .k8s import layout
+    # The objects from stand-ins of pulumi_kubernetes' types, which take half a second to
+    # import: editors and hooks call `validate` on every save (k8s/kinds.py).
+    from .k8s import kinds, layout
     from .k8s.context import Context
 
     inputs = _inputs(args)
     blueprint = planning.blueprint(inputs.manifest, inputs.settings, inputs.name)
-    layout.checked(Context(blueprint), inputs.settings.create_namespace)
+    with kinds.plain():
+        layout.checked(Context(blueprint), inputs.settings.create_namespace)
     origin = inputs.manifest.spec.origin
     what = f"{inputs.manifest.spec.operator} manifest" if origin is None else origin.source
     warnings = _show_warnings(inputs, blueprint)

@@ -5,27 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pulumi_kubernetes.core.v1 import (
-    CapabilitiesArgs,
-    EnvVarArgs,
-    EnvVarSourceArgs,
-    LocalObjectReferenceArgs,
-    PersistentVolumeClaimVolumeSourceArgs,
-    PodSecurityContextArgs,
-    SeccompProfileArgs,
-    SecretKeySelectorArgs,
-    SecurityContextArgs,
-    VolumeArgs,
-    VolumeMountArgs,
-)
-from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
-
 from ..experiment.model import Spec
 from ..experiment.origin import Kept
 from ..frameworks import Group, Names, Plan
 from ..planning import Blueprint
 from ..settings import Settings
-from . import shell
+from . import kinds, shell
 
 SKIP_AWAIT = "pulumi.com/skipAwait"
 WAIT_FOR = "pulumi.com/waitFor"
@@ -119,8 +104,8 @@ class Context:
         annotations: dict[str, str] | None = None,
         replica: bool = True,
         labels: dict[str, str] | None = None,
-    ) -> ObjectMetaArgs:
-        return ObjectMetaArgs(
+    ) -> kinds.ObjectMetaArgs:
+        return kinds.ObjectMetaArgs(
             name=name,
             namespace=self.names.namespace,
             labels={**self.labels(role, replica), **(labels or {})},
@@ -134,7 +119,9 @@ class Context:
     def platform_env(self) -> dict[str, str]:
         return self.blueprint.platform_env
 
-    def storage(self, read_only: bool = False) -> tuple[list[VolumeArgs], list[VolumeMountArgs]]:
+    def storage(
+        self, read_only: bool = False
+    ) -> tuple[list[kinds.VolumeArgs], list[kinds.VolumeMountArgs]]:
         """Volumes and mounts of the shared volume and of the existing claims to attach."""
         claims = [(c.name, c.mount_point) for c in self.spec.storage.attach_existing_pvcs]
         if self.shared_volume_claim:
@@ -145,15 +132,17 @@ class Context:
         for i, (claim, mount_point) in enumerate(claims):
             name = f"storage-{i}"
             volumes.append(
-                VolumeArgs(
+                kinds.VolumeArgs(
                     name=name,
-                    persistent_volume_claim=PersistentVolumeClaimVolumeSourceArgs(
+                    persistent_volume_claim=kinds.PersistentVolumeClaimVolumeSourceArgs(
                         claim_name=claim, read_only=read_only or None
                     ),
                 )
             )
             mounts.append(
-                VolumeMountArgs(name=name, mount_path=mount_point, read_only=read_only or None)
+                kinds.VolumeMountArgs(
+                    name=name, mount_path=mount_point, read_only=read_only or None
+                )
             )
         return volumes, mounts
 
@@ -173,12 +162,12 @@ class Context:
 
     def pod_defaults(self) -> dict:
         """Pod spec fields every pod of the experiment shares."""
-        pull = [LocalObjectReferenceArgs(name=n) for n in self.settings.image_pull_secrets]
+        pull = [kinds.LocalObjectReferenceArgs(name=n) for n in self.settings.image_pull_secrets]
         return dict(
             automount_service_account_token=False,
             enable_service_links=False,
-            security_context=PodSecurityContextArgs(
-                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
+            security_context=kinds.PodSecurityContextArgs(
+                seccomp_profile=kinds.SeccompProfileArgs(type="RuntimeDefault"),
                 run_as_non_root=self.settings.run_as_non_root or None,
                 run_as_user=self.settings.run_as_user,
                 run_as_group=self.settings.run_as_group,
@@ -189,17 +178,17 @@ class Context:
         )
 
 
-def container_security(spec: Spec, capabilities: tuple[str, ...] = ()) -> SecurityContextArgs:
+def container_security(spec: Spec, capabilities: tuple[str, ...] = ()) -> kinds.SecurityContextArgs:
     """Pod Security Standards "baseline", and of "restricted" all that ML images allow: every
     capability dropped but those a group's program needs (sshd) and ptrace if asked for."""
     add = sorted({*capabilities, *(["SYS_PTRACE"] if spec.security_context.ptrace else [])})
-    return SecurityContextArgs(
+    return kinds.SecurityContextArgs(
         allow_privilege_escalation=False,
-        capabilities=CapabilitiesArgs(drop=["ALL"], add=add or None),
+        capabilities=kinds.CapabilitiesArgs(drop=["ALL"], add=add or None),
     )
 
 
-def secret_env(name: str, secret: str, key: str) -> EnvVarArgs:
+def secret_env(name: str, secret: str, key: str) -> kinds.EnvVarArgs:
     """A variable read from a Secret's key by the kubelet: the value is never in the spec."""
-    ref = SecretKeySelectorArgs(name=secret, key=key)
-    return EnvVarArgs(name=name, value_from=EnvVarSourceArgs(secret_key_ref=ref))
+    ref = kinds.SecretKeySelectorArgs(name=secret, key=key)
+    return kinds.EnvVarArgs(name=name, value_from=kinds.EnvVarSourceArgs(secret_key_ref=ref))

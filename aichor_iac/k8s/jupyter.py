@@ -6,16 +6,7 @@ selects the group's pod 0."""
 
 from __future__ import annotations
 
-from pulumi_kubernetes.core.v1 import (
-    ContainerArgs,
-    ContainerPortArgs,
-    ResourceRequirementsArgs,
-    ServicePortArgs,
-    ServiceSpecArgs,
-    VolumeMountArgs,
-)
-
-from . import shell
+from . import kinds, shell
 from .context import SKIP_AWAIT, Context, container_security, secret_env
 
 PORT = 8888
@@ -38,18 +29,18 @@ def name(ctx: Context) -> str:
     return f"{ctx.names.experiment}-jupyter"
 
 
-def sidecar(ctx: Context, mounts: list[VolumeMountArgs]) -> ContainerArgs:
+def sidecar(ctx: Context, mounts: list[kinds.VolumeMountArgs]) -> kinds.ContainerArgs:
     """The server, with the same volumes as the replica's main container."""
-    return ContainerArgs(
+    return kinds.ContainerArgs(
         name=CONTAINER,
         image=ctx.spec.image,
         restart_policy="Always",
         command=["/bin/sh", "-c", shell.k8s_escape(_SERVE)],
         env=[secret_env("JUPYTER_TOKEN", ctx.names.secret, TOKEN_KEY)],
-        ports=[ContainerPortArgs(name="jupyter", container_port=PORT, protocol="TCP")],
+        ports=[kinds.ContainerPortArgs(name="jupyter", container_port=PORT, protocol="TCP")],
         # No readiness probe: a sidecar's readiness is the pod's, and the Ray head's readiness
         # gates `pulumi up`; `kubectl port-forward svc/…` picks the pod by its selector.
-        resources=ResourceRequirementsArgs(
+        resources=kinds.ResourceRequirementsArgs(
             requests={"cpu": "250m", "memory": "512Mi"}, limits={"cpu": "2", "memory": "8Gi"}
         ),
         volume_mounts=mounts or None,
@@ -63,9 +54,11 @@ def service(ctx: Context) -> dict:
     selector = {**ctx.selector(), "app.kubernetes.io/component": role, INDEX_LABEL: "0"}
     return dict(
         metadata=ctx.metadata(name(ctx), "jupyter", {SKIP_AWAIT: "true"}, replica=False),
-        spec=ServiceSpecArgs(
+        spec=kinds.ServiceSpecArgs(
             type="ClusterIP",
             selector=selector,
-            ports=[ServicePortArgs(name="jupyter", port=PORT, target_port=PORT, protocol="TCP")],
+            ports=[
+                kinds.ServicePortArgs(name="jupyter", port=PORT, target_port=PORT, protocol="TCP")
+            ],
         ),
     )

@@ -10,13 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# The SDK's own reading of its `*Args` classes (private, but what it serialises with);
-# tests/test_limits.py keeps `Child.object` equal to what the engine registers.
-from pulumi._types import input_type_to_dict, is_input_type
-
 from .. import limits
 from ..problems import Problem
-from . import jupyter, objects, services, tensorboard
+from . import jupyter, kinds, objects, services, tensorboard
 from .context import Context
 
 API_VERSIONS = {
@@ -49,7 +45,7 @@ class Child:
     def object(self) -> dict[str, Any]:
         """The object as the API server receives it (Kubernetes JSON)."""
         # The top level holds the resource's keyword arguments (`api_version`, `string_data`).
-        body = {_camel(k): plain(v) for k, v in self.args.items() if v is not None}
+        body = {kinds.camel(k): plain(v) for k, v in self.args.items() if v is not None}
         if self.kind in API_VERSIONS:
             body = {"apiVersion": API_VERSIONS[self.kind], "kind": self.kind, **body}
         return body
@@ -141,9 +137,15 @@ def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
 
 
 def plain(value: Any) -> Any:
-    """Typed `pulumi_kubernetes` arguments as Kubernetes JSON (their keys camelCase, maps'
-    keys as they are, no None)."""
-    if is_input_type(type(value)):
+    """Typed `pulumi_kubernetes` arguments (or their `kinds.Plain` stand-ins) as Kubernetes
+    JSON (their keys camelCase, maps' keys as they are, no None)."""
+    if isinstance(value, kinds.Plain):
+        value = value.to_dict()
+    elif type(value).__module__.startswith("pulumi_kubernetes."):
+        # The SDK's own reading of its `*Args` classes (private, but what it serialises with);
+        # tests/test_limits.py keeps `Child.object` equal to what the engine registers.
+        from pulumi._types import input_type_to_dict
+
         value = input_type_to_dict(value)
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items() if v is not None}
@@ -152,6 +154,3 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(word.title() for word in rest)

@@ -6,48 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_kubernetes.batch.v1 import (
-    JobSpecArgs,
-    PodFailurePolicyArgs,
-    PodFailurePolicyOnExitCodesRequirementArgs,
-    PodFailurePolicyOnPodConditionsPatternArgs,
-    PodFailurePolicyRuleArgs,
-)
-from pulumi_kubernetes.core.v1 import (
-    AffinityArgs,
-    ConfigMapProjectionArgs,
-    ContainerArgs,
-    ContainerPortArgs,
-    EmptyDirVolumeSourceArgs,
-    EnvVarArgs,
-    EnvVarSourceArgs,
-    KeyToPathArgs,
-    ObjectFieldSelectorArgs,
-    PodAffinityArgs,
-    PodAffinityTermArgs,
-    PodDNSConfigArgs,
-    PodSpecArgs,
-    PodTemplateSpecArgs,
-    ProbeArgs,
-    ProjectedVolumeSourceArgs,
-    ResourceRequirementsArgs,
-    SecretProjectionArgs,
-    ServicePortArgs,
-    ServiceSpecArgs,
-    TCPSocketActionArgs,
-    TolerationArgs,
-    VolumeArgs,
-    VolumeMountArgs,
-    VolumeProjectionArgs,
-)
-from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
-
 from ..experiment.groups import Resources
 from ..experiment.model import Spec
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Mount
 from ..settings import Settings
-from . import jupyter, kept, shell, tensorboard
+from . import jupyter, kept, kinds, shell, tensorboard
 from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
 
@@ -73,17 +37,17 @@ def role_service(ctx: Context, name: str, role: str) -> dict:
 
 
 def _headless(
-    metadata: ObjectMetaArgs, selector: dict[str, str], ports: tuple[tuple[str, int], ...]
+    metadata: kinds.ObjectMetaArgs, selector: dict[str, str], ports: tuple[tuple[str, int], ...]
 ) -> dict:
     """A headless Service: DNS records for the selected pods, published before they are Ready."""
     return dict(
         metadata=metadata,
-        spec=ServiceSpecArgs(
+        spec=kinds.ServiceSpecArgs(
             cluster_ip="None",
             publish_not_ready_addresses=True,
             selector=selector,
             ports=[
-                ServicePortArgs(name=name, port=port, target_port=port, protocol="TCP")
+                kinds.ServicePortArgs(name=name, port=port, target_port=port, protocol="TCP")
                 for name, port in ports
             ],
         ),
@@ -144,8 +108,8 @@ def job(ctx: Context, group: Group) -> dict:
     held = ctx.kept(group)  # a custom resource's template, kept
     if held is None:
         restarts = job_restarts("Never", spec.restart_policy.backoff_limit, None)
-        template: Any = PodTemplateSpecArgs(
-            metadata=ObjectMetaArgs(
+        template: Any = kinds.PodTemplateSpecArgs(
+            metadata=kinds.ObjectMetaArgs(
                 labels={**ctx.labels(group.role), **gang.get("labels", {})},
                 annotations=annotations or None,
             ),
@@ -167,7 +131,7 @@ def job(ctx: Context, group: Group) -> dict:
             {**await_annotations(ctx, group), DELETION: "background"},
             labels={"kueue.x-k8s.io/queue-name": queue} if queue else None,
         ),
-        spec=JobSpecArgs(
+        spec=kinds.JobSpecArgs(
             completion_mode="Indexed",
             completions=group.count,
             parallelism=group.parallelism or group.count,
@@ -194,41 +158,45 @@ def job_restarts(restart_policy: str, backoff_limit: int, container: str | None)
     if restart_policy == "OnFailure":
         return dict(backoff_limit=backoff_limit)
     rules = [
-        PodFailurePolicyRuleArgs(
+        kinds.PodFailurePolicyRuleArgs(
             action="Ignore",
             on_pod_conditions=[
-                PodFailurePolicyOnPodConditionsPatternArgs(type="DisruptionTarget", status="True")
+                kinds.PodFailurePolicyOnPodConditionsPatternArgs(
+                    type="DisruptionTarget", status="True"
+                )
             ],
         )
     ]
     if restart_policy == "ExitCode":
         rules.append(
-            PodFailurePolicyRuleArgs(
+            kinds.PodFailurePolicyRuleArgs(
                 action="FailJob",
-                on_exit_codes=PodFailurePolicyOnExitCodesRequirementArgs(
+                on_exit_codes=kinds.PodFailurePolicyOnExitCodesRequirementArgs(
                     container_name=container, operator="In", values=PERMANENT_EXIT_CODES
                 ),
             )
         )
-    return dict(backoff_limit=backoff_limit, pod_failure_policy=PodFailurePolicyArgs(rules=rules))
+    return dict(
+        backoff_limit=backoff_limit, pod_failure_policy=kinds.PodFailurePolicyArgs(rules=rules)
+    )
 
 
-def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
+def pod_spec(ctx: Context, group: Group) -> kinds.PodSpecArgs:
     resources = group.spec.resources
     volumes, mounts = ctx.storage()
     if resources.shm_size_gb:
         volumes.append(
-            VolumeArgs(
+            kinds.VolumeArgs(
                 name="dshm",
-                empty_dir=EmptyDirVolumeSourceArgs(
+                empty_dir=kinds.EmptyDirVolumeSourceArgs(
                     medium="Memory", size_limit=gib(resources.shm_size_gb)
                 ),
             )
         )
-        mounts.append(VolumeMountArgs(name="dshm", mount_path="/dev/shm"))
+        mounts.append(kinds.VolumeMountArgs(name="dshm", mount_path="/dev/shm"))
     for mount in group.mounts:
         volumes.append(projected_volume(ctx.names, mount))
-        mounts.append(VolumeMountArgs(name=mount.name, mount_path=mount.path, read_only=True))
+        mounts.append(kinds.VolumeMountArgs(name=mount.name, mount_path=mount.path, read_only=True))
     sidecars = []
     if logs := tensorboard.replica_volume(ctx):
         volumes.append(logs[0])
@@ -240,15 +208,15 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     security = container_security(ctx.spec, (*group.capabilities, *rdma))
     ready = group.ready_port
     ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if ctx.followed(group) else [])]
-    main = ContainerArgs(
+    main = kinds.ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,
         command=ctx.command(group, group.program or ctx.spec.command, spec_restarts(ctx.spec)),
         env=env(ctx, group),
-        ports=[ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in ports]
+        ports=[kinds.ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in ports]
         or None,
-        readiness_probe=ProbeArgs(
-            tcp_socket=TCPSocketActionArgs(port=ready), period_seconds=5, failure_threshold=1
+        readiness_probe=kinds.ProbeArgs(
+            tcp_socket=kinds.TCPSocketActionArgs(port=ready), period_seconds=5, failure_threshold=1
         )
         if ready
         else None,
@@ -258,20 +226,20 @@ def pod_spec(ctx: Context, group: Group) -> PodSpecArgs:
     )
     affinity = None
     if group.colocate:  # e.g. a TPU slice: every host of it on the same node pool
-        together = LabelSelectorArgs(
+        together = kinds.LabelSelectorArgs(
             match_labels={**ctx.selector(), "app.kubernetes.io/component": group.role}
         )
-        affinity = AffinityArgs(
-            pod_affinity=PodAffinityArgs(
+        affinity = kinds.AffinityArgs(
+            pod_affinity=kinds.PodAffinityArgs(
                 required_during_scheduling_ignored_during_execution=[
-                    PodAffinityTermArgs(label_selector=together, topology_key=group.colocate)
+                    kinds.PodAffinityTermArgs(label_selector=together, topology_key=group.colocate)
                 ]
             )
         )
-    return PodSpecArgs(
+    return kinds.PodSpecArgs(
         restart_policy="Never",
         subdomain=ctx.names.service,
-        dns_config=PodDNSConfigArgs(searches=list(group.dns_searches))
+        dns_config=kinds.PodDNSConfigArgs(searches=list(group.dns_searches))
         if group.dns_searches
         else None,
         affinity=affinity,
@@ -290,61 +258,65 @@ def spec_restarts(spec: Spec) -> bool:
     return spec.restart_policy.backoff_limit > 0
 
 
-def env(ctx: Context, group: Group) -> list[EnvVarArgs]:
+def env(ctx: Context, group: Group) -> list[kinds.EnvVarArgs]:
     """The replica index first (downward API), then the framework's variables (those that are
     the index plus an offset are computed by the command's prelude), AICHOR_* ones, and the
     manifest's `spec.env` (Secrets by reference only)."""
     entries = operator_env(ctx, group)
     if not group.spec.resources.gpus:
         # CUDA images set NVIDIA_VISIBLE_DEVICES=all: a replica without GPUs must not see any.
-        entries.append(EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"))
+        entries.append(kinds.EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"))
     return entries + user_env(ctx.spec)
 
 
-def operator_env(ctx: Context, group: Group) -> list[EnvVarArgs]:
+def operator_env(ctx: Context, group: Group) -> list[kinds.EnvVarArgs]:
     """What the operator gives a replica: its index, the framework's variables, and the
     stack's AICHOR_* values."""
     index_path = f"metadata.annotations['{INDEX_ANNOTATION}']"
     entries = [
-        EnvVarArgs(
+        kinds.EnvVarArgs(
             name=INDEX_VAR,
-            value_from=EnvVarSourceArgs(field_ref=ObjectFieldSelectorArgs(field_path=index_path)),
+            value_from=kinds.EnvVarSourceArgs(
+                field_ref=kinds.ObjectFieldSelectorArgs(field_path=index_path)
+            ),
         )
     ]
     for var in group.env:
         if var.field_path is not None:
-            source = EnvVarSourceArgs(field_ref=ObjectFieldSelectorArgs(field_path=var.field_path))
-            entries.append(EnvVarArgs(name=var.name, value_from=source))
+            source = kinds.EnvVarSourceArgs(
+                field_ref=kinds.ObjectFieldSelectorArgs(field_path=var.field_path)
+            )
+            entries.append(kinds.EnvVarArgs(name=var.name, value_from=source))
         elif var.secret_key is not None:
             entries.append(
                 secret_env(var.name, var.secret_name or ctx.names.secret, var.secret_key)
             )
         elif var.index_offset is None:
-            entries.append(EnvVarArgs(name=var.name, value=var.value))
+            entries.append(kinds.EnvVarArgs(name=var.name, value=var.value))
         elif var.index_offset == 0:
-            entries.append(EnvVarArgs(name=var.name, value=f"$({INDEX_VAR})"))
+            entries.append(kinds.EnvVarArgs(name=var.name, value=f"$({INDEX_VAR})"))
     for name, value in ctx.platform_env().items():
-        entries.append(EnvVarArgs(name=name, value=shell.k8s_escape(value)))
+        entries.append(kinds.EnvVarArgs(name=name, value=shell.k8s_escape(value)))
     return entries
 
 
-def user_env(spec: Spec) -> list[EnvVarArgs]:
+def user_env(spec: Spec) -> list[kinds.EnvVarArgs]:
     """`spec.env`: literal values (protected from `$(VAR)` expansion) and Secret references."""
     entries = []
     for var in spec.env:
         if var.secret_key_ref is not None:
             entries.append(secret_env(var.name, var.secret_key_ref.name, var.secret_key_ref.key))
         else:
-            entries.append(EnvVarArgs(name=var.name, value=shell.k8s_escape(var.value or "")))
+            entries.append(kinds.EnvVarArgs(name=var.name, value=shell.k8s_escape(var.value or "")))
     return entries
 
 
-def projected_volume(names: Names, mount: Mount) -> VolumeArgs:
+def projected_volume(names: Names, mount: Mount) -> kinds.VolumeArgs:
     """Files of the experiment's Secret and ConfigMap in one directory, with one mode."""
 
-    def items(source: str) -> list[KeyToPathArgs]:
+    def items(source: str) -> list[kinds.KeyToPathArgs]:
         return [
-            KeyToPathArgs(key=f.key, path=f.path, mode=f.mode)
+            kinds.KeyToPathArgs(key=f.key, path=f.path, mode=f.mode)
             for f in mount.files
             if f.source == source
         ]
@@ -352,21 +324,25 @@ def projected_volume(names: Names, mount: Mount) -> VolumeArgs:
     sources = []
     if secret := items("secret"):
         sources.append(
-            VolumeProjectionArgs(secret=SecretProjectionArgs(name=names.secret, items=secret))
+            kinds.VolumeProjectionArgs(
+                secret=kinds.SecretProjectionArgs(name=names.secret, items=secret)
+            )
         )
     if config := items("config"):
         sources.append(
-            VolumeProjectionArgs(
-                config_map=ConfigMapProjectionArgs(name=names.config, items=config)
+            kinds.VolumeProjectionArgs(
+                config_map=kinds.ConfigMapProjectionArgs(name=names.config, items=config)
             )
         )
-    return VolumeArgs(
+    return kinds.VolumeArgs(
         name=mount.name,
-        projected=ProjectedVolumeSourceArgs(sources=sources, default_mode=mount.mode),
+        projected=kinds.ProjectedVolumeSourceArgs(sources=sources, default_mode=mount.mode),
     )
 
 
-def requirements(resources: Resources, rdma_prefix: str = "intel.com") -> ResourceRequirementsArgs:
+def requirements(
+    resources: Resources, rdma_prefix: str = "intel.com"
+) -> kinds.ResourceRequirementsArgs:
     memory = resources.memory_gib
     requests = {"cpu": cpu(resources.cpus), "memory": gib(memory)}
     # A memory-backed /dev/shm is charged to the container: make room for it in the limit.
@@ -381,7 +357,7 @@ def requirements(resources: Resources, rdma_prefix: str = "intel.com") -> Resour
         limits[TPU_RESOURCE] = str(tpu.tpu_chips_count)
     for device in resources.rdma.devices if resources.rdma else ():
         limits[f"{rdma_prefix}/{device}"] = "1"  # one virtual function of each NIC
-    return ResourceRequirementsArgs(requests=requests, limits=limits)
+    return kinds.ResourceRequirementsArgs(requests=requests, limits=limits)
 
 
 def networks(ctx: Context, group: Group) -> dict[str, str]:
@@ -402,15 +378,19 @@ def node_selector(settings: Settings, resources: Resources) -> dict[str, str]:
     return selector
 
 
-def tolerations(resources: Resources) -> list[TolerationArgs]:
+def tolerations(resources: Resources) -> list[kinds.TolerationArgs]:
     result = []
     gpu, tpu = resources.accelerators.gpu, resources.accelerators.tpu
     if gpu and gpu.count:
-        result.append(TolerationArgs(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"))
+        result.append(
+            kinds.TolerationArgs(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+        )
     if tpu:
-        result.append(TolerationArgs(key=TPU_RESOURCE, operator="Exists", effect="NoSchedule"))
+        result.append(
+            kinds.TolerationArgs(key=TPU_RESOURCE, operator="Exists", effect="NoSchedule")
+        )
     result += [
-        TolerationArgs(**t.model_dump(exclude_none=True)) for t in resources.extra_tolerations
+        kinds.TolerationArgs(**t.model_dump(exclude_none=True)) for t in resources.extra_tolerations
     ]
     return result
 

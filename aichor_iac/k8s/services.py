@@ -6,20 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_kubernetes.core.v1 import (
-    PersistentVolumeClaimSpecArgs,
-    VolumeResourceRequirementsArgs,
-)
-from pulumi_kubernetes.meta.v1 import LabelSelectorArgs
-from pulumi_kubernetes.networking.v1 import (
-    IPBlockArgs,
-    NetworkPolicyEgressRuleArgs,
-    NetworkPolicyIngressRuleArgs,
-    NetworkPolicyPeerArgs,
-    NetworkPolicyPortArgs,
-    NetworkPolicySpecArgs,
-)
-
+from . import kinds
 from .context import SKIP_AWAIT, Context
 
 POD_GROUP_APIS = {
@@ -37,10 +24,12 @@ def shared_volume(ctx: Context) -> dict:
         metadata=ctx.metadata(
             ctx.shared_volume_claim, "storage", {SKIP_AWAIT: "true"}, replica=False
         ),
-        spec=PersistentVolumeClaimSpecArgs(
+        spec=kinds.PersistentVolumeClaimSpecArgs(
             access_modes=[volume.access_mode],
             storage_class_name=volume.storage_class,
-            resources=VolumeResourceRequirementsArgs(requests={"storage": f"{volume.size_gb}Gi"}),
+            resources=kinds.VolumeResourceRequirementsArgs(
+                requests={"storage": f"{volume.size_gb}Gi"}
+            ),
         ),
     )
 
@@ -48,26 +37,29 @@ def shared_volume(ctx: Context) -> dict:
 def network_policy(ctx: Context) -> dict:
     """The experiment's pods accept traffic from each other only, and reach each other, DNS
     and the CIDRs the stack config opts into."""
-    own = NetworkPolicyPeerArgs(
-        pod_selector=LabelSelectorArgs(match_labels=ctx.experiment_selector())
+    own = kinds.NetworkPolicyPeerArgs(
+        pod_selector=kinds.LabelSelectorArgs(match_labels=ctx.experiment_selector())
     )
-    dns = [NetworkPolicyPortArgs(protocol=p, port=53) for p in ("UDP", "TCP")]
-    egress = [NetworkPolicyEgressRuleArgs(to=[own]), NetworkPolicyEgressRuleArgs(ports=dns)]
+    dns = [kinds.NetworkPolicyPortArgs(protocol=p, port=53) for p in ("UDP", "TCP")]
+    egress = [
+        kinds.NetworkPolicyEgressRuleArgs(to=[own]),
+        kinds.NetworkPolicyEgressRuleArgs(ports=dns),
+    ]
     if ctx.settings.egress_cidrs:
         egress.append(
-            NetworkPolicyEgressRuleArgs(
+            kinds.NetworkPolicyEgressRuleArgs(
                 to=[
-                    NetworkPolicyPeerArgs(ip_block=IPBlockArgs(cidr=c))
+                    kinds.NetworkPolicyPeerArgs(ip_block=kinds.IPBlockArgs(cidr=c))
                     for c in ctx.settings.egress_cidrs
                 ]
             )
         )
     return dict(
         metadata=ctx.metadata(ctx.names.experiment, replica=False),
-        spec=NetworkPolicySpecArgs(
-            pod_selector=LabelSelectorArgs(match_labels=ctx.experiment_selector()),
+        spec=kinds.NetworkPolicySpecArgs(
+            pod_selector=kinds.LabelSelectorArgs(match_labels=ctx.experiment_selector()),
             policy_types=["Ingress", "Egress"],
-            ingress=[NetworkPolicyIngressRuleArgs(from_=[own])],
+            ingress=[kinds.NetworkPolicyIngressRuleArgs(from_=[own])],
             egress=egress,
         ),
     )

@@ -12,29 +12,7 @@ loses none of what it shipped, and any replica may write (rank 0, every jobset J
 
 from __future__ import annotations
 
-from pulumi_kubernetes.apps.v1 import DeploymentSpecArgs, DeploymentStrategyArgs
-from pulumi_kubernetes.core.v1 import (
-    ContainerArgs,
-    ContainerPortArgs,
-    EmptyDirVolumeSourceArgs,
-    EnvVarArgs,
-    HTTPGetActionArgs,
-    PersistentVolumeClaimSpecArgs,
-    PersistentVolumeClaimVolumeSourceArgs,
-    PodSpecArgs,
-    PodTemplateSpecArgs,
-    ProbeArgs,
-    ResourceRequirementsArgs,
-    ServicePortArgs,
-    ServiceSpecArgs,
-    TCPSocketActionArgs,
-    VolumeArgs,
-    VolumeMountArgs,
-    VolumeResourceRequirementsArgs,
-)
-from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
-
-from . import shell
+from . import kinds, shell
 from .context import SKIP_AWAIT, Context, container_security
 
 PORT = 6006  # TensorBoard
@@ -176,10 +154,10 @@ def log_volume(ctx: Context) -> dict:
     binds it once TensorBoard's pod is scheduled)."""
     return dict(
         metadata=ctx.metadata(name(ctx), "tensorboard", {SKIP_AWAIT: "true"}, replica=False),
-        spec=PersistentVolumeClaimSpecArgs(
+        spec=kinds.PersistentVolumeClaimSpecArgs(
             access_modes=["ReadWriteOnce"],
             storage_class_name=ctx.settings.tensorboard_storage_class,
-            resources=VolumeResourceRequirementsArgs(
+            resources=kinds.VolumeResourceRequirementsArgs(
                 requests={"storage": f"{ctx.settings.tensorboard_volume_gb}Gi"}
             ),
         ),
@@ -194,31 +172,33 @@ def deployment(ctx: Context) -> dict:
     arg = shell.k8s_escape(path)  # reaches TensorBoard as given, as it reaches the replicas
     security = container_security(ctx.spec)
     if has_volume(ctx):
-        claim = PersistentVolumeClaimVolumeSourceArgs(claim_name=name(ctx))
-        volumes = [VolumeArgs(name=VOLUME, persistent_volume_claim=claim)]
-        mounts = [VolumeMountArgs(name=VOLUME, mount_path=path, read_only=True)]
+        claim = kinds.PersistentVolumeClaimVolumeSourceArgs(claim_name=name(ctx))
+        volumes = [kinds.VolumeArgs(name=VOLUME, persistent_volume_claim=claim)]
+        mounts = [kinds.VolumeMountArgs(name=VOLUME, mount_path=path, read_only=True)]
     else:
         volumes, mounts = ctx.storage(read_only=True)
-    tensorboard = ContainerArgs(
+    tensorboard = kinds.ContainerArgs(
         name="tensorboard",
         image=ctx.settings.tensorboard_image,
         command=["tensorboard", "--logdir", arg, "--host", "0.0.0.0", "--port", str(PORT)],
         env=[
-            EnvVarArgs(name="AICHOR_TENSORBOARD_PATH", value=arg),
-            EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"),
+            kinds.EnvVarArgs(name="AICHOR_TENSORBOARD_PATH", value=arg),
+            kinds.EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"),
         ],
-        ports=[ContainerPortArgs(name="tensorboard", container_port=PORT, protocol="TCP")],
-        readiness_probe=ProbeArgs(tcp_socket=TCPSocketActionArgs(port=PORT), period_seconds=10),
+        ports=[kinds.ContainerPortArgs(name="tensorboard", container_port=PORT, protocol="TCP")],
+        readiness_probe=kinds.ProbeArgs(
+            tcp_socket=kinds.TCPSocketActionArgs(port=PORT), period_seconds=10
+        ),
         # A TensorBoard that stops answering (stuck on a huge log directory) is restarted after
         # 2.5 minutes; its HTTP server starts before it has read the logs.
-        liveness_probe=ProbeArgs(
-            http_get=HTTPGetActionArgs(path="/", port=PORT),
+        liveness_probe=kinds.ProbeArgs(
+            http_get=kinds.HTTPGetActionArgs(path="/", port=PORT),
             initial_delay_seconds=60,
             period_seconds=30,
             timeout_seconds=5,
             failure_threshold=5,
         ),
-        resources=ResourceRequirementsArgs(
+        resources=kinds.ResourceRequirementsArgs(
             requests={"cpu": "250m", "memory": "1Gi"}, limits={"cpu": "1", "memory": "2Gi"}
         ),
         volume_mounts=mounts or None,
@@ -227,31 +207,33 @@ def deployment(ctx: Context) -> dict:
     containers = [tensorboard]
     if has_volume(ctx):
         containers.append(
-            ContainerArgs(
+            kinds.ContainerArgs(
                 name="log-receiver",
                 image=ctx.settings.tensorboard_image,
                 command=["python3", "-c", RECEIVER, arg, str(LOGS_PORT)],
-                ports=[ContainerPortArgs(name="logs", container_port=LOGS_PORT, protocol="TCP")],
-                readiness_probe=ProbeArgs(
-                    tcp_socket=TCPSocketActionArgs(port=LOGS_PORT), period_seconds=10
+                ports=[
+                    kinds.ContainerPortArgs(name="logs", container_port=LOGS_PORT, protocol="TCP")
+                ],
+                readiness_probe=kinds.ProbeArgs(
+                    tcp_socket=kinds.TCPSocketActionArgs(port=LOGS_PORT), period_seconds=10
                 ),
-                resources=ResourceRequirementsArgs(
+                resources=kinds.ResourceRequirementsArgs(
                     requests={"cpu": "50m", "memory": "64Mi"},
                     limits={"cpu": "500m", "memory": "256Mi"},
                 ),
-                volume_mounts=[VolumeMountArgs(name=VOLUME, mount_path=path)],
+                volume_mounts=[kinds.VolumeMountArgs(name=VOLUME, mount_path=path)],
                 security_context=security,
             )
         )
     return dict(
         metadata=ctx.metadata(name(ctx), "tensorboard", _await(ctx), replica=False),
-        spec=DeploymentSpecArgs(
+        spec=kinds.DeploymentSpecArgs(
             replicas=1,
-            strategy=DeploymentStrategyArgs(type="Recreate"),
-            selector=LabelSelectorArgs(match_labels=labels),
-            template=PodTemplateSpecArgs(
-                metadata=ObjectMetaArgs(labels=labels),
-                spec=PodSpecArgs(
+            strategy=kinds.DeploymentStrategyArgs(type="Recreate"),
+            selector=kinds.LabelSelectorArgs(match_labels=labels),
+            template=kinds.PodTemplateSpecArgs(
+                metadata=kinds.ObjectMetaArgs(labels=labels),
+                spec=kinds.PodSpecArgs(
                     containers=containers, volumes=volumes or None, **ctx.pod_defaults()
                 ),
             ),
@@ -265,40 +247,43 @@ def service(ctx: Context) -> dict:
     ports = [("tensorboard", PORT)] + ([("logs", LOGS_PORT)] if has_volume(ctx) else [])
     return dict(
         metadata=ctx.metadata(name(ctx), "tensorboard", _await(ctx), replica=False),
-        spec=ServiceSpecArgs(
+        spec=kinds.ServiceSpecArgs(
             type="ClusterIP",
             selector=ctx.labels("tensorboard", replica=False),
             ports=[
-                ServicePortArgs(name=n, port=p, target_port=p, protocol="TCP") for n, p in ports
+                kinds.ServicePortArgs(name=n, port=p, target_port=p, protocol="TCP")
+                for n, p in ports
             ],
         ),
     )
 
 
-def replica_volume(ctx: Context) -> tuple[VolumeArgs, VolumeMountArgs] | None:
+def replica_volume(ctx: Context) -> tuple[kinds.VolumeArgs, kinds.VolumeMountArgs] | None:
     """A replica's local log directory (at AICHOR_TENSORBOARD_PATH), when logs are shipped."""
     if not has_volume(ctx):
         return None
     return (
-        VolumeArgs(name=VOLUME, empty_dir=EmptyDirVolumeSourceArgs()),
-        VolumeMountArgs(name=VOLUME, mount_path=logs(ctx).path),
+        kinds.VolumeArgs(name=VOLUME, empty_dir=kinds.EmptyDirVolumeSourceArgs()),
+        kinds.VolumeMountArgs(name=VOLUME, mount_path=logs(ctx).path),
     )
 
 
-def shipper(ctx: Context) -> ContainerArgs:
+def shipper(ctx: Context) -> kinds.ContainerArgs:
     """The native sidecar (an init container that keeps running) shipping a replica's logs;
     Kubernetes stops it, with TERM, once the replica's main container has ended."""
     url = f"http://{ctx.names.service_host(name(ctx))}:{LOGS_PORT}"
     args = (SHIPPER, logs(ctx).path, url, str(SHIP_INTERVAL_SECONDS), str(FINAL_SHIP_SECONDS))
-    return ContainerArgs(
+    return kinds.ContainerArgs(
         name=SHIPPER_CONTAINER,
         image=ctx.spec.image,
         restart_policy="Always",
         command=["/bin/sh", "-c", shell.k8s_escape(_SHIP), "ship", *map(shell.k8s_escape, args)],
-        env=[EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void")],
-        resources=ResourceRequirementsArgs(
+        env=[kinds.EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void")],
+        resources=kinds.ResourceRequirementsArgs(
             requests={"cpu": "10m", "memory": "32Mi"}, limits={"cpu": "500m", "memory": "256Mi"}
         ),
-        volume_mounts=[VolumeMountArgs(name=VOLUME, mount_path=logs(ctx).path, read_only=True)],
+        volume_mounts=[
+            kinds.VolumeMountArgs(name=VOLUME, mount_path=logs(ctx).path, read_only=True)
+        ],
         security_context=container_security(ctx.spec),
     )
