@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from kube import LocalCluster
 
-ROOT = Path(__file__).parent.parent
-GOLDEN = Path(__file__).parent / "golden"
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
 CLI = str(Path(sys.executable).parent / "aichor-iac")
 PYTORCH = (ROOT / "examples" / "pytorch.yaml").read_text()
 PYTORCH_STACK = "stacks/Pulumi.pytorch.yaml"

@@ -1,0 +1,7 @@
+"""`python -m aichor_iac.cli`: the same as `aichor-iac`."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

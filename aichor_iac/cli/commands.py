@@ -1,0 +1,263 @@
+"""The commands: validate, render, preview, run --local, convert, schema, examples. Each takes
+the parsed options and returns the exit status; problems are raised as ManifestError."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import re
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+
+from .. import doors, output, planning
+from ..problems import ManifestError, Problem, one_line
+from .inputs import Inputs, expand, inputs_of, name_of, show_warnings
+from .report import print_json
+
+# The files `render -o DIR` writes (`output.file_name`): the ones a new render replaces.
+RENDERED = re.compile(r"^\d{2,}-[a-z0-9]+-[a-z0-9.-]+\.(yaml|json)$")
+
+
+def validate(args: argparse.Namespace) -> int:
+    """What `render` checks, without Pulumi's engine: the same `planning.blueprint` decides,
+    and the same objects are held to the API server's rules."""
+    # The objects from stand-ins of pulumi_kubernetes' types, which take half a second to
+    # import: editors and hooks call `validate` on every save (k8s/kinds.py).
+    from ..k8s import kinds, layout
+    from ..k8s.context import Context
+
+    inputs = inputs_of(args)
+    blueprint = planning.blueprint(inputs.manifest, inputs.settings, inputs.name)
+    with kinds.plain():
+        layout.checked(Context(blueprint), inputs.settings.create_namespace)
+    origin = inputs.manifest.spec.origin
+    what = f"{inputs.manifest.spec.operator} manifest" if origin is None else origin.source
+    warnings = show_warnings(inputs, blueprint)
+    if args.output == "json":
+        document = {"file": inputs.manifest.source, "valid": True, "kind": what}
+        print_json({**document, "problems": [], "warnings": warnings})
+        return 0
+    print(f"{inputs.manifest.source}: valid {what}")
+    return 0
+
+
+def render(args: argparse.Namespace) -> int:
+    """Every object on stdout (YAML documents, or a v1 List as `kubectl get -o json` gives
+    several), or one file each in a directory: nothing else on stdout, warnings on stderr."""
+    inputs = inputs_of(args)
+    show_warnings(inputs)
+    objects = expand(inputs).objects
+    as_json = args.output == "json"
+    if not args.output_dir:
+        if as_json:
+            print_json({"apiVersion": "v1", "kind": "List", "items": objects})
+        else:
+            sys.stdout.write(output.to_yaml(objects))
+        return 0
+    directory = Path(args.output_dir)
+    if directory.exists() and not directory.is_dir():
+        reason = "not a directory: give a directory for one file per object, or leave -o out"
+        raise ManifestError(str(directory), [Problem("", reason + " and redirect stdout")])
+    directory.mkdir(parents=True, exist_ok=True)
+    written = set()
+    for index, obj in enumerate(objects, 1):
+        path = directory / output.file_name(index, obj, "json" if as_json else "yaml")
+        text = json.dumps(obj, indent=2) + "\n" if as_json else output.to_yaml([obj])
+        path.write_text(text, encoding="utf-8")
+        written.add(path.name)
+    for stale in directory.iterdir():  # an earlier render's objects, gone from this one
+        if RENDERED.match(stale.name) and stale.name not in written and stale.is_file():
+            stale.unlink()
+    return 0
+
+
+def preview(args: argparse.Namespace) -> int:
+    from .. import preview
+
+    inputs = inputs_of(args)
+    warnings = show_warnings(inputs)
+    rendering = expand(inputs)
+    old = _old(args, inputs) if args.diff else None
+    steps = preview.steps(rendering, inputs.stack, old)
+    if args.output == "json":
+        print_json(preview.as_json(steps, rendering, inputs.stack, warnings))
+        return 0
+    # Lines are never cut (a terminal wraps them; piped, grep sees each whole).
+    console = Console(highlight=False, soft_wrap=True)
+    preview.show(console, steps, rendering, inputs.stack, diff=old is not None)
+    return 0
+
+
+def _old(args: argparse.Namespace, inputs: Inputs):
+    """The experiment `--diff` compares with: another manifest expanded with the same stack
+    config and options (named as MANIFEST would be), or the objects a `render -o` directory
+    holds."""
+    from .. import preview
+    from ..engine import Rendering, Resource
+
+    path = args.diff
+    if not Path(path).is_dir():
+        manifest = doors.load(path)
+        return expand(inputs, manifest, name_of(args, inputs.settings, manifest, inputs.stack))
+    resources = []
+    for file in sorted(Path(path).iterdir()):
+        if not RENDERED.match(file.name):
+            continue
+        try:
+            text = file.read_text(encoding="utf-8")
+            loaded = (
+                [json.loads(text)] if file.suffix == ".json" else list(yaml.safe_load_all(text))
+            )
+        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as error:
+            reason = f"not an object render -o wrote: {' '.join(str(error).split())}"
+            raise ManifestError(str(file), [Problem("", reason)]) from None
+        for obj in loaded:
+            name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
+            if not name or not obj.get("kind"):
+                reason = "not a Kubernetes object (kind and metadata.name)"
+                raise ManifestError(str(file), [Problem("", reason)])
+            resources.append(Resource(preview.type_token(obj), name, "", "", [], True, obj))
+    if not resources:
+        reason = "holds no rendered objects (the NN-kind-name.yaml files render -o writes)"
+        raise ManifestError(path, [Problem("", reason)])
+    return Rendering(resources, {})
+
+
+def run(args: argparse.Namespace) -> int:
+    """The experiment's replicas as local processes (`aichor_iac.local`), their output as it
+    comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
+    and one for the result."""
+    from ..local import LocalUnavailable, run_experiment
+    from ..local.progress import progress
+
+    inputs = inputs_of(args)
+    if args.replicas is not None and args.replicas < 1:
+        raise ManifestError("--replicas", [Problem("", "give 1 or more")])
+    show_warnings(inputs)
+    as_json = args.output == "json"
+    console = Console(highlight=False)
+    colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
+    seen: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def line(pod: str, text: str) -> None:
+        if as_json:  # (pods print from threads of their own: one whole line at a time)
+            with lock:
+                print(json.dumps({"pod": pod, "line": text}, ensure_ascii=False), flush=True)
+            return
+        colour = seen.setdefault(pod, colours[len(seen) % len(colours)])
+        console.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)
+
+    # On a terminal, a live table of each Job's pods by state stays below the output; piped,
+    # the output is the pods' lines alone.
+    live = Live(progress({}), console=console, transient=True, auto_refresh=False)
+    shown = console.is_terminal and not as_json
+    try:
+        with live if shown else contextlib.nullcontext():
+            status = run_experiment(
+                inputs.manifest,
+                inputs.settings,
+                name=inputs.name,
+                replicas=args.replicas,
+                timeout=args.timeout,
+                on_line=line,
+                on_progress=(lambda states: live.update(progress(states), refresh=True))
+                if shown
+                else None,
+            )
+    except LocalUnavailable as error:
+        raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
+    result = "succeeded" if status == 0 else "failed"
+    if as_json:
+        print(json.dumps({"experiment": inputs.name, "result": result, "status": status}))
+    else:
+        print(f"aichor-iac: {inputs.name} {result if status == 0 else f'failed ({status})'}")
+    return status
+
+
+def convert(args: argparse.Namespace) -> int:
+    """The AIchor manifest of a custom resource (checked as any manifest is), with what it
+    does not carry over as comments above it."""
+    from ..convert import convert as converted
+
+    if args.manifest is None:
+        raise ManifestError("aichor-iac convert", [Problem("", "give the custom resource's file")])
+    resource = doors.load(args.manifest)
+    conversion = converted(resource)
+    doors.validate(conversion.manifest, f"{resource.source} (converted)")
+    lost = [one_line(item) for item in conversion.lost]
+    if args.output == "json":
+        print_json({"source": resource.source, "manifest": conversion.manifest, "lost": lost})
+        return 0
+    origin = resource.spec.origin
+    lines = [f"# {resource.source}: {origin.source if origin else ''}, converted by aichor-iac."]
+    if lost:
+        lines.append("# Not carried over (an AIchor manifest cannot say it):")
+        lines += [f"#   - {item}" for item in lost]
+    sys.stdout.write("\n".join(lines) + "\n" + output.to_yaml([conversion.manifest]))
+    return 0
+
+
+def shipped(name: str) -> Path:
+    """A directory of data the package ships (`examples`, `schema`): in the installed wheel
+    (aichor_iac/examples, aichor_iac/schema), else in the checkout (an editable install)."""
+    package = Path(__file__).parent.parent
+    inside = package / name
+    return inside if inside.is_dir() else package.parent / name
+
+
+def examples(args: argparse.Namespace) -> int:
+    """The examples the docs refer to, from the installed package."""
+    directory = shipped("examples")
+    available = {p.stem: p for p in sorted(directory.glob("*.yaml"))}
+    if args.example is None:
+        described = {n: _description(p) for n, p in available.items()}
+        if args.output == "json":
+            print_json([{"name": n, "description": d} for n, d in described.items()])
+        else:
+            width = max(map(len, described))
+            for name, description in described.items():
+                print(f"{name.ljust(width)}  {description}")
+        return 0
+    if args.example not in available:
+        reason = f"no such example; the examples are {', '.join(available)}"
+        raise ManifestError("aichor-iac examples", [Problem(args.example, reason)])
+    path = available[args.example]
+    text = path.read_text(encoding="utf-8")
+    if not args.output_dir:
+        sys.stdout.write(text)
+        return 0
+    target = Path(args.output_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    scripts = sorted({m for m in re.findall(r"[\w-]+\.py", text) if (directory / m).is_file()})
+    for name in [path.name, *scripts]:
+        shutil.copyfile(directory / name, target / name)
+    return 0
+
+
+def _description(path: Path) -> str:
+    """An example's first sentence, from the comment above its manifest."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    comment = " ".join(
+        line.lstrip("# ").strip()
+        for line in itertools.takewhile(lambda line: line.startswith("#"), lines)
+        if "yaml-language-server" not in line
+    )
+    return comment.split(". ")[0].removesuffix(".")
+
+
+def schema(args: argparse.Namespace) -> int:
+    """JSON whatever `--output` says: a JSON Schema is JSON."""
+    from ..doors.aichor import json_schema
+
+    print(json.dumps(json_schema(), indent=2, sort_keys=True))
+    return 0

@@ -1,0 +1,230 @@
+"""The command line: its commands, options, help texts and examples (docs/cli.md shows the
+`--help` of each; tests/cli/test_cli.py compares them), and shell completion."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import textwrap
+from typing import Any
+
+import shtab
+
+from . import commands
+
+EXAMPLES = {
+    "validate": """
+  aichor-iac validate experiment.yaml
+  aichor-iac validate --stack-config stacks/Pulumi.dev.yaml   # the stack's aichor:manifest
+  cat experiment.yaml | aichor-iac validate -
+  aichor-iac validate experiment.yaml --output json | jq '.problems[]'""",
+    "render": """
+  aichor-iac render experiment.yaml | kubectl apply --dry-run=server -f -
+  aichor-iac render experiment.yaml -o out/        # one file per object, stale ones removed
+  aichor-iac render experiment.yaml --output json | jq -r '.items[].metadata.name'""",
+    "preview": """
+  aichor-iac preview experiment.yaml --stack-config stacks/Pulumi.dev.yaml
+  aichor-iac preview new.yaml --diff old.yaml      # what pulumi up would change, field by field
+  aichor-iac render experiment.yaml -o out/ && aichor-iac preview experiment.yaml --diff out/""",
+    "run": """
+  aichor-iac run --local experiment.yaml
+  aichor-iac run --local experiment.yaml --replicas 1 --timeout 600   # a smoke test
+  aichor-iac run --local experiment.yaml --output json | jq -r 'select(.pod) | .line'""",
+    "convert": """
+  aichor-iac convert pytorchjob.yaml > experiment.yaml
+  aichor-iac convert rayjob.yaml --output json | jq '.lost'""",
+    "schema": """
+  aichor-iac schema > aichor-manifest.schema.json""",
+    "examples": """
+  aichor-iac examples                         # the examples, one line each
+  aichor-iac examples pytorch -o my-exp/      # pytorch.yaml and the train.py it runs
+  aichor-iac examples pytorch | aichor-iac preview -""",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line; docs/cli.md shows its `--help` (a test compares them)."""
+    main_parser = argparse.ArgumentParser(
+        prog="aichor-iac",
+        description="Expand an AIchor manifest into Kubernetes objects offline, exactly as the "
+        "Pulumi program does (no Pulumi CLI, no cluster).",
+        epilog="Run `aichor-iac COMMAND --help` for a command's options and examples.",
+        formatter_class=_Formatter,
+    )
+    main_parser.add_argument("--version", action="version", version=f"aichor-iac {_version()}")
+    main_parser.add_argument(
+        "--print-completion",
+        choices=("bash", "zsh", "tcsh"),
+        action=_Completion,
+        help="print a shell completion script (docs: The offline CLI)",
+    )
+    add = _Commands(main_parser.add_subparsers(required=True, metavar="COMMAND", title="commands"))
+    for name, handler, help in EXPERIMENT_COMMANDS:
+        sub = add(name, handler, help, EXPERIMENT)
+        _stack_options(sub)
+        OPTIONS.get(name, lambda _: None)(sub)
+    add("schema", commands.schema, "print the manifest's JSON Schema (for editors)", None)
+    _examples_options(
+        add(
+            "examples",
+            commands.examples,
+            "list the example manifests, print one or copy it with its scripts",
+            None,
+        )
+    )
+    add(
+        "convert",
+        commands.convert,
+        "print a Kubeflow custom resource or a RayJob as an AIchor manifest, and what it cannot "
+        "say",
+        "the custom resource's file (- for stdin)",
+    )
+    return main_parser
+
+
+# The commands that take an experiment (MANIFEST, else the stack's), in --help's order.
+EXPERIMENT_COMMANDS = (
+    ("validate", commands.validate, "check a manifest; exit 2 with one line per problem"),
+    ("render", commands.render, "print every Kubernetes object as multi-document YAML"),
+    (
+        "preview",
+        commands.preview,
+        "show what pulumi up would do, as pulumi preview does: the component, its objects "
+        "in creation order, outputs and totals",
+    ),
+    (
+        "run",
+        commands.run,
+        "run every replica as local processes (Linux: root or user namespaces), each line "
+        "of output prefixed with its pod; exit with the experiment's result",
+    ),
+)
+EXPERIMENT = (
+    "the AIchor manifest or custom resource (- for stdin; default: the stack's aichor:manifest)"
+)
+
+
+class _Commands:
+    """Adds a command: its handler, help, examples, `--output` and (if `manifest` says what it
+    is) its MANIFEST argument."""
+
+    def __init__(self, subparsers: Any) -> None:
+        self.subparsers = subparsers
+        self.common = argparse.ArgumentParser(add_help=False)
+        self.common.add_argument(
+            "--output",
+            choices=("text", "json"),
+            default="text",
+            help="text for people (default), json for scripts and CI",
+        )
+
+    def __call__(self, name: str, handler: Any, help: str, manifest: str | None) -> Any:
+        sub = self.subparsers.add_parser(
+            name,
+            help=help,
+            description=help,
+            parents=[self.common],
+            epilog="examples:" + EXAMPLES[name],
+            formatter_class=_Formatter,
+        )
+        if manifest:
+            sub.add_argument(
+                "manifest", metavar="MANIFEST", nargs="?", help=manifest
+            ).complete = shtab.FILE
+        sub.set_defaults(handler=handler)
+        return sub
+
+
+def _stack_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--stack-config",
+        metavar="FILE",
+        help="a Pulumi.<stack>.yaml to take aichor:* settings and the stack name from",
+    ).complete = shtab.FILE
+    sub.add_argument(
+        "--name",
+        help="experiment name (default: stack config, manifest name, else the stack name)",
+    )
+    sub.add_argument("--namespace", help="namespace (default: stack config, else default)")
+
+
+def _render_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "-o",
+        "--output-dir",
+        metavar="DIR",
+        help="write one file per object into DIR instead (removing the files an "
+        "earlier render wrote there)",
+    ).complete = shtab.DIRECTORY
+
+
+def _preview_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--diff",
+        metavar="OLD",
+        help="compare with OLD (a manifest, or a directory render -o wrote): create, "
+        "update, replace or delete, and each field that changes",
+    ).complete = shtab.FILE
+
+
+def _run_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--local",
+        action="store_true",
+        required=True,
+        help="on this machine (the only place `run` runs, for now)",
+    )
+    sub.add_argument(
+        "--replicas",
+        type=int,
+        metavar="N",
+        help="at most N replicas per group, GPUs masked off: a smoke test",
+    )
+    sub.add_argument("--timeout", type=float, default=3600, metavar="SECONDS", help="default 3600")
+
+
+def _examples_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("example", metavar="NAME", nargs="?", help="e.g. pytorch")
+    sub.add_argument(
+        "-o", "--output-dir", metavar="DIR", help="copy the example and its scripts into DIR"
+    ).complete = shtab.DIRECTORY
+
+
+OPTIONS = {"render": _render_options, "preview": _preview_options, "run": _run_options}
+
+
+class _Completion(argparse.Action):
+    """`--print-completion SHELL`: shtab's script for this parser, then exit."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, shell: Any, *_: Any
+    ) -> None:
+        print(shtab.complete(parser, shell))
+        parser.exit(0)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Paragraphs wrapped, indented lines (the examples) kept as written; at most 100
+    columns, so that `--help` reads the same in the docs as on a terminal."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=min(shutil.get_terminal_size().columns, 100))
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines = []
+        for line in text.splitlines():
+            if line.startswith("  ") or not line:
+                lines.append(indent + line)
+            else:
+                lines += textwrap.wrap(line, width, initial_indent=indent, subsequent_indent=indent)
+        return "\n".join(lines)
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aichor-iac")
+    except PackageNotFoundError:  # (run from a checkout that was never installed)
+        return "unknown"

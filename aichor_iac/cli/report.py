@@ -1,0 +1,47 @@
+"""What a command says about problems and warnings: one line each on stderr (coloured on a
+terminal), or a JSON document on stdout under `--output json`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from ..problems import Problem
+
+
+def problem_json(problem: Problem, source: str, severity: str) -> dict[str, Any]:
+    return {
+        "file": source,
+        "line": problem.line,
+        "path": problem.path,
+        "message": problem.message,
+        "severity": severity,
+    }
+
+
+def report(args: argparse.Namespace, source: str, problems: list[Problem]) -> None:
+    """Problems that end the command: a document on stdout under `--output json`, else one
+    line each on stderr."""
+    if getattr(args, "output", "text") == "json":
+        print_json(
+            {"valid": False, "problems": [problem_json(p, source, "error") for p in problems]}
+        )
+        return
+    for problem in problems:
+        print_problem(problem, source)
+
+
+def print_problem(problem: Problem, source: str, warning: bool = False) -> None:
+    """`FILE:LINE: PATH: MESSAGE` on stderr (a warning: `FILE:LINE: warning: PATH: MESSAGE`),
+    whatever the output format: stdout stays the command's. Coloured on a terminal."""
+    where, _, rest = problem.format(source).partition(": ")
+    text = f"[yellow bold]warning:[/] {escape(rest)}" if warning else f"[red]{escape(rest)}[/]"
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold]{escape(where)}:[/] {text}")
+
+
+def print_json(document: Any) -> None:
+    print(json.dumps(document, indent=2, ensure_ascii=False))
