@@ -6,8 +6,8 @@ KubeRay's own defaulting of the templates is applied here (v1.7.0,
 `/dev/shm` is a memory-backed emptyDir unless it mounts one or `plasma-directory` is given; it
 gets the `metrics` port; a worker group runs `replicas` clamped to its min and max; the
 submitter's default template. What KubeRay then adds to each pod (the generated `ray start`,
-the env, the Service, the submission) is the Ray framework's job (`frameworks/ray.py`,
-`kuberay_plan`). Fields aichor-iac cannot honour are refused with their path and the fix.
+the env, the Service, the submission) is `frameworks/kuberay.py`'s. Fields aichor-iac cannot
+honour are refused with their path and the fix.
 """
 
 from __future__ import annotations

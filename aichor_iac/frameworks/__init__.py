@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..experiment.model import Spec
-from . import jax, jobset, mpi, paddle, pytorch, ray, tf, xgboost
+from . import jax, jobset, kuberay, mpi, paddle, pytorch, ray, tf, xgboost
 from .base import Endpoint, Env, Group, Names, Plan
 
 Planner = Callable[[Spec, Names], Plan]
+
+
+def _ray(spec: Spec, names: Names) -> Plan:
+    """A KubeRay custom resource as KubeRay runs it; else AIchor's ray or kuberay operator."""
+    return (kuberay if spec.origin is not None else ray).plan(spec, names)
+
 
 PLANNERS: dict[str, Planner] = {
     "pytorch": pytorch.plan,
@@ -17,8 +23,8 @@ PLANNERS: dict[str, Planner] = {
     "paddle": paddle.plan,
     "tf": tf.plan,
     "mpi": mpi.plan,
-    "ray": ray.plan,
-    "kuberay": ray.plan,
+    "ray": _ray,
+    "kuberay": _ray,
     "jobset": jobset.plan,
     "batchjob": jobset.batch_plan,
 }

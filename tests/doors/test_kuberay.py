@@ -23,7 +23,7 @@ from kube import LocalCluster
 
 from aichor_iac import doors, limits
 from aichor_iac.convert import convert
-from aichor_iac.frameworks import base, ray
+from aichor_iac.frameworks import base, kuberay
 from aichor_iac.problems import ManifestError, Problem
 
 SAMPLES = sorted((ROOT / "tests" / "kuberay").glob("*.yaml"))
@@ -174,7 +174,7 @@ def test_the_users_env_wins_where_kuberay_defers_to_it() -> None:
 def test_kuberays_ray_start(
     worker: bool, params: dict[str, str], resources: dict[str, Any], expected: str
 ) -> None:
-    words = ray.kuberay_start(worker, ray.kuberay_params(params), resources).split(" ", 2)
+    words = kuberay.start_command(worker, kuberay.start_flags(params), resources).split(" ", 2)
     assert words[:2] == ["ray", "start"]
     assert words[2] == expected
 
