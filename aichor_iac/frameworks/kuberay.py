@@ -41,124 +41,139 @@ def plan(spec: Spec, names: Names) -> Plan:
     submitter submits the entrypoint once every node has joined, and with
     `shutdownAfterJobFinishes` the cluster stops when the job ends. A RayCluster runs until
     `pulumi destroy`."""
-    origin = spec.origin
-    assert origin is not None
-    options, kept = origin.options, origin.kept
-    params = {group: start_flags(p) for group, p in options["params"].items()}
-    head_params = params["Head"]
-    port = int(head_params.get("port", GCS))
-    dashboard = int(head_params.get("dashboard-port", DASHBOARD))
-    client = int(head_params.get("ray-client-server-port", CLIENT))
-    head_service = f"{names.experiment}-head"
-    head_host = names.service_host(head_service)
-    job = "submitter" if origin.kind == "RayJob" else None
-    follows = names.host(job, 0) if job and options["shutdown"] else None
-    auth = _auth_env(options["auth"])
-
-    def node(group: str, worker: bool) -> tuple[str, tuple[Env, ...], str | None]:
-        """A Ray node's `ray start`, its env, and its command (None: the container's own)."""
-        flags = dict(params[group])
-        if worker:
-            flags.setdefault("address", f"{head_host}:{port}")
-        else:
-            flags.setdefault("dashboard-host", "0.0.0.0")
-        flags.setdefault("metrics-export-port", str(METRICS_PORT))
-        flags["block"] = True
-        flags.setdefault("dashboard-agent-listen-port", str(AGENT_PORT))
-        ray_start = start_command(worker, flags, kept[group].main.get("resources") or {})
-        user = frozenset(e["name"] for e in kept[group].main.get("env", []))
-        address = f"{head_host if worker else '127.0.0.1'}:{port}"
-        service = head_service if worker else None
-        name = group if worker else HEAD_GROUP
-        env = (
-            *(e for e in auth if e.name not in user),  # set on the template, before the rest
-            *kuberay_env(names, name, ray_start, service, port, address, user),
-        )
-        program = _command(kept[group], retried(ray_start) if worker else ray_start)
-        return ray_start, env, program
-
-    _, head_env, head_program = node("Head", worker=False)
-    identity = {"ray.io/is-ray-node": "yes", "ray.io/cluster": names.experiment}
-    groups = [
-        Group(
-            role="head",
-            replica_type="Head",
-            spec=spec.types.get("Head"),
-            env=head_env,
-            ports=(("gcs-server", port), ("dashboard", dashboard), ("client", client)),
-            follows=follows,
-            leader_first=False,
-            program=head_program,
-            ready_port=port,
-            labels=(
-                *identity.items(),
-                ("ray.io/node-type", "head"),
-                ("ray.io/group", HEAD_GROUP),
-            ),
-        )
-    ]
-    for pool in spec.types.get("Workers") or []:
-        if pool.count == 0:
-            continue
-        _, env, program = node(pool.name, worker=True)
-        groups.append(
-            Group(
-                role=pool.name,
-                replica_type=pool.name,
-                spec=pool,
-                env=env,
-                waits_for=(Endpoint(head_host, port),),
-                follows=follows,
-                leader_first=False,
-                program=program,
-                after=("head",),
-                labels=(
-                    *identity.items(),
-                    ("ray.io/node-type", "worker"),
-                    ("ray.io/group", pool.name),
-                ),
-            )
-        )
+    cluster = _Cluster(spec, names)
+    groups = [_head(cluster)]
+    groups += [_pool(cluster, p.name, p) for p in spec.types.get("Workers") or [] if p.count]
     expected = sum(g.count for g in groups)
-    outputs = {
-        "rayAddress": f"{head_host}:{port}",
-        "dashboard": f"kubectl port-forward -n {names.namespace} svc/{head_service} {dashboard}",
-        "dashboardUrl": f"http://{head_host}:{dashboard}",
-        "expectedNodeCount": expected,
-    }
-    if job is not None:
-        submission = options["jobId"] or names.experiment
-        url = f"http://{head_host}:{dashboard}"
-        submitter = kept["Submitter"]
-        program = None
-        if not submitter.main.get("command"):  # KubeRay's command unless the user gave one
-            entrypoint = options["entrypoint"]
-            program = submit(url, submission, entrypoint, expected, spec, options["submission"])
-        groups.append(
-            Group(
-                role=job,
-                replica_type="Submitter",
-                spec=SUBMITTER,
-                env=(
-                    Env("PYTHONUNBUFFERED", "1"),
-                    Env("RAY_DASHBOARD_ADDRESS", f"{head_host}:{dashboard}"),
-                    Env("RAY_JOB_SUBMISSION_ID", submission),
-                    *auth,
-                ),
-                waits_for=(Endpoint(head_host, dashboard),),
-                program=program,
-                after=tuple(g.role for g in groups),
-            )
-        )
+    if cluster.job is not None:
+        groups.append(_submitter(cluster, expected, after=tuple(g.role for g in groups)))
     return Plan(
         framework="ray",
         groups=tuple(groups),
-        entry_point=job or "head",
-        addresses={"head": f"{head_host}:{port}"},
-        secret="password" if options["auth"] == "" else None,
-        services={head_service: "head"},
-        outputs=outputs,
-        endless=job is None,
+        entry_point=cluster.job or "head",
+        addresses={"head": f"{cluster.head_host}:{cluster.port}"},
+        secret="password" if cluster.options["auth"] == "" else None,
+        services={cluster.head_service: "head"},
+        outputs={
+            "rayAddress": f"{cluster.head_host}:{cluster.port}",
+            "dashboard": f"kubectl port-forward -n {names.namespace} svc/"
+            f"{cluster.head_service} {cluster.dashboard}",
+            "dashboardUrl": f"http://{cluster.head_host}:{cluster.dashboard}",
+            "expectedNodeCount": expected,
+        },
+        endless=cluster.job is None,
+    )
+
+
+class _Cluster:
+    """What every group of the custom resource's cluster shares: its kept templates and
+    options, the head's ports and host, the submitter's role (a RayJob's), the auth env."""
+
+    def __init__(self, spec: Spec, names: Names) -> None:
+        assert spec.origin is not None
+        self.spec, self.names = spec, names
+        self.options, self.kept = spec.origin.options, spec.origin.kept
+        self.params = {group: start_flags(p) for group, p in self.options["params"].items()}
+        head = self.params["Head"]
+        self.port = int(head.get("port", GCS))
+        self.dashboard = int(head.get("dashboard-port", DASHBOARD))
+        self.client = int(head.get("ray-client-server-port", CLIENT))
+        self.head_service = f"{names.experiment}-head"
+        self.head_host = names.service_host(self.head_service)
+        self.job = "submitter" if spec.origin.kind == "RayJob" else None
+        shutdown = self.job and self.options["shutdown"]
+        self.follows = names.host(self.job, 0) if shutdown else None  # type: ignore[arg-type]
+        self.auth = _auth_env(self.options["auth"])
+
+    def labels(self, node_type: str, group: str) -> tuple[tuple[str, str], ...]:
+        """KubeRay's labels of a Ray node's pod."""
+        return (
+            ("ray.io/is-ray-node", "yes"),
+            ("ray.io/cluster", self.names.experiment),
+            ("ray.io/node-type", node_type),
+            ("ray.io/group", group),
+        )
+
+
+def _node(cluster: _Cluster, group: str, worker: bool) -> tuple[tuple[Env, ...], str | None]:
+    """A Ray node's env and its command (None: the container's own)."""
+    kept, port = cluster.kept[group], cluster.port
+    flags = dict(cluster.params[group])
+    if worker:
+        flags.setdefault("address", f"{cluster.head_host}:{port}")
+    else:
+        flags.setdefault("dashboard-host", "0.0.0.0")
+    flags.setdefault("metrics-export-port", str(METRICS_PORT))
+    flags["block"] = True
+    flags.setdefault("dashboard-agent-listen-port", str(AGENT_PORT))
+    ray_start = start_command(worker, flags, kept.main.get("resources") or {})
+    user = frozenset(e["name"] for e in kept.main.get("env", []))
+    address = f"{cluster.head_host if worker else '127.0.0.1'}:{port}"
+    service = cluster.head_service if worker else None
+    name = group if worker else HEAD_GROUP
+    env = (
+        *(e for e in cluster.auth if e.name not in user),  # on the template, before the rest
+        *kuberay_env(cluster.names, name, ray_start, service, port, address, user),
+    )
+    return env, _command(kept, retried(ray_start) if worker else ray_start)
+
+
+def _head(cluster: _Cluster) -> Group:
+    env, program = _node(cluster, "Head", worker=False)
+    ports = (("gcs-server", cluster.port), ("dashboard", cluster.dashboard))
+    return Group(
+        role="head",
+        replica_type="Head",
+        spec=cluster.spec.types.get("Head"),
+        env=env,
+        ports=(*ports, ("client", cluster.client)),
+        follows=cluster.follows,
+        leader_first=False,
+        program=program,
+        ready_port=cluster.port,
+        labels=cluster.labels("head", HEAD_GROUP),
+    )
+
+
+def _pool(cluster: _Cluster, name: str, pool: Any) -> Group:
+    env, program = _node(cluster, name, worker=True)
+    return Group(
+        role=name,
+        replica_type=name,
+        spec=pool,
+        env=env,
+        waits_for=(Endpoint(cluster.head_host, cluster.port),),
+        follows=cluster.follows,
+        leader_first=False,
+        program=program,
+        after=("head",),
+        labels=cluster.labels("worker", name),
+    )
+
+
+def _submitter(cluster: _Cluster, expected: int, after: tuple[str, ...]) -> Group:
+    """A RayJob's submitter: KubeRay's `ray job submit` unless the user gave a command."""
+    options, dashboard = cluster.options, f"{cluster.head_host}:{cluster.dashboard}"
+    submission = options["jobId"] or cluster.names.experiment
+    program = None
+    if not cluster.kept["Submitter"].main.get("command"):
+        entrypoint, extra = options["entrypoint"], options["submission"]
+        program = submit(
+            f"http://{dashboard}", submission, entrypoint, expected, cluster.spec, extra
+        )
+    return Group(
+        role="submitter",
+        replica_type="Submitter",
+        spec=SUBMITTER,
+        env=(
+            Env("PYTHONUNBUFFERED", "1"),
+            Env("RAY_DASHBOARD_ADDRESS", dashboard),
+            Env("RAY_JOB_SUBMISSION_ID", submission),
+            *cluster.auth,
+        ),
+        waits_for=(Endpoint(cluster.head_host, cluster.dashboard),),
+        program=program,
+        after=after,
     )
 
 

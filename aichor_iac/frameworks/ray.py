@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..experiment.groups import RayGroup, ReplicaType
@@ -96,94 +96,49 @@ sys.exit(0 if status == JobStatus.SUCCEEDED else 1)
 """
 
 
+@dataclass(frozen=True)
+class _Cluster:
+    """What every group of one Ray cluster shares: where its head is, how its nodes join."""
+
+    spec: Spec
+    names: Names
+    legacy: bool  # Ray 1.x
+
+    @property
+    def head_service(self) -> str:
+        return f"{self.names.experiment}-head"
+
+    @property
+    def head_host(self) -> str:
+        return self.names.service_host(self.head_service)
+
+    @property
+    def address(self) -> str:
+        return f"{self.head_host}:{GCS}"
+
+    @property
+    def env(self) -> tuple[Env, ...]:
+        return cluster_env(self.address, self.legacy)
+
+    @property
+    def entry_host(self) -> str:
+        return self.names.host("job" if self.spec.operator == "ray" else "submitter", 0)
+
+
 def plan(spec: Spec, names: Names) -> Plan:
-    head_spec = spec.types.get("Head")
-    assert head_spec is not None  # the manifest rules require it
-    legacy = (ray_version(spec) or (2, 0)) < (2, 0)
-    head_service = f"{names.experiment}-head"
-    head_host = names.service_host(head_service)
-    address = f"{head_host}:{GCS}"
-    dashboard_url = f"http://{head_host}:{DASHBOARD}"
-    pools = [pool for pool in spec.types.get("Workers") or [] if pool.count > 0]
-    entry = "job" if spec.operator == "ray" else "submitter"
-    entry_host = names.host(entry, 0)
-    env = cluster_env(address, legacy)
-    gcs = Endpoint(head_host, GCS)
-    head_start = start(head_spec, HEAD_FLAGS, legacy)
-    groups = [
-        Group(
-            role="head",
-            replica_type="Head",
-            spec=head_spec,
-            env=(*env, *kuberay_env(names, HEAD_GROUP, head_start, None)),
-            ports=PORTS,
-            follows=entry_host,
-            leader_first=False,
-            program=head_start,
-            ready_port=GCS,
-        )
-    ]
-    for pool in pools:
-        resources = {pool.name: _cpus(pool)}
-        pool_start = start(pool, {"address": address, "block": True}, legacy, resources)
-        node = kuberay_env(names, pool.name, pool_start, head_service)
-        program = retried(pool_start)
-        for slot in slots_of(pool.name, "Workers", pool):  # a multi-host TPU pool: per slice
-            groups.append(
-                slot_group(
-                    slot,
-                    env=(*env, *node, *tpu_env(names, slot)),
-                    waits_for=(gcs,),
-                    follows=entry_host,
-                    leader_first=False,
-                    program=program,
-                    after=("head",),
-                )
-            )
+    """AIchor's `ray` (a Job group joins the cluster and runs the command) and `kuberay` (a
+    submitter submits it to the head's Jobs API): head, pools, then the entry point."""
+    cluster = _Cluster(spec, names, (ray_version(spec) or (2, 0)) < (2, 0))
+    groups = [_head(cluster), *_pools(cluster)]
     started = tuple(g.role for g in groups)
     expected = sum(g.count for g in groups)  # the head and every pool replica
-    if spec.operator == "ray":
-        job = spec.types.get("Job")
-        join = start(job, {"address": address}, legacy)
-        program = f"""{retried(join)}
-{wait_for_nodes(expected, '"$CURRENT_POD_IP"', spec)} || exit 1
-exec /bin/sh -c {shlex.quote(spec.command)}"""
-        groups.append(
-            Group(
-                role="job",
-                replica_type="Job",
-                spec=job,
-                env=env,
-                waits_for=(gcs,),
-                program=program,
-                after=started,
-            )
-        )
-    else:
-        # The user's command as one argument: `;`, `||` or a newline in it cannot run anything
-        # before (or instead of) the wait.
-        program = submit(dashboard_url, names.experiment, spec.command, expected, spec, {})
-        # What KubeRay's submitter Job sees (`ray job submit --address=http://$RAY_DASHBOARD_
-        # ADDRESS --submission-id=$RAY_JOB_SUBMISSION_ID`).
-        submitter_env = (
-            Env("RAY_DASHBOARD_ADDRESS", f"{head_host}:{DASHBOARD}"),
-            Env("RAY_JOB_SUBMISSION_ID", names.experiment),
-        )
-        groups.append(
-            Group(
-                role="submitter",
-                replica_type="Submitter",
-                spec=SUBMITTER,
-                env=(*env, *submitter_env),
-                waits_for=(Endpoint(head_host, DASHBOARD),),
-                program=program,
-                after=started,
-            )
-        )
+    entry = _job(cluster, expected) if spec.operator == "ray" else _submitter(cluster, expected)
+    groups.append(replace(entry, after=started))
+    head_service, address = cluster.head_service, cluster.address
     return Plan(
         framework="ray",
         groups=tuple(groups),
-        entry_point=entry,
+        entry_point=entry.role,
         addresses={"head": address},
         secret="password",
         services={head_service: "head"},
@@ -191,9 +146,90 @@ exec /bin/sh -c {shlex.quote(spec.command)}"""
             "rayAddress": address,
             "dashboard": f"kubectl port-forward -n {names.namespace} svc/{head_service} "
             f"{DASHBOARD}",
-            "dashboardUrl": dashboard_url,
+            "dashboardUrl": f"http://{cluster.head_host}:{DASHBOARD}",
             "expectedNodeCount": expected,
         },
+    )
+
+
+def _head(cluster: _Cluster) -> Group:
+    head_spec = cluster.spec.types.get("Head")
+    assert head_spec is not None  # the manifest rules require it
+    head_start = start(head_spec, HEAD_FLAGS, cluster.legacy)
+    return Group(
+        role="head",
+        replica_type="Head",
+        spec=head_spec,
+        env=(*cluster.env, *kuberay_env(cluster.names, HEAD_GROUP, head_start, None)),
+        ports=PORTS,
+        follows=cluster.entry_host,
+        leader_first=False,
+        program=head_start,
+        ready_port=GCS,
+    )
+
+
+def _pools(cluster: _Cluster) -> list[Group]:
+    """Each worker pool (a multi-host TPU pool: a group per slice), joining the head."""
+    groups = []
+    for pool in [p for p in cluster.spec.types.get("Workers") or [] if p.count > 0]:
+        resources = {pool.name: _cpus(pool)}
+        flags = {"address": cluster.address, "block": True}
+        pool_start = start(pool, flags, cluster.legacy, resources)
+        node = kuberay_env(cluster.names, pool.name, pool_start, cluster.head_service)
+        for slot in slots_of(pool.name, "Workers", pool):
+            groups.append(
+                slot_group(
+                    slot,
+                    env=(*cluster.env, *node, *tpu_env(cluster.names, slot)),
+                    waits_for=(Endpoint(cluster.head_host, GCS),),
+                    follows=cluster.entry_host,
+                    leader_first=False,
+                    program=retried(pool_start),
+                    after=("head",),
+                )
+            )
+    return groups
+
+
+def _job(cluster: _Cluster, expected: int) -> Group:
+    """`ray`: a node that joins the cluster, waits for every node, then runs the command."""
+    job = cluster.spec.types.get("Job")
+    join = start(job, {"address": cluster.address}, cluster.legacy)
+    program = f"""{retried(join)}
+{wait_for_nodes(expected, '"$CURRENT_POD_IP"', cluster.spec)} || exit 1
+exec /bin/sh -c {shlex.quote(cluster.spec.command)}"""
+    return Group(
+        role="job",
+        replica_type="Job",
+        spec=job,
+        env=cluster.env,
+        waits_for=(Endpoint(cluster.head_host, GCS),),
+        program=program,
+    )
+
+
+def _submitter(cluster: _Cluster, expected: int) -> Group:
+    """`kuberay`: KubeRay's submitter, which submits the command to the head's Jobs API."""
+    names, dashboard = cluster.names, f"{cluster.head_host}:{DASHBOARD}"
+    # The user's command as one argument: `;`, `||` or a newline in it cannot run anything
+    # before (or instead of) the wait.
+    program = submit(
+        f"http://{dashboard}", names.experiment, cluster.spec.command, expected, cluster.spec, {}
+    )
+    # What KubeRay's submitter Job sees (`ray job submit --address=http://$RAY_DASHBOARD_
+    # ADDRESS --submission-id=$RAY_JOB_SUBMISSION_ID`).
+    submitter_env = (
+        Env("RAY_DASHBOARD_ADDRESS", dashboard),
+        Env("RAY_JOB_SUBMISSION_ID", names.experiment),
+    )
+    return Group(
+        role="submitter",
+        replica_type="Submitter",
+        spec=SUBMITTER,
+        env=(*cluster.env, *submitter_env),
+        waits_for=(Endpoint(cluster.head_host, DASHBOARD),),
+        program=program,
     )
 
 
