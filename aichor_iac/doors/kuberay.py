@@ -317,6 +317,12 @@ def _cluster_problems(cluster: RayClusterSpec, where: str) -> list[Problem]:
                 "`kubectl port-forward` (the `dashboard` stack output)",
             )
         )
+    return problems + _group_problems(cluster, where) + _param_problems(cluster, where)
+
+
+def _group_problems(cluster: RayClusterSpec, where: str) -> list[Problem]:
+    """The worker groups' names, hosts and fields this product does not run."""
+    problems: list[Problem] = []
     seen: set[str] = set()
     for i, group in enumerate(cluster.worker_group_specs):
         at = f"{where}.workerGroupSpecs.{i}"
@@ -351,6 +357,12 @@ def _cluster_problems(cluster: RayClusterSpec, where: str) -> list[Problem]:
             field = path.removeprefix("headGroupSpec.")
             if field in ("resources", "labels") and getattr(group, field):
                 problems.append(Problem(f"{at}.{field}", reason))
+    return problems
+
+
+def _param_problems(cluster: RayClusterSpec, where: str) -> list[Problem]:
+    """`rayStartParams` values KubeRay's shell line would split or misread."""
+    problems: list[Problem] = []
     groups = [(f"{where}.headGroupSpec", cluster.head_group_spec.ray_start_params)]
     groups += [
         (f"{where}.workerGroupSpecs.{i}", g.ray_start_params)

@@ -9,6 +9,8 @@ is created only then, checks each worker itself, and the workers stop once it ha
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..experiment.model import Spec
 from .base import Endpoint, Env, File, Group, Mount, Names, Plan
 
@@ -150,9 +152,8 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
     is not waited for: `mpirun` retries, ConnectionAttempts=10); with
     `launcherCreationPolicy: WaitForWorkersReady` its Job is created only once every worker is
     Ready. Workers stop once the launcher has ended."""
-    origin = spec.origin
-    assert origin is not None
-    options = origin.options
+    assert spec.origin is not None
+    options = spec.origin.options
     slots = options.get("slotsPerWorker", 1)
     implementation = options.get("mpiImplementation", "OpenMPI")
     as_worker = options.get("runLauncherAsWorker", False)
@@ -162,14 +163,6 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
     count = workers.count if workers else 0
     launcher_host = names.host("launcher", 0)
     ssh = key_pair("ssh-auth", mount_path, "id_rsa", 0o600 if mount_path == SSH_DIR else 0o644)
-    config = Mount(
-        "mpi-job-config",
-        CONFIG_DIR,
-        (
-            File("config", "hostfile", "hostfile", 0o444),
-            File("config", DISCOVER_HOSTS, DISCOVER_HOSTS, 0o555),
-        ),
-    )
     hosts = [names.host("worker", i) for i in range(count)]
     if as_worker:  # the launcher runs ranks too: first in the hostfile
         hosts.insert(0, launcher_host)
@@ -187,22 +180,11 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
         ),
         waits_for=(Endpoint(names.host("worker", "$i"), None, count),) if count else (),
         after=("worker",) if count and wait_ready else (),
-        mounts=(ssh, config),
+        mounts=(ssh, OPERATOR_CONFIG),
     )
     groups = (launcher,)
     if count:
-        worker = Group(
-            role="worker",
-            replica_type="Worker",
-            spec=workers,
-            env=(Env("K_MPI_JOB_ROLE", "worker"),),
-            follows=launcher_host,
-            leader_first=False,
-            gate=wait_ready,
-            mounts=(ssh,),
-            dns_searches=(names.service_host(names.service),),
-        )
-        groups = (worker, launcher)
+        groups = (_operator_worker(workers, names, ssh, wait_ready), launcher)
     return Plan(
         framework="mpi",
         groups=groups,
@@ -214,6 +196,32 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
             DISCOVER_HOSTS: "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in hosts),
         },
         outputs={"hostfile": HOSTFILE, "slots": slots * len(hosts)},
+    )
+
+
+# The MPI Operator's ConfigMap on the launcher: the hostfile and discover_hosts.sh.
+OPERATOR_CONFIG = Mount(
+    "mpi-job-config",
+    CONFIG_DIR,
+    (
+        File("config", "hostfile", "hostfile", 0o444),
+        File("config", DISCOVER_HOSTS, DISCOVER_HOSTS, 0o555),
+    ),
+)
+
+
+def _operator_worker(workers: Any, names: Names, ssh: Mount, wait_ready: bool) -> Group:
+    """An MPIJob's workers: their own command (sshd), following the launcher."""
+    return Group(
+        role="worker",
+        replica_type="Worker",
+        spec=workers,
+        env=(Env("K_MPI_JOB_ROLE", "worker"),),
+        follows=names.host("launcher", 0),
+        leader_first=False,
+        gate=wait_ready,
+        mounts=(ssh,),
+        dns_searches=(names.service_host(names.service),),
     )
 
 
