@@ -15,18 +15,23 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
-from ..experiment.groups import RAY_ROLES, Model
+from ..experiment.groups import RAY_ROLES
 from ..experiment.model import Experiment, Spec
 from ..experiment.origin import Kept, Origin
-from ..limits import DNS_1035, INT32, MAX_INDEXED, dns_label
+from ..limits import DNS_1035, INT32, dns_label
 from ..problems import Problem
 from ..reading import podtemplate as templates
-from ..reading.podtemplate import Template
+from .kuberay_spec import (
+    RayClusterSpec,
+    RayJobSpec,
+    Resource,
+    SubmitterConfig,
+)
 
 API_VERSION = "ray.io/v1"
 KINDS = ("RayJob", "RayCluster")
@@ -35,106 +40,6 @@ SUBMITTER = "ray-job-submitter"  # KubeRay's default submitter container
 SUBMITTER_BACKOFF = 2  # KubeRay's default `submitterConfig.backoffLimit`
 SHM = ("shared-mem", "/dev/shm")  # KubeRay's object store volume and where it is mounted
 METRICS = ("metrics", 8080)
-
-
-class AuthOptions(Model):
-    mode: Literal["disabled", "token"] = "disabled"
-    secret_name: str | None = None
-    enable_k8s_token_auth: bool | None = Field(None, alias="enableK8sTokenAuth")
-
-
-class HeadGroupSpec(Model):
-    ray_start_params: dict[str, str] = Field(default_factory=dict)
-    template: Template
-    service_type: str | None = None
-    head_service: dict[str, Any] | None = None
-    enable_ingress: bool | None = None
-    ingress_options: dict[str, Any] | None = None
-    resources: dict[str, str] | None = None
-    labels: dict[str, str] | None = None
-
-
-class WorkerGroupSpec(Model):
-    group_name: str
-    replicas: int | None = Field(None, ge=0, le=INT32)
-    min_replicas: int | None = Field(None, ge=0, le=INT32)
-    max_replicas: int | None = Field(None, ge=0, le=INT32)
-    idle_timeout_seconds: int | None = None
-    priority: int | None = None
-    ray_start_params: dict[str, str] = Field(default_factory=dict)
-    template: Template
-    scale_strategy: dict[str, Any] | None = None
-    num_of_hosts: int = Field(1, ge=1, le=MAX_INDEXED)
-    suspend: bool | None = None
-    resources: dict[str, str] | None = None
-    labels: dict[str, str] | None = None
-
-    @property
-    def count(self) -> int:
-        """KubeRay's desired replicas (`GetWorkerGroupDesiredReplicas`), before numOfHosts."""
-        low, high = (
-            self.min_replicas or 0,
-            INT32 if self.max_replicas is None else self.max_replicas,
-        )
-        if self.suspend:
-            return 0
-        if self.replicas is None or self.replicas < low:
-            return low
-        return min(self.replicas, high)
-
-
-class RayClusterSpec(Model):
-    ray_version: str | None = None
-    head_group_spec: HeadGroupSpec
-    worker_group_specs: list[WorkerGroupSpec] = Field(default_factory=list)
-    auth_options: AuthOptions | None = None
-    suspend: bool | None = None
-    managed_by: str | None = None
-    enable_in_tree_autoscaling: bool | None = None
-    autoscaler_options: dict[str, Any] | None = None
-    head_service_annotations: dict[str, str] | None = None
-    gcs_fault_tolerance_options: dict[str, Any] | None = None
-    history_server_options: dict[str, Any] | None = None
-    network_policy: dict[str, Any] | None = None
-    tls_options: dict[str, Any] | None = None
-    upgrade_strategy: dict[str, Any] | None = None
-
-
-class SubmitterConfig(Model):
-    backoff_limit: int | None = Field(None, ge=0, le=INT32)
-
-
-class RayJobSpec(Model):
-    entrypoint: str = ""
-    runtime_env_yaml: str = Field("", alias="runtimeEnvYAML")
-    metadata: dict[str, str] | None = None
-    job_id: str | None = None
-    submission_mode: Literal["K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"] = (
-        "K8sJobMode"
-    )
-    entrypoint_num_cpus: float = Field(0, ge=0)
-    entrypoint_num_gpus: float = Field(0, ge=0)
-    entrypoint_resources: str | None = None
-    ray_cluster_spec: RayClusterSpec | None = None
-    cluster_selector: dict[str, str] | None = None
-    submitter_pod_template: Template | None = None
-    submitter_config: SubmitterConfig | None = None
-    shutdown_after_job_finishes: bool = False
-    ttl_seconds_after_finished: int = Field(0, ge=0, le=INT32)
-    active_deadline_seconds: int | None = Field(None, ge=1, le=INT32)
-    pre_running_deadline_seconds: int | None = Field(None, ge=1, le=INT32)
-    backoff_limit: int | None = Field(None, ge=0, le=INT32)
-    suspend: bool = False
-    managed_by: str | None = None
-    deletion_strategy: dict[str, Any] | None = None
-
-
-class Resource(Model):
-    api_version: Literal["ray.io/v1"]
-    kind: Literal["RayJob", "RayCluster"]
-    metadata: templates.Metadata
-    spec: dict[str, Any]
-    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
 # What aichor-iac does not run, and what to do instead: each a clear error at its path.
