@@ -223,19 +223,35 @@ def platform_env(
 
 def _problems(blueprint: Blueprint) -> list[Problem]:
     """Problems only visible once the plan and the stack config meet the manifest."""
+    return [
+        *_env_problems(blueprint),
+        *_tpu_problems(blueprint.spec),
+        *_kept_problems(blueprint),
+        *_scheduling_problems(blueprint),
+        *_settings_problems(blueprint),
+        *_job_problems(blueprint),
+    ]
+
+
+def _env_problems(blueprint: Blueprint) -> list[Problem]:
+    """The manifest's env names that aichor-iac sets itself."""
     spec, plan = blueprint.spec, blueprint.plan
-    problems = []
     reserved = {*PLATFORM_VARS, *blueprint.platform_env}
     reserved |= {var.name for group in plan.groups for var in group.env}
-    for i, var in enumerate(spec.env):
-        if var.name in reserved:
-            problems.append(
-                Problem(
-                    f"spec.env.{i}.name",
-                    f"{var.name} is set by aichor-iac for operator '{spec.operator}'; "
-                    "choose another name",
-                )
-            )
+    return [
+        Problem(
+            f"spec.env.{i}.name",
+            f"{var.name} is set by aichor-iac for operator '{spec.operator}'; "
+            "choose another name",
+        )
+        for i, var in enumerate(spec.env)
+        if var.name in reserved
+    ]
+
+
+def _tpu_problems(spec: Spec) -> list[Problem]:
+    """Multi-host TPU slices where the framework cannot spread one over several pods."""
+    problems = []
     for type_name, group in spec.types.present().items():
         for i, one in enumerate(group if isinstance(group, list) else [group]):
             tpu = one.resources.accelerators.tpu
@@ -249,9 +265,13 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                         f"topology ({tpu.tpu_chips_count} chips) here",
                     )
                 )
-    problems += _kept_problems(blueprint)
-    problems += _scheduling_problems(blueprint)
-    settings = blueprint.settings
+    return problems
+
+
+def _settings_problems(blueprint: Blueprint) -> list[Problem]:
+    """Stack settings the experiment cannot run with: object storage behind the
+    NetworkPolicy, non-root MPI workers."""
+    settings, problems = blueprint.settings, []
     if blueprint.network_policy and not settings.egress_cidrs:
         for key, value in blueprint.platform_env.items():
             if OBJECT_STORAGE.match(value):
@@ -266,12 +286,18 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                     )
                 )
     not_root = {"runAsNonRoot": settings.run_as_non_root, "runAsUser": settings.run_as_user}
-    if plan.framework == "mpi":  # the workers' sshd runs as root, as the MPI Operator's does
+    if blueprint.plan.framework == "mpi":  # the workers' sshd runs as root, as the Operator's
         problems += [
             Problem(f"aichor:{key}", "MPI workers run sshd as root: leave it unset for mpi")
             for key, value in not_root.items()
             if value  # (runAsUser 0 is root: fine)
         ]
+    return problems
+
+
+def _job_problems(blueprint: Blueprint) -> list[Problem]:
+    """Too many Jobs, or two groups that would be the same Job."""
+    plan, problems = blueprint.plan, []
     if plan.framework == "jobset" and len(plan.groups) > MAX_JOBS:
         problems.append(
             Problem(
@@ -280,7 +306,7 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
                 "each a resource of the stack: give a type more completions instead",
             )
         )
-    roles = [g.role for g in blueprint.plan.groups]
+    roles = [g.role for g in plan.groups]
     for role in sorted({r for r in roles if roles.count(r) > 1}):
         problems.append(
             Problem(
