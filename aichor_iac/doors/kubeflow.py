@@ -240,31 +240,9 @@ def validate(
 ) -> Experiment:
     """The custom resource as an experiment whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""
-
     fail = functools.partial(templates.error, source, lines=lines)
-    api_version, kind_name = data.get("apiVersion"), data.get("kind")
-    kind_name = kind_name if isinstance(kind_name, str) else repr(kind_name)
-    if kind_name not in KINDS or api_version != f"{GROUP}/{KINDS[kind_name].version}":
-        known = ", ".join(f"{GROUP}/{k.version} {name}" for name, k in KINDS.items())
-        raise fail(
-            [
-                Problem(
-                    "kind",
-                    f"{api_version} {kind_name} is not a custom resource aichor-iac reads: "
-                    f"give one of {known}",
-                )
-            ]
-        )
+    kind_name, resource, spec = _read(data, fail)
     kind = KINDS[kind_name]
-    try:
-        resource = Resource.model_validate(data)
-    except ValidationError as error:
-        raise fail([templates.located(e, Resource, ()) for e in error.errors()]) from None
-    try:
-        spec = SPEC_MODELS[kind_name].model_validate(resource.spec)
-    except ValidationError as error:
-        root = SPEC_MODELS[kind_name]
-        raise fail([templates.located(e, root, ("spec",)) for e in error.errors()]) from None
     problems: list[Problem] = []
     replica_specs = _replica_specs(kind, getattr(spec, _field(kind.specs)), problems)
     problems += _run_policy_problems(spec.run_policy)
@@ -290,7 +268,7 @@ def validate(
         by_alias=True, exclude_none=True, exclude={"run_policy", _field(kind.specs)}
     )
     origin = Origin(
-        api_version=api_version,
+        api_version=data["apiVersion"],
         kind=kind_name,
         kept=kept,
         ttl_seconds_after_finished=spec.run_policy.ttl_seconds_after_finished,
@@ -302,6 +280,26 @@ def validate(
     experiment = _experiment(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
     experiment.spec._origin = origin
     return experiment.read_from(source, lines)
+
+
+def _read(data: dict[str, Any], fail: Any) -> tuple[str, Resource, JobSpec]:
+    """The kind, the resource and its spec, each validated by its model; or `fail` with the
+    problems (a kind or version not read here, unknown or bad fields)."""
+    api_version, kind_name = data.get("apiVersion"), data.get("kind")
+    kind_name = kind_name if isinstance(kind_name, str) else repr(kind_name)
+    if kind_name not in KINDS or api_version != f"{GROUP}/{KINDS[kind_name].version}":
+        known = ", ".join(f"{GROUP}/{k.version} {name}" for name, k in KINDS.items())
+        reason = f"{api_version} {kind_name} is not a custom resource aichor-iac reads: "
+        raise fail([Problem("kind", reason + f"give one of {known}")])
+    try:
+        resource = Resource.model_validate(data)
+    except ValidationError as error:
+        raise fail([templates.located(e, Resource, ()) for e in error.errors()]) from None
+    root = SPEC_MODELS[kind_name]
+    try:
+        return kind_name, resource, root.model_validate(resource.spec)
+    except ValidationError as error:
+        raise fail([templates.located(e, root, ("spec",)) for e in error.errors()]) from None
 
 
 def _field(alias: str) -> str:

@@ -83,33 +83,8 @@ def validate(
     ManifestError naming every problem with its path and line."""
 
     fail = functools.partial(templates.error, source, lines=lines)
-    kind = data.get("kind")
-    if data.get("apiVersion") != API_VERSION or kind not in KINDS:
-        known = " or ".join(f"{API_VERSION} {k}" for k in KINDS)
-        raise fail(
-            [
-                Problem(
-                    "kind",
-                    f"{data.get('apiVersion')} {kind!s} is not a custom resource aichor-iac "
-                    f"reads: give {known}",
-                )
-            ]
-        )
-    try:
-        resource = Resource.model_validate(data)
-    except ValidationError as error:
-        raise fail([templates.located(e, Resource, ()) for e in error.errors()]) from None
+    resource, job, cluster, where = _read(data, fail)
     problems: list[Problem] = []
-    job: RayJobSpec | None = None
-    try:
-        if resource.kind == "RayJob":
-            job = RayJobSpec.model_validate(resource.spec)
-            cluster, where = job.ray_cluster_spec, "spec.rayClusterSpec"
-        else:
-            cluster, where = RayClusterSpec.model_validate(resource.spec), "spec"
-    except ValidationError as error:
-        model = RayJobSpec if resource.kind == "RayJob" else RayClusterSpec
-        raise fail([templates.located(e, model, ("spec",)) for e in error.errors()]) from None
     if job is not None:
         problems += _job_problems(job)
     if cluster is None:
@@ -141,6 +116,28 @@ def validate(
     experiment = _experiment(resource.metadata.name, cluster, job, kept)
     experiment.spec._origin = origin
     return experiment.read_from(source, lines)
+
+
+def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, RayJobSpec | None, Any, str]:
+    """The resource, its RayJob spec (None: a RayCluster), its cluster's spec and where that
+    is, each validated by its model; or `fail` with the problems."""
+    kind = data.get("kind")
+    if data.get("apiVersion") != API_VERSION or kind not in KINDS:
+        known = " or ".join(f"{API_VERSION} {k}" for k in KINDS)
+        reason = f"{data.get('apiVersion')} {kind!s} is not a custom resource aichor-iac reads"
+        raise fail([Problem("kind", f"{reason}: give {known}")])
+    try:
+        resource = Resource.model_validate(data)
+    except ValidationError as error:
+        raise fail([templates.located(e, Resource, ()) for e in error.errors()]) from None
+    try:
+        if resource.kind == "RayJob":
+            job = RayJobSpec.model_validate(resource.spec)
+            return resource, job, job.ray_cluster_spec, "spec.rayClusterSpec"
+        return resource, None, RayClusterSpec.model_validate(resource.spec), "spec"
+    except ValidationError as error:
+        model = RayJobSpec if resource.kind == "RayJob" else RayClusterSpec
+        raise fail([templates.located(e, model, ("spec",)) for e in error.errors()]) from None
 
 
 def _refused(given: dict[str, Any], refused: dict[str, str], where: str) -> list[Problem]:
