@@ -74,8 +74,20 @@ def convert(source: Experiment) -> Conversion:
         data["env"] = list(env.values())
     if spec.active_deadline_seconds:
         data["activeDeadlineSeconds"] = spec.active_deadline_seconds
-    backoffs = {k.backoff_limit for k in origin.kept.values()}
-    backoff = max(backoffs)
+    lost += _restart(origin, data)
+    lost += _option_losses(spec, origin, data)
+    lost += _run_policy_losses(origin)
+    lost += _companion_losses(origin)
+    lost += _env_contract(spec)
+    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
+    return Conversion(manifest, lost)
+
+
+def _restart(origin: Origin, data: dict[str, Any]) -> list[str]:
+    """The replicas' backoff limit as the manifest's (into `data`), and what of their restart
+    policies it cannot say."""
+    lost = []
+    backoff = max(k.backoff_limit for k in origin.kept.values())
     if backoff == UNLIMITED:
         lost.append(
             "restartPolicy: unlimited restarts (no runPolicy.backoffLimit); a manifest's "
@@ -88,7 +100,11 @@ def convert(source: Experiment) -> Conversion:
             "restartPolicy: replicas are not restarted in place (OnFailure) nor by "
             "exit code (ExitCode): a failed replica is a new pod, within backoffLimit"
         )
-    lost += _option_losses(spec, origin, data)
+    return lost
+
+
+def _run_policy_losses(origin: Origin) -> list[str]:
+    lost = []
     if origin.ttl_seconds_after_finished is not None:
         lost.append("runPolicy.ttlSecondsAfterFinished: finished Jobs are kept")
     if origin.suspend:
@@ -98,10 +114,7 @@ def convert(source: Experiment) -> Conversion:
             "runPolicy.schedulingPolicy: the gang is the stack's (aichor:gangScheduler), "
             "of every pod"
         )
-    lost += _companion_losses(origin)
-    lost += _env_contract(spec)
-    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
-    return Conversion(manifest, lost)
+    return lost
 
 
 def _ray(source: Experiment) -> Conversion:
@@ -158,30 +171,37 @@ def _ray(source: Experiment) -> Conversion:
         data["env"] = list(env.values())
     if spec.active_deadline_seconds:
         data["activeDeadlineSeconds"] = spec.active_deadline_seconds
-    if origin.options["submitter"]:
+    lost += _ray_job_losses(origin)
+    lost += _companion_losses(origin)
+    lost += _env_contract(spec)
+    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
+    return Conversion(manifest, lost)
+
+
+def _ray_job_losses(origin: Origin) -> list[str]:
+    """What of a RayJob's own fields the manifest cannot say."""
+    lost, options = [], origin.options
+    if options["submitter"]:
         submitter = origin.kept["Submitter"]
         lost.append(
             f"{submitter.path}: the submitter's template and its {submitter.backoff_limit} retries"
         )
-    for key, value in sorted(origin.options["submission"].items()):
+    for key, value in sorted(options["submission"].items()):
         field = "runtimeEnvYAML" if key == "runtime_env" else _camel(key)
         lost.append(f"spec.{field}: {value} (the manifest submits the command alone)")
-    if origin.options["jobId"]:
-        lost.append(f"spec.jobId: {origin.options['jobId']} (the experiment's name is the id)")
-    if not origin.options["shutdown"]:
+    if options["jobId"]:
+        lost.append(f"spec.jobId: {options['jobId']} (the experiment's name is the id)")
+    if not options["shutdown"]:
         lost.append(
             "spec.shutdownAfterJobFinishes: false; the manifest's cluster stops when the job ends"
         )
-    if origin.options["auth"] is not None:
+    if options["auth"] is not None:
         lost.append("spec.rayClusterSpec.authOptions: AIchor's Ray clusters always use a token")
     if origin.ttl_seconds_after_finished is not None:
         lost.append("spec.ttlSecondsAfterFinished: finished Jobs are kept")
     if origin.suspend:
         lost.append("spec.suspend: the experiment starts at once")
-    lost += _companion_losses(origin)
-    lost += _env_contract(spec)
-    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
-    return Conversion(manifest, lost)
+    return lost
 
 
 def _ray_template_losses(kept: Kept, head: Kept) -> list[str]:
