@@ -204,11 +204,34 @@ def pod_spec(ctx: Context, group: Group) -> kinds.PodSpecArgs:
         sidecars.append(tensorboard.shipper(ctx))
     if group.role == ctx.blueprint.jupyter:
         sidecars.append(jupyter.sidecar(ctx, list(mounts)))
+    return kinds.PodSpecArgs(
+        restart_policy="Never",
+        subdomain=ctx.names.service,
+        dns_config=kinds.PodDNSConfigArgs(searches=list(group.dns_searches))
+        if group.dns_searches
+        else None,
+        affinity=_affinity(ctx, group),
+        scheduler_name=ctx.scheduler_name,
+        node_selector=node_selector(ctx.settings, resources) or None,
+        tolerations=tolerations(resources) or None,
+        init_containers=sidecars or None,
+        containers=[_main_container(ctx, group, mounts)],
+        volumes=volumes or None,
+        **ctx.pod_defaults(),
+    )
+
+
+def _main_container(
+    ctx: Context, group: Group, mounts: list[kinds.VolumeMountArgs]
+) -> kinds.ContainerArgs:
+    """The framework's container: the group's command after its waits, its env, ports,
+    readiness probe, resources and security."""
+    resources = group.spec.resources
     rdma = ("IPC_LOCK",) if resources.rdma else ()  # RDMA pins (locks) its buffers' memory
     security = container_security(ctx.spec, (*group.capabilities, *rdma))
     ready = group.ready_port
     ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if ctx.followed(group) else [])]
-    main = kinds.ContainerArgs(
+    return kinds.ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,
         command=ctx.command(group, group.program or ctx.spec.command, spec_restarts(ctx.spec)),
@@ -224,32 +247,21 @@ def pod_spec(ctx: Context, group: Group) -> kinds.PodSpecArgs:
         volume_mounts=mounts or None,
         security_context=security,
     )
-    affinity = None
-    if group.colocate:  # e.g. a TPU slice: every host of it on the same node pool
-        together = kinds.LabelSelectorArgs(
-            match_labels={**ctx.selector(), "app.kubernetes.io/component": group.role}
+
+
+def _affinity(ctx: Context, group: Group) -> kinds.AffinityArgs | None:
+    """Every pod of a group on one node pool when it must be (e.g. the hosts of a TPU slice)."""
+    if not group.colocate:
+        return None
+    together = kinds.LabelSelectorArgs(
+        match_labels={**ctx.selector(), "app.kubernetes.io/component": group.role}
+    )
+    return kinds.AffinityArgs(
+        pod_affinity=kinds.PodAffinityArgs(
+            required_during_scheduling_ignored_during_execution=[
+                kinds.PodAffinityTermArgs(label_selector=together, topology_key=group.colocate)
+            ]
         )
-        affinity = kinds.AffinityArgs(
-            pod_affinity=kinds.PodAffinityArgs(
-                required_during_scheduling_ignored_during_execution=[
-                    kinds.PodAffinityTermArgs(label_selector=together, topology_key=group.colocate)
-                ]
-            )
-        )
-    return kinds.PodSpecArgs(
-        restart_policy="Never",
-        subdomain=ctx.names.service,
-        dns_config=kinds.PodDNSConfigArgs(searches=list(group.dns_searches))
-        if group.dns_searches
-        else None,
-        affinity=affinity,
-        scheduler_name=ctx.scheduler_name,
-        node_selector=node_selector(ctx.settings, resources) or None,
-        tolerations=tolerations(resources) or None,
-        init_containers=sidecars or None,
-        containers=[main],
-        volumes=volumes or None,
-        **ctx.pod_defaults(),
     )
 
 

@@ -169,15 +169,35 @@ def deployment(ctx: Context) -> dict:
     pod, replaced by deleting it first (`Recreate`): a ReadWriteOnce volume has one node."""
     labels = ctx.labels("tensorboard", replica=False)
     path = logs(ctx).path
-    arg = shell.k8s_escape(path)  # reaches TensorBoard as given, as it reaches the replicas
-    security = container_security(ctx.spec)
     if has_volume(ctx):
         claim = kinds.PersistentVolumeClaimVolumeSourceArgs(claim_name=name(ctx))
         volumes = [kinds.VolumeArgs(name=VOLUME, persistent_volume_claim=claim)]
         mounts = [kinds.VolumeMountArgs(name=VOLUME, mount_path=path, read_only=True)]
     else:
         volumes, mounts = ctx.storage(read_only=True)
-    tensorboard = kinds.ContainerArgs(
+    containers = [_tensorboard(ctx, mounts)]
+    if has_volume(ctx):
+        containers.append(_receiver(ctx))
+    return dict(
+        metadata=ctx.metadata(name(ctx), "tensorboard", _await(ctx), replica=False),
+        spec=kinds.DeploymentSpecArgs(
+            replicas=1,
+            strategy=kinds.DeploymentStrategyArgs(type="Recreate"),
+            selector=kinds.LabelSelectorArgs(match_labels=labels),
+            template=kinds.PodTemplateSpecArgs(
+                metadata=kinds.ObjectMetaArgs(labels=labels),
+                spec=kinds.PodSpecArgs(
+                    containers=containers, volumes=volumes or None, **ctx.pod_defaults()
+                ),
+            ),
+        ),
+    )
+
+
+def _tensorboard(ctx: Context, mounts: list[kinds.VolumeMountArgs]) -> kinds.ContainerArgs:
+    """TensorBoard itself, serving the log location (as the replicas write it)."""
+    arg = shell.k8s_escape(logs(ctx).path)  # reaches TensorBoard as given, as the replicas
+    return kinds.ContainerArgs(
         name="tensorboard",
         image=ctx.settings.tensorboard_image,
         command=["tensorboard", "--logdir", arg, "--host", "0.0.0.0", "--port", str(PORT)],
@@ -202,42 +222,27 @@ def deployment(ctx: Context) -> dict:
             requests={"cpu": "250m", "memory": "1Gi"}, limits={"cpu": "1", "memory": "2Gi"}
         ),
         volume_mounts=mounts or None,
-        security_context=security,
+        security_context=container_security(ctx.spec),
     )
-    containers = [tensorboard]
-    if has_volume(ctx):
-        containers.append(
-            kinds.ContainerArgs(
-                name="log-receiver",
-                image=ctx.settings.tensorboard_image,
-                command=["python3", "-c", RECEIVER, arg, str(LOGS_PORT)],
-                ports=[
-                    kinds.ContainerPortArgs(name="logs", container_port=LOGS_PORT, protocol="TCP")
-                ],
-                readiness_probe=kinds.ProbeArgs(
-                    tcp_socket=kinds.TCPSocketActionArgs(port=LOGS_PORT), period_seconds=10
-                ),
-                resources=kinds.ResourceRequirementsArgs(
-                    requests={"cpu": "50m", "memory": "64Mi"},
-                    limits={"cpu": "500m", "memory": "256Mi"},
-                ),
-                volume_mounts=[kinds.VolumeMountArgs(name=VOLUME, mount_path=path)],
-                security_context=security,
-            )
-        )
-    return dict(
-        metadata=ctx.metadata(name(ctx), "tensorboard", _await(ctx), replica=False),
-        spec=kinds.DeploymentSpecArgs(
-            replicas=1,
-            strategy=kinds.DeploymentStrategyArgs(type="Recreate"),
-            selector=kinds.LabelSelectorArgs(match_labels=labels),
-            template=kinds.PodTemplateSpecArgs(
-                metadata=kinds.ObjectMetaArgs(labels=labels),
-                spec=kinds.PodSpecArgs(
-                    containers=containers, volumes=volumes or None, **ctx.pod_defaults()
-                ),
-            ),
+
+
+def _receiver(ctx: Context) -> kinds.ContainerArgs:
+    """The log receiver: what the replicas' shippers send, written to TensorBoard's volume."""
+    path = logs(ctx).path
+    return kinds.ContainerArgs(
+        name="log-receiver",
+        image=ctx.settings.tensorboard_image,
+        command=["python3", "-c", RECEIVER, shell.k8s_escape(path), str(LOGS_PORT)],
+        ports=[kinds.ContainerPortArgs(name="logs", container_port=LOGS_PORT, protocol="TCP")],
+        readiness_probe=kinds.ProbeArgs(
+            tcp_socket=kinds.TCPSocketActionArgs(port=LOGS_PORT), period_seconds=10
         ),
+        resources=kinds.ResourceRequirementsArgs(
+            requests={"cpu": "50m", "memory": "64Mi"},
+            limits={"cpu": "500m", "memory": "256Mi"},
+        ),
+        volume_mounts=[kinds.VolumeMountArgs(name=VOLUME, mount_path=path)],
+        security_context=container_security(ctx.spec),
     )
 
 
