@@ -56,12 +56,21 @@ def template(
             *main.get("volumeMounts", []),
             *({"name": m.name, "mountPath": m.path, "readOnly": True} for m in group.mounts),
         ]
-    followed = ctx.followed(group)
+    _ports(ctx, group, kept, main)
+    _command(ctx, group, kept, spec, main)
+    return result
+
+
+def _ports(ctx: Context, group: Group, kept: Kept, main: dict[str, Any]) -> None:
+    """The operator's ports (and the lifeline's) the container does not list yet, and the
+    readiness probe that lets the later Jobs start."""
     numbers = {p.get("containerPort") for p in main.get("ports", [])}
     runs = kept.argv or group.program  # a command the lifeline's supervisor can run
-    extra = [*group.ports, *([("lifeline", LIFELINE_PORT)] if followed and runs else [])]
+    lifeline = [("lifeline", LIFELINE_PORT)] if ctx.followed(group) and runs else []
     added = [
-        {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in extra if p not in numbers
+        {"name": n, "containerPort": p, "protocol": "TCP"}
+        for n, p in [*group.ports, *lifeline]
+        if p not in numbers
     ]
     if added:
         main["ports"] = [*main.get("ports", []), *added]
@@ -71,7 +80,14 @@ def template(
             "periodSeconds": 5,
             "failureThreshold": 1,
         }
-    wrapped = bool(group.computed or group.waits or group.follows or followed)
+
+
+def _command(
+    ctx: Context, group: Group, kept: Kept, spec: dict[str, Any], main: dict[str, Any]
+) -> None:
+    """What the container runs: the operator's program, the user's command wrapped by the
+    waits and the lifeline, or the image's entrypoint after a wait in an init container."""
+    wrapped = bool(group.computed or group.waits or group.follows or ctx.followed(group))
     if group.program is not None:  # what the operator runs in the container (`ray start`)
         main["command"] = ctx.command(group, group.program, kept.backoff_limit > 0)
         main.pop("args", None)
@@ -88,4 +104,3 @@ def template(
             "command": ["/bin/sh", "-c", shell.k8s_escape("\n".join(lines))],
         }
         spec["initContainers"] = [wait, *spec.get("initContainers", [])]
-    return result
