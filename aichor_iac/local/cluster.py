@@ -19,7 +19,7 @@ from . import containers, volumes
 from .downward import container_env, container_of, expand
 from .host import LocalUnavailable, network_namespaces
 from .jobs import Controllers, gang_of, pod_name
-from .network import Network
+from .network import Network, records
 
 
 class LocalCluster:
@@ -300,27 +300,5 @@ class LocalCluster:
 
     def _write(self) -> None:
         """The hosts file: each scheduled pod's names, and each Service's addresses."""
-        lines = ["127.0.0.1 localhost"]
-        for job, i in self.pods:
-            pod = pod_name(job, i)
-            if pod in self.live:  # (the short name: the kubelet's /etc/hosts line of the pod)
-                lines.append(f"{self.ips[pod]} {_fqdn(job, i)} {pod}")
-        for service in self.services:
-            selector = service["spec"].get("selector") or {}
-            metadata = service["metadata"]
-            name = f"{metadata['name']}.{metadata['namespace']}.svc.cluster.local"
-            for workload, i in self.servers + self.pods:
-                labels = dict(workload["spec"]["template"]["metadata"]["labels"])
-                if workload["kind"] == "Job":  # the Job controller labels pods with their index
-                    labels["batch.kubernetes.io/job-completion-index"] = str(i)
-                if pod_name(workload, i) in self.live and selector.items() <= labels.items():
-                    lines.append(f"{self.ips[pod_name(workload, i)]} {name}")
-                    if service["spec"].get("clusterIP") != "None":
-                        break  # a ClusterIP: one address, as kube-proxy's virtual IP
-        self.network.hosts(lines)
-
-
-def _fqdn(job: dict[str, Any], index: int) -> str:
-    spec = job["spec"]["template"]["spec"]
-    namespace = job["metadata"]["namespace"]
-    return f"{pod_name(job, index)}.{spec['subdomain']}.{namespace}.svc.cluster.local"
+        workloads = self.servers + self.pods
+        self.network.hosts(records(workloads, self.services, self.live, self.ips))

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 
 class Network:
@@ -92,3 +93,39 @@ class Network:
 def _ip(*args: str, ns: str | None = None) -> None:
     prefix = ["ip", "netns", "exec", ns] if ns else []
     subprocess.run([*prefix, "ip", *args], check=True, capture_output=True)
+
+
+def records(
+    workloads: list[tuple[dict[str, Any], int]],
+    services: list[dict[str, Any]],
+    live: set[str],
+    ips: dict[str, str],
+) -> list[str]:
+    """The hosts file's lines, as the cluster DNS answers: each scheduled (`live`) Job pod's
+    names (`workloads`: (Job or Deployment, index)), and each Service's addresses (every
+    selected pod for a headless one, one for a ClusterIP, as kube-proxy's virtual IP)."""
+    lines = ["127.0.0.1 localhost"]
+    for job, i in workloads:
+        pod = f"{job['metadata']['name']}-{i}"
+        if job["kind"] == "Job" and pod in live:  # (the short name: the kubelet's line)
+            lines.append(f"{ips[pod]} {_fqdn(job, i)} {pod}")
+    for service in services:
+        selector = service["spec"].get("selector") or {}
+        metadata = service["metadata"]
+        name = f"{metadata['name']}.{metadata['namespace']}.svc.cluster.local"
+        for workload, i in workloads:
+            labels = dict(workload["spec"]["template"]["metadata"]["labels"])
+            if workload["kind"] == "Job":  # the Job controller labels pods with their index
+                labels["batch.kubernetes.io/job-completion-index"] = str(i)
+            pod = f"{workload['metadata']['name']}-{i}"
+            if pod in live and selector.items() <= labels.items():
+                lines.append(f"{ips[pod]} {name}")
+                if service["spec"].get("clusterIP") != "None":
+                    break  # a ClusterIP: one address, as kube-proxy's virtual IP
+    return lines
+
+
+def _fqdn(job: dict[str, Any], index: int) -> str:
+    spec = job["spec"]["template"]["spec"]
+    namespace = job["metadata"]["namespace"]
+    return f"{job['metadata']['name']}-{index}.{spec['subdomain']}.{namespace}.svc.cluster.local"

@@ -1,0 +1,45 @@
+"""The local cluster's DNS: the hosts file's records, as the cluster DNS answers for pods and
+Services (pure: no namespace needed)."""
+
+from __future__ import annotations
+
+from aichor_iac.local.network import records
+
+
+def job(name: str, role: str) -> dict:
+    template = {"metadata": {"labels": {"role": role}}, "spec": {"subdomain": "exp"}}
+    return {
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"template": template},
+    }
+
+
+def service(name: str, role: str, cluster_ip: str = "None") -> dict:
+    spec = {"selector": {"role": role}, "clusterIP": cluster_ip}
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": spec}
+
+
+def test_scheduled_pods_and_the_services_selecting_them_resolve():
+    workers = job("exp-worker", "worker")
+    workloads = [(workers, 0), (workers, 1), (workers, 2)]
+    ips = {"exp-worker-0": "10.0.0.2", "exp-worker-1": "10.0.0.3", "exp-worker-2": "10.0.0.4"}
+    live = {"exp-worker-0", "exp-worker-2"}  # exp-worker-1 ended (or not scheduled yet)
+    services = [service("exp", "worker"), service("one", "worker", cluster_ip="")]
+    assert records(workloads, services, live, ips) == [
+        "127.0.0.1 localhost",
+        "10.0.0.2 exp-worker-0.exp.ns.svc.cluster.local exp-worker-0",
+        "10.0.0.4 exp-worker-2.exp.ns.svc.cluster.local exp-worker-2",
+        "10.0.0.2 exp.ns.svc.cluster.local",  # headless: every ready address
+        "10.0.0.4 exp.ns.svc.cluster.local",
+        "10.0.0.2 one.ns.svc.cluster.local",  # a ClusterIP: one address
+    ]
+
+
+def test_a_service_selects_by_the_completion_index_the_job_controller_labels():
+    workers = job("exp-worker", "worker")
+    indexed = service("first", "worker")
+    indexed["spec"]["selector"]["batch.kubernetes.io/job-completion-index"] = "1"
+    ips = {"exp-worker-0": "10.0.0.2", "exp-worker-1": "10.0.0.3"}
+    lines = records([(workers, 0), (workers, 1)], [indexed], set(ips), ips)
+    assert lines[-1] == "10.0.0.3 first.ns.svc.cluster.local"
