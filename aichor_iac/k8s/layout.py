@@ -107,14 +107,8 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
     if ctx.blueprint.tensorboard:
         after = list(needed)
         if tensorboard.has_volume(ctx):
-            after.append(
-                add(
-                    "PersistentVolumeClaim",
-                    "tensorboard-volume",
-                    tensorboard.log_volume(ctx),
-                    first,
-                )
-            )
+            volume = tensorboard.log_volume(ctx)
+            after.append(add("PersistentVolumeClaim", "tensorboard-volume", volume, first))
         add("Deployment", "tensorboard", tensorboard.deployment(ctx), after)
         add("Service", "tensorboard-service", tensorboard.service(ctx), needed)
     return result
@@ -152,5 +146,3 @@ def plain(value: Any) -> Any:
     if isinstance(value, list):
         return [plain(v) for v in value]
     return value
-
-
