@@ -85,7 +85,7 @@ class LocalCluster:
         self.live = {pod_name(d, i) for d, i in self.servers}  # Job pods: once scheduled
         self.started: dict[str, list[threading.Thread]] = {}
         self.closed = False
-        self.made: list[Path] = []
+        self.mount_points = volumes.MountPoints(self.jobs + self.deployments)
         self.processes: dict[str, list[subprocess.Popen]] = {pod: [] for pod in self.ips}
 
     def claim(self, name: str) -> Path:
@@ -98,8 +98,9 @@ class LocalCluster:
 
     def __enter__(self) -> LocalCluster:
         try:
-            self.made = volumes.mount_points(self.jobs + self.deployments)
+            self.mount_points.__enter__()
         except LocalUnavailable:
+            self.mount_points.__exit__()
             shutil.rmtree(self.root, ignore_errors=True)
             raise
         self.network.up()
@@ -118,8 +119,7 @@ class LocalCluster:
             thread.join(10)  # each sees its processes end before their files go
         self.network.down()
         shutil.rmtree(self.root, ignore_errors=True)
-        for path in reversed(self.made):
-            path.rmdir()
+        self.mount_points.__exit__()
 
     def run(
         self, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
@@ -258,7 +258,7 @@ class LocalCluster:
         mounts = []
         for mount in main.get("volumeMounts", []):
             source = self.volumes.source(pod, spec, mount["name"])
-            if source is not None:  # (its mount point was made by volumes.mount_points)
+            if source is not None:  # (its mount point: volumes.MountPoints)
                 mounts.append((str(source), mount["mountPath"], bool(mount.get("readOnly"))))
         process = containers.launch(
             self.network.ns(pod),

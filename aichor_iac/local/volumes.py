@@ -4,7 +4,12 @@ its pods share; and the mount points they need on this machine."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import threading
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +25,52 @@ def emulated(volume: dict[str, Any]) -> bool:
     return volume.get("emptyDir", {}).get("medium") != "Memory"
 
 
-def mount_points(workloads: list[dict[str, Any]]) -> list[Path]:
-    """Bind mounts need their targets to exist: make every directory a pod mounts a volume
-    at, and return those made (to remove them, deepest last). LocalUnavailable when one
-    cannot be made (what was made is removed)."""
+# Local clusters at once on one machine share the mount points they make: the last one to
+# leave removes them (one that removed them while another still starts containers there
+# would see them made again by those containers, and left behind). /run is a tmpfs.
+REGISTRY = Path("/run/aichor-local")
+
+
+class MountPoints:
+    """The directories pods mount volumes at, made for the clusters that need them (bind
+    mounts need their targets to exist) and removed when the last of those clusters leaves.
+    LocalUnavailable when one cannot be made (nothing is left made then)."""
+
+    def __init__(self, workloads: list[dict[str, Any]], registry: Path = REGISTRY) -> None:
+        self.targets = sorted(_targets(workloads))
+        self.registry = registry
+        self.live: Any = None  # this cluster's registration, locked shared while it lives
+
+    def __enter__(self) -> MountPoints:
+        self.registry.mkdir(parents=True, exist_ok=True)
+        with _registry_lock(self.registry):
+            self.live = (self.registry / f"live-{uuid.uuid4().hex}").open("w")
+            fcntl.flock(self.live, fcntl.LOCK_SH)
+            made: list[Path] = []
+            try:
+                for target in self.targets:
+                    made += _make(target)
+            finally:
+                with (self.registry / "made").open("a") as record:
+                    record.writelines(f"{path}\n" for path in made)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with _registry_lock(self.registry):
+            if self.live is not None:
+                self.live.close()  # (its lock with it)
+                Path(self.live.name).unlink(missing_ok=True)
+            if any(_alive(path) for path in self.registry.glob("live-*")):
+                return  # another cluster still needs them: the last one removes them
+            record = self.registry / "made"
+            made = record.read_text().splitlines() if record.exists() else []
+            for path in sorted(set(made), key=lambda p: -p.count("/")):  # deepest first
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+            record.unlink(missing_ok=True)
+
+
+def _targets(workloads: list[dict[str, Any]]) -> set[Path]:
     targets = set()
     for workload in workloads:
         spec = workload["spec"]["template"]["spec"]
@@ -31,20 +78,43 @@ def mount_points(workloads: list[dict[str, Any]]) -> list[Path]:
             for mount in container.get("volumeMounts", []):
                 if emulated(volume_of(spec, mount["name"])):
                     targets.add(Path(mount["mountPath"]))
+    return targets
+
+
+def _make(target: Path) -> list[Path]:
+    """The directories made for `target` to exist, from the top."""
     made: list[Path] = []
-    for target in sorted(targets):
-        for directory in reversed([p for p in (target, *target.parents) if not p.exists()]):
-            try:
-                directory.mkdir()
-            except OSError as error:
-                for path in reversed(made):
-                    path.rmdir()
-                raise LocalUnavailable(
-                    f"a pod mounts a volume at {target}, and {directory} cannot be made "
-                    f"here: {error.strerror}"
-                ) from None
-            made.append(directory)
+    for directory in reversed([p for p in (target, *target.parents) if not p.exists()]):
+        try:
+            directory.mkdir()
+        except OSError as error:
+            for path in reversed(made):
+                path.rmdir()
+            raise LocalUnavailable(
+                f"a pod mounts a volume at {target}, and {directory} cannot be made "
+                f"here: {error.strerror}"
+            ) from None
+        made.append(directory)
     return made
+
+
+@contextlib.contextmanager
+def _registry_lock(registry: Path) -> Iterator[None]:
+    with (registry / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _alive(path: Path) -> bool:
+    """Whether the cluster registered as `path` still lives (holds its lock); a dead one's
+    registration (its process was killed) is removed."""
+    with path.open() as registration:
+        try:
+            fcntl.flock(registration, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+    path.unlink(missing_ok=True)
+    return False
 
 
 class Volumes:
