@@ -22,7 +22,22 @@ ELSEWHERE = {
     "Trainer v2",
     "jobset.x-k8s.io/": "JobSet is not read yet, AIchor's operator: jobset has its shape (the "
     "docs' Coming from JobSet)",
-    "tensorflow.org/": "it is the retired tf-operator's, write it as a kubeflow.org/v1 TFJob",
+}
+# Retired versions of the custom resources the doors read, and the version that replaced each
+# (Kubeflow's operators served v1 from Kubeflow 1.0; the MPI Operator v2beta1; KubeRay ray.io/v1
+# from 1.0, v1alpha1 before).
+RETIRED = {
+    **{
+        (f"kubeflow.org/{version}", kind): f"kubeflow.org/v1 {kind}"
+        for version in ("v1alpha1", "v1alpha2", "v1beta1", "v1beta2")
+        for kind in ("TFJob", "PyTorchJob")
+    },
+    ("kubeflow.org/v1alpha1", "XGBoostJob"): "kubeflow.org/v1 XGBoostJob",
+    ("kubeflow.org/v1alpha1", "MPIJob"): "kubeflow.org/v2beta1 MPIJob",
+    ("kubeflow.org/v1alpha2", "MPIJob"): "kubeflow.org/v2beta1 MPIJob",
+    ("tensorflow.org/v1alpha1", "TfJob"): "kubeflow.org/v1 TFJob",
+    ("ray.io/v1alpha1", "RayJob"): "ray.io/v1 RayJob",
+    ("ray.io/v1alpha1", "RayCluster"): "ray.io/v1 RayCluster",
 }
 
 
@@ -62,12 +77,26 @@ def validate(
     """The experiment `data` describes, by its front door: an AIchor manifest, or a Kubeflow
     or KubeRay custom resource (with `companions`, the ConfigMaps beside it)."""
     api_version = _api_version(data)
+    if (api_version, str(data.get("kind"))) in RETIRED:  # (a kind may be any YAML value)
+        raise ManifestError(source, [_retired(data, lines or {})])
     for group, door in CR_DOORS.items():
         if api_version.startswith(group):
             return door.validate(data, source, lines or {}, companions or [])
     if "/" in api_version or api_version == "v1":  # a Kubernetes resource, not a manifest
         raise ManifestError(source, [_unread(data, lines or {})])
     return aichor.read(data, source, lines or {})
+
+
+def _retired(data: dict[str, Any], lines: dict) -> Problem:
+    """A retired version of a custom resource a door reads: which version replaced it."""
+    api_version, kind = _api_version(data), str(data["kind"])
+    door = "Coming from KubeRay" if api_version.startswith("ray.io/") else "Coming from Kubeflow v1"
+    return Problem(
+        "apiVersion",
+        f"{api_version} {kind} is a retired version: write it as {RETIRED[api_version, kind]} "
+        f"(some fields moved: the docs' {door} lists what is read)",
+        line_for(("apiVersion",), lines),
+    )
 
 
 def _unread(data: dict[str, Any], lines: dict) -> Problem:

@@ -70,6 +70,8 @@ def documents(text: str, source: str) -> list[Document]:
         reason = getattr(error, "problem", None) or str(error)
         line = mark.line + 1 if mark else None
         reason = " ".join(str(reason).split())  # one line per problem
+        if "{{" in text:  # a Helm chart's (or Go) template, not yet rendered
+            reason += "; it looks like a template ({{ ... }}): render it first (helm template)"
         raise ManifestError(source, [Problem("", f"invalid YAML: {reason}", line)]) from None
     except RecursionError:  # PyYAML's composer recurses once per level
         raise ManifestError(source, [Problem("", f"nested more than {MAX_DEPTH} levels")]) from None

@@ -12,12 +12,11 @@ CASES = [
     # (apiVersion, kind, a hint the refusal gives, or None)
     ("trainer.kubeflow.org/v1alpha1", "TrainJob", "Trainer v2 is not read yet"),
     ("jobset.x-k8s.io/v1alpha2", "JobSet", "operator: jobset has its shape"),
-    ("tensorflow.org/v1alpha1", "TfJob", "retired tf-operator's, write it as a kubeflow.org/v1"),
     ("batch/v1", "Job", None),
     ("v1", "Pod", None),
-    # Retired versions of the groups a door reads: that door refuses them.
-    ("kubeflow.org/v1beta1", "TFJob", None),
-    ("ray.io/v1alpha1", "RayCluster", None),
+    # A version a door's group never had: that door refuses it.
+    ("kubeflow.org/v3", "PyTorchJob", None),
+    ("ray.io/v2", "RayCluster", None),
 ]
 
 
@@ -38,6 +37,38 @@ def test_a_resource_no_door_reads_is_refused_by_kind_and_version(api_version, ki
         assert "ray.io/v1 RayJob" in problem.message
     if not api_version.startswith(("kubeflow.org/", "ray.io/")):
         assert "AIchorManifest" in problem.message
+
+
+RETIRED = [
+    ("tensorflow.org/v1alpha1", "TfJob", "kubeflow.org/v1 TFJob"),
+    ("kubeflow.org/v1alpha2", "TFJob", "kubeflow.org/v1 TFJob"),
+    ("kubeflow.org/v1beta1", "TFJob", "kubeflow.org/v1 TFJob"),
+    ("kubeflow.org/v1beta2", "PyTorchJob", "kubeflow.org/v1 PyTorchJob"),
+    ("kubeflow.org/v1alpha1", "XGBoostJob", "kubeflow.org/v1 XGBoostJob"),
+    ("kubeflow.org/v1alpha2", "MPIJob", "kubeflow.org/v2beta1 MPIJob"),
+    ("ray.io/v1alpha1", "RayJob", "ray.io/v1 RayJob"),
+    ("ray.io/v1alpha1", "RayCluster", "ray.io/v1 RayCluster"),
+]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "current"), RETIRED)
+def test_a_retired_version_says_which_replaced_it(api_version, kind, current):
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\nspec: {{}}\n"
+    with pytest.raises(ManifestError) as caught:
+        doors.parse(text, source="old.yaml")
+    (problem,) = caught.value.problems
+    assert (problem.path, problem.line) == ("apiVersion", 1)
+    assert problem.message.startswith(f"{api_version} {kind} is a retired version: write it as ")
+    assert f"write it as {current} " in problem.message
+
+
+def test_an_unrendered_template_says_to_render_it_first():
+    text = (
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: {{ .Release.Name }}\n"
+        "{{- if .Values.gpu }}\nspec: {}\n{{- end }}\n"
+    )
+    with pytest.raises(ManifestError, match=r"looks like a template .* render it first"):
+        doors.parse(text, source="chart.yaml")
 
 
 @pytest.mark.parametrize("api_version", ["0.2.2", "0.2.3", None])
