@@ -12,7 +12,7 @@ config = pulumi.Config("aichor")
 try:
     stack_settings = settings.from_pulumi_config(config)
     experiment_manifest = doors.load(config.require("manifest"))
-    name = stack_settings.experiment_name or experiment_manifest.name or pulumi.get_stack()
+    name = stack_settings.experiment_name or experiment_manifest.name_in(pulumi.get_stack())
     experiment = components.export(name, experiment_manifest, stack_settings)
 except ManifestError as error:
     raise pulumi.RunError(str(error)) from None  # one line per problem, no traceback

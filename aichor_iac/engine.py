@@ -192,7 +192,7 @@ def expand(
     from .components import experiment
 
     settings = settings or Settings()
-    experiment_name = name or settings.experiment_name or manifest.name or stack
+    experiment_name = name or settings.experiment_name or manifest.name_in(stack)
     return run(lambda: experiment(experiment_name, manifest, settings).outputs, stack)
 
 

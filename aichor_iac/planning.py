@@ -120,7 +120,7 @@ def blueprint(manifest: Experiment, settings: Settings | None = None, name: str 
     planner = PLANNERS[spec.operator]
     draft = planner(spec, Names("x", settings.namespace, settings.cluster_domain))
     experiment = naming.experiment_name(
-        name or manifest.name or "experiment", [(g.role, g.count) for g in draft.groups]
+        name or manifest.name_in("experiment"), [(g.role, g.count) for g in draft.groups]
     )
     names = Names(experiment, settings.namespace, settings.cluster_domain)
     logs = tensorboard_logs(spec, settings)
@@ -241,8 +241,7 @@ def _env_problems(blueprint: Blueprint) -> list[Problem]:
     return [
         Problem(
             f"spec.env.{i}.name",
-            f"{var.name} is set by aichor-iac for operator '{spec.operator}'; "
-            "choose another name",
+            f"{var.name} is set by aichor-iac for operator '{spec.operator}'; choose another name",
         )
         for i, var in enumerate(spec.env)
         if var.name in reserved

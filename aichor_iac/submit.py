@@ -50,7 +50,7 @@ def up(
 
     manifest = experiment if isinstance(experiment, Experiment) else load(experiment)
     settings = settings or Settings()
-    experiment_name = name or settings.experiment_name or manifest.name or stack
+    experiment_name = name or settings.experiment_name or manifest.name_in(stack)
     # ManifestError now, naming every problem, rather than from inside the CLI's run.
     layout.checked(Context(blueprint(manifest, settings, experiment_name)))
 

@@ -53,7 +53,7 @@ def inputs_of(args: argparse.Namespace) -> Inputs:
 
 def name_of(args: argparse.Namespace, settings: Settings, manifest: Experiment, stack: str) -> str:
     """The experiment's name: --name, else the stack's, else the manifest's, else the stack."""
-    return args.name or settings.experiment_name or manifest.name or stack
+    return args.name or settings.experiment_name or manifest.name_in(stack)
 
 
 def _stack_manifest(stack_file: str | None, settings: Settings) -> Path | None:

@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from ..experiment.groups import Model
 from ..experiment.model import Experiment, Spec
 from ..experiment.origin import Kept, Origin
-from ..limits import DNS_1035, INT32, MAX_INDEXED
+from ..limits import INT32, MAX_INDEXED
 from ..problems import Problem
 from ..reading import podtemplate as templates
 from ..reading.podtemplate import Template
@@ -247,14 +247,7 @@ def validate(
     replica_specs = _replica_specs(kind, getattr(spec, _field(kind.specs)), problems)
     problems += _run_policy_problems(spec.run_policy)
     problems += _option_problems(kind_name, spec, replica_specs)
-    if not DNS_1035.match(resource.metadata.name):
-        problems.append(
-            Problem(
-                "metadata.name",
-                "must be a DNS-1035 label, as the operator's webhook requires: lowercase "
-                "letters, digits and '-', starting with a letter, at most 63 characters",
-            )
-        )
+    problems += resource.metadata.problems("the operator's webhook")
     config_maps, invalid = templates.companions(companions)
     problems += invalid
     kept = {}
@@ -279,6 +272,9 @@ def validate(
     )
     experiment = _experiment(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
     experiment.spec._origin = origin
+    if resource.metadata.name is None:  # named by the stack (`Experiment.name_in`)
+        update = {"generate_name": resource.metadata.generate_name}
+        experiment = experiment.model_copy(update=update)
     return experiment.read_from(source, lines)
 
 
@@ -442,7 +438,11 @@ def _defaulted(template: dict[str, Any], container: str, kind: Kind) -> dict[str
 
 
 def _experiment(
-    kind: Kind, name: str, specs: dict[str, ReplicaSpec], kept: dict[str, Kept], run: RunPolicy
+    kind: Kind,
+    name: str | None,
+    specs: dict[str, ReplicaSpec],
+    kept: dict[str, Kept],
+    run: RunPolicy,
 ) -> Experiment:
     """The neutral description: framework, counts and resources (from each operator
     container's requests), policies. Image and command are the first type's, for the record:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from ..experiment.groups import RAY_ROLES
 from ..experiment.model import Experiment, Spec
 from ..experiment.origin import Kept, Origin
-from ..limits import DNS_1035, INT32, dns_label
+from ..limits import INT32, dns_label
 from ..problems import Problem
 from ..reading import podtemplate as templates
 from .kuberay_spec import (
@@ -91,14 +91,7 @@ def validate(
         problems.append(Problem("spec.rayClusterSpec", "give the cluster the job runs on"))
         raise fail(problems)
     problems += _cluster_problems(cluster, where)
-    if not DNS_1035.match(resource.metadata.name):
-        problems.append(
-            Problem(
-                "metadata.name",
-                "must be a DNS-1035 label, as KubeRay requires: lowercase letters, digits and "
-                "'-', starting with a letter, at most 63 characters",
-            )
-        )
+    problems += resource.metadata.problems("KubeRay")
     kept = _kept(cluster, job, where, problems)
     config_maps, invalid = templates.companions(companions)
     problems += invalid
@@ -115,6 +108,9 @@ def validate(
     )
     experiment = _experiment(resource.metadata.name, cluster, job, kept)
     experiment.spec._origin = origin
+    if resource.metadata.name is None:  # named by the stack (`Experiment.name_in`)
+        update = {"generate_name": resource.metadata.generate_name}
+        experiment = experiment.model_copy(update=update)
     return experiment.read_from(source, lines)
 
 
@@ -392,7 +388,7 @@ def _options(cluster: RayClusterSpec, job: RayJobSpec | None) -> dict[str, Any]:
 
 
 def _experiment(
-    name: str, cluster: RayClusterSpec, job: RayJobSpec | None, kept: dict[str, Kept]
+    name: str | None, cluster: RayClusterSpec, job: RayJobSpec | None, kept: dict[str, Kept]
 ) -> Experiment:
     """The neutral description: the head, the worker groups with KubeRay's desired replicas,
     and the resources of each Ray container (for the experiment's totals)."""

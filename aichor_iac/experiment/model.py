@@ -172,6 +172,8 @@ class Experiment(Model):
     """One experiment, whichever door it came in by: its name (None: the stack's) and `spec`."""
 
     name: str | None = Field(None, description="Experiment name (default: the stack name).")
+    # A custom resource's metadata.generateName: the name is this prefix and the stack's.
+    generate_name: str | None = None
     spec: Spec
 
     _source: str = PrivateAttr("<manifest>")
@@ -186,6 +188,15 @@ class Experiment(Model):
     def source(self) -> str:
         """The file the experiment came from (`<stdin>`, `<manifest>` for a text)."""
         return self._source
+
+    def name_in(self, stack: str) -> str:
+        """The experiment's name in a stack: its own; else, given a generateName, that prefix
+        and the stack's name (the API server adds a random suffix, which would make every
+        `pulumi up` a new experiment: the stack's name is stable and differs per stack);
+        else the stack's name."""
+        if self.name:
+            return self.name
+        return f"{self.generate_name}{stack}" if self.generate_name else stack
 
     def located(self, problems: list[Problem]) -> list[Problem]:
         """Problems found after reading, each with the line of the input it is about."""

@@ -55,7 +55,7 @@ def run_experiment(
     settings = settings or Settings()
     if replicas is not None:
         manifest = _capped(manifest, replicas)
-    experiment = name or settings.experiment_name or manifest.name or "local"
+    experiment = name or settings.experiment_name or manifest.name_in("local")
     plan = planning.blueprint(manifest, settings, experiment).plan
     if plan.endless:
         raise LocalUnavailable(

@@ -9,10 +9,18 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from ..experiment.groups import Accelerators, Gpu, Resources
-from ..limits import DNS_SUBDOMAIN, Image, quantity
+from ..limits import DNS_1035, DNS_SUBDOMAIN, Image, quantity
 from ..problems import ManifestError, Problem
 from ..problems import located as at_lines
 from .errors import problem as pydantic_problem
@@ -21,10 +29,42 @@ IMAGE = TypeAdapter(Image)
 
 
 class Metadata(BaseModel):
-    """A custom resource's metadata: its name names the experiment; the rest is not used (the stack
-    places the experiment in its namespace, the objects carry aichor-iac's labels)."""
+    """A custom resource's metadata: its name (or its generateName) names the experiment; the
+    rest is not used (the stack places the experiment in its namespace, the objects carry
+    aichor-iac's labels)."""
 
-    name: str = Field(min_length=1)
+    generate_name: str | None = Field(None, alias="generateName", min_length=1)
+    name: str | None = Field(None, min_length=1, validate_default=True)
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and not info.data.get("generate_name"):
+            raise ValueError("required; add it (or generateName)")
+        return value
+
+    def problems(self, who: str) -> list[Problem]:
+        """The name as `who` (the operator's webhook, KubeRay) requires it: a DNS-1035 label;
+        a generateName must begin one (the stack's name completes it: `Experiment.name_in`)."""
+        if self.name is not None:
+            if DNS_1035.match(self.name):
+                return []
+            reason = (
+                f"must be a DNS-1035 label, as {who} requires: lowercase letters, digits and "
+                "'-', starting with a letter, at most 63 characters"
+            )
+            return [Problem("metadata.name", reason)]
+        prefix = self.generate_name or ""
+        if DNS_1035.match(f"{prefix}a") and len(prefix) <= MAX_PREFIX:
+            return []
+        reason = (
+            "must begin a DNS-1035 label: lowercase letters, digits and '-', starting with a "
+            f"letter, at most {MAX_PREFIX} characters (the stack's name follows it)"
+        )
+        return [Problem("metadata.generateName", reason)]
+
+
+MAX_PREFIX = 58  # the API server's longest generateName prefix (it adds 5 characters)
 
 
 def error(source: str, problems: list[Problem], lines: dict) -> ManifestError:

@@ -16,11 +16,12 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 from conftest import KUBEFLOW_EXAMPLES as EXAMPLES
 from conftest import ROOT, by_name, expand, runnable, specs, wait_of
 from kube import process_env
 
-from aichor_iac import doors, limits
+from aichor_iac import cli, doors, limits
 from aichor_iac.convert import convert
 from aichor_iac.k8s import shell
 from aichor_iac.problems import ManifestError
@@ -814,9 +815,7 @@ def test_scheduling_policy_fills_the_gangs_pod_group(scheduler: str, expected: d
     )
     assert plain["spec"] == {"minMember": 3}  # (no policy: every pod, as the operator)
     cr["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 4
-    with pytest.raises(
-        ManifestError, match="minAvailable: is more than the 3 pods of the gang"
-    ):
+    with pytest.raises(ManifestError, match="minAvailable: is more than the 3 pods of the gang"):
         expand(cr, gang_scheduler=scheduler)
 
 
@@ -830,3 +829,40 @@ def test_a_mount_where_the_operator_mounts_its_keys_is_refused() -> None:
         pod["containers"][0]["volumeMounts"] = [{"name": "mine", "mountPath": "/root/.ssh"}]
     with pytest.raises(ManifestError, match=r"mounts two volumes at '/root/\.ssh'"):
         expand(cr)
+
+
+@pytest.mark.parametrize(
+    ("argv", "stack", "experiment"),
+    [
+        ([], None, "tfjob-dev"),  # the CLI's default stack
+        (["--stack-config", "STACK"], "Pulumi.team-a.yaml", "tfjob-team-a"),
+        (["--name", "mine"], None, "mine"),
+    ],
+)
+def test_a_generate_name_is_completed_by_the_stack_name(tmp_path, capsys, argv, stack, experiment):
+    cr = pytorchjob()
+    cr["metadata"] = {"generateName": "tfjob-"}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(cr))
+    if stack:
+        (tmp_path / stack).write_text("config: {}\n")
+        argv = [a.replace("STACK", str(tmp_path / stack)) for a in argv]
+    assert cli.main(["render", str(path), *argv]) == 0
+    names = [d["metadata"]["name"] for d in yaml.safe_load_all(capsys.readouterr().out)]
+    assert f"{experiment}-master" in names and f"{experiment}-worker" in names
+
+
+@pytest.mark.parametrize(
+    ("metadata", "error"),
+    [
+        ({}, "metadata.name: required; add it (or generateName)"),
+        ({"generateName": "TF_"}, "metadata.generateName: must begin a DNS-1035 label"),
+        ({"generateName": "t" * 59}, "at most 58 characters (the stack's name follows it)"),
+        ({"name": "Exp"}, "metadata.name: must be a DNS-1035 label, as the operator's webhook"),
+    ],
+)
+def test_a_name_or_generate_name_is_held_to_the_webhook_rules(metadata, error):
+    cr = pytorchjob()
+    cr["metadata"] = metadata
+    with pytest.raises(ManifestError, match=re.escape(error)):
+        doors.validate(cr)

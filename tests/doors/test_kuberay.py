@@ -431,7 +431,7 @@ def test_a_null_field_of_a_template_is_absent_as_the_api_server_reads_it() -> No
     assert jobs(cr) == jobs(rayjob())
 
 
-# The documented fix (docs/coming-from/kuberay.md) each public sample needs: none for 26 of them; otherwise what
+# The documented fix (docs/coming-from/kuberay.md) each public sample needs: none for 27 of them; otherwise what
 # the first error names, then the next (a field removed, the other documents created beside the
 # stack, a multi-host group as single hosts). One cannot run here: it has no cluster of its own.
 FIXES = {
@@ -464,7 +464,6 @@ FIXES = {
     "ray-job.custom-head-svc": {"headService"},
     "ray-job.deletion-rules": {"deletionStrategy"},
     "ray-job.interactive-mode": {"submissionMode"},
-    "ray-job.kueue-toy-sample": {"name"},
     "ray-job.platform-events": {"beside"},
     "ray-job.sidecar-mode": {"submissionMode"},
     "ray-job.tpu-v6e-16-multihost": {"numOfHosts"},
@@ -505,8 +504,6 @@ def _fix(documents: list[dict[str, Any]], problem: Problem) -> str:
         target = target[int(key)] if isinstance(target, list) else target[key]
     if last == "numOfHosts":  # as many single hosts
         target["replicas"] = target.get("replicas", 1) * target.pop("numOfHosts")
-    elif last == "name":  # a name instead of generateName
-        target["name"] = target.pop("generateName").rstrip("-")
     elif last == "submissionMode" and target[last] == "InteractiveMode":  # a RayCluster
         cr.update(kind="RayCluster", spec=cr["spec"]["rayClusterSpec"])
     elif last == "enableInTreeAutoscaling":
