@@ -197,6 +197,8 @@ def _ray_job_losses(origin: Origin) -> list[str]:
         )
     if options["auth"] is not None:
         lost.append("spec.rayClusterSpec.authOptions: AIchor's Ray clusters always use a token")
+    for field in options.get("autoscaling", []):
+        lost.append(f"{field}: no autoscaler; each pool runs at its count")
     if origin.ttl_seconds_after_finished is not None:
         lost.append("spec.ttlSecondsAfterFinished: finished Jobs are kept")
     if origin.suspend:

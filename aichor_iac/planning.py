@@ -357,7 +357,27 @@ def warnings(blueprint: Blueprint) -> list[Problem]:
                     )
                 )
     found += _gang_warnings(blueprint)
+    found += _autoscaling_warnings(blueprint)
     return blueprint.manifest.located(found)
+
+
+def _autoscaling_warnings(blueprint: Blueprint) -> list[Problem]:
+    """A KubeRay cluster that asks for the autoscaler, which no operator runs here: say what
+    size each worker group runs at instead."""
+    origin = blueprint.spec.origin
+    fields = origin.options.get("autoscaling") if origin else None
+    if not fields:
+        return []
+    pools = blueprint.spec.types.get("Workers") or []
+    sizes = ", ".join(f"{pool.name} {pool.count}" for pool in pools) or "no worker group"
+    return [
+        Problem(
+            fields[0],
+            "the Ray autoscaler is not run here (no KubeRay operator): each worker group runs "
+            f"at its declared size (replicas within min and max; {sizes}) for the whole run "
+            "and autoscalerOptions are not used; change replicas and `pulumi up` to resize",
+        )
+    ]
 
 
 def _gang_warnings(blueprint: Blueprint) -> list[Problem]:

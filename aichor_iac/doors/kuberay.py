@@ -44,9 +44,6 @@ METRICS = ("metrics", 8080)
 
 # What aichor-iac does not run, and what to do instead: each a clear error at its path.
 CLUSTER_REFUSED = {
-    "enableInTreeAutoscaling": "the autoscaler resizes worker groups at run time, which "
-    "Indexed Jobs cannot: remove it (each group runs its `replicas`)",
-    "autoscalerOptions": "configures the autoscaler, which is not run here: remove it",
     "gcsFaultToleranceOptions": "GCS fault tolerance (an external Redis) is not run here: "
     "remove it (a failed head is restarted, its state lost, as without it)",
     "historyServerOptions": "the history server's collector is not run here: remove it",
@@ -103,7 +100,7 @@ def validate(
         kept=kept,
         ttl_seconds_after_finished=(job.ttl_seconds_after_finished or None) if job else None,
         suspend=bool(job.suspend if job else cluster.suspend),
-        options=_options(cluster, job),
+        options=_options(cluster, job, where),
         companions=config_maps,
     )
     experiment = _experiment(resource.metadata.name, cluster, job, kept)
@@ -357,16 +354,22 @@ def _default_submitter(head: Kept) -> dict[str, Any]:
     return {"spec": {"containers": [container], "restartPolicy": "Never"}}
 
 
-def _options(cluster: RayClusterSpec, job: RayJobSpec | None) -> dict[str, Any]:
+def _options(cluster: RayClusterSpec, job: RayJobSpec | None, where: str) -> dict[str, Any]:
     """What the Ray framework reads: each group's `rayStartParams`, the auth mode, and the
-    RayJob's submission (entrypoint, runtime env, metadata, entrypoint resources, id)."""
+    RayJob's submission (entrypoint, runtime env, metadata, entrypoint resources, id); and the
+    autoscaler's fields given (the groups run at their declared sizes: a warning says so)."""
     auth = cluster.auth_options
+    autoscaler = {
+        "enableInTreeAutoscaling": cluster.enable_in_tree_autoscaling,
+        "autoscalerOptions": cluster.autoscaler_options,
+    }
     options: dict[str, Any] = {
         "params": {
             "Head": dict(cluster.head_group_spec.ray_start_params),
             **{g.group_name: dict(g.ray_start_params) for g in cluster.worker_group_specs},
         },
         "auth": (auth.secret_name or "") if auth and auth.mode == "token" else None,
+        "autoscaling": [f"{where}.{field}" for field, given in autoscaler.items() if given],
     }
     if job is not None:
         runtime_env = yaml.safe_load(job.runtime_env_yaml) if job.runtime_env_yaml else None

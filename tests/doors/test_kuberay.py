@@ -21,10 +21,11 @@ import yaml
 from conftest import ROOT, expand
 from kube import LocalCluster
 
-from aichor_iac import doors, limits
+from aichor_iac import doors, limits, planning
 from aichor_iac.convert import convert
 from aichor_iac.frameworks import base, kuberay
 from aichor_iac.problems import ManifestError, Problem
+from aichor_iac.settings import Settings
 
 SAMPLES = sorted((ROOT / "tests" / "kuberay").glob("*.yaml"))
 HEAD = "exp-head.default.svc.cluster.local"
@@ -385,7 +386,7 @@ CLUSTER = "spec.rayClusterSpec"
 @pytest.mark.parametrize(
     ("change", "path", "message"),
     [
-        refused(f"{CLUSTER}.enableInTreeAutoscaling", True, "remove it"),
+        refused(f"{CLUSTER}.tlsOptions", {"enabled": True}, "remove it"),
         refused("spec.clusterSelector", {"a": "b"}, "existing RayCluster"),
         refused("spec.submissionMode", "InteractiveMode", "RayCluster"),
         refused("spec.entrypoint", "", "give the command"),
@@ -431,15 +432,11 @@ def test_a_null_field_of_a_template_is_absent_as_the_api_server_reads_it() -> No
     assert jobs(cr) == jobs(rayjob())
 
 
-# The documented fix (docs/coming-from/kuberay.md) each public sample needs: none for 27 of them; otherwise what
+# The documented fix (docs/coming-from/kuberay.md) each public sample needs: none for 31 of them; otherwise what
 # the first error names, then the next (a field removed, the other documents created beside the
 # stack, a multi-host group as single hosts). One cannot run here: it has no cluster of its own.
 FIXES = {
-    "ray-cluster.auth.secret-ref": {"beside", "enableInTreeAutoscaling"},
-    "ray-cluster.auth": {"enableInTreeAutoscaling"},
-    "ray-cluster.autoscaler-v2-overwrite-cmd": {"enableInTreeAutoscaling", "autoscalerOptions"},
-    "ray-cluster.autoscaler-v2": {"enableInTreeAutoscaling", "autoscalerOptions"},
-    "ray-cluster.autoscaler": {"enableInTreeAutoscaling", "autoscalerOptions"},
+    "ray-cluster.auth.secret-ref": {"beside"},
     "ray-cluster.custom-head-service": {"headService"},
     "ray-cluster.deprecate-gcs-ft": {"beside"},
     "ray-cluster.embedded-gcs-ft": {"gcsFaultToleranceOptions"},
@@ -506,9 +503,6 @@ def _fix(documents: list[dict[str, Any]], problem: Problem) -> str:
         target["replicas"] = target.get("replicas", 1) * target.pop("numOfHosts")
     elif last == "submissionMode" and target[last] == "InteractiveMode":  # a RayCluster
         cr.update(kind="RayCluster", spec=cr["spec"]["rayClusterSpec"])
-    elif last == "enableInTreeAutoscaling":
-        target.pop("autoscalerOptions", None)
-        target.pop(last)
     else:
         target.pop(last, None)
     return last
@@ -676,3 +670,25 @@ def test_convert_says_what_a_rayjob_loses() -> None:
         "env: the replicas see AIchor's CURRENT_POD_IP",
     ):
         assert text in lost, lost
+
+
+@pytest.mark.parametrize("name", ["ray-cluster.autoscaler", "ray-cluster.autoscaler-v2"])
+def test_an_autoscaling_cluster_runs_at_its_declared_size_and_says_so(name: str) -> None:
+    path = ROOT / "tests" / "kuberay" / f"{name}.yaml"
+    experiment = doors.load(path)
+    blueprint = planning.blueprint(experiment, Settings(), "exp")
+    (warning,) = [w for w in planning.warnings(blueprint) if "autoscaler" in w.message]
+    assert warning.path == "spec.enableInTreeAutoscaling" and warning.line
+    pools = experiment.spec.types.get("Workers")
+    for pool in pools:
+        assert f"{pool.name} {pool.count}" in warning.message  # the size each group runs at
+    sizes = {j["metadata"]["name"]: j["spec"]["completions"] for j in jobs(path).values()}
+    assert all(sizes.get(f"exp-{p.name}", 0) == p.count for p in pools)
+
+
+def test_converting_an_autoscaling_rayjob_says_the_pools_keep_their_count() -> None:
+    cr = rayjob()
+    cr["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+    lost = convert(doors.validate(cr, "cr.yaml")).lost
+    field = "spec.rayClusterSpec.enableInTreeAutoscaling"
+    assert f"{field}: no autoscaler; each pool runs at its count" in lost
