@@ -362,9 +362,21 @@ def warnings(blueprint: Blueprint) -> list[Problem]:
 
 
 def _autoscaling_warnings(blueprint: Blueprint) -> list[Problem]:
-    """A KubeRay cluster that asks for the autoscaler, which no operator runs here: say what
-    size each worker group runs at instead."""
+    """A custom resource that asks for an autoscaler, which no operator runs here: say what
+    size each group runs at instead (a KubeRay cluster's autoscaler, a PyTorchJob's
+    HorizontalPodAutoscaler)."""
     origin = blueprint.spec.origin
+    if origin is not None and (origin.options.get("elasticPolicy") or {}).get("metrics"):
+        workers = blueprint.spec.types.get("Worker")
+        count = workers.count if workers else 0
+        return [
+            Problem(
+                "spec.elasticPolicy.metrics",
+                "the HorizontalPodAutoscaler that would scale the Workers is not created here "
+                f"(no operator): they run at their replicas ({count}) for the whole run; "
+                "change replicas and `pulumi up` to resize",
+            )
+        ]
     fields = origin.options.get("autoscaling") if origin else None
     if not fields:
         return []

@@ -316,14 +316,6 @@ def _option_problems(kind_name: str, spec: JobSpec, specs: dict[str, Any]) -> li
             problems.append(
                 Problem("spec.elasticPolicy", "an elastic policy scales Workers: give a Worker")
             )
-        if elastic.metrics:
-            problems.append(
-                Problem(
-                    "spec.elasticPolicy.metrics",
-                    "scales workers with a HorizontalPodAutoscaler, which Indexed Jobs do not "
-                    "support: remove metrics (the replicas run at their count)",
-                )
-            )
         if elastic.n_proc_per_node is not None and getattr(spec, "nproc_per_node", None):
             problems.append(
                 Problem("spec.elasticPolicy.nProcPerNode", "must not be used with nprocPerNode")

@@ -21,10 +21,11 @@ from conftest import KUBEFLOW_EXAMPLES as EXAMPLES
 from conftest import ROOT, by_name, expand, runnable, specs, wait_of
 from kube import process_env
 
-from aichor_iac import cli, doors, limits
+from aichor_iac import cli, doors, limits, planning
 from aichor_iac.convert import convert
 from aichor_iac.k8s import shell
 from aichor_iac.problems import ManifestError
+from aichor_iac.settings import Settings
 
 PRINT_ENV = ["python3", "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
 # What aichor-iac adds beside the operator: the replica index (Kubernetes sets it too) and,
@@ -445,7 +446,6 @@ def test_a_container_without_command_runs_its_entrypoint() -> None:
             "schedulingPolicy.minAvailable: Input should be greater than or equal to 1",
         ),
         ({"spec.runPolicy": {"backofLimit": 1}}, "unknown key 'backofLimit'; did you mean"),
-        ({"spec.elasticPolicy": {"metrics": [{"type": "Resource"}]}}, "HorizontalPodAutoscaler"),
     ],
 )
 def test_what_cannot_be_honoured_is_a_clear_error(change: dict, message: str) -> None:
@@ -524,7 +524,6 @@ def test_the_operators_container_is_required() -> None:
 # The examples that need a documented fix (docs/coming-from/kubeflow.md).
 ENTRYPOINT = {"entrypoint"}
 FIXES = {
-    "pytorch-elastic-imagenet-imagenet": {"no autoscaler"},
     **dict.fromkeys(
         [
             "pytorch-mnist-pytorch_job_mnist_gloo",
@@ -866,3 +865,13 @@ def test_a_name_or_generate_name_is_held_to_the_webhook_rules(metadata, error):
     cr["metadata"] = metadata
     with pytest.raises(ManifestError, match=re.escape(error)):
         doors.validate(cr)
+
+
+def test_an_elastic_policy_with_metrics_runs_its_workers_at_their_replicas() -> None:
+    cr = pytorchjob(1, 3, elasticPolicy={"minReplicas": 1, "maxReplicas": 8, "metrics": [{}]})
+    experiment = doors.validate(cr, "cr.yaml")
+    blueprint = planning.blueprint(experiment, Settings(), "exp")
+    (warning,) = [w for w in planning.warnings(blueprint) if "HorizontalPodAutoscaler" in w.message]
+    assert warning.path == "spec.elasticPolicy.metrics" and "replicas (3)" in warning.message
+    without = pytorchjob(1, 3, elasticPolicy={"minReplicas": 1, "maxReplicas": 8})
+    assert expand(cr).objects == expand(without).objects  # the pods as the operator's
