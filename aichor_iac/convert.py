@@ -21,6 +21,7 @@ from .experiment.model import Experiment, Spec
 from .experiment.origin import Kept, Origin
 from .experiment.rules import RAY_MANAGED_FLAGS, ray_flag
 from .frameworks import PLANNERS, Names
+from .k8s.kinds import camel
 from .limits import quantity
 from .problems import Problem
 
@@ -187,7 +188,7 @@ def _ray_job_losses(origin: Origin) -> list[str]:
             f"{submitter.path}: the submitter's template and its {submitter.backoff_limit} retries"
         )
     for key, value in sorted(options["submission"].items()):
-        field = "runtimeEnvYAML" if key == "runtime_env" else _camel(key)
+        field = "runtimeEnvYAML" if key == "runtime_env" else camel(key)
         lost.append(f"spec.{field}: {value} (the manifest submits the command alone)")
     if options["jobId"]:
         lost.append(f"spec.jobId: {options['jobId']} (the experiment's name is the id)")
@@ -226,11 +227,6 @@ def _companion_losses(origin: Origin) -> list[str]:
         "document)"
         for c in origin.companions
     ]
-
-
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(word.title() for word in rest)
 
 
 def _entry(spec: Spec, origin: Origin) -> Kept:

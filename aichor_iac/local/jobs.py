@@ -80,14 +80,14 @@ class Controllers:
 
     def status(self, name: str, ready: Callable[[str], bool]) -> dict[str, Any]:
         """The Job's `.status` as the Job controller writes it; `ready(pod)` from its probes."""
-        states = self.states(name)
+        job, states = self.job(name), self.states(name)
         status: dict[str, Any] = {
             "active": sum(s in ("init", "running") for s in states),
-            "ready": sum(ready(f"{name}-{i}") for i in range(len(states))),
+            "ready": sum(ready(pod_name(job, i)) for i in range(len(states))),
             "succeeded": states.count("succeeded"),
             "failed": states.count("failed"),
         }
-        if ended := condition(self.job(name), states):
+        if ended := condition(job, states):
             status["conditions"] = [{"type": ended, "status": "True"}]
         return {k: v for k, v in status.items() if v}  # the controller omits zero counts
 

@@ -11,6 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .jobs import pod_name
+
 
 class Network:
     """Each pod of `pods` (in order) gets the address 10.77.0.<n + 2>. In a mount namespace of
@@ -106,7 +108,7 @@ def records(
     selected pod for a headless one, one for a ClusterIP, as kube-proxy's virtual IP)."""
     lines = ["127.0.0.1 localhost"]
     for job, i in workloads:
-        pod = f"{job['metadata']['name']}-{i}"
+        pod = pod_name(job, i)
         if job["kind"] == "Job" and pod in live:  # (the short name: the kubelet's line)
             lines.append(f"{ips[pod]} {_fqdn(job, i)} {pod}")
     for service in services:
@@ -117,7 +119,7 @@ def records(
             labels = dict(workload["spec"]["template"]["metadata"]["labels"])
             if workload["kind"] == "Job":  # the Job controller labels pods with their index
                 labels["batch.kubernetes.io/job-completion-index"] = str(i)
-            pod = f"{workload['metadata']['name']}-{i}"
+            pod = pod_name(workload, i)
             if pod in live and selector.items() <= labels.items():
                 lines.append(f"{ips[pod]} {name}")
                 if service["spec"].get("clusterIP") != "None":
@@ -128,4 +130,4 @@ def records(
 def _fqdn(job: dict[str, Any], index: int) -> str:
     spec = job["spec"]["template"]["spec"]
     namespace = job["metadata"]["namespace"]
-    return f"{job['metadata']['name']}-{index}.{spec['subdomain']}.{namespace}.svc.cluster.local"
+    return f"{pod_name(job, index)}.{spec['subdomain']}.{namespace}.svc.cluster.local"
