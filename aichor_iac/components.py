@@ -13,8 +13,16 @@ import pulumi_tls
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.batch.v1 import Job
-from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service
-from pulumi_kubernetes.networking.v1 import NetworkPolicy
+from pulumi_kubernetes.core.v1 import (
+    ConfigMap,
+    Namespace,
+    PersistentVolumeClaim,
+    Secret,
+    Service,
+    ServiceAccount,
+)
+from pulumi_kubernetes.networking.v1 import Ingress, NetworkPolicy
+from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from . import planning
 from .experiment.model import Experiment
@@ -30,6 +38,10 @@ RESOURCES: dict[str, Callable[..., pulumi.CustomResource]] = {
     "ConfigMap": ConfigMap,
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "NetworkPolicy": NetworkPolicy,
+    "ServiceAccount": ServiceAccount,
+    "Role": Role,
+    "RoleBinding": RoleBinding,
+    "Ingress": Ingress,
     "PodGroup": CustomResource,
     "Service": Service,
     "Job": Job,
@@ -94,8 +106,11 @@ class ExperimentComponent(pulumi.ComponentResource):
                     options,
                     pulumi.ResourceOptions(aliases=[pulumi.Alias(name=f"{name}-namespace")]),
                 )
-            if child.kind == "Secret":
+            if child.kind == "Secret" and child.suffix == "secret":  # the generated one
                 args = {**args, "string_data": self.secrets}
+            elif child.kind == "Secret":  # a user's, given beside a custom resource
+                values = ("data", "string_data")
+                args = {k: pulumi.Output.secret(v) if k in values else v for k, v in args.items()}
             registered[child] = RESOURCES[child.kind](resource_name, **args, opts=options)
         self.jobs = {c.suffix: registered[c] for c in children if c.kind == "Job"}
         self.outputs = self._outputs(ctx)
@@ -143,7 +158,8 @@ class ExperimentComponent(pulumi.ComponentResource):
     def _outputs(self, ctx: Context) -> dict[str, Any]:
         """The stack outputs contract (docs/outputs.md)."""
         names = ctx.names
-        entry = names.job(self.plan.entry_point)
+        first = next(g for g in self.plan.groups if g.role == self.plan.entry_point)
+        entry = ctx.job_name(first, ctx.replicas(first)[0])
         outputs: dict[str, Any] = {
             "experiment": names.experiment,
             "namespace": names.namespace,

@@ -223,7 +223,7 @@ def _ray_template_losses(kept: Kept, head: Kept) -> list[str]:
 
 def _companion_losses(origin: Origin) -> list[str]:
     return [
-        f"ConfigMap {c['metadata']['name']}: create it beside the stack (a manifest is one "
+        f"{c['kind']} {c['metadata']['name']}: create it beside the stack (a manifest is one "
         "document)"
         for c in origin.companions
     ]

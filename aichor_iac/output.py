@@ -38,8 +38,8 @@ _Dumper.add_representer(str, _str)
 
 # Above a rendered Secret: what its `[secret]` values are.
 SECRET_NOTE = (
-    "# Values redacted ([secret]): `pulumi up` sets them from pulumi-random / pulumi-tls\n"
-    "# resources kept in the stack state; they are never rendered, logged or printed.\n"
+    "# Values redacted ([secret]): generated ones come from pulumi-random / pulumi-tls, yours\n"
+    "# from your file; the stack state keeps them encrypted. Never rendered, logged or printed.\n"
 )
 
 
@@ -81,8 +81,11 @@ def summary(obj: dict[str, Any]) -> str:
     container = template["containers"][0]
     resources = container.get("resources", {})
     requests, limits = resources.get("requests", {}), resources.get("limits", {})
+    count = f"{pods} pod{'s' if pods != 1 else ''}"
+    if kind == "Job" and template.get("hostname"):  # a Job per replica (k8s.Context.replicas)
+        count += " (a Job per replica: its image's entrypoint gets literal env)"
     parts = [
-        f"{pods} pod{'s' if pods != 1 else ''}",
+        count,
         f"{requests.get('cpu', '?')} CPU",
         f"{requests.get('memory', '?')} memory",
     ]

@@ -99,6 +99,15 @@ class Blueprint:
     def spec(self) -> Spec:
         return self.manifest.spec
 
+    def apart(self, group: Group) -> bool:
+        """Whether each of the group's replicas has a Job of its own: its container runs the
+        image's entrypoint (nothing to compute in) and needs a value Kubernetes cannot derive
+        from the completion index (RANK = index + 1, a value for replica 0 only). The
+        operator makes one pod per replica with literal env; so does this, for that group."""
+        origin = self.spec.origin
+        kept = origin.kept.get(group.replica_type) if origin else None
+        return kept is not None and kept.argv is None and bool(group.computed)
+
     @cached_property
     def gang(self) -> Gang | None:
         return gang(self.plan, self.settings)
@@ -226,7 +235,6 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
     return [
         *_env_problems(blueprint),
         *_tpu_problems(blueprint.spec),
-        *_kept_problems(blueprint),
         *_scheduling_problems(blueprint),
         *_settings_problems(blueprint),
         *_job_problems(blueprint),
@@ -305,6 +313,18 @@ def _job_problems(blueprint: Blueprint) -> list[Problem]:
                 "each a resource of the stack: give a type more completions instead",
             )
         )
+    apart = [g for g in plan.groups if blueprint.apart(g)]
+    jobs = len(plan.groups) + sum(g.count - 1 for g in apart)
+    if apart and jobs > MAX_JOBS:
+        group = max(apart, key=lambda g: g.count)
+        kept = blueprint.spec.origin.kept[group.replica_type]  # type: ignore[union-attr]
+        reason = (
+            f"{group.count:,} replicas whose image's entrypoint needs "
+            f"{', '.join(group.computed)} per replica: a Job each, and at most {MAX_JOBS:,} "
+            "Jobs in all (each a resource of the stack); give the entrypoint as the "
+            "container's command to run them as one Indexed Job"
+        )
+        problems.append(Problem(f"{kept.path}.replicas", reason))
     roles = [g.role for g in plan.groups]
     for role in sorted({r for r in roles if roles.count(r) > 1}):
         problems.append(
@@ -439,22 +459,3 @@ def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:
         )
         return [Problem(f"{where}.minAvailable", reason)]
     return []
-
-
-def _kept_problems(blueprint: Blueprint) -> list[Problem]:
-    """A kept template whose container runs its image's entrypoint (no `command`) cannot
-    have variables computed from its replica's index: the entrypoint is in the image, which
-    no one reads offline, and aichor-iac's wrapper would have to run it."""
-    origin, problems = blueprint.spec.origin, []
-    for group in blueprint.plan.groups if origin else ():
-        kept = origin.kept.get(group.replica_type)
-        if kept is not None and kept.argv is None and group.computed:
-            problems.append(
-                Problem(
-                    f"{kept.path}.template.spec.containers.{kept.index}.command",
-                    f"missing: {', '.join(group.computed)} differ per replica and are computed "
-                    "before the command runs; give the image's entrypoint as command (docker "
-                    "inspect --format '{{json .Config.Entrypoint}}' IMAGE), args after it",
-                )
-            )
-    return problems

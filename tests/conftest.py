@@ -23,16 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 # The public examples of kubeflow/trainer and kubeflow/mpi-operator, unchanged.
 KUBEFLOW_EXAMPLES = sorted((ROOT / "tests" / "kubeflow").glob("*.yaml"))
-# Their images' entrypoints (their Dockerfiles), where a replica's env is computed before it.
-IMAGES = "ghcr.io/kubeflow/training-v1/"
-ENTRYPOINTS = {
-    f"{IMAGES}pytorch-dist-mnist:latest": ["python", "/opt/mnist/src/mnist.py"],
-    f"{IMAGES}pytorch-dist-sendrecv-test:latest": ["python", "/opt/mlkube/dist_sendrecv.py"],
-    f"{IMAGES}lightgbm-dist-py-test:latest": ["python", "/app/main.py"],
-    f"{IMAGES}xgboost-dist-iris:latest": ["python", "/opt/mlkube/main.py"],
-    f"{IMAGES}xgboost-dist-rabit-test:latest": ["python", "/opt/mlkube/xgboost_smoke_test.py"],
-}
-
 RESOURCES = {"cpus": 4, "ramRatio": 3}
 
 
@@ -111,8 +101,8 @@ def specs(cr: dict[str, Any]) -> dict[str, Any]:
 
 
 def runnable(path: Path) -> tuple[dict[str, Any], set[str]]:
-    """A public example as data, with the documented fixes its errors ask for applied (the
-    image's entrypoint as command, no v1alpha1 template fields), and which."""
+    """A public example as data, with the documented fixes its errors ask for applied (no
+    v1alpha1 template fields), and which."""
     cr, fixes = yaml.safe_load(path.read_text()), set()
     for _ in range(3):  # the front door's errors first, then the plan's
         try:
@@ -121,11 +111,7 @@ def runnable(path: Path) -> tuple[dict[str, Any], set[str]]:
         except ManifestError as error:
             text = str(error)
         for replica in specs(cr).values():
-            main = replica["template"]["spec"]["containers"][0]
             if "template.apiVersion: is not a field" in text:
                 del replica["template"]["apiVersion"], replica["template"]["kind"]
                 fixes.add("v1alpha1 template")
-            if "command: missing" in text:
-                main["command"] = ENTRYPOINTS[main["image"]]
-                fixes.add("entrypoint")
     raise AssertionError(f"{path.name} still fails: {text}")

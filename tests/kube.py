@@ -12,6 +12,7 @@ from aichor_iac.k8s import shell
 from aichor_iac.local import (  # noqa: F401  (what the tests import from here)
     KUEUE_QUEUE,
     LocalCluster,
+    container_argv,
     container_env,
     container_of,
     expand,
@@ -25,13 +26,14 @@ def run_container(
     container: str | None = None,
     timeout: float = 60,
     extra_env: dict[str, str] | None = None,
+    entrypoint: list[str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run the container's command here, with the env Kubernetes would give it, as if every
-    peer it waits for were up (its wait is left out: their host names resolve only in a
-    cluster, `LocalCluster`)."""
+    """Run the container's command (or, where it gives none, `entrypoint`, its image's) here,
+    with the env Kubernetes would give it, as if every peer it waits for were up (its wait
+    is left out: their host names resolve only in a cluster, `LocalCluster`)."""
     main = container_of(job["spec"]["template"]["spec"], container)
     env = container_env(job, index, container)
-    command = [expand(part, env) for part in main["command"] + main.get("args", [])]
+    command = container_argv(main, env, {main["image"]: entrypoint or []})
     if len(command) > 2 and shell.WAIT_BEGIN in command[2]:
         before, rest = command[2].split(shell.WAIT_BEGIN, 1)
         command[2] = before + rest.split(shell.WAIT_END, 1)[1]

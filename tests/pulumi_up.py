@@ -169,6 +169,7 @@ class Pod:
     role: str
     index: int
     gang: str | None
+    job: str = ""  # the Job that made it (the group's, or its replica's own)
     state: str = "pending"  # pending → waiting (for its targets) → running → succeeded
     seen_entry: bool = False
     created: bool = False  # made by the Job controller (pending until scheduled)
@@ -184,9 +185,9 @@ class Model:
     kueue_quota: int | None = None
     gangs: dict[str, tuple[int, bool]] = field(default_factory=dict)  # minMember, Volcano's
     pods: dict[tuple[str, int], Pod] = field(default_factory=dict)
-    parallelism: dict[str, int] = field(default_factory=dict)
-    queued: dict[str, int] = field(default_factory=dict)  # role -> its Workload's pods
-    admitted: set[str] = field(default_factory=set)
+    parallelism: dict[str, int] = field(default_factory=dict)  # Job -> its parallelism
+    queued: dict[str, int] = field(default_factory=dict)  # Job -> its Workload's pods
+    admitted: set[str] = field(default_factory=set)  # Jobs
 
     def create(self, obj: dict[str, Any]) -> None:
         if obj["kind"] == "PodGroup":
@@ -194,15 +195,23 @@ class Model:
             self.gangs[obj["metadata"]["name"]] = (int(obj["spec"]["minMember"]), volcano)
         if obj["kind"] != "Job":
             return
-        role, spec = self._role(obj["metadata"]["name"]), obj["spec"]
-        self.parallelism[role] = spec["parallelism"]
+        name, spec = obj["metadata"]["name"], obj["spec"]
+        role = obj["metadata"]["labels"]["app.kubernetes.io/component"]
+        self.parallelism[name] = spec["parallelism"]
         if KUEUE_QUEUE in (obj["metadata"].get("labels") or {}):
-            self.queued[role] = min(spec["parallelism"], spec["completions"])
-        for i in range(spec["completions"]):
-            self.pods[(role, i)] = Pod(role, i, gang_of(obj))
+            self.queued[name] = min(spec["parallelism"], spec["completions"])
+        if spec["completionMode"] == "Indexed":
+            indices = range(spec["completions"])
+        else:  # a replica's Job of its own: one pod, with that replica's host name
+            indices = [int(spec["template"]["spec"]["hostname"].rsplit("-", 1)[1])]
+        for i in indices:
+            self.pods[(role, i)] = Pod(role, i, gang_of(obj), name)
+
+    def of_job(self, name: str) -> list[Pod]:
+        return [p for p in self.pods.values() if p.job == name]
 
     def job_status(self, name: str) -> dict[str, Any]:
-        pods = self.group(self._role(name))
+        pods = self.of_job(name)
         status = {
             "active": sum(p.state in ("waiting", "running") for p in pods),
             "ready": sum(p.state == "running" for p in pods),
@@ -215,22 +224,19 @@ class Model:
     def describe(self, name: str) -> str:
         return ", ".join(
             f"{p.role}-{p.index} {p.state}" + (f" ({self._why(p)})" if p.state == "pending" else "")
-            for p in self.group(self._role(name))
+            for p in self.of_job(name)
         )
 
     def _why(self, pod: Pod) -> str:
         """Why a pending pod waits (as `LocalCluster.why_pending` says it)."""
-        if pod.role in self.queued and pod.role not in self.admitted:
+        if pod.job in self.queued and pod.job not in self.admitted:
             return "its Job is suspended until Kueue admits it"
         if not pod.created:
-            return f"not created: the Job runs {self.parallelism[pod.role]} pods at a time"
+            return f"not created: the Job runs {self.parallelism[pod.job]} pods at a time"
         if pod.gang and not self._gang_holds(pod.gang):
             size = self.gangs[pod.gang][0]
             return f"unschedulable: PodGroup {pod.gang} has {self._gang_count(pod.gang)} of {size} pods"
         return "scheduled"
-
-    def _role(self, job: str) -> str:
-        return next(g.role for g in self.plan.groups if job == f"{self.experiment}-{g.role}")
 
     def group(self, role: str) -> list[Pod]:
         return [p for p in self.pods.values() if p.role == role]
@@ -257,13 +263,13 @@ class Model:
         for pod in list(self.pods.values()):
             group = groups[pod.role]
             if pod.state == "pending":
-                if pod.role in self.queued and pod.role not in self.admitted:
+                if pod.job in self.queued and pod.job not in self.admitted:
                     continue  # suspended by Kueue
                 if not pod.created:
                     active = [
-                        p for p in self.group(pod.role) if p.created and p.state != "succeeded"
+                        p for p in self.of_job(pod.job) if p.created and p.state != "succeeded"
                     ]
-                    if len(active) >= self.parallelism[pod.role]:  # the Job's parallelism
+                    if len(active) >= self.parallelism[pod.job]:  # the Job's parallelism
                         continue
                     pod.created, changed = True, True
                 if self._gang_holds(pod.gang):
@@ -285,18 +291,14 @@ class Model:
 
     def _admit(self) -> bool:
         """Kueue admits the queued Jobs whose Workloads fit what finished Jobs left free."""
-        done = {
-            role
-            for role in self.admitted
-            if self.job_status(self.experiment + "-" + role).get("conditions")
-        }
-        used = sum(self.queued[r] for r in self.admitted - done)
+        done = {job for job in self.admitted if self.job_status(job).get("conditions")}
+        used = sum(self.queued[j] for j in self.admitted - done)
         admitted = False
-        for role, pods in self.queued.items():
-            if role not in self.admitted and (
+        for job, pods in self.queued.items():
+            if job not in self.admitted and (
                 self.kueue_quota is None or used + pods <= self.kueue_quota
             ):
-                self.admitted.add(role)
+                self.admitted.add(job)
                 used, admitted = used + pods, True
         return admitted
 

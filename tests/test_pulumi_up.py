@@ -94,9 +94,56 @@ def test_every_kubeflow_example_finishes(path, wait, gang):
     custom resource's objects holds `pulumi up` for ever (MPIJob's WaitForWorkersReady gate
     included)."""
     cr, _ = runnable(path)
-    order, blueprint = pulumi_up(cr, wait=wait, gang_scheduler=gang)
-    jobs = [o.removeprefix("Job/exp-") for o in order if o.startswith("Job/")]
-    assert sorted(jobs) == sorted(g.role for g in blueprint.plan.groups)
+    order, _ = pulumi_up(cr, wait=wait, gang_scheduler=gang)
+    assert created_jobs(order) == rendered_jobs(cr, wait=wait, gang_scheduler=gang)
+
+
+def created_jobs(order: list[str]) -> list[str]:
+    return sorted(o.removeprefix("Job/") for o in order if o.startswith("Job/"))
+
+
+def rendered_jobs(data: dict, **settings) -> list[str]:
+    objects = expand(data, **settings).objects
+    return sorted(o["metadata"]["name"] for o in objects if o["kind"] == "Job")
+
+
+def commandless(kind: str, types: dict[str, int]) -> dict:
+    """A Kubeflow resource whose containers run their image's entrypoint (no command)."""
+    field, container = {
+        "PyTorchJob": ("pytorchReplicaSpecs", "pytorch"),
+        "XGBoostJob": ("xgbReplicaSpecs", "xgboost"),
+        "PaddleJob": ("paddleReplicaSpecs", "paddle"),
+    }[kind]
+    pod = {"spec": {"containers": [{"name": container, "image": "my/image:1"}]}}
+    specs = {t: {"replicas": n, "template": pod} for t, n in types.items()}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": {"name": "exp"},
+        "spec": {field: specs},
+    }
+
+
+@pytest.mark.parametrize("gang", sorted(SCHEDULING))
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+@pytest.mark.parametrize(
+    "kind, types",
+    [
+        ("PyTorchJob", {"Master": 1, "Worker": 3}),
+        ("XGBoostJob", {"Master": 1, "Worker": 2}),
+        ("PaddleJob", {"Worker": 3}),
+        ("PaddleJob", {"Master": 2, "Worker": 2}),
+    ],
+)
+def test_replicas_with_a_job_each_finish(kind, types, wait, gang):
+    """Groups whose replicas have a Job each (an image's entrypoint with per-replica env)
+    finish under every wait mode and scheduling: each replica's Job is created, awaited and
+    admitted on its own, in the group's order."""
+    cr = commandless(kind, types)
+    order, _ = pulumi_up(cr, wait=wait, **SCHEDULING[gang])
+    jobs = created_jobs(order)
+    assert jobs == rendered_jobs(cr, wait=wait, **SCHEDULING[gang])
+    assert len(jobs) > len(types)
 
 
 KUBERAY_SAMPLES = [

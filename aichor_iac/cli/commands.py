@@ -8,6 +8,7 @@ import contextlib
 import itertools
 import json
 import re
+import shlex
 import shutil
 import sys
 import threading
@@ -142,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = inputs_of(args)
     if args.replicas is not None and args.replicas < 1:
         raise ManifestError("--replicas", [Problem("", "give 1 or more")])
+    entrypoints = _entrypoints(args.entrypoint)
     show_warnings(inputs)
     as_json = args.output == "json"
     console = Console(highlight=False)
@@ -169,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
                 name=inputs.name,
                 replicas=args.replicas,
                 timeout=args.timeout,
+                entrypoints=entrypoints,
                 on_line=line,
                 on_progress=(lambda states: live.update(progress(states), refresh=True))
                 if shown
@@ -182,6 +185,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"aichor-iac: {inputs.name} {result if status == 0 else f'failed ({status})'}")
     return status
+
+
+def _entrypoints(given: list[str]) -> dict[str, list[str]]:
+    """`--entrypoint IMAGE=COMMAND` options as image -> argv (COMMAND split as a shell would)."""
+    found = {}
+    for option in given:
+        image, _, command = option.partition("=")
+        try:
+            argv = shlex.split(command)
+        except ValueError as error:
+            raise ManifestError("--entrypoint", [Problem("", f"{option}: {error}")]) from None
+        if not image or not argv:
+            reason = f"{option}: give IMAGE=COMMAND, e.g. 'my/image:1=python /app/train.py'"
+            raise ManifestError("--entrypoint", [Problem("", reason)])
+        found[image] = argv
+    return found
 
 
 def convert(args: argparse.Namespace) -> int:

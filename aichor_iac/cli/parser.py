@@ -181,6 +181,14 @@ def _run_options(sub: argparse.ArgumentParser) -> None:
         help="at most N replicas per group, GPUs masked off: a smoke test",
     )
     sub.add_argument("--timeout", type=float, default=3600, metavar="SECONDS", help="default 3600")
+    sub.add_argument(
+        "--entrypoint",
+        action="append",
+        default=[],
+        metavar="IMAGE=COMMAND",
+        help="what IMAGE runs where a container gives no command (its Entrypoint, then its Cmd "
+        "unless the container has args): no image is pulled here",
+    )
 
 
 def _examples_options(sub: argparse.ArgumentParser) -> None:

@@ -248,8 +248,6 @@ def validate(
     problems += _run_policy_problems(spec.run_policy)
     problems += _option_problems(kind_name, spec, replica_specs)
     problems += resource.metadata.problems("the operator's webhook")
-    config_maps, invalid = templates.companions(companions)
-    problems += invalid
     kept = {}
     for type_name, replica in replica_specs.items():
         one = _kept(kind, type_name, replica, spec.run_policy, problems)
@@ -268,7 +266,7 @@ def validate(
         suspend=spec.run_policy.suspend,
         options=options,
         scheduling=spec.run_policy.scheduling_policy,
-        companions=config_maps,
+        companions=tuple(companions),
     )
     experiment = _experiment(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
     experiment.spec._origin = origin

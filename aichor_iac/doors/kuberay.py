@@ -90,8 +90,6 @@ def validate(
     problems += _cluster_problems(cluster, where)
     problems += resource.metadata.problems("KubeRay")
     kept = _kept(cluster, job, where, problems)
-    config_maps, invalid = templates.companions(companions)
-    problems += invalid
     if problems:
         raise fail(problems)
     origin = Origin(
@@ -101,7 +99,7 @@ def validate(
         ttl_seconds_after_finished=(job.ttl_seconds_after_finished or None) if job else None,
         suspend=bool(job.suspend if job else cluster.suspend),
         options=_options(cluster, job, where),
-        companions=config_maps,
+        companions=tuple(companions),
     )
     experiment = _experiment(resource.metadata.name, cluster, job, kept)
     experiment.spec._origin = origin

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem, line_for, one_line
-from ..reading import text
+from ..reading import companions, text
 from . import aichor, kubeflow, kuberay
 
 # The API groups of custom resources a file may hold, and the door that reads each.
@@ -55,17 +55,25 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
         raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
     custom = [i for i, d in enumerate(documents) if _api_version(d.data).startswith(CR_GROUPS)]
     index = custom[0] if custom else 0
-    others = [i for i, d in enumerate(documents) if i != index and not _companion(d.data)]
-    if len(documents) > 1 and (others or not custom):
-        problems = [Problem("", _beside(documents[i].data), documents[i].line) for i in others]
+    beside = [d for i, d in enumerate(documents) if i != index]
+    others = [d for d in beside if not companions.is_companion(d.data)]
+    if beside and (others or not custom):
+        problems = [Problem("", companions.refusal(d.data), d.line) for d in others]
         reason = (
             "holds several YAML documents: give one AIchor manifest, or one custom resource "
-            "(kubeflow.org, ray.io) with the v1 ConfigMaps its pods mount"
+            "(kubeflow.org, ray.io) with the objects its pods use (ConfigMaps, Services, …)"
         )
         which = problems if custom else [Problem("", reason, documents[1].line)]
         raise ManifestError(source, which)
-    companions = [d.data for i, d in enumerate(documents) if i != index]
-    return validate(documents[index].data, source, documents[index].lines, companions)
+    kept, invalid = companions.read(beside)
+    document = documents[index]
+    try:
+        experiment = validate(document.data, source, document.lines, list(kept))
+    except ManifestError as error:  # (every problem of the file at once)
+        raise ManifestError(source, [*error.problems, *invalid]) from None
+    if invalid:
+        raise ManifestError(source, invalid)
+    return experiment
 
 
 def validate(
@@ -75,7 +83,8 @@ def validate(
     companions: list[dict[str, Any]] | None = None,
 ) -> Experiment:
     """The experiment `data` describes, by its front door: an AIchor manifest, or a Kubeflow
-    or KubeRay custom resource (with `companions`, the ConfigMaps beside it)."""
+    or KubeRay custom resource (with `companions`, the objects beside it, as read by
+    `reading.companions`)."""
     api_version = _api_version(data)
     if (api_version, str(data.get("kind"))) in RETIRED:  # (a kind may be any YAML value)
         raise ManifestError(source, [_retired(data, lines or {})])
@@ -117,20 +126,3 @@ def _unread(data: dict[str, Any], lines: dict) -> Problem:
 
 def _api_version(document: dict[str, Any]) -> str:
     return str(document.get("apiVersion", ""))
-
-
-def _beside(document: dict[str, Any]) -> str:
-    """Why a document beside the experiment's is refused."""
-    kind = document.get("kind")
-    what = f"a {kind}" if isinstance(kind, str) else "a document"
-    secret = "; its data would be printed by `render`" if kind == "Secret" else ""
-    return one_line(
-        f"{what} beside the experiment: aichor-iac creates only the v1 ConfigMaps a custom "
-        "resource's pods mount; create it beside the stack (kubectl apply, or a resource of "
-        f"the Pulumi program) and remove it from this file{secret}"
-    )
-
-
-def _companion(document: dict[str, Any]) -> bool:
-    """A document that only stands beside a custom resource: a ConfigMap its pods mount."""
-    return document.get("apiVersion") == "v1" and document.get("kind") == "ConfigMap"

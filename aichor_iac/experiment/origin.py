@@ -60,7 +60,8 @@ class Origin:
     ttl_seconds_after_finished: int | None = None
     suspend: bool = False
     options: dict[str, Any] = field(default_factory=dict)  # the framework's CR options
-    # ConfigMaps given beside the resource (Kubernetes JSON), created before its pods
+    # Objects given beside the resource (Kubernetes JSON: ConfigMaps, Services, Secrets, …,
+    # `reading.companions`), created in the experiment's namespace before its pods
     companions: tuple[dict[str, Any], ...] = ()
     # The gang's PodGroup as the resource asks for it (`pod_group(scheduler)`: its spec)
     scheduling: Any = None

@@ -49,8 +49,12 @@ class Names:
     def service_host(self, service: str) -> str:
         return f"{service}.{self.namespace}.svc.{self.cluster_domain}"
 
+    def pod_host(self, role: str, index: int | str) -> str:
+        """The host name of the group's replica `index` (its pod's `hostname`)."""
+        return f"{self.job(role)}-{index}"
+
     def host(self, role: str, index: int | str) -> str:
-        return self.service_host(f"{self.job(role)}-{index}.{self.service}")
+        return self.service_host(f"{self.pod_host(role, index)}.{self.service}")
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,16 @@ class Context:
         origin = self.spec.origin
         return origin.kept.get(group.replica_type) if origin else None
 
+    def replicas(self, group: Group) -> tuple[int | None, ...]:
+        """The group's Jobs, by the replica each runs: `(None,)` for one Indexed Job of every
+        replica, `(0, 1, …)` where each replica has a Job of its own (`Blueprint.apart`)."""
+        return tuple(range(group.count)) if self.blueprint.apart(group) else (None,)
+
+    def job_name(self, group: Group, replica: int | None = None) -> str:
+        """The Job of `replica` (None: the group's one Job), named as the pod's host."""
+        role = group.role
+        return self.names.job(role) if replica is None else self.names.pod_host(role, replica)
+
     def followed(self, group: Group) -> bool:
         """Whether `group` is the entry point other groups follow (it holds the lifeline)."""
         plan = self.plan

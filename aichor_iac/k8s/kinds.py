@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import functools
 import importlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -109,6 +110,11 @@ def camel(key: str) -> str:
     """A Python keyword argument's Kubernetes JSON name (`restart_policy`: `restartPolicy`)."""
     head, *rest = key.split("_")
     return head + "".join(word.title() for word in rest)
+
+
+def snake(key: str) -> str:
+    """A Kubernetes JSON name's Python keyword argument (`roleRef`: `role_ref`)."""
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower()
 
 
 @contextlib.contextmanager

@@ -21,7 +21,11 @@ API_VERSIONS = {
     "ConfigMap": "v1",
     "PersistentVolumeClaim": "v1",
     "Service": "v1",
+    "ServiceAccount": "v1",
+    "Role": "rbac.authorization.k8s.io/v1",
+    "RoleBinding": "rbac.authorization.k8s.io/v1",
     "NetworkPolicy": "networking.k8s.io/v1",
+    "Ingress": "networking.k8s.io/v1",
     "Job": "batch/v1",
     "Deployment": "apps/v1",
 }
@@ -40,6 +44,7 @@ class Child:
     after: list[Child] = field(default_factory=list)
     retain: bool = False
     timeout: int | None = None  # seconds `pulumi up` may wait for its awaits
+    group: str | None = None  # the replica type a Job runs
 
     @property
     def object(self) -> dict[str, Any]:
@@ -79,10 +84,10 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         needed.append(add("Secret", "secret", services.generated_secret(ctx, placeholders), first))
     if plan.files:
         needed.append(add("ConfigMap", "config", services.config_map(ctx), first))
-    for config_map in ctx.spec.origin.companions if ctx.spec.origin else ():
-        name = config_map["metadata"]["name"]
-        args = services.companion(ctx, config_map)
-        needed.append(add("ConfigMap", f"configmap-{name}", args, first))
+    for document in ctx.spec.origin.companions if ctx.spec.origin else ():
+        kind, name = document["kind"], document["metadata"]["name"]
+        args = services.companion(ctx, document)
+        needed.append(add(kind, f"{kind.lower()}-{name}", args, first))
     if ctx.shared_volume_claim:
         args = services.shared_volume(ctx)
         needed.append(add("PersistentVolumeClaim", "shared-volume", args, first, retain=keep))
@@ -95,13 +100,23 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         role: add("Service", f"{role}-service", objects.role_service(ctx, name, role), needed)
         for name, role in plan.services.items()
     }
-    jobs: dict[str, Child] = {}
+    jobs: dict[str, list[Child]] = {}
     for group in plan.groups:
-        after = [service, *needed, *(jobs[role] for role in group.after)]
+        after = [service, *needed, *(job for role in group.after for job in jobs[role])]
         if group.role in role_services:
             after.append(role_services[group.role])
         timeout = objects.await_timeout(ctx, group)
-        jobs[group.role] = add("Job", group.role, objects.job(ctx, group), after, timeout=timeout)
+        jobs[group.role] = [
+            add(
+                "Job",
+                group.role if replica is None else f"{group.role}-{replica}",
+                objects.job(ctx, group, replica),
+                after,
+                timeout=timeout,
+                group=group.replica_type,
+            )
+            for replica in ctx.replicas(group)
+        ]
     if ctx.blueprint.jupyter:
         add("Service", "jupyter-service", jupyter.service(ctx), needed)
     if ctx.blueprint.tensorboard:
@@ -120,10 +135,7 @@ def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
     found = children(ctx, create_namespace)
     problems = []
     for child in found:
-        where = "spec"
-        if child.kind == "Job":
-            group = next(g for g in ctx.plan.groups if g.role == child.suffix)
-            where = f"spec.types.{group.replica_type}"
+        where = f"spec.types.{child.group}" if child.group else "spec"
         problems += [Problem(where, text) for text in limits.check([child.object])]
     if problems:
         raise ctx.blueprint.manifest.error(problems)

@@ -4,12 +4,13 @@ per replica group (DESIGN §4). Pure: builds argument objects, registers nothing
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..experiment.groups import Resources
 from ..experiment.model import Spec
 from ..frameworks import Group, Names
-from ..frameworks.base import INDEX_VAR, Mount
+from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
 from . import jupyter, kept, kinds, shell, tensorboard
 from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_env
@@ -54,17 +55,18 @@ def _headless(
     )
 
 
-def await_annotations(ctx: Context, group: Group) -> dict[str, str]:
+def await_annotations(ctx: Context, group: Group, pods: int | None = None) -> dict[str, str]:
     """How `pulumi up` waits for this group's Job, per `aichor:wait` (DESIGN §4). A group with
     a readiness port is always awaited: the groups created after it need it up (Ray's head,
-    MPI's workers). A suspended custom resource's Jobs are not awaited at all."""
+    MPI's workers). A suspended custom resource's Jobs are not awaited at all. `pods`: the
+    Job's (default: the group's; 1 where each replica has a Job)."""
     mode = ctx.settings.wait
     if ctx.spec.origin and ctx.spec.origin.suspend:  # no pod runs until someone resumes it
         return {SKIP_AWAIT: "true"}
     # Independent pods (jobset, batchjob) may end before all have run, or run a few at a time
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
     if (mode == "ready" and not ctx.plan.independent) or group.gates:
-        return {WAIT_FOR: ready_or_finished(group.count)}
+        return {WAIT_FOR: ready_or_finished(group.count if pods is None else pods)}
     if mode == "complete" and group.role in ctx.plan.completes:
         return {}  # the provider's Job await: succeeds on Complete, fails on Failed
     return {SKIP_AWAIT: "true"}
@@ -102,7 +104,10 @@ def await_timeout(ctx: Context, group: Group) -> int | None:
     return None
 
 
-def job(ctx: Context, group: Group) -> dict:
+def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
+    """The group's Indexed Job, or (`replica`) the Job of one replica of a group whose
+    replicas have a Job each (`Context.replicas`): one pod, with the group's host name for
+    that replica and literal values where the Indexed Job's are computed."""
     spec, queue, gang = ctx.spec, ctx.settings.kueue_queue, ctx.gang_metadata(group.role)
     annotations = {**gang.get("annotations", {}), **networks(ctx, group)}
     held = ctx.kept(group)  # a custom resource's template, kept
@@ -118,23 +123,26 @@ def job(ctx: Context, group: Group) -> dict:
     else:
         restarts = job_restarts(held.restart_policy, held.backoff_limit, held.container)
         volumes = [projected_volume(ctx.names, mount) for mount in group.mounts]
-        env = operator_env(ctx, group)
+        env = operator_env(ctx, group, replica)
         template = kept.template(ctx, group, held, env, annotations, volumes)
+        if replica is not None:  # (a non-Indexed Job's pods keep the template's host name)
+            template["spec"]["hostname"] = ctx.names.pod_host(group.role, replica)
     origin = spec.origin
+    pods = group.count if replica is None else 1
     return dict(
         metadata=ctx.metadata(
-            ctx.names.job(group.role),
+            ctx.job_name(group, replica),
             group.role,
             # A replaced Job (fixed name: deleted, then created) goes at once, its pods after:
             # with foreground deletion the create can find it still there (pulumi-kubernetes
             # #3154). The annotation needs pulumi-kubernetes 4.12.
-            {**await_annotations(ctx, group), DELETION: "background"},
+            {**await_annotations(ctx, group, pods), DELETION: "background"},
             labels={"kueue.x-k8s.io/queue-name": queue} if queue else None,
         ),
         spec=kinds.JobSpecArgs(
-            completion_mode="Indexed",
-            completions=group.count,
-            parallelism=group.parallelism or group.count,
+            completion_mode="Indexed" if replica is None else "NonIndexed",
+            completions=pods,
+            parallelism=(group.parallelism or pods) if replica is None else 1,
             **restarts,
             active_deadline_seconds=spec.timeout_seconds,
             ttl_seconds_after_finished=origin.ttl_seconds_after_finished if origin else None,
@@ -281,19 +289,20 @@ def env(ctx: Context, group: Group) -> list[kinds.EnvVarArgs]:
     return entries + user_env(ctx.spec)
 
 
-def operator_env(ctx: Context, group: Group) -> list[kinds.EnvVarArgs]:
+def operator_env(ctx: Context, group: Group, replica: int | None = None) -> list[kinds.EnvVarArgs]:
     """What the operator gives a replica: its index, the framework's variables, and the
-    stack's AICHOR_* values."""
-    index_path = f"metadata.annotations['{INDEX_ANNOTATION}']"
-    entries = [
-        kinds.EnvVarArgs(
-            name=INDEX_VAR,
-            value_from=kinds.EnvVarSourceArgs(
-                field_ref=kinds.ObjectFieldSelectorArgs(field_path=index_path)
-            ),
+    stack's AICHOR_* values. With `replica` (a Job of its own) every value is literal."""
+    if replica is None:
+        index_path = f"metadata.annotations['{INDEX_ANNOTATION}']"
+        source = kinds.EnvVarSourceArgs(
+            field_ref=kinds.ObjectFieldSelectorArgs(field_path=index_path)
         )
-    ]
+        entries = [kinds.EnvVarArgs(name=INDEX_VAR, value_from=source)]
+    else:
+        entries = [kinds.EnvVarArgs(name=INDEX_VAR, value=str(replica))]
     for var in group.env:
+        if var.only_first and replica not in (None, 0):
+            continue
         if var.field_path is not None:
             source = kinds.EnvVarSourceArgs(
                 field_ref=kinds.ObjectFieldSelectorArgs(field_path=var.field_path)
@@ -303,6 +312,8 @@ def operator_env(ctx: Context, group: Group) -> list[kinds.EnvVarArgs]:
             entries.append(
                 secret_env(var.name, var.secret_name or ctx.names.secret, var.secret_key)
             )
+        elif replica is not None:
+            entries.append(kinds.EnvVarArgs(name=var.name, value=_literal(var, replica)))
         elif var.index_offset is None:
             entries.append(kinds.EnvVarArgs(name=var.name, value=var.value))
         elif var.index_offset == 0:
@@ -310,6 +321,17 @@ def operator_env(ctx: Context, group: Group) -> list[kinds.EnvVarArgs]:
     for name, value in ctx.platform_env().items():
         entries.append(kinds.EnvVarArgs(name=name, value=shell.k8s_escape(value)))
     return entries
+
+
+def _literal(var: Env, replica: int) -> str:
+    """A variable's value for one replica, where the prelude would compute it: the index plus
+    the offset, or replica 0's own value (whose `$VAR`s, earlier entries, Kubernetes expands
+    as `$(VAR)`)."""
+    if var.index_offset is not None:
+        return str(replica + var.index_offset)
+    if var.first is not None and replica == 0:
+        return re.sub(r"\$([A-Za-z_][A-Za-z0-9_]*)", r"$(\1)", var.first)
+    return var.value
 
 
 def user_env(spec: Spec) -> list[kinds.EnvVarArgs]:

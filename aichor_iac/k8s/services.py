@@ -80,10 +80,28 @@ def config_map(ctx: Context) -> dict:
     return dict(metadata=ctx.metadata(ctx.names.config, replica=False), data=ctx.plan.files)
 
 
-def companion(ctx: Context, config_map: dict) -> dict:
-    """A ConfigMap given beside a custom resource, in the experiment's namespace with its
-    labels (the user's too), created before the pods that mount it."""
-    metadata = config_map["metadata"]
+def companion(ctx: Context, document: dict) -> dict:
+    """An object given beside a custom resource (`reading.companions`): in the experiment's
+    namespace, with its labels (the user's too), its fields as written; a RoleBinding's
+    subjects that are ServiceAccounts of the same file are in that namespace too."""
+    metadata = document["metadata"]
+    fields = {
+        kinds.snake(key): value
+        for key, value in document.items()
+        if key not in ("apiVersion", "kind", "metadata")
+    }
+    if document["kind"] == "RoleBinding" and "subjects" in document:
+        accounts = {
+            c["metadata"]["name"]
+            for c in ctx.spec.origin.companions  # type: ignore[union-attr]
+            if c["kind"] == "ServiceAccount"
+        }
+        fields["subjects"] = [
+            {**s, "namespace": ctx.names.namespace}
+            if s.get("kind") == "ServiceAccount" and s.get("name") in accounts
+            else s
+            for s in document["subjects"]
+        ]
     return dict(
         metadata=ctx.metadata(
             metadata["name"],
@@ -91,9 +109,7 @@ def companion(ctx: Context, config_map: dict) -> dict:
             replica=False,
             labels={**metadata.get("labels", {}), **ctx.labels(replica=False)},
         ),
-        data=config_map.get("data"),
-        binary_data=config_map.get("binaryData"),
-        immutable=config_map.get("immutable"),
+        **fields,
     )
 
 

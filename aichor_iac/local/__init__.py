@@ -14,7 +14,7 @@ machine must have), `progress` (the table a terminal shows).
 """
 
 from .cluster import LocalCluster
-from .downward import container_env, container_of, expand
+from .downward import container_argv, container_env, container_of, expand
 from .host import LocalUnavailable, missing
 from .jobs import KUEUE_QUEUE, gang_of, job_of
 from .run import run_experiment
@@ -23,6 +23,7 @@ __all__ = [
     "KUEUE_QUEUE",
     "LocalCluster",
     "LocalUnavailable",
+    "container_argv",
     "container_env",
     "container_of",
     "expand",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import containers, volumes
-from .downward import container_env, container_of, expand
+from .downward import container_argv, container_env, container_of
 from .host import LocalUnavailable, network_namespaces
 from .jobs import Controllers, gang_of, pod_name
 from .network import Network, records
@@ -36,7 +36,8 @@ class LocalCluster:
     as a finished pod leaves the Service's DNS records. Deployment pods run from the start
     until the cluster is left. The Job controller's `parallelism`, a gang scheduler's
     `minMember` and Kueue's quota (`kueue_quota` pods; None: any) hold (`jobs.Controllers`).
-    `secrets` gives the values of the generated Secret's keys (they are never rendered).
+    `secrets` gives the values of the generated Secret's keys (they are never rendered);
+    `entrypoints` what an image runs when a container gives no command (no image is pulled).
 
     `run()` creates every Job at once; `start(job)` creates one, for callers that create them
     in an order (tests/pulumi_up.py), and `job_status(job)` reports what the Job controller
@@ -55,6 +56,7 @@ class LocalCluster:
         workdir: Path | None = None,
         private: bool = False,
         kueue_quota: int | None = None,
+        entrypoints: dict[str, list[str]] | None = None,
     ):
         self.controllers = Controllers(objects, kueue_quota)
         self.jobs, self.pods = self.controllers.jobs, self.controllers.pods
@@ -65,6 +67,7 @@ class LocalCluster:
         self.on_line = on_line  # (pod[/container], line) as each line is printed
         self.tails: list[threading.Thread] = []  # the threads handing lines to on_line
         self.workdir = workdir or Path.cwd()  # where commands run (an image's working dir)
+        self.entrypoints = entrypoints or {}  # image -> what it runs without a command
         self.results: dict[str, subprocess.CompletedProcess] = {}
         # not under /tmp: each pod gets its own /tmp
         self.root = Path(tempfile.mkdtemp(prefix="aichor-pods-", dir="/var/tmp"))
@@ -254,7 +257,7 @@ class LocalCluster:
         spec = workload["spec"]["template"]["spec"]
         main = container_of(spec, name)
         env = container_env(workload, index, name, self.ips[pod], self.secrets)
-        command = [expand(part, env) for part in main["command"] + main.get("args", [])]
+        command = container_argv(main, env, self.entrypoints)
         mounts = []
         for mount in main.get("volumeMounts", []):
             source = self.volumes.source(pod, spec, mount["name"])

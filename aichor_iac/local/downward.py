@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from .jobs import indexed, pod_name
+
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
@@ -42,8 +44,8 @@ def container_env(
     pod_ip: str | None = None,
     secrets: dict[tuple[str, str], str] | None = None,
 ) -> dict[str, str]:
-    """The env Kubernetes gives a container of pod `index` of an Indexed Job; `secrets` holds
-    the values of (Secret name, key) references."""
+    """The env Kubernetes gives a container of pod `index` of a Job; `secrets` holds the
+    values of (Secret name, key) references."""
     main = container_of(job["spec"]["template"]["spec"], container)
     env: dict[str, str] = {}
     for entry in main.get("env", []):
@@ -51,9 +53,20 @@ def container_env(
             env[entry["name"]] = _value_from(entry, job, index, pod_ip, secrets)
         else:
             env[entry["name"]] = expand(entry.get("value", ""), env)
-    env.setdefault("JOB_COMPLETION_INDEX", str(index))  # the Job controller adds it otherwise
-    env["HOSTNAME"] = f"{job['metadata']['name']}-{index}"  # the pod's host name
+    if indexed(job):  # the Job controller adds it otherwise
+        env.setdefault("JOB_COMPLETION_INDEX", str(index))
+    env["HOSTNAME"] = pod_name(job, index)  # the pod's host name
     return env
+
+
+def container_argv(
+    container: dict[str, Any], env: dict[str, str], entrypoints: dict[str, list[str]]
+) -> list[str]:
+    """What a container runs: its command and args, `$(VAR)`s expanded as Kubernetes does,
+    after its image's entrypoint (`entrypoints[image]`, never expanded) where it gives no
+    command."""
+    args = [expand(part, env) for part in container.get("command", []) + container.get("args", [])]
+    return args if "command" in container else [*entrypoints[container["image"]], *args]
 
 
 def _value_from(
@@ -67,13 +80,14 @@ def _value_from(
     source = entry["valueFrom"]
     if "fieldRef" in source:
         name = job["metadata"]["name"]
+        # the Job controller names pod i `<job>-<i>-<5 random characters>` (Indexed), else
+        # `<job>-<5 random characters>`; a missing annotation's value is ""
+        prefix = f"{name}-{index}-" if indexed(job) else f"{name}-"
         return {
-            INDEX_PATH: str(index),
+            INDEX_PATH: str(index) if indexed(job) else "",
             "status.podIP": pod_ip or f"10.0.0.{index + 1}",
             "metadata.namespace": job["metadata"]["namespace"],
-            # the Job controller names pod i `<job>-<i>-<5 random characters>`
-            "metadata.name": f"{name}-{index}-"
-            + hashlib.sha1(f"{name}{index}".encode()).hexdigest()[:5],
+            "metadata.name": prefix + hashlib.sha1(f"{name}{index}".encode()).hexdigest()[:5],
         }[source["fieldRef"]["fieldPath"]]
     if "secretKeyRef" in source and secrets and _key(source) in secrets:
         return secrets[_key(source)]

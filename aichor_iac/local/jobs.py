@@ -17,11 +17,20 @@ STATES = ("pending", "init", "running", "succeeded", "failed")
 
 
 def pod_name(workload: dict[str, Any], index: int) -> str:
-    return f"{workload['metadata']['name']}-{index}"
+    """A pod's name here, which is its host name too: the template's `hostname` where it
+    gives one (a replica's Job of its own), else `<job>-<index>` (an Indexed Job's pod)."""
+    hostname = workload["spec"]["template"]["spec"].get("hostname")
+    return hostname or f"{workload['metadata']['name']}-{index}"
+
+
+def indexed(job: dict[str, Any]) -> bool:
+    """Whether the Job controller gives the Job's pods a completion index."""
+    return job["spec"].get("completionMode") == "Indexed"
 
 
 def job_of(pod: str) -> str:
-    """The Job a pod (`<job>-<index>`) belongs to."""
+    """The group a pod (`<experiment>-<role>-<index>`) belongs to: its Indexed Job, or the
+    group whose replicas have a Job each."""
     return pod.rsplit("-", 1)[0]
 
 
@@ -73,6 +82,10 @@ class Controllers:
 
     def job_of_pod(self, pod: str) -> dict[str, Any]:
         return next(j for j, i in self.pods if pod_name(j, i) == pod)
+
+    def role_of(self, pod: str) -> str:
+        """The group (role) of the experiment a pod runs."""
+        return self.job_of_pod(pod)["metadata"]["labels"]["app.kubernetes.io/component"]
 
     def states(self, name: str) -> list[str]:
         job = self.job(name)
@@ -145,6 +158,6 @@ class Controllers:
     def ended(self, pod: str, succeeded: bool) -> None:
         """A pod's end (under `lock`): its state, and its Job's Workload freed once done."""
         self.state[pod] = "succeeded" if succeeded else "failed"
-        job = job_of(pod)
+        job = self.job_of_pod(pod)["metadata"]["name"]
         if job in self.admitted and condition(self.job(job), self.states(job)):
             del self.admitted[job]

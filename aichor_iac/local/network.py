@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .jobs import pod_name
+from .jobs import indexed, pod_name
 
 
 class Network:
@@ -117,7 +117,7 @@ def records(
         name = f"{metadata['name']}.{metadata['namespace']}.svc.cluster.local"
         for workload, i in workloads:
             labels = dict(workload["spec"]["template"]["metadata"]["labels"])
-            if workload["kind"] == "Job":  # the Job controller labels pods with their index
+            if workload["kind"] == "Job" and indexed(workload):  # (the controller's label)
                 labels["batch.kubernetes.io/job-completion-index"] = str(i)
             pod = pod_name(workload, i)
             if pod in live and selector.items() <= labels.items():

@@ -24,7 +24,6 @@ from typing import Any
 from . import host
 from .cluster import LocalCluster
 from .host import UNSHARE, LocalUnavailable
-from .jobs import job_of
 
 
 def run_experiment(
@@ -36,6 +35,7 @@ def run_experiment(
     timeout: float = 3600,
     on_line: Callable[[str, str], None] | None = None,
     on_progress: Callable[[dict[str, str]], None] | None = None,
+    entrypoints: dict[str, list[str]] | None = None,
 ) -> int:
     """Run every replica of the experiment (a manifest, custom resource or function's) as
     local processes, with the env, host names, ordering, waiting and following they would
@@ -46,7 +46,8 @@ def run_experiment(
     machine's; otherwise in a user namespace of the run's own. LocalUnavailable when this
     machine cannot (what it lacks). `on_line(pod, line)` gets each line as it is printed,
     `on_progress(states)` each pod's state (pending, init, running, succeeded, failed)
-    whenever one changes."""
+    whenever one changes. No image is pulled here: a container that gives no command runs
+    what `entrypoints` says its image's entrypoint is (image -> argv)."""
     from .. import engine, planning
     from ..settings import Settings
 
@@ -62,6 +63,14 @@ def run_experiment(
             "a RayCluster runs until destroyed: run a RayJob (or a manifest) locally"
         )
     objects = engine.render(manifest, settings=settings, name=experiment)
+    entrypoints = entrypoints or {}
+    if unknown := _unknown_entrypoints(objects, entrypoints):
+        raise LocalUnavailable(
+            "no image is pulled here, and "
+            + "; ".join(unknown)
+            + ": say what it runs with --entrypoint IMAGE=COMMAND (docker inspect --format "
+            "'{{json .Config.Entrypoint}}' IMAGE)"
+        )
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
     if replicas is not None and glob.glob("/dev/nvidia[0-9]*"):
         # A smoke test: no process takes a GPU of this machine. (Only where there are any:
@@ -74,12 +83,13 @@ def run_experiment(
         env=env,
         secrets=_secret_values(list((secret or {}).get("stringData", {}))),
         workdir=str(source.parent if source.is_file() else Path.cwd()),  # as AIchor's image
-        needed=sorted(f"{experiment}-{role}" for role in plan.completes),
+        needed=sorted(plan.completes),
         # The pods others wait to be up (a Ray head, MPI's workers) decide too: their failure
         # leaves the rest waiting, on a cluster up to aichor:peerWaitSeconds.
-        gates=sorted(f"{experiment}-{g.role}" for g in plan.groups if g.gates),
+        gates=sorted(g.role for g in plan.groups if g.gates),
         count=sum(g.count for g in plan.groups if g.role in plan.completes),
         timeout=timeout,
+        entrypoints=entrypoints,
     )
     if os.geteuid() == 0:
         return run.drive(on_line, on_progress)
@@ -89,8 +99,10 @@ def run_experiment(
 @dataclasses.dataclass
 class Run:
     """A rendered experiment to run locally: its objects, the pods' base env, the generated
-    Secret's values, where commands run, which Jobs' pods (`count` of them) must succeed, and
-    which Jobs' failure fails it at once (theirs and the gates')."""
+    Secret's values, where commands run, which groups' pods (`count` of them) must succeed,
+    and which groups' failure fails it at once (theirs and the gates'), and what the
+    images' entrypoints are (`entrypoints`: image -> argv, for containers that give no
+    command)."""
 
     objects: list[dict[str, Any]]
     env: dict[str, str]
@@ -100,6 +112,7 @@ class Run:
     gates: list[str]
     count: int
     timeout: float
+    entrypoints: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     def drive(
         self,
@@ -109,7 +122,15 @@ class Run:
     ) -> int:
         """Create every Job, wait for the result, leave the cluster; the exit status."""
         workdir = Path(self.workdir)
-        cluster = LocalCluster(self.objects, self.env, self.secrets, on_line, workdir, private)
+        cluster = LocalCluster(
+            self.objects,
+            self.env,
+            self.secrets,
+            on_line,
+            workdir,
+            private,
+            entrypoints=self.entrypoints,
+        )
         with _terminated_as_exit(), cluster:
             for job in cluster.jobs:
                 cluster.start(job["metadata"]["name"], self.timeout)
@@ -122,10 +143,11 @@ class Run:
                     states = dict(cluster.state)
                     on_progress(states)
                 results = list(cluster.results.items())
-                codes = [r.returncode for p, r in results if job_of(p) in self.needed]
+                role = cluster.controllers.role_of
+                codes = [r.returncode for p, r in results if role(p) in self.needed]
                 # (a pod runs once here: no Job retries)
                 failures = [
-                    r.returncode for p, r in results if r.returncode and job_of(p) in deciding
+                    r.returncode for p, r in results if r.returncode and role(p) in deciding
                 ]
                 if len(codes) == self.count or failures:
                     break
@@ -137,6 +159,22 @@ class Run:
         if failures:  # a signal's death as a shell reports it (128 + the signal)
             return 128 - failures[0] if failures[0] < 0 else failures[0]
         return 0 if len(codes) == self.count else 124  # done, or the timeout was reached
+
+
+def _unknown_entrypoints(
+    objects: list[dict[str, Any]], entrypoints: dict[str, list[str]]
+) -> list[str]:
+    """The containers that run their image's entrypoint, where it is not given."""
+    found = []
+    for job in (o for o in objects if o["kind"] == "Job"):
+        spec = job["spec"]["template"]["spec"]
+        for container in spec["containers"] + spec.get("initContainers", []):
+            if "command" not in container and container["image"] not in entrypoints:
+                found.append(
+                    f"container {container['name']} of Job {job['metadata']['name']} runs "
+                    f"the entrypoint of {container['image']}"
+                )
+    return found
 
 
 def _in_user_namespace(

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from ..experiment.groups import Accelerators, Gpu, Resources
-from ..limits import DNS_1035, DNS_SUBDOMAIN, Image, quantity
+from ..limits import DNS_1035, Image, quantity
 from ..problems import ManifestError, Problem
 from ..problems import located as at_lines
 from .errors import problem as pydantic_problem
@@ -157,7 +157,7 @@ def schema_problems(template: dict[str, Any], where: str) -> list[Problem]:
         "template": template,
     }
     problems = []
-    for error in sorted(_validator("podtemplate-v1").iter_errors(pod_template), key=str):
+    for error in sorted(validator("podtemplate-v1").iter_errors(pod_template), key=str):
         path = ".".join(str(part) for part in list(error.absolute_path)[1:])
         reason = error.message.split("\n")[0]
         problems.append(
@@ -166,40 +166,8 @@ def schema_problems(template: dict[str, Any], where: str) -> list[Problem]:
     return problems
 
 
-def companions(documents: list[dict[str, Any]]) -> tuple[tuple[dict[str, Any], ...], list[Problem]]:
-    """The ConfigMaps beside a custom resource, as the stack creates them in its namespace
-    (name, labels, annotations, data kept; a namespace of their own is not used), and what
-    breaks the strict schema or the API server's rules."""
-    kept, problems = [], []
-    for document in documents:
-        metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
-        where = f"ConfigMap {metadata.get('name', '(no name)')}"
-        errors = sorted(_validator("configmap-v1").iter_errors(document), key=str)
-        found = [
-            Problem(
-                ".".join([where, *map(str, e.absolute_path)]),
-                f"not a valid ConfigMap: {e.message.splitlines()[0]}",
-            )
-            for e in errors
-        ]
-        name = str(metadata.get("name", ""))
-        if not found and not (DNS_SUBDOMAIN.match(name) and len(name) <= 253):
-            found.append(Problem(f"{where}.metadata.name", "give a DNS-1123 subdomain name"))
-        problems += found
-        if not found:
-            meta = {k: v for k, v in metadata.items() if k in ("name", "labels", "annotations")}
-            kept.append({**document, "metadata": meta})
-    names = [c["metadata"]["name"] for c in kept]
-    problems += [
-        Problem(f"ConfigMap {n}", "is given twice; keep one")
-        for n in sorted(set(names))
-        if names.count(n) > 1
-    ]
-    return tuple(kept), problems
-
-
 @functools.cache
-def _validator(name: str) -> Any:
+def validator(name: str) -> Any:
     """The strict schema of an object kind (`podtemplate-v1`) of the newest Kubernetes
     kubernetes-validate ships, as one validator built once (its `validate()` reads the schema
     files at every call)."""

@@ -73,15 +73,20 @@ def pytorchjob(
 
 
 def envs(cr: dict[str, Any]) -> dict[tuple[str, int], dict[str, str]]:
-    """The env each replica's command sees (run here, as Kubernetes would start it), without
-    what the process has from elsewhere."""
+    """The env each replica's command (or image's entrypoint, here `PRINT_ENV`) sees, run
+    here as Kubernetes would start it, without what the process has from elsewhere; keyed by
+    (role, replica), a replica's Job of its own named `<experiment>-<role>-<replica>`."""
     result = {}
     for job in (o for o in expand(cr).objects if o["kind"] == "Job"):
         role = job["metadata"]["labels"]["training.kubeflow.org/replica-type"]
         names = declared(job, KINDS[cr["kind"]][1]) - OURS
+        indexed = job["spec"]["completionMode"] == "Indexed"
         for i in range(job["spec"]["completions"]):
-            env = process_env(job, i, extra_env={"AICHOR_FOLLOW_INTERVAL": "0.05"})
-            result[(role, i)] = {k: v for k, v in env.items() if k in names}
+            replica = i if indexed else int(job["metadata"]["name"].rsplit("-", 1)[1])
+            env = process_env(
+                job, i, extra_env={"AICHOR_FOLLOW_INTERVAL": "0.05"}, entrypoint=PRINT_ENV
+            )
+            result[(role, replica)] = {k: v for k, v in env.items() if k in names}
     return result
 
 
@@ -414,17 +419,68 @@ def test_run_policy() -> None:
     assert jobs[0]["spec"]["backoffLimit"] == limits.INT32
 
 
-def test_a_container_without_command_runs_its_entrypoint() -> None:
-    """Workers alone need nothing computed: the image's entrypoint runs unchanged. Beside a
-    master, a worker's RANK is its index + 1, which only a command can compute: a clear error
-    names the field and the fix."""
-    job = by_name(expand(pytorchjob(None, 2, command=None)).objects)["Job/exp-worker"]
-    assert "command" not in job["spec"]["template"]["spec"]["containers"][0]
+# Replica types whose env differs per replica in ways Kubernetes cannot compute from an
+# index (RANK = index + 1 beside a master, rank 0's own address), and types where it can.
+COMMANDLESS = [
+    ("PyTorchJob", {"Master": 1, "Worker": 3}, ["worker"]),
+    ("PyTorchJob", {"Worker": 3}, []),
+    ("XGBoostJob", {"Master": 1, "Worker": 2}, ["worker"]),
+    ("PaddleJob", {"Worker": 3}, ["worker"]),
+    ("PaddleJob", {"Master": 2, "Worker": 2}, ["master"]),
+    ("JAXJob", {"Worker": 3}, []),
+    ("TFJob", {"Chief": 1, "Worker": 2, "PS": 1}, []),
+]
+
+
+@pytest.mark.parametrize("kind, types, apart", COMMANDLESS)
+def test_a_container_without_command_sees_the_operators_env(kind, types, apart) -> None:
+    """A container that runs its image's entrypoint sees exactly the env it would see with a
+    command (the operator's, replica by replica): an Indexed Job where every value is the
+    completion index or constant, else (`apart`) one Job per replica with literal values,
+    each pod with its replica's host name; the entrypoint is not wrapped."""
+    commandless = custom_resource(kind, types, command=None)
+    assert envs(commandless) == envs(custom_resource(kind, types))
+    jobs = [o for o in expand(commandless).objects if o["kind"] == "Job"]
+    for job in jobs:
+        role = job["metadata"]["labels"]["app.kubernetes.io/component"]
+        pod = job["spec"]["template"]["spec"]
+        assert "command" not in pod["containers"][0] and "args" not in pod["containers"][0]
+        if role in apart:
+            assert (job["spec"]["completionMode"], job["spec"]["completions"]) == ("NonIndexed", 1)
+            assert pod["hostname"] == job["metadata"]["name"]
+        else:
+            assert job["spec"]["completionMode"] == "Indexed" and "hostname" not in pod
+    per_replica = sorted(
+        j["metadata"]["name"] for j in jobs if "hostname" in j["spec"]["template"]["spec"]
+    )
+    expected = [f"exp-{role}-{i}" for role in apart for i in range(types[role.capitalize()])]
+    assert per_replica == sorted(expected)
+    assert limits.check(jobs) == []
+
+
+def test_a_job_per_replica_is_bounded() -> None:
+    """Each of those Jobs is a resource of the stack: past `MAX_JOBS` in all, the error names
+    the replicas and the way to one Indexed Job."""
     with pytest.raises(ManifestError) as error:
-        expand(pytorchjob(1, 2, command=None))
+        expand(custom_resource("PyTorchJob", {"Master": 1, "Worker": 5000}, command=None))
     assert (
-        "test.yaml:19: spec.pytorchReplicaSpecs.Worker.template.spec.containers.0.command: "
-        "missing: RANK, PET_NODE_RANK differ per replica" in str(error.value)
+        "spec.pytorchReplicaSpecs.Worker.replicas: 5,000 replicas whose image's entrypoint "
+        "needs RANK, PET_NODE_RANK per replica: a Job each, and at most 1,000 Jobs in all"
+    ) in str(error.value)
+    assert expand(custom_resource("PyTorchJob", {"Master": 1, "Worker": 5000})).objects
+
+
+def test_jobs_after_a_group_of_replica_jobs_wait_for_each() -> None:
+    """Ordering holds per replica: a group created after one whose replicas have a Job each
+    depends on every one of those Jobs, and each is awaited until its one pod is Ready."""
+    cr = custom_resource("PaddleJob", {"Master": 2, "Worker": 1}, command=None)
+    rendering = expand(cr, wait="ready")
+    jobs = {o["metadata"]["name"]: o for o in rendering.objects if o["kind"] == "Job"}
+    assert sorted(jobs) == ["exp-master-0", "exp-master-1", "exp-worker"]
+    ready = "jsonpath={$[?@.ready==1 || @.succeeded==1]}"
+    assert all(
+        jobs[f"exp-master-{i}"]["metadata"]["annotations"]["pulumi.com/waitFor"] == ready
+        for i in range(2)
     )
 
 
@@ -522,26 +578,7 @@ def test_the_operators_container_is_required() -> None:
 
 
 # The examples that need a documented fix (docs/coming-from/kubeflow.md).
-ENTRYPOINT = {"entrypoint"}
-FIXES = {
-    **dict.fromkeys(
-        [
-            "pytorch-mnist-pytorch_job_mnist_gloo",
-            "pytorch-mnist-pytorch_job_mnist_mpi",
-            "pytorch-mnist-pytorch_job_mnist_nccl",
-            "pytorch-smoke-dist-pytorch_job_sendrecv",
-            "xgboost-lightgbm-dist-xgboostjob_v1_lightgbm_dist_training",
-            "xgboost-smoke-dist-xgboostjob_v1_rabit_test",
-            "xgboost-xgboost-dist-xgboostjob_v1_iris_predict",
-            "xgboost-xgboost-dist-xgboostjob_v1_iris_predict_local",
-            "xgboost-xgboost-dist-xgboostjob_v1_iris_train",
-            "xgboost-xgboost-dist-xgboostjob_v1_iris_train_local",
-            "xgboost-xgboostjob",
-        ],
-        ENTRYPOINT,
-    ),
-    "xgboost-smoke-dist-xgboostjob_v1alpha1_rabit_test": {"v1alpha1 template", "entrypoint"},
-}
+FIXES = {"xgboost-smoke-dist-xgboostjob_v1alpha1_rabit_test": {"v1alpha1 template"}}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -555,9 +592,11 @@ def test_public_examples_render_valid_objects(path: Path) -> None:
         kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
     assert limits.check(objects) == []
     jobs = [o for o in objects if o["kind"] == "Job"]
-    assert sorted(j["spec"]["completions"] for j in jobs) == sorted(
-        r.get("replicas", 1) for r in specs(cr).values()
-    )
+    pods: dict[str, int] = {}  # replica type -> pods of its Jobs
+    for job in jobs:
+        role = job["metadata"]["labels"]["app.kubernetes.io/component"]
+        pods[role] = pods.get(role, 0) + job["spec"]["completions"]
+    assert pods == {t.lower(): r.get("replicas", 1) for t, r in specs(cr).items()}
     distributed = sum(j["spec"]["completions"] for j in jobs) > 1
     for job in jobs:
         names = declared(job, KINDS[cr["kind"]][1])

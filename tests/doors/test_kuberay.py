@@ -25,6 +25,7 @@ from aichor_iac import doors, limits, planning
 from aichor_iac.convert import convert
 from aichor_iac.frameworks import base, kuberay
 from aichor_iac.problems import ManifestError, Problem
+from aichor_iac.reading.companions import is_companion
 from aichor_iac.settings import Settings
 
 SAMPLES = sorted((ROOT / "tests" / "kuberay").glob("*.yaml"))
@@ -336,8 +337,8 @@ def test_config_maps_beside_the_resource_are_created_first(tmp_path: Path) -> No
     ("documents", "message"),
     [
         (
-            [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}],
-            "a Secret beside the experiment",
+            [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "redis"}}],
+            "a Deployment beside the experiment",
         ),
         ([rayjob()], "a RayJob beside the experiment"),
         (
@@ -436,36 +437,32 @@ def test_a_null_field_of_a_template_is_absent_as_the_api_server_reads_it() -> No
 # the first error names, then the next (a field removed, the other documents created beside the
 # stack, a multi-host group as single hosts). One cannot run here: it has no cluster of its own.
 FIXES = {
-    "ray-cluster.auth.secret-ref": {"beside"},
     "ray-cluster.custom-head-service": {"headService"},
     "ray-cluster.deprecate-gcs-ft": {"beside"},
     "ray-cluster.embedded-gcs-ft": {"gcsFaultToleranceOptions"},
     "ray-cluster.external-redis-uri": {"beside", "gcsFaultToleranceOptions"},
     "ray-cluster.external-redis": {"beside", "gcsFaultToleranceOptions"},
     "ray-cluster.historyserver": {"historyServerOptions"},
-    "ray-cluster.kai-gpu-sharing": {"beside"},
-    "ray-cluster.kai-scheduler": {"beside"},
-    "ray-cluster.kubernetes.auth-manual": {"beside"},
-    "ray-cluster.kubernetes.auth": {"beside", "enableK8sTokenAuth"},
+    "ray-cluster.kai-gpu-sharing": {"cluster-scoped"},
+    "ray-cluster.kai-scheduler": {"cluster-scoped"},
+    "ray-cluster.kubernetes.auth-manual": {"cluster-scoped"},
+    "ray-cluster.kubernetes.auth": {"cluster-scoped", "enableK8sTokenAuth"},
     "ray-cluster.mtls": {"tlsOptions"},
     "ray-cluster.network-policy-deny-all": {"networkPolicy"},
-    "ray-cluster.persistent-redis-sidecar": {"beside", "gcsFaultToleranceOptions"},
+    "ray-cluster.persistent-redis-sidecar": {"gcsFaultToleranceOptions"},
     "ray-cluster.persistent-redis": {"beside", "gcsFaultToleranceOptions"},
-    "ray-cluster.platform-events": {"beside"},
-    "ray-cluster.separate-ingress": {"beside", "serviceType"},
-    "ray-cluster.tls": {"beside"},
+    "ray-cluster.separate-ingress": {"serviceType"},
     "ray-cluster.tpu-v4-multihost": {"numOfHosts"},
     "ray-cluster.tpu-v6e-16-multihost": {"numOfHosts"},
     "ray-cluster.tpu-v6e-256-multihost": {"numOfHosts"},
-    "ray-cluster.volcano-scheduler-queue": {"beside"},
+    "ray-cluster.volcano-scheduler-queue": {"cluster-scoped"},
     "ray-job.custom-head-svc": {"headService"},
     "ray-job.deletion-rules": {"deletionStrategy"},
     "ray-job.interactive-mode": {"submissionMode"},
-    "ray-job.platform-events": {"beside"},
     "ray-job.sidecar-mode": {"submissionMode"},
     "ray-job.tpu-v6e-16-multihost": {"numOfHosts"},
     "ray-job.tpu-v6e-256-multihost": {"numOfHosts"},
-    "ray-job.volcano-scheduler-queue": {"beside"},
+    "ray-job.volcano-scheduler-queue": {"cluster-scoped"},
 }
 NO_CLUSTER = "ray-job.use-existing-raycluster"  # clusterSelector: another cluster runs it
 
@@ -489,11 +486,12 @@ def runnable(path: Path, directory: Path) -> tuple[Path, set[str]]:
 
 def _fix(documents: list[dict[str, Any]], problem: Problem) -> str:
     """Apply the fix a problem's message gives; its name."""
-    if "beside the experiment" in problem.message:  # created beside the stack instead
-        documents[:] = [
-            d for d in documents if d["apiVersion"] == "ray.io/v1" or d["kind"] == "ConfigMap"
-        ]
-        return "beside"
+    for fix in ("beside the experiment", "is cluster-scoped"):  # created beside the stack
+        if fix in problem.message:
+            documents[:] = [
+                d for d in documents if d["apiVersion"] == "ray.io/v1" or is_companion(d)
+            ]
+            return "beside" if fix.startswith("beside") else "cluster-scoped"
     cr = next(d for d in documents if d["apiVersion"] == "ray.io/v1")
     *parents, last = problem.path.split(".")
     target = cr
@@ -649,9 +647,9 @@ def test_convert_gives_a_valid_manifest_or_says_why_not(path: Path) -> None:
     before = {n: j["spec"]["completions"] for n, j in jobs(path).items()}
     after = {n: j["spec"]["completions"] for n, j in jobs(conversion.manifest).items()}
     assert before == after
-    companions = [c["metadata"]["name"] for c in resource.spec.origin.companions]
-    for name in companions:
-        assert any(line.startswith(f"ConfigMap {name}:") for line in conversion.lost)
+    for c in resource.spec.origin.companions:
+        what = f"{c['kind']} {c['metadata']['name']}:"
+        assert any(line.startswith(what) for line in conversion.lost)
 
 
 def test_convert_says_what_a_rayjob_loses() -> None:

@@ -6,12 +6,15 @@ from __future__ import annotations
 from aichor_iac.local.network import records
 
 
-def job(name: str, role: str) -> dict:
-    template = {"metadata": {"labels": {"role": role}}, "spec": {"subdomain": "exp"}}
+def job(name: str, role: str, hostname: str | None = None) -> dict:
+    """An Indexed Job, or (`hostname`) a replica's Job of its own, whose pod has that host."""
+    pod = {"subdomain": "exp", **({"hostname": hostname} if hostname else {})}
+    template = {"metadata": {"labels": {"role": role}}, "spec": pod}
+    mode = "NonIndexed" if hostname else "Indexed"
     return {
         "kind": "Job",
         "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"template": template},
+        "spec": {"template": template, "completionMode": mode},
     }
 
 
@@ -43,3 +46,17 @@ def test_a_service_selects_by_the_completion_index_the_job_controller_labels():
     ips = {"exp-worker-0": "10.0.0.2", "exp-worker-1": "10.0.0.3"}
     lines = records([(workers, 0), (workers, 1)], [indexed], set(ips), ips)
     assert lines[-1] == "10.0.0.3 first.ns.svc.cluster.local"
+
+
+def test_a_replicas_own_job_has_its_host_name_and_no_index():
+    """A Job per replica (non-Indexed): its pod is known by the template's host name, and the
+    Job controller gives it no completion index to select on."""
+    alone = job("exp-worker-1", "worker", hostname="exp-worker-1")
+    indexed = service("first", "worker")
+    indexed["spec"]["selector"]["batch.kubernetes.io/job-completion-index"] = "0"
+    ips = {"exp-worker-1": "10.0.0.3"}
+    assert records([(alone, 0)], [indexed, service("exp", "worker")], set(ips), ips) == [
+        "127.0.0.1 localhost",
+        "10.0.0.3 exp-worker-1.exp.ns.svc.cluster.local exp-worker-1",
+        "10.0.0.3 exp.ns.svc.cluster.local",
+    ]

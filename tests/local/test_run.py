@@ -359,3 +359,64 @@ def test_a_failed_entry_point_ends_the_run_at_once(
     assert cli.main(["run", "--local", str(path), "--name", "exp"]) == 7
     assert time.monotonic() - started < 60
     assert "exp failed (7)" in capsys.readouterr().out
+
+
+def commandless_pytorchjob(tmp_path: Path) -> Path:
+    """A PyTorchJob whose containers run their image's entrypoint (examples/train.py, with
+    args), as kubeflow/trainer's mnist examples do: a master and two workers."""
+    shutil.copy(Path(__file__).parents[2] / "examples" / "train.py", tmp_path)
+
+    def replica(count: int) -> dict[str, Any]:
+        container = {
+            "name": "pytorch",
+            "image": "registry.example/ddp:1",
+            "args": ["--epochs", "3"],
+        }
+        return {
+            "replicas": count,
+            "restartPolicy": "Never",
+            "template": {"spec": {"containers": [container]}},
+        }
+
+    data = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "ddp"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(2)}},
+    }
+    path = tmp_path / "ddp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@real
+def test_a_commandless_pytorchjob_runs_its_images_entrypoint_over_gloo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image's entrypoint stands in as `--entrypoint IMAGE=COMMAND` (no image is pulled
+    here); each worker is a Job of its own whose RANK is literal, and the three ranks meet
+    over gloo from the operator's env alone."""
+    importable("torch")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    path = commandless_pytorchjob(tmp_path)
+    entrypoint = "registry.example/ddp:1=python3 -u train.py"
+    assert cli.main(["run", "--local", str(path), "--entrypoint", entrypoint]) == 0
+    out = capsys.readouterr().out
+    for rank, pod in enumerate(("ddp-master-0", "ddp-worker-0", "ddp-worker-1")):
+        assert f"{pod} rank {rank} of 3 done" in out, out[-3000:]
+    assert "ddp succeeded" in out
+
+
+@real
+def test_an_unknown_entrypoint_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = commandless_pytorchjob(tmp_path)
+    assert cli.main(["run", "--local", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "container pytorch of Job ddp-worker-1 runs the entrypoint of registry.example/ddp:1" in err
+    )
+    assert "--entrypoint IMAGE=COMMAND" in err
+    assert cli.main(["run", "--local", str(path), "--entrypoint", "registry.example/ddp:1="]) == 2
+    assert "--entrypoint: registry.example/ddp:1=: give IMAGE=COMMAND" in capsys.readouterr().err
