@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import limits
+from ..frameworks import Group
 from ..problems import Problem
 from . import jupyter, kinds, objects, services, tensorboard
 from .context import Context
@@ -105,18 +106,8 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         after = [service, *needed, *(job for role in group.after for job in jobs[role])]
         if group.role in role_services:
             after.append(role_services[group.role])
-        timeout = objects.await_timeout(ctx, group)
-        jobs[group.role] = [
-            add(
-                "Job",
-                group.role if replica is None else f"{group.role}-{replica}",
-                objects.job(ctx, group, replica),
-                after,
-                timeout=timeout,
-                group=group.replica_type,
-            )
-            for replica in ctx.replicas(group)
-        ]
+        jobs[group.role] = _jobs(ctx, group, after)
+        result += jobs[group.role]
     if ctx.blueprint.jupyter:
         add("Service", "jupyter-service", jupyter.service(ctx), needed)
     if ctx.blueprint.tensorboard:
@@ -127,6 +118,22 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         add("Deployment", "tensorboard", tensorboard.deployment(ctx), after)
         add("Service", "tensorboard-service", tensorboard.service(ctx), needed)
     return result
+
+
+def _jobs(ctx: Context, group: Group, after: list[Child]) -> list[Child]:
+    """The group's Jobs: one Indexed Job, or one per replica (`Context.replicas`)."""
+    timeout = objects.await_timeout(ctx, group)
+    return [
+        Child(
+            "Job",
+            group.role if replica is None else f"{group.role}-{replica}",
+            objects.job(ctx, group, replica),
+            list(after),
+            timeout=timeout,
+            group=group.replica_type,
+        )
+        for replica in ctx.replicas(group)
+    ]
 
 
 def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:

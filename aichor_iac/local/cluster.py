@@ -5,6 +5,7 @@ container, then ended (sidecars signalled, processes killed, its names withdrawn
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..engine import REDACTED
 from . import containers, volumes
 from .downward import container_argv, container_env, container_of
 from .host import LocalUnavailable, network_namespaces
@@ -36,7 +38,8 @@ class LocalCluster:
     as a finished pod leaves the Service's DNS records. Deployment pods run from the start
     until the cluster is left. The Job controller's `parallelism`, a gang scheduler's
     `minMember` and Kueue's quota (`kueue_quota` pods; None: any) hold (`jobs.Controllers`).
-    `secrets` gives the values of the generated Secret's keys (they are never rendered);
+    `secrets` gives the values of the generated Secret's keys (they are never rendered: a
+    Secret's redacted value takes the value of its key there, a given one is kept);
     `entrypoints` what an image runs when a container gives no command (no image is pulled).
 
     `run()` creates every Job at once; `start(job)` creates one, for callers that create them
@@ -79,10 +82,12 @@ class LocalCluster:
             o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"
         }
         self.secrets = {
-            (o["metadata"]["name"], key): value
+            (o["metadata"]["name"], key): (secrets or {}).get(key, "")
+            if value == REDACTED
+            else value
             for o in objects
             if o["kind"] == "Secret"
-            for key, value in (secrets or {}).items()
+            for key, value in _secret_data(o).items()
         }
         self.volumes = volumes.Volumes(self.root, config, self.secrets)
         self.live = {pod_name(d, i) for d, i in self.servers}  # Job pods: once scheduled
@@ -305,3 +310,12 @@ class LocalCluster:
         """The hosts file: each scheduled pod's names, and each Service's addresses."""
         workloads = self.servers + self.pods
         self.network.hosts(records(workloads, self.services, self.live, self.ips))
+
+
+def _secret_data(secret: dict[str, Any]) -> dict[str, str]:
+    """A Secret's values by key, as the kubelet gives them (`data` decoded)."""
+    data = {
+        key: value if value == REDACTED else base64.b64decode(value).decode(errors="replace")
+        for key, value in (secret.get("data") or {}).items()
+    }
+    return {**data, **(secret.get("stringData") or {})}

@@ -45,9 +45,8 @@ def run_experiment(
     repository it is in), else here. As root, the pods' namespaces are made in this
     machine's; otherwise in a user namespace of the run's own. LocalUnavailable when this
     machine cannot (what it lacks). `on_line(pod, line)` gets each line as it is printed,
-    `on_progress(states)` each pod's state (pending, init, running, succeeded, failed)
-    whenever one changes. No image is pulled here: a container that gives no command runs
-    what `entrypoints` says its image's entrypoint is (image -> argv)."""
+    `on_progress(states)` each pod's state whenever one changes. No image is pulled here: a
+    container that gives no command runs `entrypoints[image]` (argv)."""
     from .. import engine, planning
     from ..settings import Settings
 
@@ -62,15 +61,8 @@ def run_experiment(
         raise LocalUnavailable(
             "a RayCluster runs until destroyed: run a RayJob (or a manifest) locally"
         )
-    objects = engine.render(manifest, settings=settings, name=experiment)
-    entrypoints = entrypoints or {}
-    if unknown := _unknown_entrypoints(objects, entrypoints):
-        raise LocalUnavailable(
-            "no image is pulled here, and "
-            + "; ".join(unknown)
-            + ": say what it runs with --entrypoint IMAGE=COMMAND (docker inspect --format "
-            "'{{json .Config.Entrypoint}}' IMAGE)"
-        )
+    objects = _with_secrets(engine.render(manifest, settings=settings, name=experiment), manifest)
+    _check_entrypoints(objects, entrypoints := entrypoints or {})
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
     if replicas is not None and glob.glob("/dev/nvidia[0-9]*"):
         # A smoke test: no process takes a GPU of this machine. (Only where there are any:
@@ -161,20 +153,49 @@ class Run:
         return 0 if len(codes) == self.count else 124  # done, or the timeout was reached
 
 
-def _unknown_entrypoints(
-    objects: list[dict[str, Any]], entrypoints: dict[str, list[str]]
-) -> list[str]:
-    """The containers that run their image's entrypoint, where it is not given."""
-    found = []
+def _with_secrets(objects: list[dict[str, Any]], manifest: Any) -> list[dict[str, Any]]:
+    """The rendered objects with the values of the Secrets given beside a custom resource
+    (render redacts them; the local cluster's pods need them, and nothing here prints them)."""
+    origin = manifest.spec.origin
+    given = {
+        c["metadata"]["name"]: c
+        for c in (origin.companions if origin else ())
+        if c["kind"] == "Secret"
+    }
+    return [
+        {
+            **o,
+            **{
+                k: given[o["metadata"]["name"]][k]
+                for k in ("data", "stringData")
+                if k in given[o["metadata"]["name"]]
+            },
+        }
+        if o["kind"] == "Secret" and o["metadata"]["name"] in given
+        else o
+        for o in objects
+    ]
+
+
+def _check_entrypoints(objects: list[dict[str, Any]], entrypoints: dict[str, list[str]]) -> None:
+    """LocalUnavailable naming each container that runs its image's entrypoint, where it is
+    not given (no image is pulled here)."""
+    unknown = []
     for job in (o for o in objects if o["kind"] == "Job"):
         spec = job["spec"]["template"]["spec"]
         for container in spec["containers"] + spec.get("initContainers", []):
             if "command" not in container and container["image"] not in entrypoints:
-                found.append(
+                unknown.append(
                     f"container {container['name']} of Job {job['metadata']['name']} runs "
                     f"the entrypoint of {container['image']}"
                 )
-    return found
+    if unknown:
+        raise LocalUnavailable(
+            "no image is pulled here, and "
+            + "; ".join(unknown)
+            + ": say what it runs with --entrypoint IMAGE=COMMAND (docker inspect --format "
+            "'{{json .Config.Entrypoint}}' IMAGE)"
+        )
 
 
 def _in_user_namespace(

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -623,6 +624,65 @@ def test_real_rayjob_runs_its_entrypoint_on_the_cluster_then_the_cluster_ends(
     for pod in ("exp-head-0", "exp-pool-0"):  # shutdownAfterJobFinishes: the cluster ends
         assert results[pod].returncode == 0, results[pod].stderr[-3000:]
         assert "exp-submitter-0.exp.default.svc.cluster.local (it has ended)" in results[pod].stdout
+
+
+@real
+def test_real_raycluster_is_reached_through_a_service_given_beside_it(tmp_path: Path) -> None:
+    """A RayCluster with a ClusterIP Service of the user's for its dashboard (as KubeRay users
+    expose one): the stack creates the Service, which selects the head by KubeRay's labels; a
+    job submitted through it from another pod runs on both nodes."""
+    cluster = raycluster()
+    small = {"limits": {"cpu": "1", "memory": "2Gi"}}
+    for group in (cluster["spec"]["headGroupSpec"], cluster["spec"]["workerGroupSpecs"][0]):
+        group["rayStartParams"] = {"object-store-memory": "100000000"}
+        group["template"]["spec"]["containers"][0]["resources"] = small
+    cluster["spec"]["workerGroupSpecs"][0]["replicas"] = 1
+    dashboard = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "ray-dashboard"},
+        "spec": {
+            "selector": {"ray.io/cluster": "exp", "ray.io/node-type": "head"},
+            "ports": [{"name": "dashboard", "port": 8265, "targetPort": 8265}],
+        },
+    }
+    path = tmp_path / "raycluster.yaml"
+    path.write_text(yaml.safe_dump_all([cluster, dashboard]))
+    objects = expand(path).objects
+    assert any(o["kind"] == "Service" and o["metadata"]["name"] == "ray-dashboard" for o in objects)
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "HOME": os.environ.get("HOME", "/root"),
+    }
+    submit = [
+        str(Path(sys.executable).parent / "ray"),
+        "job",
+        "submit",
+        "--address",
+        "http://ray-dashboard.default.svc.cluster.local:8265",
+        "--",
+        "python",
+        "-c",
+        NODES,
+    ]
+    held = {"exp-pool-0": ("exp-head-0", "Running subprocesses are monitored")}
+    with LocalCluster(objects, env) as local:
+        local.start("exp-head", timeout=300)
+        local.start("exp-pool", timeout=300, held=held)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not all(
+            local.job_status(job).get("ready") for job in ("exp-head", "exp-pool")
+        ):
+            time.sleep(1)
+        result = local.exec("exp-pool-0", *submit)
+        while time.monotonic() < deadline and "nodes 2" not in result.stdout:
+            time.sleep(2)  # (the worker's raylet may join after it is Ready)
+            result = local.exec("exp-pool-0", *submit)
+    assert "nodes 2" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "succeeded" in result.stdout
+
+
+NODES = "import ray; ray.init(); print('nodes', len(ray.nodes()), flush=True)"
 
 
 @pytest.mark.parametrize(
