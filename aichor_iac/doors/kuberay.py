@@ -26,6 +26,7 @@ from ..experiment.origin import Kept, Origin
 from ..limits import INT32, dns_label
 from ..problems import Problem
 from ..reading import podtemplate as templates
+from ..reading.text import Document
 from .kuberay_spec import (
     RayClusterSpec,
     RayJobSpec,
@@ -61,9 +62,12 @@ CLUSTER_REFUSED = {
     "headGroupSpec.labels": "group labels for Ray (KubeRay 1.5) are not read here: give "
     "them as rayStartParams.labels",
 }
+# KubeRay's RayJobDefaultClusterSelectorKey: the name of the RayCluster a RayJob runs on
+SELECTOR_KEY = "ray.io/cluster"
 JOB_REFUSED = {
-    "clusterSelector": "runs on an existing RayCluster, which aichor-iac does not manage: "
-    "remove it and give rayClusterSpec (or submit with `ray job submit` to that cluster)",
+    "clusterSelector": "selects a RayCluster that is not in this file, which aichor-iac cannot "
+    "reach: give that RayCluster in the same file (the job then runs on it), or remove "
+    "clusterSelector and give rayClusterSpec",
     "deletionStrategy": "deletion rules are not run here: remove it and use "
     "shutdownAfterJobFinishes (the cluster stops when the job ends)",
     "preRunningDeadlineSeconds": "is not run here: remove it and set aichor:peerWaitSeconds "
@@ -107,6 +111,40 @@ def validate(
         update = {"generate_name": resource.metadata.generate_name}
         experiment = experiment.model_copy(update=update)
     return experiment.read_from(source, lines)
+
+
+def on_cluster(job: Document, cluster: Document) -> Document | None:
+    """A RayJob whose `clusterSelector` names the RayCluster given beside it, as KubeRay runs
+    it (the cluster by that name, the job submitted to it once it is ready): one RayJob named
+    for the cluster, whose `rayClusterSpec` is the cluster's spec (problems at the cluster's
+    lines) and whose cluster runs on after the job (it is the RayCluster's, not the job's).
+    None if it selects another cluster."""
+    spec, metadata = job.data.get("spec"), cluster.data.get("metadata")
+    selector = spec.get("clusterSelector") if isinstance(spec, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    kinds = (job.data.get("kind"), cluster.data.get("kind"))
+    if kinds != ("RayJob", "RayCluster") or not isinstance(selector, dict):
+        return None
+    if not name or selector.get(SELECTOR_KEY) != name or "rayClusterSpec" in spec:
+        return None
+    merged = {
+        **job.data,
+        "metadata": {**(job.data.get("metadata") or {}), "name": name},
+        "spec": {
+            **{k: v for k, v in spec.items() if k != "clusterSelector"},
+            "rayClusterSpec": cluster.data.get("spec"),
+            "shutdownAfterJobFinishes": False,
+        },
+    }
+    lines = {
+        **{
+            ("spec", "rayClusterSpec", *path[1:]): n
+            for path, n in cluster.lines.items()
+            if path[:1] == ("spec",)
+        },
+        **job.lines,
+    }
+    return Document(merged, lines, job.line)
 
 
 def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, RayJobSpec | None, Any, str]:

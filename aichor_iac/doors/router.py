@@ -54,6 +54,14 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
     if not documents or not all(isinstance(d.data, dict) for d in documents):
         raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
     custom = [i for i, d in enumerate(documents) if _api_version(d.data).startswith(CR_GROUPS)]
+    if len(custom) == 2:  # a RayJob on the RayCluster beside it is one experiment
+        a, b = (documents[i] for i in custom)
+        if merged := kuberay.on_cluster(a, b) or kuberay.on_cluster(b, a):
+            documents = [merged, *(d for i, d in enumerate(documents) if i not in custom)]
+            custom = [0]
+    if len(custom) > 1:
+        first = documents[custom[0]]
+        raise ManifestError(source, [_second(first, documents[i]) for i in custom[1:]])
     index = custom[0] if custom else 0
     beside = [d for i, d in enumerate(documents) if i != index]
     others = [d for d in beside if not companions.is_companion(d.data)]
@@ -126,3 +134,21 @@ def _unread(data: dict[str, Any], lines: dict) -> Problem:
 
 def _api_version(document: dict[str, Any]) -> str:
     return str(document.get("apiVersion", ""))
+
+
+def _second(first: text.Document, other: text.Document) -> Problem:
+    """Why a second custom resource in a file is refused: a file is one experiment."""
+
+    def named(document: text.Document) -> str:
+        metadata = document.data.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        return f"{document.data.get('kind')} {name or '(no name)'}"
+
+    return Problem(
+        "",
+        f"a second experiment ({named(other)}; the first is {named(first)} at line "
+        f"{first.line}): a file is one experiment, run by one stack; give each its own file "
+        "and stack (stacks/Pulumi.<experiment>.yaml), or, in a Pulumi program of your own, "
+        "one component per file (aichor_iac.load, then aichor_iac.components.experiment)",
+        other.line,
+    )

@@ -569,6 +569,49 @@ def test_each_kinds_rules(cr: dict, message: str) -> None:
     assert message in str(error.value)
 
 
+def _without_image(cr: dict) -> dict:
+    del cr["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"]
+    return cr
+
+
+def _with(cr: dict, **spec: Any) -> dict:
+    cr["spec"].update(spec)
+    return cr
+
+
+@pytest.mark.parametrize(
+    "cr, message",
+    [
+        (
+            custom_resource("MPIJob", {"Launcher": 1, "Master": 1, "Worker": 2}),
+            "test.yaml:18: spec.mpiReplicaSpecs.Master: MPIJob has no Master; its replica "
+            "types are Launcher, Worker",
+        ),
+        (
+            _without_image(custom_resource("PyTorchJob", {"Master": 1, "Worker": 2})),
+            "spec.pytorchReplicaSpecs.Worker.template.spec.containers: each container needs a "
+            "name and image",
+        ),
+        (
+            _with(custom_resource("PyTorchJob", {"Worker": 2}), cleanPodPolicy="None"),
+            "spec.cleanPodPolicy: is under spec.runPolicy since kubeflow.org/v1 (v1beta2 had it "
+            "here): move it to spec.runPolicy.cleanPodPolicy",
+        ),
+        (
+            _with(custom_resource("TFJob", {"Worker": 2}), backoffLimit=3),
+            "spec.backoffLimit: is under spec.runPolicy since kubeflow.org/v1",
+        ),
+    ],
+    ids=["mpi-master", "no-image", "v1beta2-cleanPodPolicy", "v1beta2-backoffLimit"],
+)
+def test_what_the_operator_or_api_server_refuses_is_refused_naming_the_field(
+    cr: dict, message: str
+) -> None:
+    with pytest.raises(ManifestError) as error:
+        expand(cr)
+    assert message in str(error.value)
+
+
 def test_the_operators_container_is_required() -> None:
     cr = custom_resource("JAXJob", {"Worker": 2})
     cr["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "main"

@@ -8,6 +8,7 @@ and rules, or are refused naming the field and the fix."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -334,6 +335,33 @@ def test_config_maps_beside_the_resource_are_created_first(tmp_path: Path) -> No
     assert objects.index(made) < min(i for i, o in enumerate(objects) if o["kind"] == "Job")
 
 
+def test_a_rayjob_runs_on_the_raycluster_its_selector_names_beside_it(tmp_path: Path) -> None:
+    """KubeRay's use-existing-raycluster sample with the RayCluster it selects in the same
+    file (in either order): one experiment named for the cluster, its nodes from the
+    cluster's spec, the job submitted to it once it is up; the cluster runs on after the job.
+    A problem of the cluster's spec is reported at the cluster's line."""
+    job = yaml.safe_load((ROOT / "tests" / "kuberay" / f"{NO_CLUSTER}.yaml").read_text())
+    cluster = raycluster()
+    cluster["metadata"]["name"] = "ray-cluster-kuberay"
+    for order in ([job, cluster], [cluster, job]):
+        path = tmp_path / "both.yaml"
+        path.write_text(yaml.safe_dump_all(order, sort_keys=False))
+        assert doors.load(path).name == "ray-cluster-kuberay"
+        found = jobs(path)  # (named exp here)
+        assert sorted(found) == ["exp-head", "exp-pool", "exp-submitter"]
+        assert "ray.cluster_resources()" in " ".join(main(found["exp-submitter"])["command"])
+        head = " ".join(main(found["exp-head"])["command"])
+        assert "exp-submitter-0" not in head  # (it does not follow the job: it runs on)
+    cluster["spec"]["headGroupSpec"]["serviceType"] = "LoadBalancer"
+    path.write_text(yaml.safe_dump_all([job, cluster], sort_keys=False))
+    with pytest.raises(ManifestError) as error:
+        doors.load(path)
+    (problem,) = error.value.problems
+    assert problem.path == "spec.rayClusterSpec.headGroupSpec.serviceType"
+    text = path.read_text().splitlines()
+    assert "serviceType" in text[problem.line - 1]
+
+
 @pytest.mark.parametrize(
     ("documents", "message"),
     [
@@ -341,7 +369,11 @@ def test_config_maps_beside_the_resource_are_created_first(tmp_path: Path) -> No
             [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "redis"}}],
             "a Deployment beside the experiment",
         ),
-        ([rayjob()], "a RayJob beside the experiment"),
+        (
+            [{**rayjob(), "metadata": {"name": "other"}}],
+            "a second experiment (RayJob other; the first is RayJob exp at line 1): a file is one "
+            "experiment, run by one stack",
+        ),
         (
             [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Bad_Name"}}],
             "ConfigMap Bad_Name.metadata.name: give a DNS-1123 subdomain name",
@@ -355,7 +387,7 @@ def test_config_maps_beside_the_resource_are_created_first(tmp_path: Path) -> No
 def test_documents_beside_the_resource_that_are_refused(
     documents: list[dict[str, Any]], message: str
 ) -> None:
-    with pytest.raises(ManifestError, match=message.replace(".", r"\.")):
+    with pytest.raises(ManifestError, match=re.escape(message)):
         doors.parse(yaml.safe_dump_all([rayjob(), *documents]))
 
 
@@ -389,7 +421,9 @@ CLUSTER = "spec.rayClusterSpec"
     ("change", "path", "message"),
     [
         refused(f"{CLUSTER}.tlsOptions", {"enabled": True}, "remove it"),
-        refused("spec.clusterSelector", {"a": "b"}, "existing RayCluster"),
+        refused(
+            "spec.clusterSelector", {"a": "b"}, "selects a RayCluster that is not in this file"
+        ),
         refused("spec.submissionMode", "InteractiveMode", "RayCluster"),
         refused("spec.entrypoint", "", "give the command"),
         refused("spec.runtimeEnvYAML", "- a list", "YAML mapping"),
@@ -512,8 +546,8 @@ def test_public_samples_render_valid_objects(path: Path, tmp_path: Path) -> None
     """Each sample renders as it is, or after the documented fixes its errors ask for, which
     are exactly FIXES; the objects pass the strict schema and the API server's rules, each
     node sees KubeRay's env, each group runs KubeRay's desired replicas."""
-    if path.stem == NO_CLUSTER:
-        with pytest.raises(ManifestError, match=r"spec\.clusterSelector: runs on an"):
+    if path.stem == NO_CLUSTER:  # (with that cluster beside it, it runs: below)
+        with pytest.raises(ManifestError, match=r"spec\.clusterSelector: selects a RayCluster"):
             expand(path)
         return
     fixed, fixes = runnable(path, tmp_path)

@@ -420,3 +420,39 @@ def test_an_unknown_entrypoint_is_a_clear_error(
     assert "--entrypoint IMAGE=COMMAND" in err
     assert cli.main(["run", "--local", str(path), "--entrypoint", "registry.example/ddp:1="]) == 2
     assert "--entrypoint: registry.example/ddp:1=: give IMAGE=COMMAND" in capsys.readouterr().err
+
+
+@real
+def test_a_secret_beside_the_resource_reaches_its_pods_locally(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """render redacts a user's Secret; the local cluster still gives its pods its values."""
+    show = "import os; print('token', os.environ['TOKEN'], 'key', os.environ['KEY'])"
+    env = [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": "creds", "key": key}}}
+        for name, key in (("TOKEN", "token"), ("KEY", "key"))
+    ]
+    container = {"name": "pytorch", "image": "i", "command": ["python3", "-c", show], "env": env}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "sec"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Worker": {"replicas": 1, "template": {"spec": {"containers": [container]}}}
+            }
+        },
+    }
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds"},
+        "stringData": {"token": "plain-value"},
+        "data": {"key": "ZW5jb2RlZC12YWx1ZQ=="},  # encoded-value
+    }
+    path = tmp_path / "sec.yaml"
+    path.write_text(yaml.safe_dump_all([job, secret]))
+    assert cli.main(["run", "--local", str(path)]) == 0
+    assert "sec-worker-0 token plain-value key encoded-value" in capsys.readouterr().out
+    assert cli.main(["render", str(path)]) == 0
+    assert "plain-value" not in capsys.readouterr().out
