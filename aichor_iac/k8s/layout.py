@@ -144,6 +144,13 @@ def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
     for child in found:
         where = f"spec.types.{child.group}" if child.group else "spec"
         problems += [Problem(where, text) for text in limits.check([child.object])]
+    named = [(c.kind, c.object["metadata"]["name"]) for c in found]
+    for kind, name in sorted({n for n in named if named.count(n) > 1}):
+        reason = (
+            "is also the name of an object aichor-iac creates for the experiment: rename the "
+            "one given beside the resource"
+        )
+        problems.append(Problem(f"{kind} {name}", reason))
     if problems:
         raise ctx.blueprint.manifest.error(problems)
     return found

@@ -502,6 +502,15 @@ FIXES = {
 NO_CLUSTER = "ray-job.use-existing-raycluster"  # clusterSelector: another cluster runs it
 
 
+def test_the_docs_list_exactly_the_samples_that_need_a_change() -> None:
+    """docs/coming-from/kuberay.md's table of samples that need a change is FIXES (and the
+    one whose cluster must be beside it): it cannot fall behind the samples."""
+    text = (ROOT / "docs" / "coming-from" / "kuberay.md").read_text()
+    table = text.split("## The samples that need a change", 1)[1]
+    listed = re.findall(r"^\| `([\w.-]+)` \|", table, flags=re.M)
+    assert sorted(listed) == sorted([*FIXES, NO_CLUSTER])
+
+
 def runnable(path: Path, directory: Path) -> tuple[Path, set[str]]:
     """A sample as it is, or with the fixes its errors ask for applied, and which."""
     documents, fixes = list(yaml.safe_load_all(path.read_text())), set()

@@ -216,3 +216,12 @@ def test_problems_of_the_resource_and_of_its_companions_come_together(tmp_path: 
         doors.load(file_with(tmp_path, bad, resource=cr))
     paths = [p.path for p in error.value.problems]
     assert "spec.headGroupSpec.serviceType" in paths and "Service a.b.metadata.name" in paths
+
+
+def test_a_name_aichor_iac_uses_is_refused(tmp_path: Path) -> None:
+    """A Service named as the experiment's own (the headless Service `exp`) would make
+    `pulumi up` fail half-way (AlreadyExists): refused before anything is created."""
+    taken = {**CLIENT, "metadata": {"name": "exp"}}
+    with pytest.raises(ManifestError) as error:
+        expand(file_with(tmp_path, taken))
+    assert "Service exp: is also the name of an object aichor-iac creates" in str(error.value)
