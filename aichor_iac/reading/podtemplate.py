@@ -99,8 +99,14 @@ def template_problems(template: dict[str, Any], where: str) -> list[Problem]:
     containers = pod.get("containers") if isinstance(pod, dict) else None
     if not isinstance(containers, list) or not containers:
         return [Problem(f"{where}.spec.containers", "give at least one container")]
-    if not all(isinstance(c, dict) and c.get("name") and c.get("image") for c in containers):
-        return [Problem(f"{where}.spec.containers", "each container needs a name and image")]
+    missing = [
+        Problem(f"{where}.spec.containers.{i}.{key}", f"missing: every container needs {what}")
+        for i, c in enumerate(containers)
+        for key, what in (("name", "a name"), ("image", "an image"))
+        if not (isinstance(c, dict) and c.get(key))
+    ]
+    if missing:
+        return missing
     problems = []
     for i, c in enumerate(containers):  # the image rules a manifest's image is held to
         try:

@@ -589,8 +589,8 @@ def _with(cr: dict, **spec: Any) -> dict:
         ),
         (
             _without_image(custom_resource("PyTorchJob", {"Master": 1, "Worker": 2})),
-            "spec.pytorchReplicaSpecs.Worker.template.spec.containers: each container needs a "
-            "name and image",
+            "spec.pytorchReplicaSpecs.Worker.template.spec.containers.0.image: missing: every "
+            "container needs an image",
         ),
         (
             _with(custom_resource("PyTorchJob", {"Worker": 2}), cleanPodPolicy="None"),
