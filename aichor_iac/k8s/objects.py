@@ -126,7 +126,7 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
         env = operator_env(ctx, group, replica)
         template = kept.template(ctx, group, held, env, annotations, volumes)
         if replica is not None:  # (a non-Indexed Job's pods keep the template's host name)
-            template["spec"]["hostname"] = ctx.names.pod_host(group.role, replica)
+            template["spec"]["hostname"] = ctx.job_name(group, replica)
     origin = spec.origin
     pods = group.count if replica is None else 1
     return dict(

@@ -60,6 +60,7 @@ class Controllers:
         self.pods = [(job, i) for job in self.jobs for i in range(job["spec"]["completions"])]
         self.lock = threading.Lock()
         self.state = {pod_name(job, i): "pending" for job, i in self.pods}
+        self.job_by_pod = {pod_name(job, i): job for job, i in self.pods}
         self.created: set[str] = set()  # Job pods the Job controller has made
         # The Job controller keeps at most `parallelism` pods of a Job running at once.
         self.slots = {
@@ -81,7 +82,7 @@ class Controllers:
         return next(j for j in self.jobs if j["metadata"]["name"] == name)
 
     def job_of_pod(self, pod: str) -> dict[str, Any]:
-        return next(j for j, i in self.pods if pod_name(j, i) == pod)
+        return self.job_by_pod[pod]
 
     def role_of(self, pod: str) -> str:
         """The group (role) of the experiment a pod runs."""

@@ -130,12 +130,12 @@ class Run:
             codes: list[int] = []  # the exit codes of the pods that must succeed
             failures: list[int] = []  # the deciding pods' failures, in the order they ended
             deciding = {*self.needed, *self.gates}
+            role = cluster.controllers.role_of
             while time.monotonic() < deadline:  # until the result is known: done, or a failure
                 if on_progress is not None and states != cluster.state:
                     states = dict(cluster.state)
                     on_progress(states)
                 results = list(cluster.results.items())
-                role = cluster.controllers.role_of
                 codes = [r.returncode for p, r in results if role(p) in self.needed]
                 # (a pod runs once here: no Job retries)
                 failures = [
