@@ -17,6 +17,7 @@ from typing import Any
 
 from .doors.kubeflow import UNLIMITED
 from .doors.kuberay import param
+from .experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Tpu
 from .experiment.model import Experiment, Spec
 from .experiment.origin import Kept, Origin
 from .experiment.rules import RAY_MANAGED_FLAGS, ray_flag
@@ -138,24 +139,16 @@ def _ray(source: Experiment) -> Conversion:
         reason = "the submitter runs its own command: give the job's command as entrypoint"
         raise source.error([Problem(path, reason)])
 
-    def group(name: str) -> dict[str, Any]:
-        kept = origin.kept[name]
-        lost.extend(_ray_template_losses(kept, head))
-        params = {}
-        for key, value in origin.options["params"][name].items():
-            if ray_flag(key) in RAY_MANAGED_FLAGS:
-                lost.append(f"{kept.path}.rayStartParams.{key}: set by aichor-iac")
-            else:
-                params[key] = param(value)
-        result = {"resources": _resources(kept, lost)}
-        return {**result, "rayStartParams": params} if params else result
-
     env: dict[str, Any] = {}
     for kept in origin.kept.values():
         _merge_env(kept, env, lost)
-    types: dict[str, Any] = {"Head": group("Head")}
+    types: dict[str, Any] = {"Head": _ray_group(origin, "Head", None, lost)}
     pools = [
-        {"name": pool.name, "count": pool.count, **group(pool.name)}
+        {
+            "name": pool.name,
+            "count": pool.count,
+            **_ray_group(origin, pool.name, pool.resources.accelerators.tpu, lost),
+        }
         for pool in spec.types.get("Workers") or []
     ]
     if pools:
@@ -177,6 +170,21 @@ def _ray(source: Experiment) -> Conversion:
     lost += _env_contract(spec)
     manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
     return Conversion(manifest, lost)
+
+
+def _ray_group(origin: Origin, name: str, tpu: Tpu | None, lost: list[str]) -> dict[str, Any]:
+    """A Ray group of the manifest: its resources and the `rayStartParams` aichor-iac does not
+    set itself."""
+    kept = origin.kept[name]
+    lost.extend(_ray_template_losses(kept, origin.kept["Head"]))
+    params = {}
+    for key, value in origin.options["params"][name].items():
+        if ray_flag(key) in RAY_MANAGED_FLAGS:
+            lost.append(f"{kept.path}.rayStartParams.{key}: set by aichor-iac")
+        else:
+            params[key] = param(value)
+    result = {"resources": _resources(kept, lost, tpu)}
+    return {**result, "rayStartParams": params} if params else result
 
 
 def _ray_job_losses(origin: Origin) -> list[str]:
@@ -237,9 +245,10 @@ def _entry(spec: Spec, origin: Origin) -> Kept:
     return next(iter(origin.kept.values()))
 
 
-def _resources(kept: Kept, lost: list[str]) -> dict[str, Any]:
+def _resources(kept: Kept, lost: list[str], tpu: Tpu | None = None) -> dict[str, Any]:
     """CPUs, memory and GPUs of the operator's container (requests, else limits), node
-    selectors, tolerations and a memory-backed /dev/shm, as a manifest's resources."""
+    selectors, tolerations and a memory-backed /dev/shm, as a manifest's resources; `tpu`, a
+    multi-host group's slice (its limit and node selectors)."""
     where = f"{kept.path}.template.spec.containers.{kept.index}.resources"
     asked = kept.main.get("resources") or {}
     limits, requests = asked.get("limits") or {}, asked.get("requests") or {}
@@ -255,11 +264,19 @@ def _resources(kept: Kept, lost: list[str]) -> dict[str, Any]:
         result["cpuLimitRatio"] = max(1, _number(quantity(limits["cpu"]) / cpus))
     if gpus := int(quantity(limits.get("nvidia.com/gpu", 0))):
         result["accelerators"] = {"gpu": {"count": gpus}}
-    if others := sorted((set(limits) | set(requests)) - {"cpu", "memory", "nvidia.com/gpu"}):
+    if tpu:
+        result["accelerators"] = {"tpu": tpu.model_dump(by_alias=True)}
+    said = {"cpu", "memory", "nvidia.com/gpu", *([TPU_RESOURCE] if tpu else [])}
+    if others := sorted((set(limits) | set(requests)) - said):
         lost.append(f"{where}: {', '.join(others)}")
     pod = kept.template["spec"]
-    if selectors := pod.get("nodeSelector"):
-        result["extraSelectors"] = dict(selectors)
+    selectors = {
+        k: v
+        for k, v in (pod.get("nodeSelector") or {}).items()
+        if not tpu or k not in TPU_SELECTORS
+    }
+    if selectors:
+        result["extraSelectors"] = selectors
     if tolerations := pod.get("tolerations"):
         result["extraTolerations"] = [dict(t) for t in tolerations]
     for volume in pod.get("volumes", []):

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ..experiment.groups import RAY_ROLES
+from ..experiment.groups import RAY_ROLES, Accelerators, Resources, Tpu
 from ..experiment.model import Experiment, Spec
 from ..experiment.origin import Kept, Origin
 from ..limits import INT32, dns_label
@@ -268,15 +268,8 @@ def _group_problems(cluster: RayClusterSpec, where: str) -> list[Problem]:
                 Problem(f"{at}.groupName", f"'{group.group_name}' names another Job: rename it")
             )
         seen.add(group.group_name)
-        if group.num_of_hosts > 1:
-            problems.append(
-                Problem(
-                    f"{at}.numOfHosts",
-                    "multi-host replicas are not run here: give numOfHosts 1 and as many "
-                    "replicas (or write the experiment as an AIchor manifest with a multi-host "
-                    "TPU pool)",
-                )
-            )
+        if isinstance(reason := group.tpu_slice(), str):
+            problems.append(Problem(f"{at}.numOfHosts", reason))
         if group.scale_strategy and group.scale_strategy.get("workersToDelete"):
             problems.append(
                 Problem(
@@ -446,12 +439,22 @@ def _experiment(
     head = spec.types.get("Head").model_copy(
         update={"resources": templates.resources(kept["Head"].main)}
     )
+    slices = {g.group_name: g.tpu_slice() for g in cluster.worker_group_specs}
     workers = [
-        pool.model_copy(update={"resources": templates.resources(kept[pool.name].main)})
+        pool.model_copy(update={"resources": _resources(kept[pool.name], slices[pool.name])})
         for pool in spec.types.get("Workers") or []
     ]
     types = spec.types.model_copy(update={"Head": head, "Workers": workers})
     return Experiment(name=name, spec=spec.model_copy(update={"types": types}))
+
+
+def _resources(group: Kept, tpu: Tpu | str | None) -> Resources:
+    """A group's Ray container's resources; a multi-host group's TPU slice, whose hosts the
+    Ray framework spreads over one Job per slice (with GKE's TPU variables)."""
+    resources = templates.resources(group.main)
+    if not isinstance(tpu, Tpu):
+        return resources
+    return resources.model_copy(update={"accelerators": Accelerators(tpu=tpu)})
 
 
 def _command(job: RayJobSpec | None, kept: dict[str, Kept]) -> str:

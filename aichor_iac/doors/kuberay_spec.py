@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..experiment.groups import Model
+from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Model, Tpu
 from ..limits import INT32, MAX_INDEXED
 from ..reading import podtemplate as templates
 from ..reading.podtemplate import Template
@@ -58,6 +58,34 @@ class WorkerGroupSpec(Model):
         if self.replicas is None or self.replicas < low:
             return low
         return min(self.replicas, high)
+
+    def tpu_slice(self) -> Tpu | str | None:
+        """A multi-host group's TPU slice, as GKE's nodes and TPU webhook see it (the Ray
+        container's `google.com/tpu` limit, the pod's TPU node selectors), whose hosts are
+        `numOfHosts`; else the reason it is not one. None for a single-host group."""
+        if self.num_of_hosts == 1:
+            return None
+        spec = self.template.get("spec") or {}
+        selector = spec.get("nodeSelector") or {}
+        limits = ((spec.get("containers") or [{}])[0].get("resources") or {}).get("limits") or {}
+        try:
+            tpu = Tpu(
+                type=selector.get(TPU_SELECTORS[0]),
+                topology=selector.get(TPU_SELECTORS[1]),
+                tpuChipsCount=int(str(limits.get(TPU_RESOURCE))),
+            )
+        except ValueError:
+            return (
+                f"multi-host groups run here as TPU slices: give the Ray container a "
+                f"'{TPU_RESOURCE}' limit and the template the node selectors "
+                f"{' and '.join(TPU_SELECTORS)}"
+            )
+        if tpu.hosts != self.num_of_hosts:
+            return (
+                f"a {tpu.topology} slice of {tpu.tpu_chips_count} chips per host has "
+                f"{tpu.hosts} hosts: give numOfHosts {tpu.hosts}"
+            )
+        return tpu
 
 
 class RayClusterSpec(Model):

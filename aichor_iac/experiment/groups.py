@@ -84,6 +84,11 @@ class Gpu(Model):
         return "nvidia.com/gpu" if self.type == "gpu" else f"nvidia.com/{self.type}"
 
 
+# What GKE's TPU nodes advertise and are labelled with (accelerator, topology).
+TPU_RESOURCE = "google.com/tpu"
+TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
+
+
 class Tpu(Model):
     type: str = Field(description="TPU accelerator (GKE `cloud.google.com/gke-tpu-accelerator`).")
     topology: str = Field(

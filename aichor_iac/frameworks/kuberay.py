@@ -13,7 +13,7 @@ from typing import Any
 from ..experiment.model import Spec
 from ..experiment.origin import Kept
 from ..limits import quantity
-from .base import Endpoint, Env, Group, Names, Plan, expanded
+from .base import Endpoint, Env, Group, Names, Plan, expanded, slot_group, slots_of, tpu_env
 from .ray import (
     CLIENT,
     DASHBOARD,
@@ -43,7 +43,8 @@ def plan(spec: Spec, names: Names) -> Plan:
     `pulumi destroy`."""
     cluster = _Cluster(spec, names)
     groups = [_head(cluster)]
-    groups += [_pool(cluster, p.name, p) for p in spec.types.get("Workers") or [] if p.count]
+    for pool in [p for p in spec.types.get("Workers") or [] if p.count]:
+        groups += _pools(cluster, pool.name, pool)
     expected = sum(g.count for g in groups)
     if cluster.job is not None:
         groups.append(_submitter(cluster, expected, after=tuple(g.role for g in groups)))
@@ -135,20 +136,34 @@ def _head(cluster: _Cluster) -> Group:
     )
 
 
-def _pool(cluster: _Cluster, name: str, pool: Any) -> Group:
+def _pools(cluster: _Cluster, name: str, pool: Any) -> list[Group]:
+    """A worker group's Job; a multi-host group's (`numOfHosts`: a TPU slice) one Job per
+    replica, of as many pods as a slice has hosts, with the replica's KubeRay labels
+    (`RayMultiHostIndexing`) and GKE's TPU webhook's env."""
     env, program = _node(cluster, name, worker=True)
-    return Group(
-        role=name,
-        replica_type=name,
-        spec=pool,
-        env=env,
-        waits_for=(Endpoint(cluster.head_host, cluster.port),),
-        follows=cluster.follows,
-        leader_first=False,
-        program=program,
-        after=("head",),
-        labels=cluster.labels("worker", name),
-    )
+    groups = []
+    for slot in slots_of(name, name, pool):
+        replica = (
+            (
+                ("ray.io/worker-group-replica-index", str(slot.tpu.index)),
+                ("ray.io/worker-group-replica-name", slot.role),
+            )
+            if slot.tpu
+            else ()
+        )
+        groups.append(
+            slot_group(
+                slot,
+                env=(*env, *tpu_env(cluster.names, slot)),
+                waits_for=(Endpoint(cluster.head_host, cluster.port),),
+                follows=cluster.follows,
+                leader_first=False,
+                program=program,
+                after=("head",),
+                labels=(*cluster.labels("worker", name), *replica),
+            )
+        )
+    return groups
 
 
 def _submitter(cluster: _Cluster, expected: int, after: tuple[str, ...]) -> Group:

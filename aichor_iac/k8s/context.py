@@ -107,6 +107,13 @@ class Context:
             "training.kubeflow.org/job-name": self.names.experiment,
         }
 
+    def colocation(self, group: Group) -> tuple[dict[str, str], str] | None:
+        """The labels of the pods `group`'s must share a node pool with (its own) and the
+        topology key naming it, when they must (the hosts of a TPU slice)."""
+        if not group.colocate:
+            return None
+        return {**self.selector(), "app.kubernetes.io/component": group.role}, group.colocate
+
     def metadata(
         self,
         name: str,

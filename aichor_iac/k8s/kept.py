@@ -58,7 +58,22 @@ def template(
         ]
     _ports(ctx, group, kept, main)
     _command(ctx, group, kept, spec, main)
+    _colocate(ctx, group, spec)
     return result
+
+
+def _colocate(ctx: Context, group: Group, spec: dict[str, Any]) -> None:
+    """A TPU slice's hosts on one node pool, unless the template says where they go."""
+    colocation = ctx.colocation(group)
+    affinity = spec.get("affinity") or {}
+    if colocation is None or "podAffinity" in affinity:
+        return
+    labels, topology = colocation
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": topology}
+    spec["affinity"] = {
+        **affinity,
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
+    }
 
 
 def _ports(ctx: Context, group: Group, kept: Kept, main: dict[str, Any]) -> None:

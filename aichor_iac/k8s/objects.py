@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..experiment.groups import Resources
+from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Resources
 from ..experiment.model import Spec
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
@@ -17,11 +17,9 @@ from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_e
 from .lifeline import LIFELINE_PORT
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-TPU_RESOURCE = "google.com/tpu"
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 DELETION = "pulumi.com/deletionPropagationPolicy"
 COMPLETION_MARGIN = 300  # seconds pulumi up waits past a Job's deadline to see it fail
-TPU_SELECTORS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
 
 
 def service(ctx: Context) -> dict:
@@ -259,15 +257,16 @@ def _main_container(
 
 def _affinity(ctx: Context, group: Group) -> kinds.AffinityArgs | None:
     """Every pod of a group on one node pool when it must be (e.g. the hosts of a TPU slice)."""
-    if not group.colocate:
+    if (colocation := ctx.colocation(group)) is None:
         return None
-    together = kinds.LabelSelectorArgs(
-        match_labels={**ctx.selector(), "app.kubernetes.io/component": group.role}
-    )
+    labels, topology = colocation
     return kinds.AffinityArgs(
         pod_affinity=kinds.PodAffinityArgs(
             required_during_scheduling_ignored_during_execution=[
-                kinds.PodAffinityTermArgs(label_selector=together, topology_key=group.colocate)
+                kinds.PodAffinityTermArgs(
+                    label_selector=kinds.LabelSelectorArgs(match_labels=labels),
+                    topology_key=topology,
+                )
             ]
         )
     )

@@ -430,7 +430,6 @@ CLUSTER = "spec.rayClusterSpec"
         refused(f"{CLUSTER}.rayVersion", "1.13.0", "give 2.x"),
         refused(f"{CLUSTER}.workerGroupSpecs.0.groupName", "head", "names another Job"),
         refused(f"{CLUSTER}.workerGroupSpecs.0.groupName", "Bad_Name", "names the group's Job"),
-        refused(f"{CLUSTER}.workerGroupSpecs.0.numOfHosts", 2, "multi-host"),
         refused(f"{CLUSTER}.headGroupSpec.rayStartParams.num-cpus", 2, "string"),
         refused(f"{CLUSTER}.headGroupSpec.rayStartParams.temp-dir", "a b", "must be one value"),
         refused(f"{CLUSTER}.headGroupSpec.rayStartParams.resources", "{x", "JSON object"),
@@ -461,6 +460,73 @@ def test_bad_resources(change: Any, path: str, message: str) -> None:
     )
 
 
+def tpu_pool(cr: dict[str, Any], hosts: int, replicas: int = 2) -> dict[str, Any]:
+    """`cr` whose pool is `replicas` multi-host TPU slices: v4 2x2x2 (8 chips, 4 a host)."""
+    pool = cr["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    pool.update(replicas=replicas, numOfHosts=hosts)
+    spec = pool["template"]["spec"]
+    spec["containers"][0]["resources"] = {"limits": {**LIMITS["limits"], "google.com/tpu": "4"}}
+    spec["nodeSelector"] = {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v4-podslice",
+        "cloud.google.com/gke-tpu-topology": "2x2x2",
+    }
+    return cr
+
+
+def test_a_multi_host_group_is_a_job_per_tpu_slice() -> None:
+    """numOfHosts: each replica a slice of numOfHosts pods on one node pool, with KubeRay's
+    replica labels and the env GKE's TPU webhook gives (multislice across replicas)."""
+    found = jobs(tpu_pool(rayjob(), hosts=2))
+    assert sorted(found) == ["exp-head", "exp-pool-0", "exp-pool-1", "exp-submitter"]
+    for s in (0, 1):
+        job = found[f"exp-pool-{s}"]
+        assert (job["spec"]["completions"], job["spec"]["completionMode"]) == (2, "Indexed")
+        labels = job["spec"]["template"]["metadata"]["labels"]
+        assert labels["ray.io/group"] == "pool"
+        assert labels["ray.io/worker-group-replica-index"] == str(s)
+        seen = env(job)
+        hosts = [f"exp-pool-{s}-{h}.exp.default.svc.cluster.local" for h in (0, 1)]
+        assert seen["TPU_WORKER_ID"] == "$(JOB_COMPLETION_INDEX)"
+        assert seen["TPU_WORKER_HOSTNAMES"].split(",") == hosts
+        assert (seen["MEGASCALE_NUM_SLICES"], seen["MEGASCALE_SLICE_ID"]) == ("2", str(s))
+        assert seen["MEGASCALE_COORDINATOR_ADDRESS"] == "exp-pool-0-0.exp.default.svc.cluster.local"
+        assert seen["KUBERAY_GEN_RAY_START_CMD"].startswith(f"ray start --address={HEAD}:6379")
+        term = job["spec"]["template"]["spec"]["affinity"]["podAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ][0]
+        assert term["topologyKey"] == "cloud.google.com/gke-nodepool"
+        assert term["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == f"pool-{s}"
+    # every node of every slice joins before the entrypoint is submitted
+    assert found["exp-submitter"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert (
+        planning.blueprint(doors.validate(tpu_pool(rayjob(), 2))).plan.outputs["expectedNodeCount"]
+        == 1 + 2 * 2
+    )
+
+
+@pytest.mark.parametrize(
+    ("hosts", "tpu", "message"),
+    [
+        (4, True, "a 2x2x2 slice of 4 chips per host has 2 hosts: give numOfHosts 2"),
+        (2, False, "multi-host groups run here as TPU slices: give the Ray container a"),
+    ],
+)
+def test_a_multi_host_group_that_is_not_a_tpu_slice_is_refused(
+    hosts: int, tpu: bool, message: str
+) -> None:
+    cr = tpu_pool(rayjob(), hosts) if tpu else _with(rayjob(), numOfHosts=hosts)
+    with pytest.raises(ManifestError) as error:
+        expand(cr)
+    (problem,) = error.value.problems
+    assert problem.path == f"{CLUSTER}.workerGroupSpecs.0.numOfHosts"
+    assert problem.message.startswith(message)
+
+
+def _with(cr: dict[str, Any], **pool: Any) -> dict[str, Any]:
+    cr["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].update(pool)
+    return cr
+
+
 def test_a_null_field_of_a_template_is_absent_as_the_api_server_reads_it() -> None:
     cr = rayjob()
     head = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
@@ -487,16 +553,11 @@ FIXES = {
     "ray-cluster.persistent-redis-sidecar": {"gcsFaultToleranceOptions"},
     "ray-cluster.persistent-redis": {"beside", "gcsFaultToleranceOptions"},
     "ray-cluster.separate-ingress": {"serviceType"},
-    "ray-cluster.tpu-v4-multihost": {"numOfHosts"},
-    "ray-cluster.tpu-v6e-16-multihost": {"numOfHosts"},
-    "ray-cluster.tpu-v6e-256-multihost": {"numOfHosts"},
     "ray-cluster.volcano-scheduler-queue": {"cluster-scoped"},
     "ray-job.custom-head-svc": {"headService"},
     "ray-job.deletion-rules": {"deletionStrategy"},
     "ray-job.interactive-mode": {"submissionMode"},
     "ray-job.sidecar-mode": {"submissionMode"},
-    "ray-job.tpu-v6e-16-multihost": {"numOfHosts"},
-    "ray-job.tpu-v6e-256-multihost": {"numOfHosts"},
     "ray-job.volcano-scheduler-queue": {"cluster-scoped"},
 }
 NO_CLUSTER = "ray-job.use-existing-raycluster"  # clusterSelector: another cluster runs it
@@ -541,9 +602,7 @@ def _fix(documents: list[dict[str, Any]], problem: Problem) -> str:
     target = cr
     for key in parents:
         target = target[int(key)] if isinstance(target, list) else target[key]
-    if last == "numOfHosts":  # as many single hosts
-        target["replicas"] = target.get("replicas", 1) * target.pop("numOfHosts")
-    elif last == "submissionMode" and target[last] == "InteractiveMode":  # a RayCluster
+    if last == "submissionMode" and target[last] == "InteractiveMode":  # a RayCluster
         cr.update(kind="RayCluster", spec=cr["spec"]["rayClusterSpec"])
     else:
         target.pop(last, None)
@@ -577,10 +636,12 @@ def test_public_samples_render_valid_objects(path: Path, tmp_path: Path) -> None
             max(group.get("replicas", 0), group.get("minReplicas", 0)),
             group.get("maxReplicas", 2**31 - 1),
         )
-        job = found.get(f"{name}-{group['groupName']}")
-        assert (job["spec"]["completions"] if job else 0) == count
-        if job:
-            assert env(job)["FQ_RAY_IP"] == f"{name}-head.default.svc.cluster.local"
+        hosts = group.get("numOfHosts", 1)
+        slices = [f"-{s}" for s in range(count)] if hosts > 1 else [""]
+        for job in [found.get(f"{name}-{group['groupName']}{s}") for s in slices]:
+            assert (job["spec"]["completions"] if job else 0) == (hosts if hosts > 1 else count)
+            if job:
+                assert env(job)["FQ_RAY_IP"] == f"{name}-head.default.svc.cluster.local"
     assert (f"{name}-submitter" in found) == (cr["kind"] == "RayJob")
 
 
