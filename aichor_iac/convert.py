@@ -63,6 +63,9 @@ def convert(source: Experiment) -> Conversion:
     env: dict[str, Any] = {}
     for type_name, kept in origin.kept.items():
         types[type_name] = {"count": spec.types.get(type_name).count}
+        if spec.operator == "jobset":  # (a JobSet's replicated Job: its Jobs' pods)
+            group = spec.types.get(type_name)
+            types[type_name].update(completions=group.completions, parallelisms=group.parallelisms)
         types[type_name]["resources"] = _resources(kept, lost)
         lost += _template_losses(kept, entry, spec.operator, type_name)
         _merge_env(kept, env, lost)
@@ -77,7 +80,9 @@ def convert(source: Experiment) -> Conversion:
     if spec.active_deadline_seconds:
         data["activeDeadlineSeconds"] = spec.active_deadline_seconds
     lost += _restart(origin, data)
-    lost += _option_losses(spec, origin, data)
+    lost += (
+        _jobset_losses(origin) if spec.operator == "jobset" else _option_losses(spec, origin, data)
+    )
     lost += _run_policy_losses(origin)
     lost += _companion_losses(origin)
     lost += _env_contract(spec)
@@ -106,11 +111,11 @@ def _restart(origin: Origin, data: dict[str, Any]) -> list[str]:
 
 
 def _run_policy_losses(origin: Origin) -> list[str]:
-    lost = []
+    lost, where = [], "runPolicy" if origin.api_version.startswith("kubeflow.org/") else "spec"
     if origin.ttl_seconds_after_finished is not None:
-        lost.append("runPolicy.ttlSecondsAfterFinished: finished Jobs are kept")
+        lost.append(f"{where}.ttlSecondsAfterFinished: finished Jobs are kept")
     if origin.suspend:
-        lost.append("runPolicy.suspend: the experiment starts at once")
+        lost.append(f"{where}.suspend: the experiment starts at once")
     if origin.scheduling is not None:
         lost.append(
             "runPolicy.schedulingPolicy: the gang is the stack's (aichor:gangScheduler), "
@@ -359,6 +364,30 @@ def _option_losses(spec: Spec, origin: Origin, data: dict[str, Any]) -> list[str
         }
         options = {k: v for k, v in options.items() if defaults.get(k) != v}
     lost += [f"spec.{key}: {value}" for key, value in sorted(options.items())]
+    return lost
+
+
+def _jobset_losses(origin: Origin) -> list[str]:
+    """What of a JobSet's policies and its Jobs' own fields an AIchor jobset cannot say."""
+    options, lost = origin.options, ["labels: the JobSet controller's jobset.sigs.k8s.io/*"]
+    success = options["success"]
+    if success["targets"] or success["operator"] != "All":
+        lost.append(f"spec.successPolicy: every Job must complete (not {success['operator']})")
+    if options["inOrder"]:
+        lost.append("spec.startupPolicy: InOrder; every Job is created at once")
+    for i, rjob in enumerate(options["replicatedJobs"]):
+        if rjob["dependsOn"]:
+            lost.append(f"spec.replicatedJobs.{i}.dependsOn: created at once")
+        if rjob["groupName"] != "default":
+            lost.append(f"spec.replicatedJobs.{i}.groupName")
+    if options["coordinator"]:
+        lost.append("spec.coordinator: no coordinator label")
+    if origin.subdomain:
+        lost.append(
+            f"spec.network.subdomain: the Service is the experiment's, not {origin.subdomain}"
+        )
+    for kept in origin.kept.values():
+        lost += [f"{kept.path}.{key}" for key in sorted(kept.job)]
     return lost
 
 

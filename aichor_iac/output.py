@@ -95,5 +95,9 @@ def summary(obj: dict[str, Any]) -> str:
         product = next((v for k, v in selector.items() if "product" in k or "tpu" in k), "")
         parts.append(f"{count} × {resource}" + (f" ({product})" if product else ""))
     text = ", ".join(parts) + " each"
-    wait = ((obj.get("metadata") or {}).get("annotations") or {}).get("pulumi.com/waitFor")
-    return f"{text}; pulumi up waits for {wait.removeprefix('jsonpath=')}" if wait else text
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if wait := annotations.get("pulumi.com/waitFor"):
+        return f"{text}; pulumi up waits for {wait.removeprefix('jsonpath=')}"
+    if kind == "Job" and "pulumi.com/skipAwait" not in annotations:
+        return f"{text}; pulumi up waits until it completes"
+    return text

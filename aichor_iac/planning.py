@@ -25,6 +25,8 @@ from .settings import Settings
 PLATFORM_VARS = (INDEX_VAR, "NVIDIA_VISIBLE_DEVICES")
 # The types that may be multi-host TPU slices (one Job per slice, GKE's TPU variables).
 TPU_SLICES = {("jax", "Worker"), ("ray", "Workers"), ("kuberay", "Workers")}
+# The label that queues a workload in Kueue (its LocalQueue)
+KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Paths replicas (and TensorBoard) reach over the network: s3://, gs://, az://, hdfs://, …
 OBJECT_STORAGE = re.compile(r"[a-z][a-z0-9+.-]*://")
 # Node labels that common node labellers set to a GPU's product name: NVIDIA's GPU feature
@@ -131,7 +133,8 @@ def blueprint(manifest: Experiment, settings: Settings | None = None, name: str 
     experiment = naming.experiment_name(
         name or manifest.name_in("experiment"), [(g.role, g.count) for g in draft.groups]
     )
-    names = Names(experiment, settings.namespace, settings.cluster_domain)
+    subdomain = spec.origin.subdomain if spec.origin else None
+    names = Names(experiment, settings.namespace, settings.cluster_domain, subdomain)
     logs = tensorboard_logs(spec, settings)
     env = platform_env(spec, settings, logs)
     plan = arrange(planner(spec, names), settings)
@@ -171,7 +174,8 @@ def arrange(plan: Plan, settings: Settings) -> Plan:
       all exist, so a Job held back (behind the Ray head's or MPI workers' readiness, or any
       group under `wait: ready`) would hold back the whole gang, its gate included;
     - under `wait: complete`, the Jobs awaited until they complete come after every other
-      group, so nothing waits for them (their peers must run for them to complete).
+      group, so nothing waits for them (their peers must run for them to complete); Jobs
+      that do not need each other to run (jobset) keep the order they were given.
 
     Followers keep waiting (before their command) for the entry point's host even when it is now
     created after them: nothing awaits their pods before the entry point is created, and a
@@ -181,7 +185,7 @@ def arrange(plan: Plan, settings: Settings) -> Plan:
     the follower's readiness: Ray's head and pools, MPI's workers)."""
     if settings.gang_scheduler != "none":
         held = {g.role for g in plan.groups}  # every Job is created at once
-    elif settings.wait == "complete":
+    elif settings.wait == "complete" and not plan.independent:
         held = set(plan.completes)
     else:
         return plan
@@ -378,7 +382,23 @@ def warnings(blueprint: Blueprint) -> list[Problem]:
                 )
     found += _gang_warnings(blueprint)
     found += _autoscaling_warnings(blueprint)
+    found += _queue_warnings(blueprint)
     return blueprint.manifest.located(found)
+
+
+def _queue_warnings(blueprint: Blueprint) -> list[Problem]:
+    """A custom resource labelled for a Kueue queue the stack does not queue its Jobs in:
+    the queue is the stack's (`aichor:kueueQueue`), which says so."""
+    origin, queue = blueprint.spec.origin, blueprint.settings.kueue_queue
+    wanted = origin.options.get("queue") if origin else None
+    if not wanted or wanted == queue:
+        return []
+    now = f"they go to {queue}" if queue else "they are not queued"
+    reason = (
+        f"asks Kueue's queue {wanted}, which the stack's aichor:kueueQueue names for every Job "
+        f"({now}): set aichor:kueueQueue: {wanted}"
+    )
+    return [Problem(f"metadata.labels.{KUEUE_LABEL}", reason)]
 
 
 def _autoscaling_warnings(blueprint: Blueprint) -> list[Problem]:

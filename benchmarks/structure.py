@@ -19,7 +19,8 @@ MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 500, 150, 60
 # The floors of the house, from the ground up; a module imports its own floor or lower ones.
 # A name is a module or a package (all of its modules).
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("limits", "naming", "problems", "output", "changes"),  # rules and words every floor uses
+    # rules and words every floor uses
+    ("limits", "naming", "problems", "output", "changes", "awaits"),
     ("experiment", "settings"),  # the neutral experiment and the stack's settings
     ("reading", "frameworks"),  # reading input below the doors; each framework's plan
     ("doors", "planning"),  # front doors; the plan of an experiment under its settings

@@ -50,6 +50,10 @@ RESOURCES = [
 ] + [  # KubeRay's samples: their RayJob or RayCluster
     next(d for d in yaml.safe_load_all(p.read_text()) if d.get("apiVersion") == "ray.io/v1")
     for p in sorted((ROOT / "tests/kuberay").glob("*.yaml"))
+] + [  # JobSet's examples and Trainer's TrainJobs (their first document)
+    next(yaml.safe_load_all(p.read_text()))
+    for folder in ("tests/jobset", "tests/trainer")
+    for p in sorted((ROOT / folder).glob("*.yaml"))
 ]
 CASE_SECONDS = 60  # a case slower than this is a hang (rendering 1,000 jobset Jobs takes ~13 s)
 MAX_CASE_MIB = 256  # what one case may add to the process's peak memory

@@ -39,20 +39,17 @@ seconds), or `Failed` when an awaited Job fails, as `pulumi up` does.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import jsonpath_rfc9535
 from kube import KUEUE_QUEUE, gang_of
 
-from aichor_iac import changes
+from aichor_iac import awaits, changes
 from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
 
 INDEPENDENT = ("jobset", "batchjob")  # pods that end on their own: no rendezvous
-SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
 
 
 class Deadlock(Exception):
@@ -61,29 +58,6 @@ class Deadlock(Exception):
 
 class Failed(Exception):
     """`pulumi up` fails: an awaited Job failed."""
-
-
-def waitfor_holds(expression: str, live: dict[str, Any]) -> bool:
-    """Whether pulumi-kubernetes' `pulumi.com/waitFor: jsonpath=…` holds for the live object:
-    its Parse (`{…}` around the path, `$` added, one `=value` after it, `==` kept) and its
-    Matches (the first node selected; a map or list matches when no value is asked; else the
-    value printed as Go prints it equals the asked one), from provider/pkg/jsonpath."""
-    raw = expression.removeprefix("jsonpath=")
-    assert raw != expression, f"no model for waitFor {expression!r}"
-    parts = raw.replace("==", "\0").split("=")
-    assert len(parts) <= 2, f"the provider refuses {expression!r}"
-    path, value = parts[0].replace("\0", "=="), "=".join(parts[1:]).replace("\0", "==")
-    braced = re.search(r"\{\s*(.*?)\s*\}", path)
-    assert braced, f"the provider refuses {expression!r}"
-    query = braced.group(1) if braced.group(1).startswith("$") else "$" + braced.group(1)
-    found = jsonpath_rfc9535.find(query, live).values()
-    if not found:
-        return False
-    first = found[0]
-    if isinstance(first, dict | list):
-        return not value
-    printed = str(first).lower() if isinstance(first, bool) else str(first)
-    return not value or printed == value
 
 
 class Cluster(Protocol):
@@ -125,26 +99,17 @@ def up(rendering: Rendering, cluster: Cluster) -> list[str]:
 
 def awaited(r: Resource) -> str:
     """What pulumi-kubernetes waits for before it reports `r` created."""
-    annotations = r.inputs["metadata"].get("annotations") or {}
-    if annotations.get(SKIP_AWAIT) == "true":
-        return "nothing"
-    if WAIT_FOR in annotations:
-        return annotations[WAIT_FOR]
-    return {"Job": "completion", "Deployment": "its pod to run"}.get(r.kind, "nothing")
+    return awaits.awaited(r.inputs)
 
 
 def _await_holds(r: Resource, cluster: Cluster) -> bool:
-    condition = awaited(r)
-    if condition in ("nothing", "its pod to run"):
+    if awaits.awaited(r.inputs) in ("nothing", "its pod to run"):
         return True
     name = r.inputs["metadata"]["name"]
-    live = {**r.inputs, "status": cluster.job_status(name)}
-    if condition != "completion":
-        return waitfor_holds(condition, live)
-    states = {c["type"] for c in live["status"].get("conditions", []) if c["status"] == "True"}
-    if "Failed" in states:
-        raise Failed(f"{_name(r)} failed ({cluster.describe(name)})")
-    return "Complete" in states
+    try:
+        return awaits.holds(r.inputs, cluster.job_status(name))
+    except awaits.AwaitFailed:
+        raise Failed(f"{_name(r)} failed ({cluster.describe(name)})") from None
 
 
 def _name(r: Resource) -> str:

@@ -51,7 +51,7 @@ def cases() -> dict[str, tuple[str, Settings, str]]:
                 settings.model_copy(update=update),
                 path.stem,
             )
-    for folder in ("aichor", "kubeflow", "kuberay"):
+    for folder in ("aichor", "kubeflow", "kuberay", "jobset", "trainer"):
         for path in sorted((ROOT / "tests" / folder).glob("*.yaml")):
             found[f"tests/{folder}/{path.name}"] = (path.read_text(), Settings(), "exp")
     for path, fixed in _runnable():

@@ -10,9 +10,10 @@ from conftest import EXAMPLES, KUBEFLOW_EXAMPLES, ROOT, expand, runnable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kube import gang_of
-from pulumi_up import Deadlock, Model, up, waitfor_holds
+from pulumi_up import Deadlock, Model, up
 
 from aichor_iac import doors, engine, planning
+from aichor_iac.awaits import waitfor_holds
 from aichor_iac.settings import Settings, load_stack_file
 
 R = {"cpus": 1, "ramRatio": 1}
@@ -268,7 +269,11 @@ def test_waiting_for_every_pod_of_a_parallelism_limited_job_never_ends(monkeypat
         "jobset",
         lambda spec, names: replace(planner(spec, names), independent=False),
     )
-    monkeypatch.setattr(objects, "ready_or_finished", lambda n: f"jsonpath={{.status.ready}}={n}")
+    monkeypatch.setattr(
+        objects,
+        "ready_or_finished",
+        lambda n, finished=None: f"jsonpath={{.status.ready}}={finished or n}",
+    )
     with pytest.raises(
         Deadlock,
         match=r"deadlock: pulumi up waits for Job/exp-a-0 \(awaited until jsonpath=\{\.status",

@@ -269,11 +269,7 @@ def validate(
         companions=tuple(companions),
     )
     experiment = _experiment(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
-    experiment.spec._origin = origin
-    if resource.metadata.name is None:  # named by the stack (`Experiment.name_in`)
-        update = {"generate_name": resource.metadata.generate_name}
-        experiment = experiment.model_copy(update=update)
-    return experiment.read_from(source, lines)
+    return resource.metadata.read(experiment, origin, source, lines)
 
 
 def _read(data: dict[str, Any], fail: Any) -> tuple[str, Resource, JobSpec]:

@@ -18,7 +18,6 @@ import shlex
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from ..experiment.groups import RAY_ROLES, Accelerators, Resources, Tpu
 from ..experiment.model import Experiment, Spec
@@ -106,11 +105,7 @@ def validate(
         companions=tuple(companions),
     )
     experiment = _experiment(resource.metadata.name, cluster, job, kept)
-    experiment.spec._origin = origin
-    if resource.metadata.name is None:  # named by the stack (`Experiment.name_in`)
-        update = {"generate_name": resource.metadata.generate_name}
-        experiment = experiment.model_copy(update=update)
-    return experiment.read_from(source, lines)
+    return resource.metadata.read(experiment, origin, source, lines)
 
 
 def on_cluster(job: Document, cluster: Document) -> Document | None:
@@ -155,18 +150,11 @@ def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, RayJobSpec | None,
         known = " or ".join(f"{API_VERSION} {k}" for k in KINDS)
         reason = f"{data.get('apiVersion')} {kind!s} is not a custom resource aichor-iac reads"
         raise fail([Problem("kind", f"{reason}: give {known}")])
-    try:
-        resource = Resource.model_validate(data)
-    except ValidationError as error:
-        raise fail([templates.located(e, Resource, ()) for e in error.errors()]) from None
-    try:
-        if resource.kind == "RayJob":
-            job = RayJobSpec.model_validate(resource.spec)
-            return resource, job, job.ray_cluster_spec, "spec.rayClusterSpec"
-        return resource, None, RayClusterSpec.model_validate(resource.spec), "spec"
-    except ValidationError as error:
-        model = RayJobSpec if resource.kind == "RayJob" else RayClusterSpec
-        raise fail([templates.located(e, model, ("spec",)) for e in error.errors()]) from None
+    resource = templates.parsed(Resource, data, (), fail)
+    if resource.kind == "RayJob":
+        job = templates.parsed(RayJobSpec, resource.spec, ("spec",), fail)
+        return resource, job, job.ray_cluster_spec, "spec.rayClusterSpec"
+    return resource, None, templates.parsed(RayClusterSpec, resource.spec, ("spec",), fail), "spec"
 
 
 def _refused(given: dict[str, Any], refused: dict[str, str], where: str) -> list[Problem]:

@@ -11,18 +11,12 @@ from typing import Any
 from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem, line_for, one_line
 from ..reading import companions, text
-from . import aichor, kubeflow, kuberay
+from . import aichor, jobset, kubeflow, kuberay, trainjob
 
 # The API groups of custom resources a file may hold, and the door that reads each.
-CR_DOORS = {"kubeflow.org/": kubeflow, "ray.io/": kuberay}
-CR_GROUPS = tuple(CR_DOORS)
-# Kubernetes resources of API groups no door reads, that users bring: what to do instead.
-ELSEWHERE = {
-    "trainer.kubeflow.org/": "Kubeflow Trainer v2 is not read yet, see the docs' Coming from "
-    "Trainer v2",
-    "jobset.x-k8s.io/": "JobSet is not read yet, AIchor's operator: jobset has its shape (the "
-    "docs' Coming from JobSet)",
-}
+CR_DOORS = {"kubeflow.org/": kubeflow, "ray.io/": kuberay, "jobset.x-k8s.io/": jobset}
+TRAINER = "trainer.kubeflow.org/"  # (its door also takes the runtimes given beside it)
+CR_GROUPS = (*CR_DOORS, TRAINER)
 # Retired versions of the custom resources the doors read, and the version that replaced each
 # (Kubeflow's operators served v1 from Kubeflow 1.0; the MPI Operator v2beta1; KubeRay ray.io/v1
 # from 1.0, v1alpha1 before).
@@ -53,6 +47,8 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
     documents = text.documents(data, source)
     if not documents or not all(isinstance(d.data, dict) for d in documents):
         raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
+    runtimes = [d for d in documents if trainjob.is_runtime(d.data)]  # read with the TrainJob
+    documents = [d for d in documents if d not in runtimes] or runtimes[:1]
     custom = [i for i, d in enumerate(documents) if _api_version(d.data).startswith(CR_GROUPS)]
     if len(custom) == 2:  # a RayJob on the RayCluster beside it is one experiment
         a, b = (documents[i] for i in custom)
@@ -69,14 +65,15 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
         problems = [Problem("", companions.refusal(d.data), d.line) for d in others]
         reason = (
             "holds several YAML documents: give one AIchor manifest, or one custom resource "
-            "(kubeflow.org, ray.io) with the objects its pods use (ConfigMaps, Services, …)"
+            "(kubeflow.org, ray.io, jobset.x-k8s.io) with the objects its pods use (ConfigMaps, "
+            "Services, …)"
         )
         which = problems if custom else [Problem("", reason, documents[1].line)]
         raise ManifestError(source, which)
     kept, invalid = companions.read(beside)
     document = documents[index]
     try:
-        experiment = validate(document.data, source, document.lines, list(kept))
+        experiment = validate(document.data, source, document.lines, list(kept), runtimes)
     except ManifestError as error:  # (every problem of the file at once)
         raise ManifestError(source, [*error.problems, *invalid]) from None
     if invalid:
@@ -89,13 +86,19 @@ def validate(
     source: str = "<manifest>",
     lines: dict | None = None,
     companions: list[dict[str, Any]] | None = None,
+    runtimes: list[text.Document] | None = None,
 ) -> Experiment:
-    """The experiment `data` describes, by its front door: an AIchor manifest, or a Kubeflow
-    or KubeRay custom resource (with `companions`, the objects beside it, as read by
-    `reading.companions`)."""
+    """The experiment `data` describes, by its front door: an AIchor manifest, or a Kubeflow,
+    KubeRay, JobSet or Trainer custom resource (with `companions`, the objects beside it, as
+    read by `reading.companions`, and a TrainJob with the `runtimes` given beside it)."""
     api_version = _api_version(data)
     if (api_version, str(data.get("kind"))) in RETIRED:  # (a kind may be any YAML value)
         raise ManifestError(source, [_retired(data, lines or {})])
+    if trainjob.is_runtime(data):
+        reason = "a runtime is not an experiment: give the TrainJob that names it beside it"
+        raise ManifestError(source, [Problem("kind", reason, line_for(("kind",), lines or {}))])
+    if api_version.startswith(TRAINER):
+        return trainjob.validate(data, source, lines or {}, companions or [], runtimes or [])
     for group, door in CR_DOORS.items():
         if api_version.startswith(group):
             return door.validate(data, source, lines or {}, companions or [])
@@ -119,13 +122,14 @@ def _retired(data: dict[str, Any], lines: dict) -> Problem:
 def _unread(data: dict[str, Any], lines: dict) -> Problem:
     """Why a Kubernetes resource no door reads is refused, and what is read."""
     api_version, kind = _api_version(data), data.get("kind")
-    hint = next((f"; {h}" for g, h in ELSEWHERE.items() if api_version.startswith(g)), "")
     custom = [f"{kubeflow.GROUP}/{k.version} {name}" for name, k in kubeflow.KINDS.items()]
     custom += [f"ray.io/v1 {name}" for name in kuberay.KINDS]
+    custom += [f"{jobset.API_VERSION} {name}" for name in jobset.KINDS]
+    custom += [f"{trainjob.API_VERSION} {name}" for name in trainjob.KINDS]
     return Problem(
         "kind",
         one_line(
-            f"{api_version} {kind} is not an input aichor-iac reads{hint}: give an AIchor "
+            f"{api_version} {kind} is not an input aichor-iac reads: give an AIchor "
             f"manifest (kind: AIchorManifest) or one of {', '.join(custom)}"
         ),
         line_for(("kind",), lines) or line_for(("apiVersion",), lines),

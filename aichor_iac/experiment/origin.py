@@ -30,6 +30,9 @@ class Kept:
     container: str
     restart_policy: RestartPolicy
     backoff_limit: int
+    # The Job's own fields the resource gives beside (a JobSet's Job template: its pod failure
+    # policy, deadline, …): Kubernetes' Job controller runs them, kept as written
+    job: dict[str, Any] = field(default_factory=dict)
 
     @property
     def main(self) -> dict[str, Any]:
@@ -65,6 +68,8 @@ class Origin:
     companions: tuple[dict[str, Any], ...] = ()
     # The gang's PodGroup as the resource asks for it (`pod_group(scheduler)`: its spec)
     scheduling: Any = None
+    # The pods' headless Service, when the resource names it (JobSet's `network.subdomain`)
+    subdomain: str | None = None
 
     def port(self, type_name: str, name: str) -> int:
         """The number of the port `name` on a replica type's operator container (the operator's

@@ -20,18 +20,19 @@ INDEX_VAR = "JOB_COMPLETION_INDEX"
 class Names:
     """How the experiment's objects and hosts are named (DESIGN §4).
 
-    One headless Service named after the experiment; one Indexed Job `<experiment>-<role>` per
-    group, whose pod `i` gets the stable host
-    `<experiment>-<role>-<i>.<experiment>.<namespace>.svc.<cluster domain>`.
+    One headless Service named after the experiment (or the input's subdomain); one Indexed
+    Job `<experiment>-<role>` per group, whose pod `i` gets the stable host
+    `<experiment>-<role>-<i>.<service>.<namespace>.svc.<cluster domain>`.
     """
 
     experiment: str
     namespace: str
     cluster_domain: str = "cluster.local"
+    subdomain: str | None = None  # the Service's name when the input names it (JobSet's)
 
     @property
     def service(self) -> str:
-        return self.experiment
+        return self.subdomain or self.experiment
 
     def job(self, role: str) -> str:
         return f"{self.experiment}-{role}"
@@ -144,7 +145,8 @@ class Group:
     `program`: what the replicas run instead of the manifest command (`ray start`, sshd).
     `ready_port`: a replica is Ready once it accepts connections there, and the Jobs created
     after this group wait until all its replicas are Ready (`pulumi.com/waitFor`); `gate`
-    makes them wait so without a port (Ready as the pod's own probes say).
+    makes them wait so without a port (Ready as the pod's own probes say), or (`complete`)
+    until the Job has completed.
     """
 
     role: str
@@ -158,7 +160,8 @@ class Group:
     after: tuple[str, ...] = ()  # roles whose Jobs are created before this one
     program: str | None = None
     ready_port: int | None = None
-    gate: bool = False  # the Jobs created after this one wait until its pods are all Ready
+    # The Jobs created after this one wait until its pods are all Ready, or until it completes
+    gate: Literal["", "ready", "complete"] = ""
     dns_searches: tuple[str, ...] = ()  # domains short host names are looked up in
     capabilities: tuple[str, ...] = ()  # added to the container's (all others are dropped)
     mounts: tuple[Mount, ...] = ()
@@ -166,6 +169,7 @@ class Group:
     parallelism: int | None = None  # pods running at once (default: all)
     colocate: str | None = None  # a topology key the Job's pods must share (a TPU slice's)
     labels: tuple[tuple[str, str], ...] = ()  # the operator's labels on a kept template's pods
+    annotations: tuple[tuple[str, str], ...] = ()  # and its annotations
 
     @property
     def count(self) -> int:
@@ -194,7 +198,7 @@ class Group:
     @property
     def gates(self) -> bool:
         """Whether the Jobs created after this group's wait until all its pods are Ready."""
-        return self.gate or self.ready_port is not None
+        return bool(self.gate) or self.ready_port is not None
 
     @property
     def computed(self) -> list[str]:

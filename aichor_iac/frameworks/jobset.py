@@ -11,16 +11,32 @@ The experiment succeeds when every Job has completed.
 
 batchjob: the `Worker` type as one Indexed Job of `count` pods, all running at once; each pod
 sees `JOB_COMPLETION_INDEX`.
+
+A JobSet custom resource (`from_resource`) has the same Jobs and host names, with the JobSet
+controller's labels and annotations instead of AIchor's variables (v0.12.0,
+`labelAndAnnotateObject`), and its policies as Pulumi's order: `startupPolicy: InOrder` and
+`dependsOn: Ready` create a replicated Job's Jobs once the earlier ones' pods are all Ready,
+`dependsOn: Complete` once they have completed; a `successPolicy` that ends the JobSet early
+makes its one target Job the entry point the other Jobs follow (they stop when it ends, as the
+controller deletes a finished JobSet's active Jobs).
 """
 
 from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Any
 
 from ..experiment.groups import JobSetType
 from ..experiment.model import Spec
 from .base import Env, Group, Names, Plan
 
+PREFIX = "jobset.sigs.k8s.io/"  # the JobSet controller's labels and annotations
+
 
 def plan(spec: Spec, names: Names) -> Plan:
+    if spec.origin is not None:
+        return from_resource(spec, names)
     types: dict[str, JobSetType] = {
         name: t for name, t in spec.types.present().items() if t.count > 0
     }
@@ -58,3 +74,102 @@ def batch_plan(spec: Spec, names: Names) -> Plan:
     worker = spec.types.get("Worker")
     group = Group(role="worker", replica_type="Worker", spec=worker)
     return Plan(framework="batchjob", groups=(group,), entry_point="worker", independent=True)
+
+
+def from_resource(spec: Spec, names: Names) -> Plan:
+    """A JobSet's Jobs, in its order, with the controller's labels and annotations."""
+    assert spec.origin is not None
+    options = spec.origin.options
+    rjobs: list[dict[str, Any]] = options["replicatedJobs"]
+    roles = {r["name"]: [f"{r['name']}-{j}" for j in range(r["replicas"])] for r in rjobs}
+    gates = {d: status for r in rjobs for d, status in r["dependsOn"].items()}
+    entry, completes = _success(options["success"], roles)
+    groups, earlier = [], []
+    for r in rjobs:
+        name = r["name"]
+        after = tuple(earlier) if options["inOrder"] else _after(r, roles)
+        gate = "ready" if options["inOrder"] else gates.get(name, "").lower()
+        for j, role in enumerate(roles[name]):
+            metadata = _metadata(spec, names, rjobs, r, j)
+            groups.append(
+                Group(
+                    role=role,
+                    replica_type=name,
+                    spec=spec.types.get(name),
+                    completions=spec.types.get(name).completions,
+                    parallelism=spec.types.get(name).parallelisms,
+                    after=after,
+                    gate=gate,  # type: ignore[arg-type]
+                    labels=metadata,
+                    annotations=metadata,
+                )
+            )
+        earlier += roles[name]
+    groups = _following(groups, entry, names) if options["success"]["early"] else groups
+    return Plan(
+        framework="jobset",
+        groups=tuple(groups),
+        entry_point=entry,
+        completes=completes,
+        independent=True,
+    )
+
+
+def _after(rjob: dict[str, Any], roles: dict[str, list[str]]) -> tuple[str, ...]:
+    return tuple(role for d in rjob["dependsOn"] for role in roles[d])
+
+
+def _success(success: dict[str, Any], roles: dict[str, list[str]]) -> tuple[str, tuple[str, ...]]:
+    """The entry point and the Jobs that must complete: every Job (or the targets'); for a
+    JobSet that ends early, its one target Job."""
+    targets = success["targets"] or list(roles)
+    wanted = tuple(role for name in targets for role in roles[name])
+    if success["early"]:
+        return wanted[0], wanted[:1]
+    every = tuple(role for rs in roles.values() for role in rs)
+    return (wanted or every)[0], wanted
+
+
+def _following(groups: list[Group], entry: str, names: Names) -> list[Group]:
+    """Every Job but the entry point follows it: it stops (and succeeds) once the entry
+    point's pod has ended. One created before the entry point does not wait for it."""
+    before = set()
+    for group in groups:
+        if group.role == entry:
+            break
+        before.add(group.role)
+    host = names.host(entry, 0)
+    return [
+        g if g.role == entry else replace(g, follows=host, leader_first=g.role not in before)
+        for g in groups
+    ]
+
+
+def _metadata(
+    spec: Spec, names: Names, rjobs: list[dict[str, Any]], rjob: dict[str, Any], j: int
+) -> tuple[tuple[str, str], ...]:
+    """The JobSet controller's labels (and, the same, annotations) of Job `j` of `rjob`; the
+    JobSet's UID aside (there is no JobSet object) and its restart attempt 0."""
+    job = names.job(f"{rjob['name']}-{j}")
+    group = [r for r in rjobs if r["groupName"] == rjob["groupName"]]
+    before = sum(r["replicas"] for r in rjobs[: rjobs.index(rjob)])
+    in_group = sum(r["replicas"] for r in group[: group.index(rjob)])
+    values = {
+        "jobset-name": names.experiment,
+        "replicatedjob-name": rjob["name"],
+        "restart-attempt": "0",
+        "replicatedjob-replicas": str(rjob["replicas"]),
+        "global-replicas": str(sum(r["replicas"] for r in rjobs)),
+        "job-index": str(j),
+        "job-key": hashlib.sha1(f"{names.namespace}/{job}".encode()).hexdigest(),
+        "job-global-index": str(before + j),
+        "group-name": rjob["groupName"],
+        "group-replicas": str(sum(r["replicas"] for r in group)),
+        "job-group-index": str(in_group + j),
+    }
+    if coordinator := spec.origin.options["coordinator"] if spec.origin else None:
+        name, job_index, pod_index = coordinator
+        values["coordinator"] = (
+            f"{names.pod_host(f'{name}-{job_index}', pod_index)}.{names.service}"
+        )
+    return tuple((PREFIX + key, value) for key, value in sorted(values.items()))

@@ -219,7 +219,7 @@ def _operator_worker(workers: Any, names: Names, ssh: Mount, wait_ready: bool) -
         env=(Env("K_MPI_JOB_ROLE", "worker"),),
         follows=names.host("launcher", 0),
         leader_first=False,
-        gate=wait_ready,
+        gate="ready" if wait_ready else "",
         mounts=(ssh,),
         dns_searches=(names.service_host(names.service),),
     )

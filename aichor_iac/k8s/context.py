@@ -12,8 +12,6 @@ from ..planning import Blueprint
 from ..settings import Settings
 from . import kinds, shell
 
-SKIP_AWAIT = "pulumi.com/skipAwait"
-WAIT_FOR = "pulumi.com/waitFor"
 ENGINE_LABEL = "aichor.ai/engine-name"
 GANG_SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
 

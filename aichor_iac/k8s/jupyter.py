@@ -6,8 +6,9 @@ selects the group's pod 0."""
 
 from __future__ import annotations
 
+from ..awaits import SKIP_AWAIT
 from . import kinds, shell
-from .context import SKIP_AWAIT, Context, container_security, secret_env
+from .context import Context, container_security, secret_env
 
 PORT = 8888
 TOKEN_KEY = "jupyter-token"  # its key in the experiment's Secret

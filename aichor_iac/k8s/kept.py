@@ -38,7 +38,7 @@ def template(
         **ctx.labels(group.role),
         **gang.get("labels", {}),
     }
-    if merged := {**metadata.get("annotations", {}), **annotations}:
+    if merged := {**metadata.get("annotations", {}), **dict(group.annotations), **annotations}:
         metadata["annotations"] = merged
     spec = result["spec"]
     spec["restartPolicy"] = "OnFailure" if kept.restart_policy == "OnFailure" else "Never"

@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..awaits import SKIP_AWAIT, WAIT_FOR
 from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Resources
 from ..experiment.model import Spec
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
 from . import jupyter, kept, kinds, shell, tensorboard
-from .context import SKIP_AWAIT, WAIT_FOR, Context, container_security, secret_env
+from .context import Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -63,25 +64,30 @@ def await_annotations(ctx: Context, group: Group, pods: int | None = None) -> di
         return {SKIP_AWAIT: "true"}
     # Independent pods (jobset, batchjob) may end before all have run, or run a few at a time
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
+    if group.gate == "complete":  # the Jobs after it wait until it completes
+        return {}
     if (mode == "ready" and not ctx.plan.independent) or group.gates:
-        return {WAIT_FOR: ready_or_finished(group.count if pods is None else pods)}
+        if pods is not None:
+            return {WAIT_FOR: ready_or_finished(pods)}
+        return {WAIT_FOR: ready_or_finished(group.at_once, group.count)}
     if mode == "complete" and group.role in ctx.plan.completes:
         return {}  # the provider's Job await: succeeds on Complete, fails on Failed
     return {SKIP_AWAIT: "true"}
 
 
-def ready_or_finished(pods: int) -> str:
-    """The `waitFor` of a Job awaited until its pods are up: all `pods` Ready, or all
-    succeeded. The second half means a Job that has already finished is not awaited again: a
-    `pulumi up` after `pulumi refresh` (which marks a still-running gated Job unfinished) or
-    an in-place update of a finished stack (a changed label or `aichor:wait`) passes at once
-    instead of waiting its whole timeout for pods that will never be Ready again.
+def ready_or_finished(pods: int, finished: int | None = None) -> str:
+    """The `waitFor` of a Job awaited until its pods are up: all `pods` Ready (those that
+    run at once), or all (`finished`, default `pods`) succeeded. The second half means a Job
+    that has already finished is not awaited again: a `pulumi up` after `pulumi refresh`
+    (which marks a still-running gated Job unfinished) or an in-place update of a finished
+    stack (a changed label or `aichor:wait`) passes at once instead of waiting its whole
+    timeout for pods that will never be Ready again.
 
     An RFC 9535 filter over the Job's top-level members, of which only `.status` has `ready`
     and `succeeded`; it selects that map, which pulumi-kubernetes counts as a match
     (provider/pkg/jsonpath: a non-primitive result with no `=value` matches). RFC 9535
     paths need pulumi-kubernetes 4.24."""
-    return f"jsonpath={{$[?@.ready=={pods} || @.succeeded=={pods}]}}"
+    return f"jsonpath={{$[?@.ready=={pods} || @.succeeded=={finished or pods}]}}"
 
 
 def await_timeout(ctx: Context, group: Group) -> int | None:
@@ -120,6 +126,7 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
         )
     else:
         restarts = job_restarts(held.restart_policy, held.backoff_limit, held.container)
+        restarts.update({kinds.snake(key): value for key, value in held.job.items()})
         volumes = [projected_volume(ctx.names, mount) for mount in group.mounts]
         env = operator_env(ctx, group, replica)
         template = kept.template(ctx, group, held, env, annotations, volumes)
@@ -134,15 +141,17 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
             # A replaced Job (fixed name: deleted, then created) goes at once, its pods after:
             # with foreground deletion the create can find it still there (pulumi-kubernetes
             # #3154). The annotation needs pulumi-kubernetes 4.12.
-            {**await_annotations(ctx, group, pods), DELETION: "background"},
+            {
+                **await_annotations(ctx, group, None if replica is None else 1),
+                DELETION: "background",
+            },
             labels={"kueue.x-k8s.io/queue-name": queue} if queue else None,
         ),
         spec=kinds.JobSpecArgs(
             completion_mode="Indexed" if replica is None else "NonIndexed",
             completions=pods,
             parallelism=(group.parallelism or pods) if replica is None else 1,
-            **restarts,
-            active_deadline_seconds=spec.timeout_seconds,
+            **{"active_deadline_seconds": spec.timeout_seconds, **restarts},
             ttl_seconds_after_finished=origin.ttl_seconds_after_finished if origin else None,
             suspend=(origin.suspend or None) if origin else None,
             template=template,

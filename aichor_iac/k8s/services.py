@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..awaits import SKIP_AWAIT
 from . import kinds
-from .context import SKIP_AWAIT, Context
+from .context import Context
 
 POD_GROUP_APIS = {
     "coscheduling": "scheduling.x-k8s.io/v1alpha1",

@@ -109,8 +109,11 @@ def records(
     lines = ["127.0.0.1 localhost"]
     for job, i in workloads:
         pod = pod_name(job, i)
-        if job["kind"] == "Job" and pod in live:  # (the short name: the kubelet's line)
-            lines.append(f"{ips[pod]} {_fqdn(job, i)} {pod}")
+        if job["kind"] == "Job" and pod in live:
+            # (`<pod>.<subdomain>`: what the pods' DNS search path `<namespace>.svc.<domain>`
+            # completes; the short name: the kubelet's line)
+            subdomain = job["spec"]["template"]["spec"]["subdomain"]
+            lines.append(f"{ips[pod]} {_fqdn(job, i)} {pod}.{subdomain} {pod}")
     for service in services:
         selector = service["spec"].get("selector") or {}
         metadata = service["metadata"]

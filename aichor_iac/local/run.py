@@ -19,11 +19,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .. import awaits
 from . import host
 from .cluster import LocalCluster
 from .host import UNSHARE, LocalUnavailable
+
+if TYPE_CHECKING:
+    from ..engine import Rendering
 
 
 def run_experiment(
@@ -61,20 +65,18 @@ def run_experiment(
         raise LocalUnavailable(
             "a RayCluster runs until destroyed: run a RayJob (or a manifest) locally"
         )
-    objects = _with_secrets(engine.render(manifest, settings=settings, name=experiment), manifest)
+    rendering = engine.expand(manifest, settings, name=experiment)
+    objects = _with_secrets(rendering.objects, manifest)
     _check_entrypoints(objects, entrypoints := entrypoints or {})
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
-    if replicas is not None and glob.glob("/dev/nvidia[0-9]*"):
-        # A smoke test: no process takes a GPU of this machine. (Only where there are any:
-        # Paddle's launcher takes any CUDA_VISIBLE_DEVICES for a GPU job.)
-        env["CUDA_VISIBLE_DEVICES"] = ""
+    env = _base_env(masked=replicas is not None)
     secret = next((o for o in objects if o["kind"] == "Secret"), None)
     source = Path(manifest.source)
     run = Run(
         objects=objects,
         env=env,
         secrets=_secret_values(list((secret or {}).get("stringData", {}))),
-        workdir=str(source.parent if source.is_file() else Path.cwd()),  # as AIchor's image
+        # (as AIchor's image: the manifest's directory)
+        workdir=str(source.resolve().parent if source.is_file() else Path.cwd()),
         needed=sorted(plan.completes),
         # The pods others wait to be up (a Ray head, MPI's workers) decide too: their failure
         # leaves the rest waiting, on a cluster up to aichor:peerWaitSeconds.
@@ -82,10 +84,21 @@ def run_experiment(
         count=sum(g.count for g in plan.groups if g.role in plan.completes),
         timeout=timeout,
         entrypoints=entrypoints,
+        after=_job_order(rendering),
     )
     if os.geteuid() == 0:
         return run.drive(on_line, on_progress)
     return _in_user_namespace(run, on_line, on_progress)
+
+
+def _base_env(masked: bool) -> dict[str, str]:
+    """What every pod's processes start from; `masked`: a smoke test, in which no process
+    takes a GPU of this machine (only where there are any: Paddle's launcher takes any
+    CUDA_VISIBLE_DEVICES for a GPU job)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
+    if masked and glob.glob("/dev/nvidia[0-9]*"):
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 @dataclasses.dataclass
@@ -105,6 +118,8 @@ class Run:
     count: int
     timeout: float
     entrypoints: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    # Job -> the Jobs it is created after, once their awaits hold (as `pulumi up` does)
+    after: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     def drive(
         self,
@@ -124,14 +139,14 @@ class Run:
             entrypoints=self.entrypoints,
         )
         with _terminated_as_exit(), cluster:
-            for job in cluster.jobs:
-                cluster.start(job["metadata"]["name"], self.timeout)
+            creating = _Creation(cluster, self.after, self.timeout)
             deadline, states = time.monotonic() + self.timeout, {}
             codes: list[int] = []  # the exit codes of the pods that must succeed
             failures: list[int] = []  # the deciding pods' failures, in the order they ended
             deciding = {*self.needed, *self.gates}
             role = cluster.controllers.role_of
             while time.monotonic() < deadline:  # until the result is known: done, or a failure
+                creating.advance()
                 if on_progress is not None and states != cluster.state:
                     states = dict(cluster.state)
                     on_progress(states)
@@ -151,6 +166,41 @@ class Run:
         if failures:  # a signal's death as a shell reports it (128 + the signal)
             return 128 - failures[0] if failures[0] < 0 else failures[0]
         return 0 if len(codes) == self.count else 124  # done, or the timeout was reached
+
+
+class _Creation:
+    """`pulumi up`'s order on the local cluster: a Job is created once every Job it depends
+    on is created and its await holds (`awaits`); one that has failed holds back its
+    dependents for good, as it fails `up`."""
+
+    def __init__(self, cluster: LocalCluster, after: dict[str, list[str]], timeout: float):
+        self.cluster, self.after, self.timeout = cluster, after, timeout
+        self.waiting = [job["metadata"]["name"] for job in cluster.jobs]
+        self.created: list[str] = []
+        self.held: set[str] = set()
+
+    def advance(self) -> None:
+        for name in [n for n in self.created if n not in self.held]:
+            with contextlib.suppress(awaits.AwaitFailed):
+                job = self.cluster.controllers.job(name)
+                if awaits.holds(job, self.cluster.job_status(name)):
+                    self.held.add(name)
+        for name in list(self.waiting):
+            if set(self.after.get(name, ())) <= self.held:
+                self.cluster.start(name, self.timeout)
+                self.waiting.remove(name)
+                self.created.append(name)
+
+
+def _job_order(rendering: Rendering) -> dict[str, list[str]]:
+    """Each Job's Jobs it is created after (its Pulumi dependencies that are Jobs; the other
+    objects it depends on hold at once)."""
+    jobs = {r.urn: r.inputs["metadata"]["name"] for r in rendering.resources if r.kind == "Job"}
+    return {
+        jobs[r.urn]: [jobs[d] for d in r.dependencies if d in jobs]
+        for r in rendering.resources
+        if r.urn in jobs
+    }
 
 
 def _with_secrets(objects: list[dict[str, Any]], manifest: Any) -> list[dict[str, Any]]:

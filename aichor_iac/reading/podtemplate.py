@@ -7,7 +7,7 @@ What both front doors share; each applies its own operator's defaulting on top.
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -20,12 +20,15 @@ from pydantic import (
 )
 
 from ..experiment.groups import Accelerators, Gpu, Resources
+from ..experiment.model import Experiment
+from ..experiment.origin import Origin
 from ..limits import DNS_1035, Image, quantity
 from ..problems import ManifestError, Problem
 from ..problems import located as at_lines
 from .errors import problem as pydantic_problem
 
 IMAGE = TypeAdapter(Image)
+M = TypeVar("M", bound=BaseModel)
 
 
 class Metadata(BaseModel):
@@ -34,6 +37,9 @@ class Metadata(BaseModel):
     aichor-iac's labels)."""
 
     generate_name: str | None = Field(None, alias="generateName", min_length=1)
+    # (read as the API server reads them: string maps; the experiment's objects carry their own)
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
     name: str | None = Field(None, min_length=1, validate_default=True)
 
     @field_validator("name")
@@ -42,6 +48,14 @@ class Metadata(BaseModel):
         if value is None and not info.data.get("generate_name"):
             raise ValueError("required; add it (or generateName)")
         return value
+
+    def read(self, experiment: Experiment, origin: Origin, source: str, lines: dict) -> Experiment:
+        """The experiment of a custom resource with this metadata: its `origin` kept, named by
+        the resource, or by its generateName and the stack's name (`Experiment.name_in`)."""
+        experiment.spec._origin = origin
+        if self.name is None:
+            experiment = experiment.model_copy(update={"generate_name": self.generate_name})
+        return experiment.read_from(source, lines)
 
     def problems(self, who: str) -> list[Problem]:
         """The name as `who` (the operator's webhook, KubeRay) requires it: a DNS-1035 label;
@@ -77,6 +91,15 @@ def located(error: Any, root: type[BaseModel], prefix: tuple[str, ...]) -> Probl
     problem = pydantic_problem(error, {}, root)
     path = ".".join((*prefix, problem.path)) if problem.path else ".".join(prefix)
     return Problem(path, problem.message)
+
+
+def parsed(model: type[M], data: Any, prefix: tuple[str, ...], fail: Any) -> M:
+    """`data` validated by `model`, found at `prefix` of the resource; or `fail` (the
+    resource's error) with every problem at its path."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise fail([located(e, model, prefix) for e in error.errors()]) from None
 
 
 def template_problems(template: dict[str, Any], where: str) -> list[Problem]:

@@ -10,8 +10,8 @@ from aichor_iac.problems import ManifestError
 
 CASES = [
     # (apiVersion, kind, a hint the refusal gives, or None)
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob", "Trainer v2 is not read yet"),
-    ("jobset.x-k8s.io/v1alpha2", "JobSet", "operator: jobset has its shape"),
+    ("trainer.kubeflow.org/v1alpha2", "TrainJob", "give trainer.kubeflow.org/v1alpha1 TrainJob"),
+    ("jobset.x-k8s.io/v1alpha1", "JobSet", "give jobset.x-k8s.io/v1alpha2 JobSet"),
     ("batch/v1", "Job", None),
     ("v1", "Pod", None),
     # A version a door's group never had: that door refuses it.
@@ -31,12 +31,16 @@ def test_a_resource_no_door_reads_is_refused_by_kind_and_version(api_version, ki
     if hint:
         assert hint in problem.message
     # What is read instead: the group's current kinds (its door), or everything.
-    if not api_version.startswith("ray.io/"):
-        assert "kubeflow.org/v1 PyTorchJob" in problem.message
-    if not api_version.startswith("kubeflow.org/"):
-        assert "ray.io/v1 RayJob" in problem.message
-    if not api_version.startswith(("kubeflow.org/", "ray.io/")):
-        assert "AIchorManifest" in problem.message
+    read = {
+        "kubeflow.org/": "kubeflow.org/v1 PyTorchJob",
+        "ray.io/": "ray.io/v1 RayJob",
+        "jobset.x-k8s.io/": "jobset.x-k8s.io/v1alpha2 JobSet",
+        "trainer.kubeflow.org/": "trainer.kubeflow.org/v1alpha1 TrainJob",
+    }
+    door = next((g for g in read if api_version.startswith(g)), None)
+    for group, kind_read in read.items():
+        assert (kind_read in problem.message) == (door in (None, group)), problem.message
+    assert ("AIchorManifest" in problem.message) == (door is None)
 
 
 RETIRED = [

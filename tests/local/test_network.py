@@ -31,8 +31,8 @@ def test_scheduled_pods_and_the_services_selecting_them_resolve():
     services = [service("exp", "worker"), service("one", "worker", cluster_ip="")]
     assert records(workloads, services, live, ips) == [
         "127.0.0.1 localhost",
-        "10.0.0.2 exp-worker-0.exp.ns.svc.cluster.local exp-worker-0",
-        "10.0.0.4 exp-worker-2.exp.ns.svc.cluster.local exp-worker-2",
+        "10.0.0.2 exp-worker-0.exp.ns.svc.cluster.local exp-worker-0.exp exp-worker-0",
+        "10.0.0.4 exp-worker-2.exp.ns.svc.cluster.local exp-worker-2.exp exp-worker-2",
         "10.0.0.2 exp.ns.svc.cluster.local",  # headless: every ready address
         "10.0.0.4 exp.ns.svc.cluster.local",
         "10.0.0.2 one.ns.svc.cluster.local",  # a ClusterIP: one address
@@ -57,6 +57,6 @@ def test_a_replicas_own_job_has_its_host_name_and_no_index():
     ips = {"exp-worker-1": "10.0.0.3"}
     assert records([(alone, 0)], [indexed, service("exp", "worker")], set(ips), ips) == [
         "127.0.0.1 localhost",
-        "10.0.0.3 exp-worker-1.exp.ns.svc.cluster.local exp-worker-1",
+        "10.0.0.3 exp-worker-1.exp.ns.svc.cluster.local exp-worker-1.exp exp-worker-1",
         "10.0.0.3 exp.ns.svc.cluster.local",
     ]

@@ -1,0 +1,72 @@
+"""How `pulumi up` waits for each Kubernetes object before it creates the objects that depend
+on it (pulumi-kubernetes' `provider/pkg/await`, 4.24+): what it waits for, and whether that
+holds for the live object. The local run creates its Jobs in this order, and the test engine
+(tests/pulumi_up.py) models `pulumi up` with it.
+
+- `pulumi.com/skipAwait: "true"`: nothing.
+- `pulumi.com/waitFor: jsonpath=…`: the expression matches the live object (never fails early:
+  a failed Job just never matches).
+- Neither: a Job until its `Complete` condition (its `Failed` condition fails `up` at once), a
+  Deployment until its pod runs; Secrets, ConfigMaps, Services, … hold at once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jsonpath_rfc9535
+
+SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
+
+
+class AwaitFailed(Exception):
+    """`pulumi up` fails: an object awaited until it completes failed."""
+
+
+def awaited(obj: dict[str, Any]) -> str:
+    """What pulumi-kubernetes waits for before it reports `obj` created: `nothing`, a
+    waitFor expression, `completion` or `its pod to run`."""
+    annotations = obj["metadata"].get("annotations") or {}
+    if annotations.get(SKIP_AWAIT) == "true":
+        return "nothing"
+    if WAIT_FOR in annotations:
+        return annotations[WAIT_FOR]
+    return {"Job": "completion", "Deployment": "its pod to run"}.get(obj["kind"], "nothing")
+
+
+def holds(obj: dict[str, Any], status: dict[str, Any]) -> bool:
+    """Whether `obj`'s await holds now that its `.status` is `status` (a Job's, the only kind
+    awaited on its status here); AwaitFailed when it has failed for good."""
+    condition = awaited(obj)
+    if condition in ("nothing", "its pod to run"):
+        return True
+    live = {**obj, "status": status}
+    if condition != "completion":
+        return waitfor_holds(condition, live)
+    states = {c["type"] for c in status.get("conditions", []) if c["status"] == "True"}
+    if "Failed" in states:
+        raise AwaitFailed(f"{obj['kind']}/{obj['metadata']['name']} failed")
+    return "Complete" in states
+
+
+def waitfor_holds(expression: str, live: dict[str, Any]) -> bool:
+    """Whether `pulumi.com/waitFor: jsonpath=…` holds for the live object: the provider's
+    Parse (`{…}` around the path, `$` added, one `=value` after it, `==` kept) and its Matches
+    (the first node selected; a map or list matches when no value is asked; else the value
+    printed as Go prints it equals the asked one), from provider/pkg/jsonpath."""
+    raw = expression.removeprefix("jsonpath=")
+    parts = raw.replace("==", "\0").split("=")
+    braced = re.search(r"\{\s*(.*?)\s*\}", parts[0].replace("\0", "=="))
+    if raw == expression or len(parts) > 2 or not braced:
+        raise ValueError(f"the provider refuses waitFor {expression!r}")
+    value = "=".join(parts[1:]).replace("\0", "==")
+    query = braced.group(1) if braced.group(1).startswith("$") else "$" + braced.group(1)
+    found = jsonpath_rfc9535.find(query, live).values()
+    if not found:
+        return False
+    first = found[0]
+    if isinstance(first, dict | list):
+        return not value
+    printed = str(first).lower() if isinstance(first, bool) else str(first)
+    return not value or printed == value

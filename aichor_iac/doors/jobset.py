@@ -1,0 +1,400 @@
+"""The JobSet front door: a `jobset.x-k8s.io/v1alpha2` JobSet (JobSet v0.12.0, as its
+webhook defaults and validates it) as an experiment of AIchor's `jobset` shape, each replicated
+Job's pod template kept.
+
+A replicated Job is a type of `replicas` Indexed Jobs `<name>-<replicatedJob>-<j>`, each of
+`completions` pods, `parallelism` at once, on one headless Service named by `network.subdomain`
+(default: the JobSet's name). The framework module (`frameworks/jobset.py`) gives each Job the
+controller's labels and annotations and turns `startupPolicy`, `dependsOn`, `successPolicy` and
+`coordinator` into Pulumi's order and awaits. What the JobSet controller does after creation
+(restarting the set, a Job's own failure rules) is refused here, naming the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import shlex
+from typing import Any
+
+from ..experiment.groups import MAX_JOBS
+from ..experiment.model import Experiment, Spec
+from ..experiment.origin import Kept, Origin
+from ..limits import DNS_1035, INT32, MAX_INDEXED, dns_label
+from ..problems import Problem
+from ..reading import podtemplate as templates
+from .jobset_spec import API_VERSION, CONTROLLER, JobSetSpec, ReplicatedJob, Resource
+
+__all__ = ["API_VERSION", "KINDS", "validate"]
+
+KINDS = ("JobSet",)
+DEFAULT_BACKOFF = 6  # Kubernetes' default backoffLimit of a Job
+# Annotations of JobSet's exclusive placement (its pod webhook's affinities).
+EXCLUSIVE = (
+    "alpha.jobset.sigs.k8s.io/exclusive-topology",
+    "alpha.jobset.sigs.k8s.io/node-selector",
+)
+# A Job template's fields Kubernetes' Job controller runs: kept on each Job as written.
+JOB_KEPT = (
+    "podFailurePolicy",
+    "backoffLimitPerIndex",
+    "maxFailedIndexes",
+    "podReplacementPolicy",
+    "successPolicy",
+    "activeDeadlineSeconds",
+)
+# The others beside those read (parallelism, completions, completionMode, backoffLimit,
+# template): why each is refused.
+JOB_REFUSED = {
+    "ttlSecondsAfterFinished": "give the JobSet's ttlSecondsAfterFinished (every Job gets it)",
+    "suspend": "give the JobSet's suspend (every Job gets it)",
+    "selector": "the Jobs' pods are selected by aichor-iac's labels: remove it",
+    "manualSelector": "the Jobs' pods are selected by aichor-iac's labels: remove it",
+    "managedBy": "another controller would run this Job: remove it",
+}
+SPEC_REFUSED = {
+    "volumeClaimPolicies": "give each PersistentVolumeClaim beside the JobSet (created first, "
+    "in the stack's namespace, kept after the run) and mount it as a persistentVolumeClaim "
+    "volume",
+}
+
+
+def validate(
+    data: dict[str, Any], source: str, lines: dict, companions: list[dict[str, Any]]
+) -> Experiment:
+    """The JobSet as an experiment whose spec's `origin` keeps its pod templates and the
+    controller's options, or ManifestError naming every problem with its path and line."""
+    fail = functools.partial(templates.error, source, lines=lines)
+    resource, spec = _read(data, fail)
+    schema = [
+        problem
+        for i, rjob in enumerate(spec.replicated_jobs)
+        for problem in _job_schema_problems(
+            rjob.template.spec, f"spec.replicatedJobs.{i}.template.spec"
+        )
+    ]
+    if schema:  # (what follows reads the Jobs' counts)
+        raise fail(schema)
+    problems = resource.metadata.problems("the JobSet webhook")
+    problems += _spec_problems(spec, data)
+    problems += _order_problems(spec)
+    problems += _success_problems(spec)
+    shapes, kept = {}, {}
+    for i, rjob in enumerate(spec.replicated_jobs):
+        where = f"spec.replicatedJobs.{i}"
+        if rjob.name in (r.name for r in spec.replicated_jobs[:i]):
+            problems.append(Problem(f"{where}.name", f"'{rjob.name}' is given twice"))
+        problems += _name_problems(rjob, resource.metadata.name, where)
+        shape = _shape(rjob, where, problems)
+        one = _kept(rjob, where, problems)
+        if shape and one:
+            shapes[rjob.name], kept[rjob.name] = shape, one
+    if problems:
+        raise fail(problems)
+    origin = Origin(
+        api_version=API_VERSION,
+        kind="JobSet",
+        kept=kept,
+        ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
+        suspend=spec.suspend,
+        options={**_options(spec), "queue": _queue(resource)},
+        companions=tuple(companions),
+        subdomain=spec.network.subdomain if spec.network else None,
+    )
+    experiment = _experiment(resource.metadata.name, spec, shapes, kept)
+    return resource.metadata.read(experiment, origin, source, lines)
+
+
+def _queue(resource: Resource) -> str | None:
+    """The Kueue queue the resource's label names (the stack decides: `aichor:kueueQueue`)."""
+    return (resource.metadata.labels or {}).get("kueue.x-k8s.io/queue-name")
+
+
+def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, JobSetSpec]:
+    """The resource and its spec, each validated by its model; or `fail` with the problems."""
+    if data.get("apiVersion") != API_VERSION or data.get("kind") not in KINDS:
+        reason = f"{data.get('apiVersion')} {data.get('kind')!s} is not a custom resource "
+        raise fail([Problem("kind", f"{reason}aichor-iac reads: give {API_VERSION} JobSet")])
+    resource = templates.parsed(Resource, data, (), fail)
+    return resource, templates.parsed(JobSetSpec, resource.spec, ("spec",), fail)
+
+
+def _spec_problems(spec: JobSetSpec, data: dict[str, Any]) -> list[Problem]:
+    """The JobSet's fields that need its controller after creation, or a placement webhook."""
+    problems = [
+        Problem(f"spec.{key}", why) for key, why in SPEC_REFUSED.items() if key in data["spec"]
+    ]
+    if spec.managed_by not in (None, CONTROLLER):
+        problems.append(
+            Problem("spec.managedBy", f"'{spec.managed_by}' would run this: remove managedBy")
+        )
+    metadata = data.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    annotations = annotations if isinstance(annotations, dict) else {}
+    problems += [
+        Problem(f"metadata.annotations.{key}", _EXCLUSIVE_WHY)
+        for key in EXCLUSIVE
+        if key in annotations
+    ]
+    subdomain = spec.network.subdomain if spec.network else None
+    if subdomain is not None:
+        try:
+            dns_label(subdomain)
+        except ValueError as error:
+            problems.append(Problem("spec.network.subdomain", f"names the pods' Service: {error}"))
+    problems += _coordinator_problems(spec)
+    policy = spec.failure_policy
+    if policy is None:
+        return problems
+    if policy.restart_strategy != "Recreate":
+        problems.append(Problem("spec.failurePolicy.restartStrategy", _RESTART_WHY))
+    if policy.max_restarts:
+        problems.append(Problem("spec.failurePolicy.maxRestarts", _RESTART_WHY))
+    for i, rule in enumerate(policy.rules):
+        if rule.action != "FailJobSet":
+            problems.append(Problem(f"spec.failurePolicy.rules.{i}.action", _RESTART_WHY))
+        problems += _names_known(
+            spec, rule.target_replicated_jobs, f"spec.failurePolicy.rules.{i}.targetReplicatedJobs"
+        )
+    return problems
+
+
+_RESTART_WHY = (
+    "restarting Jobs or the JobSet after a failure is not run here yet: remove it (a failed "
+    "Job fails the JobSet, as with maxRestarts 0)"
+)
+_EXCLUSIVE_WHY = "JobSet's exclusive placement (its pod webhook) is not run here yet: remove it"
+
+
+def _coordinator_problems(spec: JobSetSpec) -> list[Problem]:
+    """The coordinator names a pod of the JobSet, as the webhook checks it."""
+    coordinator = spec.coordinator
+    if coordinator is None:
+        return []
+    rjob = next((r for r in spec.replicated_jobs if r.name == coordinator.replicated_job), None)
+    if rjob is None:
+        return _names_known(spec, [coordinator.replicated_job], "spec.coordinator.replicatedJob")
+    if coordinator.job_index >= rjob.replicas:
+        reason = f"{rjob.name} has {rjob.replicas} Job(s): give an index below that"
+        return [Problem("spec.coordinator.jobIndex", reason)]
+    if coordinator.pod_index >= _counts(rjob)[0]:
+        reason = f"{rjob.name}'s Jobs have {_counts(rjob)[0]} pod(s): give an index below that"
+        return [Problem("spec.coordinator.podIndex", reason)]
+    return []
+
+
+def _names_known(spec: JobSetSpec, names: list[str], where: str) -> list[Problem]:
+    known = [r.name for r in spec.replicated_jobs]
+    return [
+        Problem(where, f"'{n}' is not a replicated Job of this JobSet ({', '.join(known)})")
+        for n in names
+        if n not in known
+    ]
+
+
+def _order_problems(spec: JobSetSpec) -> list[Problem]:
+    """`dependsOn` as the webhook validates it (earlier replicated Jobs only, not beside an
+    InOrder startup), and one await per Job: a replicated Job others depend on both Ready and
+    Complete cannot be awaited both ways."""
+    problems, earlier, wanted = [], set(), {}
+    for i, rjob in enumerate(spec.replicated_jobs):
+        for k, dependency in enumerate(rjob.depends_on):
+            where = f"spec.replicatedJobs.{i}.dependsOn.{k}"
+            if spec.in_order:
+                reason = "StartupPolicy and DependsOn APIs are mutually exclusive: give one"
+                problems.append(Problem(where, reason))
+            elif dependency.name not in earlier:
+                reason = (
+                    f"'{dependency.name}' is not a replicated Job before {rjob.name}: a "
+                    "replicated Job depends on earlier ones only"
+                )
+                problems.append(Problem(f"{where}.name", reason))
+            elif wanted.setdefault(dependency.name, dependency.status) != dependency.status:
+                reason = (
+                    f"{dependency.name} is awaited {wanted[dependency.name]} for another "
+                    "replicated Job: its Jobs have one await, give the same status"
+                )
+                problems.append(Problem(f"{where}.status", reason))
+        earlier.add(rjob.name)
+    return problems
+
+
+def _success_problems(spec: JobSetSpec) -> list[Problem]:
+    """A success policy that ends the JobSet before every Job has completed: the one Job of
+    one pod that ends it must be the entry point the other Jobs follow (its end stops them,
+    as the controller deletes the active Jobs of a finished JobSet)."""
+    policy, where = spec.success_policy, "spec.successPolicy"
+    problems = _names_known(spec, policy.target_replicated_jobs, f"{where}.targetReplicatedJobs")
+    if problems or not _ends_early(spec):
+        return problems
+    targets = [r for r in spec.replicated_jobs if r.name in policy.target_replicated_jobs]
+    jobs = sum(r.replicas for r in targets)
+    if len(targets) == 1 and jobs == 1 and _counts(targets[0])[0] == 1:
+        return []
+    reason = (
+        f"{policy.operator} of {', '.join(policy.target_replicated_jobs) or 'every Job'} ends "
+        "the JobSet while other Jobs run, which runs here when one Job of one pod ends it "
+        "(the others follow that pod and stop when it ends): target one replicated Job of "
+        "replicas 1 and completions 1, or remove successPolicy (every Job must complete)"
+    )
+    return [Problem(f"{where}.targetReplicatedJobs", reason)]
+
+
+def _ends_early(spec: JobSetSpec) -> bool:
+    """Whether the JobSet may finish while some of its Jobs still run."""
+    policy = spec.success_policy
+    targets = set(policy.target_replicated_jobs) or {r.name for r in spec.replicated_jobs}
+    everything = targets == {r.name for r in spec.replicated_jobs}
+    jobs = sum(r.replicas for r in spec.replicated_jobs)
+    return not everything or (policy.operator == "Any" and jobs > 1)
+
+
+def _name_problems(rjob: ReplicatedJob, name: str | None, where: str) -> list[Problem]:
+    """The replicated Job's name (a Job's and its pods' host names), as the webhook checks it."""
+    try:
+        dns_label(rjob.name, 40)
+    except ValueError as error:
+        return [Problem(f"{where}.name", f"names its Jobs: {error}")]
+    completions, _ = _counts(rjob)
+    host = f"{name}-{rjob.name}-{max(rjob.replicas - 1, 0)}-{max(completions - 1, 0)}"
+    if name is not None and len(host) > 63:
+        reason = (
+            f"the JobSet's name is too long: its pods' host names ({host}) would exceed 63 "
+            "characters, as the JobSet webhook refuses"
+        )
+        return [Problem("metadata.name", reason)]
+    if len(rjob.group_name) > 63 or not DNS_1035.match(rjob.group_name):
+        return [Problem(f"{where}.groupName", "a label value: a DNS-1035 label, at most 63")]
+    return []
+
+
+def _counts(rjob: ReplicatedJob) -> tuple[int, int]:
+    """A Job's (completions, parallelism) as Kubernetes defaults them (1 and 1)."""
+    job = rjob.template.spec
+    parallelism = job.get("parallelism", 1)
+    return job.get("completions", parallelism if "parallelism" not in job else 1), parallelism
+
+
+def _shape(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> dict[str, Any] | None:
+    """The type's `count`, `completions` and `parallelisms`, or None with the problems of
+    the Job template's fields."""
+    at, job = f"{where}.template.spec", rjob.template.spec
+    found = [Problem(f"{at}.{k}", why) for k, why in JOB_REFUSED.items() if k in job]
+    if rjob.template.metadata:
+        reason = (
+            "the Job objects' own labels and annotations are not set here yet: put them on "
+            "the pod template (template.spec.template.metadata)"
+        )
+        found.append(Problem(f"{where}.template.metadata", reason))
+    if job.get("completionMode", "Indexed") != "Indexed":
+        reason = "JobSet's host names need Indexed Jobs: remove it (Indexed is the default)"
+        found.append(Problem(f"{at}.completionMode", reason))
+    if "parallelism" in job and "completions" not in job:
+        reason = "required with completionMode Indexed, as the API server requires"
+        found.append(Problem(f"{at}.completions", reason))
+    for key in ("completions", "parallelism"):
+        if not 1 <= job.get(key, 1) <= MAX_INDEXED:
+            found.append(Problem(f"{at}.{key}", f"a whole number from 1 to {MAX_INDEXED:,}"))
+    if not 0 <= job.get("backoffLimit", DEFAULT_BACKOFF) <= INT32:
+        found.append(Problem(f"{at}.backoffLimit", "a whole number, 0 or more"))
+    if rjob.replicas > MAX_JOBS:
+        reason = (
+            f"{rjob.replicas:,} Jobs, each a resource of the stack: at most {MAX_JOBS:,} "
+            "(wide work is completions, pods of one Job)"
+        )
+        found.append(Problem(f"{where}.replicas", reason))
+    problems += found
+    if found:
+        return None
+    completions, parallelism = _counts(rjob)
+    return {"count": rjob.replicas, "completions": completions, "parallelisms": parallelism}
+
+
+def _job_schema_problems(job: dict[str, Any], at: str) -> list[Problem]:
+    """Every way the Job template's own fields break Kubernetes' strict Job schema (its pod
+    template is checked on its own, at its own paths)."""
+    stand_in = {"spec": {"containers": [{"name": "c", "image": "c"}]}}
+    whole = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "job"},
+        "spec": {**job, "template": stand_in},
+    }
+    problems = []
+    for error in sorted(templates.validator("job-batch-v1").iter_errors(whole), key=str):
+        path = ".".join(str(part) for part in list(error.absolute_path)[1:])
+        reason = error.message.split("\n")[0]
+        problems.append(Problem(".".join(filter(None, (at, path))), f"not a valid Job: {reason}"))
+    return problems
+
+
+def _kept(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> Kept | None:
+    """The replicated Job's pod template, restart policy `OnFailure` unless it says `Never`
+    (the webhook's default) and the Job's `backoffLimit` (Kubernetes' default 6)."""
+    at = f"{where}.template.spec.template"
+    template = rjob.template.spec.get("template")
+    if not isinstance(template, dict):
+        problems.append(Problem(at, "missing: give the Job's pod template"))
+        return None
+    if invalid := templates.template_problems(template, at):
+        problems += invalid
+        return None
+    restart = template["spec"].get("restartPolicy") or "OnFailure"
+    if restart not in ("OnFailure", "Never"):
+        reason = "a Job's pods restart OnFailure or Never, as the API server requires"
+        problems.append(Problem(f"{at}.spec.restartPolicy", reason))
+        return None
+    template = {**template, "spec": {**template["spec"], "restartPolicy": restart}}
+    first = template["spec"]["containers"][0]["name"]
+    job = rjob.template.spec
+    backoff = job.get("backoffLimit", DEFAULT_BACKOFF)
+    kept = {k: job[k] for k in JOB_KEPT if k in job}
+    return Kept(f"{where}.template.spec", template, first, restart, backoff, kept)
+
+
+def _options(spec: JobSetSpec) -> dict[str, Any]:
+    """What the JobSet framework reads: each replicated Job (name, Jobs, group, what it
+    depends on), the success policy, the startup order and the coordinator."""
+    success = spec.success_policy
+    coordinator = spec.coordinator
+    return {
+        "replicatedJobs": [
+            {
+                "name": r.name,
+                "replicas": r.replicas,
+                "groupName": r.group_name,
+                "dependsOn": {d.name: d.status for d in r.depends_on},
+            }
+            for r in spec.replicated_jobs
+        ],
+        "success": {
+            "operator": success.operator,
+            "targets": list(success.target_replicated_jobs),
+            "early": _ends_early(spec),
+        },
+        "inOrder": spec.in_order,
+        "coordinator": (coordinator.replicated_job, coordinator.job_index, coordinator.pod_index)
+        if coordinator
+        else None,
+    }
+
+
+def _experiment(
+    name: str | None, spec: JobSetSpec, shapes: dict[str, Any], kept: dict[str, Kept]
+) -> Experiment:
+    """The neutral description: AIchor's jobset types (Jobs, completions, parallelism) with
+    each pod template's resources; the image and command are the first Job's, for the record."""
+    first = kept[spec.replicated_jobs[0].name]
+    argv = first.argv
+    types = {n: {**shape, "resources": {"memory": 1}} for n, shape in shapes.items()}
+    model = Spec(
+        operator="jobset",
+        image=first.main["image"],
+        command=shlex.join(argv) if argv else "(the image's entrypoint)",
+        types=types,
+    )
+    resources = {
+        n: model.types.get(n).model_copy(update={"resources": templates.resources(kept[n].main)})
+        for n in shapes
+    }
+    model = model.model_copy(update={"types": model.types.model_copy(update=resources)})
+    return Experiment(name=name, spec=model)

@@ -1,0 +1,398 @@
+"""The Kubeflow Trainer v2 front door: a `trainer.kubeflow.org/v1alpha1` TrainJob on its
+runtime, as Trainer v2.3.0's controller runs it — without Trainer, a runtime or a JobSet
+controller installed.
+
+The runtime (`runtimeRef`: one of Trainer's standard runtimes, known by name, or a
+`TrainingRuntime` / `ClusterTrainingRuntime` given in the same file) is a JobSet template and an
+ML policy. This door builds the JobSet Trainer's controller would create from them (its
+`jobset` plugin: the trainer's image, command, args, env, nodes and resources on the `node`
+container of the Job labelled `trainjob-ancestor-step: trainer`; its `torch` plugin: the
+`PET_*` env and the trainer port) and hands it to the JobSet door, so that a TrainJob runs
+exactly as that JobSet would. What Trainer does that is not run here yet is refused, naming
+the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import math
+import re
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from ..experiment.groups import Model
+from ..experiment.model import Experiment
+from ..limits import INT32, quantity
+from ..problems import ManifestError, Problem, line_for
+from ..reading import podtemplate as templates
+from ..reading.text import Document
+from . import jobset
+from .jobset_spec import JobSetSpec
+from .trainer_runtimes import ANCESTOR, NOT_RUN, RUNTIMES
+
+API_VERSION = "trainer.kubeflow.org/v1alpha1"
+KINDS = ("TrainJob",)
+RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+NODE = "node"  # the trainer's Job and container
+TRAINER_PORT = 29500  # Trainer's ContainerTrainerPort
+RESERVED = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+)
+INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+REFUSED = {
+    "initializer": "dataset and model initializers are not run from a TrainJob yet: download "
+    "in the trainer's command, or give a JobSet whose first replicated Job does it",
+    "runtimePatches": "patches of the runtime are not applied yet: give the patched runtime "
+    "in the same file (a TrainingRuntime)",
+    "activeDeadlineSeconds": "a TrainJob's deadline is not run yet: remove it",
+}
+
+
+class RuntimeRef(Model):
+    name: str
+    api_group: str = "trainer.kubeflow.org"
+    kind: str = "ClusterTrainingRuntime"
+
+
+class ResourcesPerNode(Model):
+    limits: dict[str, str | int | float] | None = None
+    requests: dict[str, str | int | float] | None = None
+    claims: list[dict[str, Any]] | None = None
+
+    def get(self, kind: str) -> dict[str, Any] | None:
+        return getattr(self, kind)
+
+
+class Trainer(Model):
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[dict[str, Any]] = Field(default_factory=list)
+    num_nodes: int | None = Field(None, ge=1, le=INT32)
+    resources_per_node: ResourcesPerNode | None = None
+    num_proc_per_node: int | None = Field(None, ge=1, le=INT32)
+
+
+class TrainJobSpec(Model):
+    runtime_ref: RuntimeRef
+    trainer: Trainer | None = None
+    suspend: bool = False
+    managed_by: str | None = None
+    initializer: dict[str, Any] | None = None
+    runtime_patches: list[dict[str, Any]] | None = None
+    active_deadline_seconds: int | None = None
+
+
+class MLPolicy(Model):
+    model_config = ConfigDict(extra="allow")  # (the policies not run: `_policy_problems`)
+
+    num_nodes: int = Field(1, ge=1, le=INT32)
+    torch: dict[str, Any] | None = None
+
+
+class RuntimeTemplate(Model):
+    metadata: dict[str, Any] | None = None
+    spec: JobSetSpec
+
+
+class RuntimeSpec(Model):
+    ml_policy: MLPolicy = MLPolicy()
+    pod_group_policy: dict[str, Any] | None = None
+    template: RuntimeTemplate
+
+
+class Resource(Model):
+    api_version: str
+    kind: str
+    metadata: templates.Metadata
+    spec: dict[str, Any]
+    status: dict[str, Any] | None = None
+
+
+def is_runtime(data: Any) -> bool:
+    """Whether a document is a Trainer runtime (read with the TrainJob that names it)."""
+    return (
+        isinstance(data, dict)
+        and data.get("apiVersion") == API_VERSION
+        and data.get("kind") in RUNTIME_KINDS
+    )
+
+
+def validate(
+    data: dict[str, Any],
+    source: str,
+    lines: dict,
+    companions: list[dict[str, Any]],
+    runtimes: list[Document] = (),  # type: ignore[assignment]
+) -> Experiment:
+    """The TrainJob as the experiment of the JobSet Trainer would create for it, or
+    ManifestError naming every problem (the TrainJob's at its paths, the runtime's at its)."""
+    fail = functools.partial(templates.error, source, lines=lines)
+    resource, spec = _read(data, fail)
+    problems = [Problem(f"spec.{k}", why) for k, why in REFUSED.items() if k in resource.spec]
+    if spec.managed_by not in (None, CONTROLLER):
+        reason = f"'{spec.managed_by}' would run this: remove managedBy"
+        problems.append(Problem("spec.managedBy", reason))
+    runtime, runtime_lines = _runtime(spec.runtime_ref, runtimes, problems)
+    if problems or runtime is None:
+        raise fail(problems)
+    runtime_spec = _runtime_spec(runtime, source, runtime_lines)
+    if problems := _policy_problems(runtime_spec, spec):
+        raise fail(problems)
+    built = _jobset(data, runtime, runtime_spec.ml_policy, spec, resource.metadata.name)
+    own = {path: n for path, n in lines.items() if tuple(path[:1]) == ("metadata",)}
+    try:
+        experiment = jobset.validate(built, source, {**_onto(runtime_lines), **own}, companions)
+    except ManifestError as error:
+        given = spec.trainer.model_fields_set if spec.trainer else set()
+        moved = [_runtime_problem(p, given, lines) for p in error.problems]
+        raise ManifestError(source, moved) from None
+    origin = experiment.spec.origin
+    assert origin is not None
+    experiment.spec._origin = dataclasses.replace(
+        origin,
+        api_version=API_VERSION,
+        kind="TrainJob",
+        options={**origin.options, "runtime": spec.runtime_ref.name},
+    )
+    return experiment.read_from(source, lines)
+
+
+def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, TrainJobSpec]:
+    if data.get("apiVersion") != API_VERSION or data.get("kind") not in KINDS:
+        reason = f"{data.get('apiVersion')} {data.get('kind')!s} is not a custom resource "
+        raise fail([Problem("kind", f"{reason}aichor-iac reads: give {API_VERSION} TrainJob")])
+    resource = templates.parsed(Resource, data, (), fail)
+    return resource, templates.parsed(TrainJobSpec, resource.spec, ("spec",), fail)
+
+
+def _runtime(
+    ref: RuntimeRef, given: list[Document], problems: list[Problem]
+) -> tuple[dict[str, Any] | None, dict]:
+    """The runtime `ref` names: one given in the file (with its lines), else a standard one."""
+    if ref.api_group != "trainer.kubeflow.org" or ref.kind not in RUNTIME_KINDS:
+        reason = (
+            f"names a {ref.api_group} {ref.kind}: give a TrainingRuntime or ClusterTrainingRuntime"
+        )
+        problems.append(Problem("spec.runtimeRef.kind", reason))
+        return None, {}
+    for document in given:
+        metadata = document.data.get("metadata") or {}
+        if document.data.get("kind") == ref.kind and metadata.get("name") == ref.name:
+            return document.data, document.lines
+    if ref.kind == "ClusterTrainingRuntime" and ref.name in RUNTIMES:
+        return copy.deepcopy(RUNTIMES[ref.name]), {}
+    known = ", ".join(sorted(RUNTIMES))
+    reason = NOT_RUN.get(ref.name) or (
+        f"no {ref.kind} '{ref.name}' is known here (no cluster is asked): give it in the same "
+        f"file, or name one of Trainer's standard runtimes ({known})"
+    )
+    problems.append(Problem("spec.runtimeRef.name", reason))
+    return None, {}
+
+
+def _runtime_spec(runtime: dict[str, Any], source: str, lines: dict) -> RuntimeSpec:
+    """The runtime's spec, validated (its pod templates are checked once built); or
+    ManifestError at the runtime's paths and lines."""
+    fail = functools.partial(templates.error, source, lines=lines)
+    try:
+        return templates.parsed(RuntimeSpec, runtime.get("spec"), ("spec",), fail)
+    except ManifestError as error:
+        moved = [dataclasses.replace(p, path=f"runtime: {p.path}") for p in error.problems]
+        raise ManifestError(source, moved) from None
+
+
+def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:
+    """The runtime's ML and gang policies this door runs (torch, or none), and the trainer's
+    env that the torch policy reserves (as Trainer's webhook refuses it)."""
+    problems = []
+    for key in sorted(runtime.ml_policy.model_extra or {}):
+        reason = f"the runtime's mlPolicy.{key} is not run from a TrainJob yet"
+        problems.append(Problem("spec.runtimeRef", reason))
+    if runtime.pod_group_policy:
+        reason = "the runtime's podGroupPolicy is not read yet: set aichor:gangScheduler"
+        problems.append(Problem("spec.runtimeRef", reason))
+    if runtime.ml_policy.torch is not None and spec.trainer:
+        reserved = sorted({e.get("name") for e in spec.trainer.env} & set(RESERVED))
+        if reserved:
+            reason = f"must not have reserved envs (torch sets them): {', '.join(reserved)}"
+            problems.append(Problem("spec.trainer.env", reason))
+    return problems
+
+
+def _jobset(
+    data: dict[str, Any],
+    runtime: dict[str, Any],
+    policy: MLPolicy,
+    spec: TrainJobSpec,
+    name: str | None,
+) -> dict[str, Any]:
+    """The JobSet Trainer's controller creates for the TrainJob on `runtime` (its spec
+    validated: `_runtime_spec`)."""
+    template = copy.deepcopy(runtime["spec"]["template"])
+    jobs = template["spec"]["replicatedJobs"]
+    for rjob in jobs:
+        _trainer_job(rjob, policy, spec, name)
+    metadata = data.get("metadata") or {}
+    return {
+        "apiVersion": jobset.API_VERSION,
+        "kind": "JobSet",
+        # (its name; its labels, for the Kueue queue it asks for: `jobset._queue`)
+        "metadata": {k: v for k, v in metadata.items() if k in ("name", "generateName", "labels")},
+        "spec": {**template["spec"], "replicatedJobs": jobs, "suspend": spec.suspend},
+    }
+
+
+def _trainer_job(
+    rjob: dict[str, Any], policy: MLPolicy, spec: TrainJobSpec, name: str | None
+) -> None:
+    """The trainer's replicated Job as Trainer builds it (in place): one Job of `numNodes`
+    pods whose `node` container runs the trainer's image, command, args, env and resources;
+    its ancestor label (Trainer's own bookkeeping) taken off. Others keep their pod count."""
+    job_template = rjob["template"]
+    labels = _mapping(_mapping(job_template.get("metadata")).get("labels"))
+    job_spec = job_template["spec"]
+    if labels.get(ANCESTOR) != "trainer":
+        count = job_spec.get("parallelism", 1)
+        job_spec.update(parallelism=count, completions=count)
+        return
+    labels.pop(ANCESTOR)
+    if not labels:
+        job_template.pop("metadata", None)
+    trainer = spec.trainer or Trainer()
+    nodes = trainer.num_nodes or policy.num_nodes
+    rjob["replicas"] = 1
+    job_spec.update(parallelism=nodes, completions=nodes)
+    pod = _mapping(_mapping(job_spec.get("template")).get("spec"))
+    containers = pod.get("containers") if isinstance(pod.get("containers"), list) else []
+    for container in containers:  # (a malformed one is refused once the JobSet is read)
+        if isinstance(container, dict) and container.get("name") == NODE:
+            _node(container, trainer, policy, nodes, name)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A runtime template's field as a mapping (anything else is refused when the built
+    JobSet is read: here it is left as it is)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _node(
+    container: dict[str, Any],
+    trainer: Trainer,
+    policy: MLPolicy,
+    nodes: int,
+    name: str | None,
+) -> None:
+    """The `node` container: the trainer's fields, then the torch policy's env and port."""
+    for key, value in (
+        ("image", trainer.image),
+        ("command", trainer.command),
+        ("args", trainer.args),
+    ):
+        if value is not None:
+            container[key] = value
+    if trainer.resources_per_node is not None:
+        base, given = _mapping(container.get("resources")), trainer.resources_per_node
+        container["resources"] = {
+            kind: {**_mapping(base.get(kind)), **(given.get(kind) or {})}
+            for kind in ("limits", "requests")
+            if base.get(kind) or given.get(kind)
+        }
+        if claims := given.claims or base.get("claims"):
+            container["resources"]["claims"] = claims
+    own = container.get("env") if isinstance(container.get("env"), list) else []
+    env = _upserted(own, trainer.env)
+    if policy.torch is not None:
+        resources = _mapping(container.get("resources"))
+        env = _upserted(env, _torch_env(resources, trainer, nodes, name))
+        ports = container.get("ports") or []
+        if not any(p.get("containerPort") == TRAINER_PORT for p in ports):
+            container["ports"] = [*ports, {"containerPort": TRAINER_PORT}]
+    if env:
+        container["env"] = env
+
+
+def _torch_env(
+    resources: dict[str, Any], trainer: Trainer, nodes: int, name: str | None
+) -> list[dict[str, Any]]:
+    """What Trainer's torch plugin gives the node container (`EnforceMLPolicy`): torchrun's
+    PET_* variables, rank 0's host as the master."""
+    per_node: str
+    if trainer.num_proc_per_node is not None:
+        per_node = str(trainer.num_proc_per_node)
+    elif _gpus(resources):
+        per_node = "auto"
+    else:
+        per_node = str(max(1, _cpus(resources)))
+    return [
+        {"name": "PET_NNODES", "value": str(nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": per_node},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
+        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
+        {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
+    ]
+
+
+def _gpus(resources: dict[str, Any]) -> int:
+    """Trainer's `GetNumGPUPerNode`: the limits' `*gpu*` resources."""
+    limits = resources.get("limits") or {}
+    return sum(int(quantity(v)) for k, v in limits.items() if "gpu" in k)
+
+
+def _cpus(resources: dict[str, Any]) -> int:
+    """Trainer's `getNumCPUPerNode`: the CPU request, else the limit, rounded up."""
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    value = requests.get("cpu") or limits.get("cpu") or 0
+    return math.ceil(quantity(value))
+
+
+def _upserted(env: list[Any], added: list[dict[str, Any]]) -> list[Any]:
+    """Trainer's `UpsertEnvVars`: a variable given again replaces the earlier one in place."""
+    result = list(env)
+    for entry in added:
+        names = [e.get("name") if isinstance(e, dict) else None for e in result]
+        at = next((i for i, n in enumerate(names) if n == entry.get("name")), None)
+        if at is None:
+            result.append(dict(entry))
+        else:
+            result[at] = dict(entry)
+    return result
+
+
+def _onto(runtime_lines: dict) -> dict:
+    """A runtime's lines as the built JobSet's: its `spec.template.spec.…` is the JobSet's
+    `spec.…`."""
+    prefix = ("spec", "template", "spec")
+    return {("spec", *p[3:]): n for p, n in runtime_lines.items() if tuple(p[:3]) == prefix}
+
+
+# A field of a replicated Job's container in the built JobSet
+CONTAINER_FIELD = re.compile(
+    r"spec\.replicatedJobs\.\d+\.template\.spec\.template\.spec\.containers\.\d+\."
+    r"(image|command|args|env|resources)\b"
+)
+TRAINER_FIELDS = {"image": "image", "command": "command", "args": "args", "env": "env"}
+
+
+def _runtime_problem(problem: Problem, given: set[str], lines: dict) -> Problem:
+    """A problem of the built JobSet, at the TrainJob's trainer field it comes from, else at
+    its runtime's path."""
+    found = CONTAINER_FIELD.match(problem.path)
+    field = found.group(1) if found else None
+    if field == "resources" and "resources_per_node" in given:
+        path = "spec.trainer.resourcesPerNode"
+        return Problem(path, problem.message, line_for(tuple(path.split(".")), lines))
+    if field in given:
+        path = f"spec.trainer.{TRAINER_FIELDS[field]}"
+        return Problem(path, problem.message, line_for(tuple(path.split(".")), lines))
+    if problem.path.startswith("spec."):
+        return dataclasses.replace(problem, path=f"runtime: spec.template.{problem.path}")
+    return problem

@@ -1,0 +1,312 @@
+"""Kubeflow Trainer v2 TrainJobs in, the JobSet Trainer's controller would create out (v2.3.0):
+on its standard `torch-distributed` runtime (known by name, no cluster) or a runtime given in
+the same file; the trainer's image, command, args, env, nodes and resources on the `node`
+container, and the torch plugin's PET_* env exactly as Trainer injects it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from conftest import ROOT, expand
+
+from aichor_iac import doors, engine, limits
+from aichor_iac.local import run_experiment
+from aichor_iac.problems import ManifestError
+
+INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def trainjob(runtime: str = "torch-distributed", **trainer: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj"},
+        "spec": {"runtimeRef": {"name": runtime}, **({"trainer": trainer} if trainer else {})},
+    }
+
+
+def node_jobs(data: dict[str, Any] | str) -> dict[str, dict[str, Any]]:
+    """The Jobs of a TrainJob (or of a YAML text: a TrainJob and its runtime)."""
+    if isinstance(data, str):
+        rendering = engine.expand(doors.parse(data, source="test.yaml"), stack="test", name="tj")
+    else:
+        rendering = expand(data, name="tj")
+    objects = rendering.objects
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
+
+
+def container(job: dict[str, Any], name: str = "node") -> dict[str, Any]:
+    return next(c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == name)
+
+
+def env(c: dict[str, Any]) -> dict[str, str]:
+    return {
+        e["name"]: e.get("value") or f"field:{e['valueFrom']['fieldRef']['fieldPath']}"
+        for e in c.get("env", [])
+    }
+
+
+def test_torch_distributed_gives_trainers_jobset_and_pet_env() -> None:
+    """One Job `<name>-node-0` of numNodes pods; the node container runs the trainer's image,
+    command and args with its env, then PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the
+    completion index), PET_MASTER_ADDR (rank 0's host) and PET_MASTER_PORT 29500 on its port."""
+    data = trainjob(
+        numNodes=3,
+        image="ghcr.io/me/train:1",
+        command=["torchrun"],
+        args=["train.py", "--epochs", "2"],
+        env=[{"name": "A", "value": "1"}],
+    )
+    (job,) = node_jobs(data).values()
+    assert job["metadata"]["name"] == "tj-node-0"
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (3, 3)
+    node = container(job)
+    assert node["image"] == "ghcr.io/me/train:1"
+    assert node["command"] == ["torchrun"] and node["args"] == ["train.py", "--epochs", "2"]
+    assert env(node) == {
+        "A": "1",
+        "PET_NNODES": "3",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_NODE_RANK": f"field:{INDEX}",
+        "PET_MASTER_ADDR": "tj-node-0-0.tj",
+        "PET_MASTER_PORT": "29500",
+        "JOB_COMPLETION_INDEX": f"field:{INDEX}",
+    }
+    assert {"containerPort": 29500} in [
+        {k: v for k, v in p.items() if k == "containerPort"} for p in node["ports"]
+    ]
+    assert job["spec"]["template"]["spec"]["subdomain"] == "tj"
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert labels["jobset.sigs.k8s.io/jobset-name"] == "tj"
+    for obj in expand(data, name="tj").objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    assert limits.check(expand(data, name="tj").objects) == []
+
+
+@pytest.mark.parametrize(
+    ("trainer", "per_node"),
+    [
+        ({"numProcPerNode": 4}, "4"),
+        ({"resourcesPerNode": {"limits": {"nvidia.com/gpu": 2}}}, "auto"),
+        ({"resourcesPerNode": {"requests": {"cpu": "3"}, "limits": {"cpu": "8"}}}, "3"),
+        ({"resourcesPerNode": {"limits": {"cpu": "1500m"}}}, "2"),
+        ({}, "1"),
+    ],
+)
+def test_procs_per_node_as_the_torch_plugin_counts_them(trainer: dict, per_node: str) -> None:
+    """numProcPerNode, else `auto` with GPUs, else the CPUs (request, else limit, rounded up;
+    at least 1)."""
+    (job,) = node_jobs(trainjob(**trainer) if trainer else trainjob()).values()
+    assert env(container(job))["PET_NPROC_PER_NODE"] == per_node
+
+
+def test_resources_per_node_merge_into_the_runtimes() -> None:
+    runtime = runtime_doc(resources={"limits": {"cpu": "2", "memory": "4Gi"}})
+    data = trainjob("mine", resourcesPerNode={"limits": {"memory": "8Gi", "nvidia.com/gpu": 1}})
+    data["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    job = node_jobs(text(runtime, data))["tj-node-0"]
+    assert container(job)["resources"] == {
+        "limits": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": 1}
+    }
+
+
+def runtime_doc(resources: dict | None = None, policy: dict | None = None) -> dict[str, Any]:
+    """A TrainingRuntime `mine`: a `prepare` Job, then the trainer's `node` Job after it."""
+    node = {"name": "node", "image": "busybox", "env": [{"name": "B", "value": "from runtime"}]}
+    if resources:
+        node["resources"] = resources
+    prepare = {"name": "prepare", "image": "busybox", "command": ["sh", "-c", "true"]}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "mine"},
+        "spec": {
+            "mlPolicy": {"numNodes": 2, **(policy if policy is not None else {"torch": {}})},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "prepare",
+                            "template": {"spec": {"template": {"spec": {"containers": [prepare]}}}},
+                        },
+                        {
+                            "name": "node",
+                            "dependsOn": [{"name": "prepare", "status": "Complete"}],
+                            "template": {
+                                "metadata": {
+                                    "labels": {
+                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
+                                    }
+                                },
+                                "spec": {"template": {"spec": {"containers": [node]}}},
+                            },
+                        },
+                    ]
+                }
+            },
+        },
+    }
+
+
+def text(*documents: dict[str, Any]) -> str:
+    return yaml.safe_dump_all(documents, sort_keys=False)
+
+
+def expand_text(data: str) -> Any:
+    return doors.parse(data, source="test.yaml")
+
+
+def test_a_runtime_in_the_same_file_runs_with_its_order_and_policy() -> None:
+    """A TrainingRuntime beside the TrainJob: its JobSet template (a `prepare` Job the trainer
+    depends on) and its ML policy's node count, the trainer's env upserted over the
+    runtime's."""
+    data = trainjob("mine", env=[{"name": "B", "value": "from trainjob"}])
+    data["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    found = node_jobs(text(data, runtime_doc()))
+    assert sorted(found) == ["tj-node-0", "tj-prepare-0"]
+    node = found["tj-node-0"]
+    assert node["spec"]["completions"] == 2
+    assert env(container(node))["B"] == "from trainjob"
+    assert env(container(node))["PET_NNODES"] == "2"
+    assert "pulumi.com/skipAwait" not in found["tj-prepare-0"]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "message"),
+    [
+        (trainjob("nope"), "spec.runtimeRef.name", "no ClusterTrainingRuntime 'nope' is known"),
+        (trainjob("deepspeed-distributed"), "spec.runtimeRef.name", "MPIJob"),
+        (
+            trainjob(env=[{"name": "PET_NNODES", "value": "2"}]),
+            "spec.trainer.env",
+            "reserved envs",
+        ),
+        (trainjob(image="bad image"), "spec.trainer.image", "image reference"),
+        (trainjob(numNodes=0), "spec.trainer.numNodes", ""),
+        (
+            {
+                **trainjob(),
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "initializer": {}},
+            },
+            "spec.initializer",
+            "not run",
+        ),
+        (
+            {
+                **trainjob(),
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": []},
+            },
+            "spec.runtimePatches",
+            "patched runtime",
+        ),
+        (
+            {
+                **trainjob(),
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "managedBy": "x/y"},
+            },
+            "spec.managedBy",
+            "would run this",
+        ),
+        (
+            {
+                **trainjob(),
+                "spec": {"runtimeRef": {"name": "torch-distributed", "kind": "Deployment"}},
+            },
+            "spec.runtimeRef.kind",
+            "TrainingRuntime",
+        ),
+    ],
+)
+def test_bad_trainjobs_are_refused_at_the_field(data: dict, path: str, message: str) -> None:
+    with pytest.raises(ManifestError) as error:
+        expand(data)
+    found = {p.path: p.message for p in error.value.problems}
+    assert path in found and message in found[path], found
+
+
+def test_a_runtime_problem_is_at_the_runtimes_line() -> None:
+    runtime = runtime_doc(policy={"mpi": {}})
+    data = trainjob("mine")
+    data["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    with pytest.raises(ManifestError, match=r"mlPolicy.mpi is not run from a TrainJob yet"):
+        expand_text(text(data, runtime))
+    broken = runtime_doc()
+    broken["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "completionMode"
+    ] = "NonIndexed"
+    with pytest.raises(ManifestError) as error:
+        expand_text(text(data, broken))
+    (problem,) = error.value.problems
+    assert (
+        problem.path == "runtime: spec.template.spec.replicatedJobs.0.template.spec.completionMode"
+    )
+    assert problem.line is not None and problem.line > 10  # (in the runtime's document)
+
+
+def test_a_runtime_alone_is_not_an_experiment() -> None:
+    with pytest.raises(ManifestError, match="give the TrainJob that names it"):
+        expand_text(text(runtime_doc()))
+
+
+def test_real_torch_distributed_trainjob_over_gloo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the local cluster: 3 nodes run torchrun from the PET_* env alone, all-reduce over
+    gloo, and rank 0 saves the model (the checkpoint)."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    shutil.copy(ROOT / "examples" / "train.py", tmp_path)
+    data = trainjob(numNodes=3, command=["torchrun", "train.py", "--out", "/tmp"])
+    path = tmp_path / "trainjob.yaml"
+    path.write_text(yaml.safe_dump(data))
+    lines: list[tuple[str, str]] = []
+    code = run_experiment(
+        doors.load(path), name="tj", timeout=300, on_line=lambda p, line: lines.append((p, line))
+    )
+    assert code == 0, lines
+    assert ("tj-node-0-0", "model saved in /tmp") in lines
+    for rank in range(3):
+        assert (f"tj-node-0-{rank}", f"rank {rank} of 3 done") in lines
+
+
+EXAMPLES = sorted((ROOT / "tests" / "trainer").glob("*.yaml"))
+# The public examples refused, and the field each refusal names (docs/coming-from/trainer-v2.md).
+REFUSED = {
+    "flux.flux-interactive": "spec.runtimeRef.name",
+    "flux.flux-runtime": "kind",
+    "flux.lammps-train-gpus": "spec.runtimeRef.name",
+    "flux.lammps-train-job": "spec.runtimeRef.name",
+    "yaml.02-runtime-patches": "spec.runtimePatches",
+    "yaml.04-volcano-integration": "spec.runtimeRef",
+    "yaml.05-multi-step": "spec.initializer",
+}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_public_examples_render_or_are_refused_as_documented(path: Path) -> None:
+    """kubeflow/trainer v2.3.0's YAML examples: valid objects with Trainer's JobSet, or the
+    refusal REFUSED names."""
+    if path.stem in REFUSED:
+        with pytest.raises(ManifestError) as error:
+            doors.load(path)
+        assert REFUSED[path.stem] in {p.path for p in error.value.problems}
+        return
+    objects = expand(path).objects
+    for obj in objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    assert limits.check(objects) == []
+    (job,) = [o for o in objects if o["kind"] == "Job"]
+    assert "PET_MASTER_ADDR" in env(container(job))
+
+
+def test_the_docs_list_exactly_the_refused_examples() -> None:
+    text = (ROOT / "docs" / "coming-from" / "trainer-v2.md").read_text()
+    section = text.split("## The examples that need a change")[1]
+    assert sorted(re.findall(r"^\| `([a-z0-9.-]+)` \|", section, re.M)) == sorted(REFUSED)
