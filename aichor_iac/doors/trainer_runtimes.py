@@ -1,5 +1,6 @@
 """Kubeflow Trainer's standard runtimes, known by name without a cluster: the
-`ClusterTrainingRuntime`s of kubeflow/trainer v2.3.0 (`manifests/base/runtimes/`), as data.
+`ClusterTrainingRuntime`s of kubeflow/trainer v2.3.0 (`manifests/base/runtimes/`), as data;
+and what its ML policies' plugins add to the trainer's node container (`POLICIES`).
 
 A TrainJob names one in `runtimeRef` (kind `ClusterTrainingRuntime`, the default); a runtime
 given in the same file takes precedence over one of these by the same name. Only those whose
@@ -8,10 +9,16 @@ ML policy aichor-iac runs are listed; the others are named in `NOT_RUN` with the
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Protocol
+
+from ..limits import quantity
 
 VERSION = "v2.3.0"  # the kubeflow/trainer release these follow
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+NODE = "node"  # the trainer's Job and container
+TRAINER_PORT = 29500  # Trainer's ContainerTrainerPort
+INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
 def _runtime(name: str, framework: str, policy: dict[str, Any], image: str) -> dict[str, Any]:
@@ -42,6 +49,15 @@ RUNTIMES: dict[str, dict[str, Any]] = {
         {"torch": {}},
         "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
     ),
+    "jax-distributed": _runtime(
+        "jax-distributed", "jax", {"jax": {}}, "nvcr.io/nvidia/jax:25.10-py3"
+    ),
+    "xgboost-distributed": _runtime(
+        "xgboost-distributed",
+        "xgboost",
+        {"xgboost": {}},
+        "ghcr.io/kubeflow/trainer/xgboost-runtime",
+    ),
 }
 
 # The standard runtimes whose ML policy is not run here yet: why, and what runs instead.
@@ -50,8 +66,93 @@ NOT_RUN = {
     "TrainJob yet: run it as a kubeflow.org/v2beta1 MPIJob",
     "mlx-distributed": "its MPI policy is not read from a TrainJob yet: run it as a "
     "kubeflow.org/v2beta1 MPIJob",
-    "jax-distributed": "its JAX policy is not read from a TrainJob yet: run it as a "
-    "kubeflow.org/v1 JAXJob",
-    "xgboost-distributed": "its XGBoost policy is not read from a TrainJob yet: run it as a "
-    "kubeflow.org/v1 XGBoostJob",
 }
+
+
+class Trainer(Protocol):
+    """What the plugins read of a TrainJob's trainer."""
+
+    num_proc_per_node: int | None
+
+
+def _torch_env(
+    resources: dict[str, Any], trainer: Trainer, nodes: int, name: str | None
+) -> list[dict[str, Any]]:
+    """What Trainer's torch plugin gives the node container (`EnforceMLPolicy`): torchrun's
+    PET_* variables, rank 0's host as the master."""
+    per_node: str
+    if trainer.num_proc_per_node is not None:
+        per_node = str(trainer.num_proc_per_node)
+    elif _gpus(resources):
+        per_node = "auto"
+    else:
+        per_node = str(max(1, _cpus(resources)))
+    return [
+        {"name": "PET_NNODES", "value": str(nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": per_node},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
+        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
+        {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
+    ]
+
+
+def _jax_env(
+    resources: dict[str, Any], trainer: Trainer, nodes: int, name: str | None
+) -> list[dict[str, Any]]:
+    """What Trainer's jax plugin gives: `jax.distributed.initialize()`'s variables."""
+    return [
+        {"name": "JAX_NUM_PROCESSES", "value": str(nodes)},
+        {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
+        {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{name}-{NODE}-0-0.{name}:{TRAINER_PORT}"},
+    ]
+
+
+def _xgboost_env(
+    resources: dict[str, Any], trainer: Trainer, nodes: int, name: str | None
+) -> list[dict[str, Any]]:
+    """What Trainer's xgboost plugin gives: the Rabit tracker (rank 0 hosts it) and a
+    worker per GPU of every node (one per node without GPUs)."""
+    return [
+        {"name": "DMLC_TRACKER_URI", "value": f"{name}-{NODE}-0-0.{name}"},
+        {"name": "DMLC_TRACKER_PORT", "value": str(TRAINER_PORT)},
+        {"name": "DMLC_TASK_ID", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
+        {"name": "DMLC_NUM_WORKER", "value": str(nodes * max(1, _gpus(resources)))},
+    ]
+
+
+# Each ML policy: its plugin's env on the node container (after the trainer's), and the names
+# its webhook refuses in spec.trainer.env.
+POLICIES = {
+    "torch": (
+        _torch_env,
+        ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"),
+    ),
+    "jax": (_jax_env, ()),
+    "xgboost": (
+        _xgboost_env,
+        ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"),
+    ),
+}
+
+
+def _gpus(resources: dict[str, Any]) -> int:
+    """Trainer's `GetNumGPUPerNode`: the first `*gpu*` request (by name), else limit,
+    rounded up."""
+    for kind in ("requests", "limits"):
+        found = sorted(
+            (k, v) for k, v in _mapping(resources.get(kind)).items() if "gpu" in k.lower()
+        )
+        if found and (count := math.ceil(quantity(found[0][1]))):
+            return count
+    return 0
+
+
+def _cpus(resources: dict[str, Any]) -> int:
+    """Trainer's `getNumCPUPerNode`: the CPU request, else the limit, rounded up."""
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    value = _mapping(requests).get("cpu") or _mapping(limits).get("cpu") or 0
+    return math.ceil(quantity(value))
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

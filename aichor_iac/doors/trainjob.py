@@ -6,10 +6,10 @@ The runtime (`runtimeRef`: one of Trainer's standard runtimes, known by name, or
 `TrainingRuntime` / `ClusterTrainingRuntime` given in the same file) is a JobSet template and an
 ML policy. This door builds the JobSet Trainer's controller would create from them (its
 `jobset` plugin: the trainer's image, command, args, env, nodes and resources on the `node`
-container of the Job labelled `trainjob-ancestor-step: trainer`; its `torch` plugin: the
-`PET_*` env and the trainer port) and hands it to the JobSet door, so that a TrainJob runs
-exactly as that JobSet would. What Trainer does that is not run here yet is refused, naming
-the field.
+container of the Job labelled `trainjob-ancestor-step: trainer`; its `torch`, `jax` and
+`xgboost` plugins: their env and the trainer port) and hands it to the JobSet door, so that a
+TrainJob runs exactly as that JobSet would. What Trainer does that is not run here yet is
+refused, naming the field.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import math
 import re
 from typing import Any
 
@@ -25,28 +24,18 @@ from pydantic import ConfigDict, Field
 
 from ..experiment.groups import Model
 from ..experiment.model import Experiment
-from ..limits import INT32, quantity
+from ..limits import INT32
 from ..problems import ManifestError, Problem, line_for
 from ..reading import podtemplate as templates
 from ..reading.text import Document
 from . import jobset
 from .jobset_spec import JobSetSpec
-from .trainer_runtimes import ANCESTOR, NOT_RUN, RUNTIMES
+from .trainer_runtimes import ANCESTOR, NODE, NOT_RUN, POLICIES, RUNTIMES, TRAINER_PORT
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KINDS = ("TrainJob",)
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
-NODE = "node"  # the trainer's Job and container
-TRAINER_PORT = 29500  # Trainer's ContainerTrainerPort
-RESERVED = (
-    "PET_NNODES",
-    "PET_NPROC_PER_NODE",
-    "PET_NODE_RANK",
-    "PET_MASTER_ADDR",
-    "PET_MASTER_PORT",
-)
-INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 REFUSED = {
     "initializer": "dataset and model initializers are not run from a TrainJob yet: download "
     "in the trainer's command, or give a JobSet whose first replicated Job does it",
@@ -96,6 +85,13 @@ class MLPolicy(Model):
 
     num_nodes: int = Field(1, ge=1, le=INT32)
     torch: dict[str, Any] | None = None
+    jax: dict[str, Any] | None = None
+    xgboost: dict[str, Any] | None = None
+
+    @property
+    def source(self) -> str | None:
+        """The ML policy the runtime names (Trainer allows one)."""
+        return next((n for n in POLICIES if getattr(self, n) is not None), None)
 
 
 class RuntimeTemplate(Model):
@@ -211,8 +207,8 @@ def _runtime_spec(runtime: dict[str, Any], source: str, lines: dict) -> RuntimeS
 
 
 def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:
-    """The runtime's ML and gang policies this door runs (torch, or none), and the trainer's
-    env that the torch policy reserves (as Trainer's webhook refuses it)."""
+    """The runtime's ML and gang policies this door runs (one of `POLICIES`, or none), and
+    the trainer's env its policy reserves (as Trainer's webhooks refuse it)."""
     problems = []
     for key in sorted(runtime.ml_policy.model_extra or {}):
         reason = f"the runtime's mlPolicy.{key} is not run from a TrainJob yet"
@@ -220,11 +216,16 @@ def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:
     if runtime.pod_group_policy:
         reason = "the runtime's podGroupPolicy is not read yet: set aichor:gangScheduler"
         problems.append(Problem("spec.runtimeRef", reason))
-    if runtime.ml_policy.torch is not None and spec.trainer:
-        reserved = sorted({e.get("name") for e in spec.trainer.env} & set(RESERVED))
-        if reserved:
-            reason = f"must not have reserved envs (torch sets them): {', '.join(reserved)}"
-            problems.append(Problem("spec.trainer.env", reason))
+    given = [n for n in POLICIES if getattr(runtime.ml_policy, n) is not None]
+    if len(given) > 1:
+        reason = f"the runtime's mlPolicy gives {' and '.join(given)}: Trainer runs one"
+        problems.append(Problem("spec.runtimeRef", reason))
+    source = runtime.ml_policy.source
+    reserved = set(POLICIES[source][1]) if source else set()
+    for i, entry in enumerate(spec.trainer.env if spec.trainer else []):
+        if entry.get("name") in reserved:
+            reason = f"{entry['name']} is reserved for the {source} runtime (it sets it)"
+            problems.append(Problem(f"spec.trainer.env.{i}", reason))
     return problems
 
 
@@ -291,7 +292,8 @@ def _node(
     nodes: int,
     name: str | None,
 ) -> None:
-    """The `node` container: the trainer's fields, then the torch policy's env and port."""
+    """The `node` container: the trainer's fields, then its ML policy's env and port."""
+    runtime_resources = _mapping(container.get("resources"))
     for key, value in (
         ("image", trainer.image),
         ("command", trainer.command),
@@ -310,48 +312,19 @@ def _node(
             container["resources"]["claims"] = claims
     own = container.get("env") if isinstance(container.get("env"), list) else []
     env = _upserted(own, trainer.env)
-    if policy.torch is not None:
-        resources = _mapping(container.get("resources"))
-        env = _upserted(env, _torch_env(resources, trainer, nodes, name))
-        ports = container.get("ports") or []
-        if not any(p.get("containerPort") == TRAINER_PORT for p in ports):
+    if policy.source is not None:
+        # (the plugins read the trainer's resourcesPerNode, else the runtime's own)
+        resources = (
+            trainer.resources_per_node.model_dump(exclude_none=True)
+            if (trainer.resources_per_node)
+            else runtime_resources
+        )
+        env = _upserted(env, POLICIES[policy.source][0](resources, trainer, nodes, name))
+        ports = container.get("ports") if isinstance(container.get("ports"), list) else []
+        if not any(isinstance(p, dict) and p.get("containerPort") == TRAINER_PORT for p in ports):
             container["ports"] = [*ports, {"containerPort": TRAINER_PORT}]
     if env:
         container["env"] = env
-
-
-def _torch_env(
-    resources: dict[str, Any], trainer: Trainer, nodes: int, name: str | None
-) -> list[dict[str, Any]]:
-    """What Trainer's torch plugin gives the node container (`EnforceMLPolicy`): torchrun's
-    PET_* variables, rank 0's host as the master."""
-    per_node: str
-    if trainer.num_proc_per_node is not None:
-        per_node = str(trainer.num_proc_per_node)
-    elif _gpus(resources):
-        per_node = "auto"
-    else:
-        per_node = str(max(1, _cpus(resources)))
-    return [
-        {"name": "PET_NNODES", "value": str(nodes)},
-        {"name": "PET_NPROC_PER_NODE", "value": per_node},
-        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
-        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
-        {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
-    ]
-
-
-def _gpus(resources: dict[str, Any]) -> int:
-    """Trainer's `GetNumGPUPerNode`: the limits' `*gpu*` resources."""
-    limits = resources.get("limits") or {}
-    return sum(int(quantity(v)) for k, v in limits.items() if "gpu" in k)
-
-
-def _cpus(resources: dict[str, Any]) -> int:
-    """Trainer's `getNumCPUPerNode`: the CPU request, else the limit, rounded up."""
-    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-    value = requests.get("cpu") or limits.get("cpu") or 0
-    return math.ceil(quantity(value))
 
 
 def _upserted(env: list[Any], added: list[dict[str, Any]]) -> list[Any]:

@@ -108,6 +108,38 @@ def test_procs_per_node_as_the_torch_plugin_counts_them(trainer: dict, per_node:
     assert env(container(job))["PET_NPROC_PER_NODE"] == per_node
 
 
+@pytest.mark.parametrize(
+    ("runtime", "trainer", "expected"),
+    [
+        (
+            "jax-distributed",
+            {"numNodes": 2},
+            {
+                "JAX_NUM_PROCESSES": "2",
+                "JAX_PROCESS_ID": f"field:{INDEX}",
+                "JAX_COORDINATOR_ADDRESS": "tj-node-0-0.tj:29500",
+            },
+        ),
+        (
+            "xgboost-distributed",
+            {"numNodes": 3, "resourcesPerNode": {"limits": {"nvidia.com/gpu": 2}}},
+            {
+                "DMLC_TRACKER_URI": "tj-node-0-0.tj",
+                "DMLC_TRACKER_PORT": "29500",
+                "DMLC_TASK_ID": f"field:{INDEX}",
+                "DMLC_NUM_WORKER": "6",  # a worker per GPU of every node
+            },
+        ),
+        ("xgboost-distributed", {"numNodes": 3}, {"DMLC_NUM_WORKER": "3"}),
+    ],
+)
+def test_the_jax_and_xgboost_plugins_env(runtime: str, trainer: dict, expected: dict) -> None:
+    (job,) = node_jobs(trainjob(runtime, **trainer)).values()
+    seen = env(container(job))
+    assert {k: seen[k] for k in expected} == expected
+    assert not any(k.startswith("PET_") for k in seen)
+
+
 def test_resources_per_node_merge_into_the_runtimes() -> None:
     runtime = runtime_doc(resources={"limits": {"cpu": "2", "memory": "4Gi"}})
     data = trainjob("mine", resourcesPerNode={"limits": {"memory": "8Gi", "nvidia.com/gpu": 1}})
@@ -184,12 +216,18 @@ def test_a_runtime_in_the_same_file_runs_with_its_order_and_policy() -> None:
     [
         (trainjob("nope"), "spec.runtimeRef.name", "no ClusterTrainingRuntime 'nope' is known"),
         (trainjob("deepspeed-distributed"), "spec.runtimeRef.name", "MPIJob"),
+        (trainjob("mlx-distributed"), "spec.runtimeRef.name", "MPIJob"),
         (
             trainjob(env=[{"name": "PET_NNODES", "value": "2"}]),
-            "spec.trainer.env",
-            "reserved envs",
+            "spec.trainer.env.0",
+            "reserved for the torch runtime",
         ),
         (trainjob(image="bad image"), "spec.trainer.image", "image reference"),
+        (
+            trainjob("xgboost-distributed", env=[{"name": "DMLC_TASK_ID", "value": "0"}]),
+            "spec.trainer.env.0",
+            "reserved for the xgboost runtime",
+        ),
         (trainjob(numNodes=0), "spec.trainer.numNodes", ""),
         (
             {
@@ -310,3 +348,20 @@ def test_the_docs_list_exactly_the_refused_examples() -> None:
     text = (ROOT / "docs" / "coming-from" / "trainer-v2.md").read_text()
     section = text.split("## The examples that need a change")[1]
     assert sorted(re.findall(r"^\| `([a-z0-9.-]+)` \|", section, re.M)) == sorted(REFUSED)
+
+
+def test_real_jax_distributed_trainjob(tmp_path: Path) -> None:
+    """On the local cluster: 3 nodes form one JAX cluster from the jax plugin's env alone
+    (examples/train_jax.py: a global array over every process, its gradient all-reduced)."""
+    shutil.copy(ROOT / "examples" / "train_jax.py", tmp_path)
+    data = trainjob("jax-distributed", numNodes=3, command=["python3", "-u", "train_jax.py"])
+    path = tmp_path / "trainjob.yaml"
+    path.write_text(yaml.safe_dump(data))
+    lines: list[tuple[str, str]] = []
+    code = run_experiment(
+        doors.load(path), name="tj", timeout=300, on_line=lambda p, line: lines.append((p, line))
+    )
+    assert code == 0, lines
+    for i in range(3):
+        said = [line for p, line in lines if p == f"tj-node-0-{i}"]
+        assert any(line.startswith(f"process {i} of 3 on tj-node-0-{i}") for line in said), said
