@@ -23,6 +23,7 @@ __all__ = [
     "Settings",
     "destroy",
     "experiment_from_function",
+    "experiment_from_trainer",
     "load",
     "logs",
     "render",
@@ -44,6 +45,14 @@ def experiment_from_function(func: Callable[..., Any], **options: Any) -> Experi
     from .doors.function import experiment_from_function as _from_function
 
     return _from_function(func, **options)
+
+
+def experiment_from_trainer(trainer: Any, **options: Any) -> Experiment:
+    """The TrainJob experiment of Kubeflow's v2 SDK `CustomTrainer` (see
+    `aichor_iac.doors.function.experiment_from_trainer`: `runtime`, `name`)."""
+    from .doors.function import experiment_from_trainer as _from_trainer
+
+    return _from_trainer(trainer, **options)
 
 
 def up(experiment: Experiment | str | Path, stack: str, **options: Any) -> dict[str, Any]:

@@ -34,6 +34,8 @@ from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem
 from .kubeflow import KINDS
 from .router import validate
+from .trainer_runtimes import NODE, RUNTIMES
+from .trainjob import API_VERSION as TRAINER_API
 
 MOUNT = "/aichor/function"  # where the program and its arguments are mounted
 PACKAGES = "/tmp/aichor-packages"  # where pip installs the packages (any user may write)
@@ -72,11 +74,13 @@ def experiment_from_function(
     pip_index_url: str | None = None,
     env: Mapping[str, str] | None = None,
     args: Mapping[str, Any] | None = None,
+    runtime: str | None = None,
 ) -> Experiment:
     """The experiment that runs `func(**args)` once per process of `num_nodes` replicas (per
     GPU with `nproc_per_node`, PyTorch), each with `resources_per_node` (`cpu`, `memory`,
     `gpu`, or any resource name), `env`, and `packages` installed first; or ManifestError
-    naming what cannot be shipped or run."""
+    naming what cannot be shipped or run. With `runtime` (one of Trainer's standard runtimes)
+    it is the TrainJob Kubeflow's v2 SDK creates (`framework` is the runtime's then)."""
     source = f"<function {getattr(func, '__qualname__', func)}>"
     if framework not in FRAMEWORKS:
         known = ", ".join(FRAMEWORKS)
@@ -105,7 +109,10 @@ def experiment_from_function(
         "volumeMounts": [{"name": "function", "mountPath": MOUNT, "readOnly": True}],
     }
     volume = {"name": "function", "configMap": {"name": config_map["metadata"]["name"]}}
-    if framework == "ray":
+    if runtime is not None:
+        given = {"image": image, "nproc": nproc_per_node, "script": (packages, pip_index_url)}
+        resource = _trainjob(runtime, experiment, container, volume, num_nodes, given, source)
+    elif framework == "ray":
         resource = _rayjob(experiment, container, volume, num_nodes, packages, pip_index_url)
     else:
         distributed = num_nodes > 1 or nproc_per_node is not None
@@ -175,6 +182,93 @@ def _rayjob(
             pip = {"packages": packages, "pip_install_options": ["--index-url", index]}
         spec["runtimeEnvYAML"] = json.dumps({"pip": pip})  # (JSON is YAML)
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name}, "spec": spec}
+
+
+def _trainjob(
+    runtime: str,
+    name: str,
+    container: dict[str, Any],
+    volume: dict[str, Any],
+    num_nodes: int,
+    given: dict[str, Any],
+    source: str,
+) -> dict[str, Any]:
+    """The TrainJob the v2 SDK creates (`get_trainer_cr_from_custom_trainer`): the runtime's
+    trainer with the function's nodes, resources (requests and limits alike), env, image and
+    command; the function's ConfigMap mounted on the node container by a runtime patch (the
+    SDK pastes the code into the command; here no shell reads it)."""
+    if runtime not in RUNTIMES:
+        reason = f"'{runtime}': give one of Trainer's standard runtimes ({', '.join(RUNTIMES)})"
+        raise ManifestError(source, [Problem("runtime", reason)])
+    nproc = given["nproc"]
+    if nproc is not None and (not isinstance(nproc, int) or "torch" not in _policy(runtime)):
+        reason = "a whole number of processes, for a torch runtime (numProcPerNode)"
+        raise ManifestError(source, [Problem("nproc_per_node", reason)])
+    entry = "torchrun" if "torch" in _policy(runtime) else "python3 -u"  # (the SDK's command)
+    command = ["/bin/sh", "-c", _script(entry, *given["script"])]
+    trainer: dict[str, Any] = {"numNodes": num_nodes, "command": command}
+    trainer.update(
+        {
+            key: value
+            for key, value in (
+                ("image", given["image"]),
+                ("env", container["env"]),
+                ("resourcesPerNode", container["resources"]),
+                ("numProcPerNode", nproc),
+            )
+            if value
+        }
+    )
+    pod = {
+        "volumes": [volume],
+        "containers": [{"name": NODE, "volumeMounts": container["volumeMounts"]}],
+    }
+    job = {"name": NODE, "template": {"spec": {"template": {"spec": pod}}}}
+    patch = {
+        "manager": "aichor-iac",
+        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}},
+    }
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": runtime}, "trainer": trainer, "runtimePatches": [patch]},
+    }
+
+
+def _policy(runtime: str) -> dict[str, Any]:
+    return RUNTIMES[runtime]["spec"]["mlPolicy"]
+
+
+def experiment_from_trainer(
+    trainer: Any, *, runtime: str = "torch-distributed", name: str | None = None
+) -> Experiment:
+    """The experiment of Kubeflow's v2 SDK `TrainerClient().train(runtime=runtime,
+    trainer=CustomTrainer(...))`: `trainer` is a `CustomTrainer` or anything (a mapping too)
+    with its fields — `func`, `func_args`, `num_nodes`, `resources_per_node`,
+    `packages_to_install`, `pip_index_urls`, `env`, `image`."""
+
+    def get(key: str) -> Any:
+        return trainer.get(key) if isinstance(trainer, Mapping) else getattr(trainer, key, None)
+
+    func, indexes = get("func"), list(get("pip_index_urls") or [])
+    if not callable(func):
+        raise ManifestError("<trainer>", [Problem("func", "give the training function")])
+    if len(indexes) > 1:
+        reason = "one package index is read here: give the one that holds every package"
+        raise ManifestError("<trainer>", [Problem("pip_index_urls", reason)])
+    return experiment_from_function(
+        func,
+        runtime=runtime,
+        name=name,
+        num_nodes=get("num_nodes") or 1,
+        resources_per_node=get("resources_per_node"),
+        image=get("image"),
+        packages=get("packages_to_install") or (),
+        pip_index_url=indexes[0] if indexes else None,
+        env=get("env"),
+        args=get("func_args"),
+    )
 
 
 def _check(packages: list[str], source: str) -> None:

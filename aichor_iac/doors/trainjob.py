@@ -30,6 +30,7 @@ from ..reading import podtemplate as templates
 from ..reading.text import Document
 from . import jobset
 from .jobset_spec import JobSetSpec
+from .trainer_patches import RuntimePatch, merged
 from .trainer_runtimes import ANCESTOR, NODE, NOT_RUN, POLICIES, RUNTIMES, TRAINER_PORT
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
@@ -39,8 +40,6 @@ CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 REFUSED = {
     "initializer": "dataset and model initializers are not run from a TrainJob yet: download "
     "in the trainer's command, or give a JobSet whose first replicated Job does it",
-    "runtimePatches": "patches of the runtime are not applied yet: give the patched runtime "
-    "in the same file (a TrainingRuntime)",
     "activeDeadlineSeconds": "a TrainJob's deadline is not run yet: remove it",
 }
 
@@ -76,7 +75,7 @@ class TrainJobSpec(Model):
     suspend: bool = False
     managed_by: str | None = None
     initializer: dict[str, Any] | None = None
-    runtime_patches: list[dict[str, Any]] | None = None
+    runtime_patches: list[RuntimePatch] = Field(default_factory=list)
     active_deadline_seconds: int | None = None
 
 
@@ -238,18 +237,30 @@ def _jobset(
 ) -> dict[str, Any]:
     """The JobSet Trainer's controller creates for the TrainJob on `runtime` (its spec
     validated: `_runtime_spec`)."""
-    template = copy.deepcopy(runtime["spec"]["template"])
-    jobs = template["spec"]["replicatedJobs"]
+    template = copy.deepcopy(runtime["spec"]["template"]["spec"])
+    order = [rjob["name"] for rjob in template["replicatedJobs"]]
+    labels: dict[str, str] = {}
+    for patch in spec.runtime_patches:  # (Trainer's `mergeRuntimePatches`, in order)
+        template = merged(template, patch.spec())
+        labels.update(patch.labels())
+    jobs = sorted(template["replicatedJobs"], key=lambda r: _at(order, r["name"]))
     for rjob in jobs:
         _trainer_job(rjob, policy, spec, name)
     metadata = data.get("metadata") or {}
+    # (its name; its labels, the patches' too, for the Kueue queue they ask: `jobset._queue`)
+    kept = {k: v for k, v in metadata.items() if k in ("name", "generateName")}
+    labels.update(metadata.get("labels") or {})
     return {
         "apiVersion": jobset.API_VERSION,
         "kind": "JobSet",
-        # (its name; its labels, for the Kueue queue it asks for: `jobset._queue`)
-        "metadata": {k: v for k, v in metadata.items() if k in ("name", "generateName", "labels")},
-        "spec": {**template["spec"], "replicatedJobs": jobs, "suspend": spec.suspend},
+        "metadata": {**kept, **({"labels": labels} if labels else {})},
+        "spec": {**template, "replicatedJobs": jobs, "suspend": spec.suspend},
     }
+
+
+def _at(order: list[str], name: str) -> int:
+    """Where a replicated Job stands in the runtime's order (a patch's new one: last)."""
+    return order.index(name) if name in order else len(order)
 
 
 def _trainer_job(

@@ -240,14 +240,6 @@ def test_a_runtime_in_the_same_file_runs_with_its_order_and_policy() -> None:
         (
             {
                 **trainjob(),
-                "spec": {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": []},
-            },
-            "spec.runtimePatches",
-            "patched runtime",
-        ),
-        (
-            {
-                **trainjob(),
                 "spec": {"runtimeRef": {"name": "torch-distributed"}, "managedBy": "x/y"},
             },
             "spec.managedBy",
@@ -289,6 +281,66 @@ def test_a_runtime_problem_is_at_the_runtimes_line() -> None:
     assert problem.line is not None and problem.line > 10  # (in the runtime's document)
 
 
+def test_runtime_patches_merge_as_trainers_strategic_merge() -> None:
+    """runtimePatches, in order: a replicated Job's pods get the patch's service account,
+    placement and volumes; its containers' env merges by name (the trainer's env and the
+    policy's still after it) and mounts by path; other Jobs and the runtime's order stay."""
+    data = trainjob("mine", numNodes=2)
+    data["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    pod = {
+        "serviceAccountName": "sa",
+        "nodeSelector": {"pool": "train"},
+        "volumes": [{"name": "data", "emptyDir": {}}],
+        "containers": [
+            {
+                "name": "node",
+                "env": [{"name": "B", "value": "patched"}, {"name": "C", "value": "new"}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            }
+        ],
+    }
+    first = {"name": "node", "template": {"spec": {"template": {"spec": pod}}}}
+    second = {
+        "name": "node",
+        "template": {"spec": {"template": {"spec": {"serviceAccountName": "sa2"}}}},
+    }
+    data["spec"]["runtimePatches"] = [
+        {
+            "manager": "a",
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [first]}}},
+        },
+        {
+            "manager": "b",
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [second]}}},
+        },
+    ]
+    found = node_jobs(text(data, runtime_doc()))
+    assert sorted(found) == ["tj-node-0", "tj-prepare-0"]
+    spec = found["tj-node-0"]["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "sa2" and spec["nodeSelector"] == {"pool": "train"}
+    assert {"name": "data", "emptyDir": {}} in spec["volumes"]
+    node = container(found["tj-node-0"])
+    names = [e["name"] for e in node["env"]]
+    assert names[:2] == ["B", "C"] and names.index("PET_NNODES") > 1
+    assert env(node)["B"] == "patched"
+    assert {"name": "data", "mountPath": "/data"} in node["volumeMounts"]
+    assert "serviceAccountName" not in found["tj-prepare-0"]["spec"]["template"]["spec"]
+
+
+def test_a_runtime_patch_outside_what_trainer_patches_is_refused() -> None:
+    data = trainjob()
+    patch = {"replicatedJobs": [{"name": "node", "template": {"spec": {"parallelism": 4}}}]}
+    data["spec"]["runtimePatches"] = [
+        {"manager": "a", "trainingRuntimeSpec": {"template": {"spec": patch}}}
+    ]
+    with pytest.raises(ManifestError) as error:
+        expand(data)
+    (problem,) = error.value.problems
+    assert problem.path.startswith(
+        "spec.runtimePatches.0.trainingRuntimeSpec.template.spec.replicatedJobs.0"
+    )
+
+
 def test_a_runtime_alone_is_not_an_experiment() -> None:
     with pytest.raises(ManifestError, match="give the TrainJob that names it"):
         expand_text(text(runtime_doc()))
@@ -321,7 +373,6 @@ REFUSED = {
     "flux.flux-runtime": "kind",
     "flux.lammps-train-gpus": "spec.runtimeRef.name",
     "flux.lammps-train-job": "spec.runtimeRef.name",
-    "yaml.02-runtime-patches": "spec.runtimePatches",
     "yaml.04-volcano-integration": "spec.runtimeRef",
     "yaml.05-multi-step": "spec.initializer",
 }
@@ -350,9 +401,10 @@ def test_the_docs_list_exactly_the_refused_examples() -> None:
     assert sorted(re.findall(r"^\| `([a-z0-9.-]+)` \|", section, re.M)) == sorted(REFUSED)
 
 
-def test_real_jax_distributed_trainjob(tmp_path: Path) -> None:
+def test_real_jax_distributed_trainjob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On the local cluster: 3 nodes form one JAX cluster from the jax plugin's env alone
     (examples/train_jax.py: a global array over every process, its gradient all-reduced)."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     shutil.copy(ROOT / "examples" / "train_jax.py", tmp_path)
     data = trainjob("jax-distributed", numNodes=3, command=["python3", "-u", "train_jax.py"])
     path = tmp_path / "trainjob.yaml"
