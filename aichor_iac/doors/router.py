@@ -72,6 +72,9 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
         raise ManifestError(source, which)
     kept, invalid = companions.read(beside)
     document = documents[index]
+    if runtimes and not _api_version(document.data).startswith(TRAINER):
+        reason = "a Trainer runtime is read beside the TrainJob that names it, not beside this"
+        raise ManifestError(source, [Problem("kind", reason, d.line) for d in runtimes])
     try:
         experiment = validate(document.data, source, document.lines, list(kept), runtimes)
     except ManifestError as error:  # (every problem of the file at once)

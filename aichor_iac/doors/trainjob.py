@@ -18,6 +18,7 @@ import copy
 import dataclasses
 import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -126,7 +127,7 @@ def validate(
     source: str,
     lines: dict,
     companions: list[dict[str, Any]],
-    runtimes: list[Document] = (),  # type: ignore[assignment]
+    runtimes: Sequence[Document] = (),
 ) -> Experiment:
     """The TrainJob as the experiment of the JobSet Trainer would create for it, or
     ManifestError naming every problem (the TrainJob's at its paths, the runtime's at its)."""
@@ -170,7 +171,7 @@ def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, TrainJobSpec]:
 
 
 def _runtime(
-    ref: RuntimeRef, given: list[Document], problems: list[Problem]
+    ref: RuntimeRef, given: Sequence[Document], problems: list[Problem]
 ) -> tuple[dict[str, Any] | None, dict]:
     """The runtime `ref` names: one given in the file (with its lines), else a standard one."""
     if ref.api_group != "trainer.kubeflow.org" or ref.kind not in RUNTIME_KINDS:
@@ -180,8 +181,9 @@ def _runtime(
         problems.append(Problem("spec.runtimeRef.kind", reason))
         return None, {}
     for document in given:
-        metadata = document.data.get("metadata") or {}
-        if document.data.get("kind") == ref.kind and metadata.get("name") == ref.name:
+        metadata = document.data.get("metadata")
+        named = metadata.get("name") if isinstance(metadata, dict) else None
+        if document.data.get("kind") == ref.kind and named == ref.name:
             return document.data, document.lines
     if ref.kind == "ClusterTrainingRuntime" and ref.name in RUNTIMES:
         return copy.deepcopy(RUNTIMES[ref.name]), {}

@@ -341,6 +341,34 @@ def test_a_runtime_patch_outside_what_trainer_patches_is_refused() -> None:
     )
 
 
+def test_a_runtime_beside_another_resource_is_refused() -> None:
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "a",
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {"name": "a", "image": "busybox", "command": ["true"]}
+                                    ]
+                                }
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    with pytest.raises(ManifestError, match="beside the TrainJob that names it"):
+        expand_text(text(jobset, runtime_doc()))
+
+
 def test_a_runtime_alone_is_not_an_experiment() -> None:
     with pytest.raises(ManifestError, match="give the TrainJob that names it"):
         expand_text(text(runtime_doc()))
