@@ -374,14 +374,13 @@ def test_a_runtime_alone_is_not_an_experiment() -> None:
         expand_text(text(runtime_doc()))
 
 
-def test_real_torch_distributed_trainjob_over_gloo(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """On the local cluster: 3 nodes run torchrun from the PET_* env alone, all-reduce over
-    gloo, and rank 0 saves the model (the checkpoint)."""
+def run_locally(
+    data: dict[str, Any], script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, str]]:
+    """The lines (pod, line) of a successful local run of a TrainJob beside an example's
+    script (its interpreter and torchrun from this environment)."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    shutil.copy(ROOT / "examples" / "train.py", tmp_path)
-    data = trainjob(numNodes=3, command=["torchrun", "train.py", "--out", "/tmp"])
+    shutil.copy(ROOT / "examples" / script, tmp_path)
     path = tmp_path / "trainjob.yaml"
     path.write_text(yaml.safe_dump(data))
     lines: list[tuple[str, str]] = []
@@ -389,6 +388,16 @@ def test_real_torch_distributed_trainjob_over_gloo(
         doors.load(path), name="tj", timeout=300, on_line=lambda p, line: lines.append((p, line))
     )
     assert code == 0, lines
+    return lines
+
+
+def test_real_torch_distributed_trainjob_over_gloo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the local cluster: 3 nodes run torchrun from the PET_* env alone, all-reduce over
+    gloo, and rank 0 saves the model (the checkpoint)."""
+    data = trainjob(numNodes=3, command=["torchrun", "train.py", "--out", "/tmp"])
+    lines = run_locally(data, "train.py", tmp_path, monkeypatch)
     assert ("tj-node-0-0", "model saved in /tmp") in lines
     for rank in range(3):
         assert (f"tj-node-0-{rank}", f"rank {rank} of 3 done") in lines
@@ -432,16 +441,8 @@ def test_the_docs_list_exactly_the_refused_examples() -> None:
 def test_real_jax_distributed_trainjob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On the local cluster: 3 nodes form one JAX cluster from the jax plugin's env alone
     (examples/train_jax.py: a global array over every process, its gradient all-reduced)."""
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    shutil.copy(ROOT / "examples" / "train_jax.py", tmp_path)
     data = trainjob("jax-distributed", numNodes=3, command=["python3", "-u", "train_jax.py"])
-    path = tmp_path / "trainjob.yaml"
-    path.write_text(yaml.safe_dump(data))
-    lines: list[tuple[str, str]] = []
-    code = run_experiment(
-        doors.load(path), name="tj", timeout=300, on_line=lambda p, line: lines.append((p, line))
-    )
-    assert code == 0, lines
+    lines = run_locally(data, "train_jax.py", tmp_path, monkeypatch)
     for i in range(3):
         said = [line for p, line in lines if p == f"tj-node-0-{i}"]
         assert any(line.startswith(f"process {i} of 3 on tj-node-0-{i}") for line in said), said
