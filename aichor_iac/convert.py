@@ -353,7 +353,7 @@ def _merge_env(kept: Kept, env: dict[str, Any], lost: list[str]) -> None:
 
 def _option_losses(spec: Spec, origin: Origin, data: dict[str, Any]) -> list[str]:
     """The kind's own options: MPI's slots and implementation carry over, the rest not."""
-    options, lost = dict(origin.options), []
+    options, lost = {k: v for k, v in origin.options.items() if k != "queue"}, []
     if spec.operator == "mpi":
         data["slotsPerWorker"] = options.pop("slotsPerWorker", 1)
         data["mpiImplementation"] = options.pop("mpiImplementation", "OpenMPI")

@@ -19,14 +19,13 @@ from .experiment.model import Experiment, Spec
 from .frameworks import PLANNERS, Group, Names, Plan
 from .frameworks.base import INDEX_VAR
 from .problems import Problem
+from .reading.podtemplate import KUEUE_LABEL
 from .settings import Settings
 
 # Variables every replica gets from aichor-iac whatever the framework.
 PLATFORM_VARS = (INDEX_VAR, "NVIDIA_VISIBLE_DEVICES")
 # The types that may be multi-host TPU slices (one Job per slice, GKE's TPU variables).
 TPU_SLICES = {("jax", "Worker"), ("ray", "Workers"), ("kuberay", "Workers")}
-# The label that queues a workload in Kueue (its LocalQueue)
-KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Paths replicas (and TensorBoard) reach over the network: s3://, gs://, az://, hdfs://, …
 OBJECT_STORAGE = re.compile(r"[a-z][a-z0-9+.-]*://")
 # Node labels that common node labellers set to a GPU's product name: NVIDIA's GPU feature

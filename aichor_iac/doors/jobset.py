@@ -96,17 +96,12 @@ def validate(
         kept=kept,
         ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
         suspend=spec.suspend,
-        options={**_options(spec), "queue": _queue(resource)},
+        options={**_options(spec), "queue": resource.metadata.queue},
         companions=tuple(companions),
         subdomain=spec.network.subdomain if spec.network else None,
     )
     experiment = _experiment(resource.metadata.name, spec, shapes, kept)
     return resource.metadata.read(experiment, origin, source, lines)
-
-
-def _queue(resource: Resource) -> str | None:
-    """The Kueue queue the resource's label names (the stack decides: `aichor:kueueQueue`)."""
-    return (resource.metadata.labels or {}).get("kueue.x-k8s.io/queue-name")
 
 
 def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, JobSetSpec]:

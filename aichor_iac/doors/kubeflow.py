@@ -257,7 +257,7 @@ def validate(
         raise fail(problems)
     options = spec.model_dump(
         by_alias=True, exclude_none=True, exclude={"run_policy", _field(kind.specs)}
-    )
+    ) | {"queue": resource.metadata.queue}
     origin = Origin(
         api_version=data["apiVersion"],
         kind=kind_name,

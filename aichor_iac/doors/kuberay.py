@@ -101,7 +101,7 @@ def validate(
         kept=kept,
         ttl_seconds_after_finished=(job.ttl_seconds_after_finished or None) if job else None,
         suspend=bool(job.suspend if job else cluster.suspend),
-        options=_options(cluster, job, where),
+        options={**_options(cluster, job, where), "queue": resource.metadata.queue},
         companions=tuple(companions),
     )
     experiment = _experiment(resource.metadata.name, cluster, job, kept)

@@ -41,7 +41,6 @@ CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 REFUSED = {
     "initializer": "dataset and model initializers are not run from a TrainJob yet: download "
     "in the trainer's command, or give a JobSet whose first replicated Job does it",
-    "activeDeadlineSeconds": "a TrainJob's deadline is not run yet: remove it",
 }
 
 
@@ -77,7 +76,7 @@ class TrainJobSpec(Model):
     managed_by: str | None = None
     initializer: dict[str, Any] | None = None
     runtime_patches: list[RuntimePatch] = Field(default_factory=list)
-    active_deadline_seconds: int | None = None
+    active_deadline_seconds: int | None = Field(None, ge=1)
 
 
 class MLPolicy(Model):
@@ -248,8 +247,10 @@ def _jobset(
     jobs = sorted(template["replicatedJobs"], key=lambda r: _at(order, r["name"]))
     for rjob in jobs:
         _trainer_job(rjob, policy, spec, name)
+        if spec.active_deadline_seconds:  # (every Job's, counted from its own start)
+            rjob["template"]["spec"]["activeDeadlineSeconds"] = spec.active_deadline_seconds
     metadata = data.get("metadata") or {}
-    # (its name; its labels, the patches' too, for the Kueue queue they ask: `jobset._queue`)
+    # (its name; its labels, the patches' too, for the Kueue queue they ask: Metadata.queue)
     kept = {k: v for k, v in metadata.items() if k in ("name", "generateName")}
     labels.update(metadata.get("labels") or {})
     return {

@@ -28,6 +28,7 @@ from ..problems import located as at_lines
 from .errors import problem as pydantic_problem
 
 IMAGE = TypeAdapter(Image)
+KUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the label that queues a workload in Kueue
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -48,6 +49,12 @@ class Metadata(BaseModel):
         if value is None and not info.data.get("generate_name"):
             raise ValueError("required; add it (or generateName)")
         return value
+
+    @property
+    def queue(self) -> str | None:
+        """The Kueue queue the resource's label names (the stack's `aichor:kueueQueue`
+        decides where its Jobs go; a different one gets a warning)."""
+        return (self.labels or {}).get(KUEUE_LABEL)
 
     def read(self, experiment: Experiment, origin: Origin, source: str, lines: dict) -> Experiment:
         """The experiment of a custom resource with this metadata: its `origin` kept, named by

@@ -588,3 +588,24 @@ def test_convert_gives_an_aichor_jobset_listing_what_it_loses(path: Path) -> Non
         assert bool(rjob["dependsOn"]) == (
             f"spec.replicatedJobs.{i}.dependsOn: created at once" in conversion.lost
         )
+
+
+@pytest.mark.parametrize("queue", [None, "other", "team-a"])
+@pytest.mark.parametrize("kind", ["JobSet", "PyTorchJob", "TrainJob"])
+def test_a_kueue_label_is_the_stacks_queue_or_a_warning(queue: str | None, kind: str) -> None:
+    """A resource labelled for a Kueue queue queues its Jobs only through aichor:kueueQueue:
+    when that names another queue, or none, a warning says so."""
+    label = {"kueue.x-k8s.io/queue-name": "team-a"}
+    data = {
+        "JobSet": jobset(job("a")),
+        "PyTorchJob": yaml.safe_load(PYTORCHJOB.read_text()),
+        "TrainJob": yaml.safe_load((ROOT / "tests/trainer/yaml.01-multi-node.yaml").read_text()),
+    }[kind]
+    data["metadata"] = {**data["metadata"], "labels": label}
+    warnings = expand(data, **({"kueue_queue": queue} if queue else {})).warnings
+    warned = [w for w in warnings if "kueue.x-k8s.io/queue-name" in w]
+    assert len(warned) == (queue != "team-a"), warnings
+    assert all("set aichor:kueueQueue: team-a" in w for w in warned)
+
+
+PYTORCHJOB = sorted((ROOT / "tests" / "kubeflow").glob("pytorch-*.yaml"))[0]

@@ -369,6 +369,13 @@ def test_a_runtime_beside_another_resource_is_refused() -> None:
         expand_text(text(jobset, runtime_doc()))
 
 
+def test_a_deadline_is_every_jobs() -> None:
+    data = trainjob(numNodes=2)
+    data["spec"]["activeDeadlineSeconds"] = 3600
+    (job,) = node_jobs(data).values()
+    assert job["spec"]["activeDeadlineSeconds"] == 3600
+
+
 def test_a_runtime_alone_is_not_an_experiment() -> None:
     with pytest.raises(ManifestError, match="give the TrainJob that names it"):
         expand_text(text(runtime_doc()))
