@@ -6,8 +6,10 @@ A replicated Job is a type of `replicas` Indexed Jobs `<name>-<replicatedJob>-<j
 `completions` pods, `parallelism` at once, on one headless Service named by `network.subdomain`
 (default: the JobSet's name). The framework module (`frameworks/jobset.py`) gives each Job the
 controller's labels and annotations and turns `startupPolicy`, `dependsOn`, `successPolicy` and
-`coordinator` into Pulumi's order and awaits. What the JobSet controller does after creation
-(restarting the set, a Job's own failure rules) is refused here, naming the field.
+`coordinator` into Pulumi's order and awaits; a Job's own fields that Kubernetes' Job
+controller runs (its pod failure policy, deadline, …) stay on each Job. What the JobSet
+controller would do after creation (restarting Jobs or the set, claims of its own) or its pod
+webhook (exclusive placement) is refused here, naming the field.
 """
 
 from __future__ import annotations
