@@ -66,7 +66,9 @@ def validate(
     """The JobSet as an experiment whose spec's `origin` keeps its pod templates and the
     controller's options, or ManifestError naming every problem with its path and line."""
     fail = functools.partial(templates.error, source, lines=lines)
-    resource, spec = _read(data, fail)
+    resource, spec = templates.resource_and_spec(
+        data, fail, "JobSet", API_VERSION, (Resource, JobSetSpec)
+    )
     schema = [
         problem
         for i, rjob in enumerate(spec.replicated_jobs)
@@ -104,15 +106,6 @@ def validate(
     )
     experiment = _experiment(resource.metadata.name, spec, shapes, kept)
     return resource.metadata.read(experiment, origin, source, lines)
-
-
-def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, JobSetSpec]:
-    """The resource and its spec, each validated by its model; or `fail` with the problems."""
-    if data.get("apiVersion") != API_VERSION or data.get("kind") not in KINDS:
-        reason = f"{data.get('apiVersion')} {data.get('kind')!s} is not a custom resource "
-        raise fail([Problem("kind", f"{reason}aichor-iac reads: give {API_VERSION} JobSet")])
-    resource = templates.parsed(Resource, data, (), fail)
-    return resource, templates.parsed(JobSetSpec, resource.spec, ("spec",), fail)
 
 
 def _spec_problems(spec: JobSetSpec, data: dict[str, Any]) -> list[Problem]:

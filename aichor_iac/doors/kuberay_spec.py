@@ -65,11 +65,13 @@ class WorkerGroupSpec(Model):
         `numOfHosts`; else the reason it is not one. None for a single-host group."""
         if self.num_of_hosts == 1:
             return None
-        spec = _mapping(self.template.get("spec"))
+        spec = templates.mapping(self.template.get("spec"))
         containers = spec.get("containers")
-        first = _mapping(containers[0] if isinstance(containers, list) and containers else None)
-        selector = _mapping(spec.get("nodeSelector"))
-        limits = _mapping(_mapping(first.get("resources")).get("limits"))
+        first = templates.mapping(
+            containers[0] if isinstance(containers, list) and containers else None
+        )
+        selector = templates.mapping(spec.get("nodeSelector"))
+        limits = templates.mapping(templates.mapping(first.get("resources")).get("limits"))
         try:
             tpu = Tpu(
                 type=selector.get(TPU_SELECTORS[0]),
@@ -88,11 +90,6 @@ class WorkerGroupSpec(Model):
                 f"{tpu.hosts} hosts: give numOfHosts {tpu.hosts}"
             )
         return tpu
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    """A template's field as a mapping (anything else, which its checks refuse, as empty)."""
-    return value if isinstance(value, dict) else {}
 
 
 class RayClusterSpec(Model):

@@ -13,6 +13,7 @@ import math
 from typing import Any, Protocol
 
 from ..limits import quantity
+from ..reading import podtemplate as templates
 
 VERSION = "v2.3.0"  # the kubeflow/trainer release these follow
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -140,7 +141,7 @@ def _gpus(resources: dict[str, Any]) -> int:
     rounded up."""
     for kind in ("requests", "limits"):
         found = sorted(
-            (k, v) for k, v in _mapping(resources.get(kind)).items() if "gpu" in k.lower()
+            (k, v) for k, v in templates.mapping(resources.get(kind)).items() if "gpu" in k.lower()
         )
         if found and (count := math.ceil(quantity(found[0][1]))):
             return count
@@ -150,9 +151,5 @@ def _gpus(resources: dict[str, Any]) -> int:
 def _cpus(resources: dict[str, Any]) -> int:
     """Trainer's `getNumCPUPerNode`: the CPU request, else the limit, rounded up."""
     requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-    value = _mapping(requests).get("cpu") or _mapping(limits).get("cpu") or 0
+    value = templates.mapping(requests).get("cpu") or templates.mapping(limits).get("cpu") or 0
     return math.ceil(quantity(value))
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}

@@ -131,7 +131,9 @@ def validate(
     """The TrainJob as the experiment of the JobSet Trainer would create for it, or
     ManifestError naming every problem (the TrainJob's at its paths, the runtime's at its)."""
     fail = functools.partial(templates.error, source, lines=lines)
-    resource, spec = _read(data, fail)
+    resource, spec = templates.resource_and_spec(
+        data, fail, "TrainJob", API_VERSION, (Resource, TrainJobSpec)
+    )
     problems = [Problem(f"spec.{k}", why) for k, why in REFUSED.items() if k in resource.spec]
     if spec.managed_by not in (None, CONTROLLER):
         reason = f"'{spec.managed_by}' would run this: remove managedBy"
@@ -159,14 +161,6 @@ def validate(
         options={**origin.options, "runtime": spec.runtime_ref.name},
     )
     return experiment.read_from(source, lines)
-
-
-def _read(data: dict[str, Any], fail: Any) -> tuple[Resource, TrainJobSpec]:
-    if data.get("apiVersion") != API_VERSION or data.get("kind") not in KINDS:
-        reason = f"{data.get('apiVersion')} {data.get('kind')!s} is not a custom resource "
-        raise fail([Problem("kind", f"{reason}aichor-iac reads: give {API_VERSION} TrainJob")])
-    resource = templates.parsed(Resource, data, (), fail)
-    return resource, templates.parsed(TrainJobSpec, resource.spec, ("spec",), fail)
 
 
 def _runtime(
@@ -273,7 +267,7 @@ def _trainer_job(
     pods whose `node` container runs the trainer's image, command, args, env and resources;
     its ancestor label (Trainer's own bookkeeping) taken off. Others keep their pod count."""
     job_template = rjob["template"]
-    labels = _mapping(_mapping(job_template.get("metadata")).get("labels"))
+    labels = templates.mapping(templates.mapping(job_template.get("metadata")).get("labels"))
     job_spec = job_template["spec"]
     if labels.get(ANCESTOR) != "trainer":
         count = job_spec.get("parallelism", 1)
@@ -286,17 +280,11 @@ def _trainer_job(
     nodes = trainer.num_nodes or policy.num_nodes
     rjob["replicas"] = 1
     job_spec.update(parallelism=nodes, completions=nodes)
-    pod = _mapping(_mapping(job_spec.get("template")).get("spec"))
+    pod = templates.mapping(templates.mapping(job_spec.get("template")).get("spec"))
     containers = pod.get("containers") if isinstance(pod.get("containers"), list) else []
     for container in containers:  # (a malformed one is refused once the JobSet is read)
         if isinstance(container, dict) and container.get("name") == NODE:
             _node(container, trainer, policy, nodes, name)
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    """A runtime template's field as a mapping (anything else is refused when the built
-    JobSet is read: here it is left as it is)."""
-    return value if isinstance(value, dict) else {}
 
 
 def _node(
@@ -307,7 +295,7 @@ def _node(
     name: str | None,
 ) -> None:
     """The `node` container: the trainer's fields, then its ML policy's env and port."""
-    runtime_resources = _mapping(container.get("resources"))
+    runtime_resources = templates.mapping(container.get("resources"))
     for key, value in (
         ("image", trainer.image),
         ("command", trainer.command),
@@ -316,9 +304,9 @@ def _node(
         if value is not None:
             container[key] = value
     if trainer.resources_per_node is not None:
-        base, given = _mapping(container.get("resources")), trainer.resources_per_node
+        base, given = templates.mapping(container.get("resources")), trainer.resources_per_node
         container["resources"] = {
-            kind: {**_mapping(base.get(kind)), **(given.get(kind) or {})}
+            kind: {**templates.mapping(base.get(kind)), **(given.get(kind) or {})}
             for kind in ("limits", "requests")
             if base.get(kind) or given.get(kind)
         }
@@ -366,7 +354,6 @@ CONTAINER_FIELD = re.compile(
     r"spec\.replicatedJobs\.\d+\.template\.spec\.template\.spec\.containers\.\d+\."
     r"(image|command|args|env|resources)\b"
 )
-TRAINER_FIELDS = {"image": "image", "command": "command", "args": "args", "env": "env"}
 
 
 def _runtime_problem(problem: Problem, given: set[str], lines: dict) -> Problem:
@@ -378,7 +365,7 @@ def _runtime_problem(problem: Problem, given: set[str], lines: dict) -> Problem:
         path = "spec.trainer.resourcesPerNode"
         return Problem(path, problem.message, line_for(tuple(path.split(".")), lines))
     if field in given:
-        path = f"spec.trainer.{TRAINER_FIELDS[field]}"
+        path = f"spec.trainer.{field}"
         return Problem(path, problem.message, line_for(tuple(path.split(".")), lines))
     if problem.path.startswith("spec."):
         return dataclasses.replace(problem, path=f"runtime: spec.template.{problem.path}")

@@ -30,6 +30,7 @@ from .errors import problem as pydantic_problem
 IMAGE = TypeAdapter(Image)
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the label that queues a workload in Kueue
 M = TypeVar("M", bound=BaseModel)
+S = TypeVar("S", bound=BaseModel)
 
 
 class Metadata(BaseModel):
@@ -98,6 +99,25 @@ def located(error: Any, root: type[BaseModel], prefix: tuple[str, ...]) -> Probl
     problem = pydantic_problem(error, {}, root)
     path = ".".join((*prefix, problem.path)) if problem.path else ".".join(prefix)
     return Problem(path, problem.message)
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """A field of a user's template as a mapping; anything else (which the template's own
+    checks refuse, at its path) as empty, so that reading it before them cannot crash."""
+    return value if isinstance(value, dict) else {}
+
+
+def resource_and_spec(
+    data: dict[str, Any], fail: Any, kind: str, api_version: str, models: tuple[type[M], type[S]]
+) -> tuple[M, S]:
+    """A custom resource of one kind and version (else `fail` naming what is read) and its
+    spec, each validated by its model (`parsed`)."""
+    if data.get("apiVersion") != api_version or data.get("kind") != kind:
+        reason = f"{data.get('apiVersion')} {data.get('kind')!s} is not a custom resource "
+        raise fail([Problem("kind", f"{reason}aichor-iac reads: give {api_version} {kind}")])
+    resource_model, spec_model = models
+    resource = parsed(resource_model, data, (), fail)
+    return resource, parsed(spec_model, resource.spec, ("spec",), fail)
 
 
 def parsed(model: type[M], data: Any, prefix: tuple[str, ...], fail: Any) -> M:
