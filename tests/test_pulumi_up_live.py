@@ -99,7 +99,9 @@ def run_up(spec: dict, settings: Settings, name: str = "exp", stall: float = 45)
         secrets = {"password": "s3cret-token-for-tests-0123456789"}
     with LocalCluster(rendering.objects, ENV, secrets, kueue_quota=quota) as local:
         order = up(rendering, Live(local, stall))
-        deadline = time.monotonic() + 60  # what `up` did not wait for ends too, soon
+        # What `up` did not wait for ends too, soon: alone the 41 pods of the jobset example
+        # end within 10 s; beside the suite's other real runs on 2 cores, 60 s once was short.
+        deadline = time.monotonic() + 180
         for thread in (t for threads in local.started.values() for t in threads):
             thread.join(max(0.0, deadline - time.monotonic()))
         failed = {p: r for p, r in local.results.items() if r.returncode != 0}
