@@ -34,7 +34,8 @@ from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem
 from .kubeflow import KINDS
 from .router import validate
-from .trainer_runtimes import NODE, RUNTIMES
+from .trainer_mpi import HOSTFILE
+from .trainer_runtimes import LAUNCHER, NODE, RUNTIMES
 from .trainjob import API_VERSION as TRAINER_API
 
 MOUNT = "/aichor/function"  # where the program and its arguments are mounted
@@ -204,8 +205,7 @@ def _trainjob(
     if nproc is not None and (not isinstance(nproc, int) or "torch" not in _policy(runtime)):
         reason = "a whole number of processes, for a torch runtime (numProcPerNode)"
         raise ManifestError(source, [Problem("nproc_per_node", reason)])
-    entry = "torchrun" if "torch" in _policy(runtime) else "python3 -u"  # (the SDK's command)
-    command = ["/bin/sh", "-c", _script(entry, *given["script"])]
+    command = _sdk_command(_policy(runtime), given["script"])
     trainer: dict[str, Any] = {"numNodes": num_nodes, "command": command}
     trainer.update(
         {
@@ -223,10 +223,14 @@ def _trainjob(
         "volumes": [volume],
         "containers": [{"name": NODE, "volumeMounts": container["volumeMounts"]}],
     }
-    job = {"name": NODE, "template": {"spec": {"template": {"spec": pod}}}}
+    # (every Job whose `node` container runs the program: MPI's ranks on its launcher too)
+    jobs = [
+        {"name": job, "template": {"spec": {"template": {"spec": pod}}}}
+        for job in ((NODE, LAUNCHER) if "mpi" in _policy(runtime) else (NODE,))
+    ]
     patch = {
         "manager": "aichor-iac",
-        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}},
+        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs}}},
     }
     return {
         "apiVersion": TRAINER_API,
@@ -234,6 +238,16 @@ def _trainjob(
         "metadata": {"name": name},
         "spec": {"runtimeRef": {"name": runtime}, "trainer": trainer, "runtimePatches": [patch]},
     }
+
+
+def _sdk_command(policy: dict[str, Any], script: tuple[Any, ...]) -> list[str]:
+    """The SDK's entry point for the runtime's framework: torchrun, `mpirun` over the
+    hostfile running every rank's install and program (`mpirun --hostfile … bash -c`), or
+    Python."""
+    if "mpi" in policy:
+        return ["mpirun", "--hostfile", HOSTFILE, "/bin/sh", "-c", _script("python3 -u", *script)]
+    entry = "torchrun" if "torch" in policy else "python3 -u"
+    return ["/bin/sh", "-c", _script(entry, *script)]
 
 
 def _policy(runtime: str) -> dict[str, Any]:

@@ -3,8 +3,7 @@
 and what its ML policies' plugins add to the trainer's node container (`POLICIES`).
 
 A TrainJob names one in `runtimeRef` (kind `ClusterTrainingRuntime`, the default); a runtime
-given in the same file takes precedence over one of these by the same name. Only those whose
-ML policy aichor-iac runs are listed; the others are named in `NOT_RUN` with the reason.
+given in the same file takes precedence over one of these by the same name.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from ..reading import podtemplate as templates
 VERSION = "v2.3.0"  # the kubeflow/trainer release these follow
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 NODE = "node"  # the trainer's Job and container
+LAUNCHER = "launcher"  # the MPI launcher's Job
 TRAINER_PORT = 29500  # Trainer's ContainerTrainerPort
 INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
@@ -61,13 +61,64 @@ RUNTIMES: dict[str, dict[str, Any]] = {
     ),
 }
 
-# The standard runtimes whose ML policy is not run here yet: why, and what runs instead.
-NOT_RUN = {
-    "deepspeed-distributed": "its MPI policy (hostfile, SSH keys, launcher) is not read from a "
-    "TrainJob yet: run it as a kubeflow.org/v2beta1 MPIJob",
-    "mlx-distributed": "its MPI policy is not read from a TrainJob yet: run it as a "
-    "kubeflow.org/v2beta1 MPIJob",
-}
+
+def _mpi_runtime(name: str, framework: str, image: str) -> dict[str, Any]:
+    """A runtime of Trainer's MPI policy as the manifests write it: `node` Jobs running sshd
+    (Ready once it listens on 2222) and the trainer's `launcher`, created once they are Ready,
+    running `mpirun` (and ranks itself: runLauncherAsNode); the set ends with the launcher."""
+    user = {"securityContext": {"runAsUser": 1000}}
+    sshd = {
+        "command": ["/usr/sbin/sshd"],
+        "args": ["-De", "-f", "/home/mpiuser/.sshd_config"],
+        "readinessProbe": {"tcpSocket": {"port": 2222}, "initialDelaySeconds": 5},
+    }
+
+    def pod(**more: Any) -> dict[str, Any]:
+        container = {"name": NODE, "image": image, **user, **more}
+        return {"spec": {"securityContext": {"fsGroup": 1000}, "containers": [container]}}
+
+    node = {"name": NODE, "template": {"spec": {"template": pod(**sshd)}}}
+    launcher = {
+        "name": LAUNCHER,
+        "dependsOn": [{"name": NODE, "status": "Ready"}],
+        "template": {
+            "metadata": {"labels": {ANCESTOR: "trainer"}},
+            "spec": {"template": pod()},
+        },
+    }
+    policy = {
+        "numProcPerNode": 1,
+        "mpiImplementation": "OpenMPI",
+        "sshAuthMountPath": "/home/mpiuser/.ssh",
+        "runLauncherAsNode": True,
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": framework}},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "mpi": policy},
+            "template": {
+                "spec": {
+                    "network": {"publishNotReadyAddresses": True},
+                    "successPolicy": {"operator": "All", "targetReplicatedJobs": [LAUNCHER]},
+                    "replicatedJobs": [node, launcher],
+                }
+            },
+        },
+    }
+
+
+RUNTIMES.update(
+    {
+        "deepspeed-distributed": _mpi_runtime(
+            "deepspeed-distributed", "deepspeed", "ghcr.io/kubeflow/trainer/deepspeed-runtime"
+        ),
+        "mlx-distributed": _mpi_runtime(
+            "mlx-distributed", "mlx", "ghcr.io/kubeflow/trainer/mlx-runtime"
+        ),
+    }
+)
 
 
 class Trainer(Protocol):
@@ -84,7 +135,7 @@ def _torch_env(
     per_node: str
     if trainer.num_proc_per_node is not None:
         per_node = str(trainer.num_proc_per_node)
-    elif _gpus(resources):
+    elif gpus(resources):
         per_node = "auto"
     else:
         per_node = str(max(1, _cpus(resources)))
@@ -117,7 +168,7 @@ def _xgboost_env(
         {"name": "DMLC_TRACKER_URI", "value": f"{name}-{NODE}-0-0.{name}"},
         {"name": "DMLC_TRACKER_PORT", "value": str(TRAINER_PORT)},
         {"name": "DMLC_TASK_ID", "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD}}},
-        {"name": "DMLC_NUM_WORKER", "value": str(nodes * max(1, _gpus(resources)))},
+        {"name": "DMLC_NUM_WORKER", "value": str(nodes * max(1, gpus(resources)))},
     ]
 
 
@@ -136,7 +187,7 @@ POLICIES = {
 }
 
 
-def _gpus(resources: dict[str, Any]) -> int:
+def gpus(resources: dict[str, Any]) -> int:
     """Trainer's `GetNumGPUPerNode`: the first `*gpu*` request (by name), else limit,
     rounded up."""
     for kind in ("requests", "limits"):
@@ -153,3 +204,25 @@ def _cpus(resources: dict[str, Any]) -> int:
     requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
     value = templates.mapping(requests).get("cpu") or templates.mapping(limits).get("cpu") or 0
     return math.ceil(quantity(value))
+
+
+def upserted(env: list[Any], added: list[dict[str, Any]]) -> list[Any]:
+    """Trainer's `UpsertEnvVars`: a variable given again replaces the earlier one in place."""
+    result = list(env)
+    for entry in added:
+        names = [e.get("name") if isinstance(e, dict) else None for e in result]
+        at = next((i for i, n in enumerate(names) if n == entry.get("name")), None)
+        if at is None:
+            result.append(dict(entry))
+        else:
+            result[at] = dict(entry)
+    return result
+
+
+def node_containers(rjob: dict[str, Any]) -> list[dict[str, Any]]:
+    """A replicated Job's `node` containers (a malformed one is refused once the JobSet is
+    read)."""
+    job_spec = templates.mapping(rjob["template"].get("spec"))
+    pod = templates.mapping(templates.mapping(job_spec.get("template")).get("spec"))
+    containers = pod.get("containers") if isinstance(pod.get("containers"), list) else []
+    return [c for c in containers if isinstance(c, dict) and c.get("name") == NODE]

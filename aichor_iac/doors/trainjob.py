@@ -29,10 +29,19 @@ from ..limits import INT32
 from ..problems import ManifestError, Problem, line_for
 from ..reading import podtemplate as templates
 from ..reading.text import Document
-from . import jobset
+from . import jobset, trainer_mpi
 from .jobset_spec import JobSetSpec
+from .trainer_mpi import MPIPolicy
 from .trainer_patches import RuntimePatch, merged
-from .trainer_runtimes import ANCESTOR, NODE, NOT_RUN, POLICIES, RUNTIMES, TRAINER_PORT
+from .trainer_runtimes import (
+    ANCESTOR,
+    NODE,
+    POLICIES,
+    RUNTIMES,
+    TRAINER_PORT,
+    node_containers,
+    upserted,
+)
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KINDS = ("TrainJob",)
@@ -86,11 +95,12 @@ class MLPolicy(Model):
     torch: dict[str, Any] | None = None
     jax: dict[str, Any] | None = None
     xgboost: dict[str, Any] | None = None
+    mpi: MPIPolicy | None = None
 
     @property
     def source(self) -> str | None:
         """The ML policy the runtime names (Trainer allows one)."""
-        return next((n for n in POLICIES if getattr(self, n) is not None), None)
+        return next((n for n in (*POLICIES, "mpi") if getattr(self, n) is not None), None)
 
 
 class RuntimeTemplate(Model):
@@ -144,7 +154,7 @@ def validate(
     runtime_spec = _runtime_spec(runtime, source, runtime_lines)
     if problems := _policy_problems(runtime_spec, spec):
         raise fail(problems)
-    built = _jobset(data, runtime, runtime_spec.ml_policy, spec, resource.metadata.name)
+    built, mpi = _jobset(data, runtime, runtime_spec.ml_policy, spec, resource.metadata.name)
     own = {path: n for path, n in lines.items() if tuple(path[:1]) == ("metadata",)}
     try:
         experiment = jobset.validate(built, source, {**_onto(runtime_lines), **own}, companions)
@@ -158,7 +168,7 @@ def validate(
         origin,
         api_version=API_VERSION,
         kind="TrainJob",
-        options={**origin.options, "runtime": spec.runtime_ref.name},
+        options={**origin.options, "runtime": spec.runtime_ref.name, "mpi": mpi},
     )
     return experiment.read_from(source, lines)
 
@@ -181,7 +191,7 @@ def _runtime(
     if ref.kind == "ClusterTrainingRuntime" and ref.name in RUNTIMES:
         return copy.deepcopy(RUNTIMES[ref.name]), {}
     known = ", ".join(sorted(RUNTIMES))
-    reason = NOT_RUN.get(ref.name) or (
+    reason = (
         f"no {ref.kind} '{ref.name}' is known here (no cluster is asked): give it in the same "
         f"file, or name one of Trainer's standard runtimes ({known})"
     )
@@ -210,12 +220,17 @@ def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:
     if runtime.pod_group_policy:
         reason = "the runtime's podGroupPolicy is not read yet: set aichor:gangScheduler"
         problems.append(Problem("spec.runtimeRef", reason))
-    given = [n for n in POLICIES if getattr(runtime.ml_policy, n) is not None]
+    given = [n for n in (*POLICIES, "mpi") if getattr(runtime.ml_policy, n) is not None]
     if len(given) > 1:
         reason = f"the runtime's mlPolicy gives {' and '.join(given)}: Trainer runs one"
         problems.append(Problem("spec.runtimeRef", reason))
     source = runtime.ml_policy.source
-    reserved = set(POLICIES[source][1]) if source else set()
+    reserved = {n: names for n, (_, names) in POLICIES.items()} | {"mpi": trainer_mpi.RESERVED}
+    reserved = set(reserved.get(source or "", ()))
+    if runtime.ml_policy.mpi is not None:
+        jobs = [r.name for r in runtime.template.spec.replicated_jobs]
+        nodes = spec.trainer.num_nodes if spec.trainer else None
+        problems += trainer_mpi.problems(runtime.ml_policy.mpi, nodes, jobs)
     for i, entry in enumerate(spec.trainer.env if spec.trainer else []):
         if entry.get("name") in reserved:
             reason = f"{entry['name']} is reserved for the {source} runtime (it sets it)"
@@ -229,9 +244,9 @@ def _jobset(
     policy: MLPolicy,
     spec: TrainJobSpec,
     name: str | None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The JobSet Trainer's controller creates for the TrainJob on `runtime` (its spec
-    validated: `_runtime_spec`)."""
+    validated: `_runtime_spec`), and for an MPI runtime the JobSet framework's options."""
     template = copy.deepcopy(runtime["spec"]["template"]["spec"])
     order = [rjob["name"] for rjob in template["replicatedJobs"]]
     labels: dict[str, str] = {}
@@ -239,20 +254,32 @@ def _jobset(
         template = merged(template, patch.spec())
         labels.update(patch.labels())
     jobs = sorted(template["replicatedJobs"], key=lambda r: _at(order, r["name"]))
+    trainer = spec.trainer or Trainer()
+    # (the plugins read the trainer's resourcesPerNode, else the runtime's)
+    resources = (
+        trainer.resources_per_node.model_dump(exclude_none=True)
+        if trainer.resources_per_node
+        else _runtime_resources(jobs)
+    )
+    mpi = None
+    if policy.mpi is not None:  # (the MPI plugin acts before the trainer's fields are set)
+        slots = trainer_mpi.slots(policy.mpi, trainer.num_proc_per_node, resources)
+        mpi = trainer_mpi.enforce(jobs, policy.mpi, trainer.num_nodes, slots)
     for rjob in jobs:
-        _trainer_job(rjob, policy, spec, name)
+        _trainer_job(rjob, policy, spec, name, resources)
         if spec.active_deadline_seconds:  # (every Job's, counted from its own start)
             rjob["template"]["spec"]["activeDeadlineSeconds"] = spec.active_deadline_seconds
     metadata = data.get("metadata") or {}
     # (its name; its labels, the patches' too, for the Kueue queue they ask: Metadata.queue)
     kept = {k: v for k, v in metadata.items() if k in ("name", "generateName")}
     labels.update(metadata.get("labels") or {})
-    return {
+    built = {
         "apiVersion": jobset.API_VERSION,
         "kind": "JobSet",
         "metadata": {**kept, **({"labels": labels} if labels else {})},
         "spec": {**template, "replicatedJobs": jobs, "suspend": spec.suspend},
     }
+    return built, mpi
 
 
 def _at(order: list[str], name: str) -> int:
@@ -260,42 +287,67 @@ def _at(order: list[str], name: str) -> int:
     return order.index(name) if name in order else len(order)
 
 
+def _ancestor(rjob: dict[str, Any]) -> str | None:
+    """The step of the TrainJob a replicated Job runs (Trainer's ancestor label)."""
+    metadata = templates.mapping(rjob["template"].get("metadata"))
+    return templates.mapping(metadata.get("labels")).get(ANCESTOR)
+
+
+def _runtime_resources(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Trainer's `ExtractResourcePerNodeFromRuntime`: the resources of the `node` container
+    of the first `node` or trainer Job that gives them."""
+    for rjob in jobs:
+        if rjob["name"] == NODE or _ancestor(rjob) == "trainer":
+            for container in node_containers(rjob):
+                if isinstance(container.get("resources"), dict):
+                    return container["resources"]
+    return {}
+
+
 def _trainer_job(
-    rjob: dict[str, Any], policy: MLPolicy, spec: TrainJobSpec, name: str | None
+    rjob: dict[str, Any],
+    policy: MLPolicy,
+    spec: TrainJobSpec,
+    name: str | None,
+    resources: dict[str, Any],
 ) -> None:
-    """The trainer's replicated Job as Trainer builds it (in place): one Job of `numNodes`
-    pods whose `node` container runs the trainer's image, command, args, env and resources;
-    its ancestor label (Trainer's own bookkeeping) taken off. Others keep their pod count."""
+    """A replicated Job as Trainer builds it (in place). The trainer's: one Job of `numNodes`
+    pods (the runtime's for MPI: its launcher) whose `node` container runs the trainer's image,
+    command, args, env and resources; its ancestor label (Trainer's own bookkeeping) taken
+    off. Others keep their pod count; the MPI `node` Job of a launcher that ranks too takes the
+    trainer's env and resources."""
     job_template = rjob["template"]
-    labels = templates.mapping(templates.mapping(job_template.get("metadata")).get("labels"))
     job_spec = job_template["spec"]
-    if labels.get(ANCESTOR) != "trainer":
+    trainer = spec.trainer or Trainer()
+    if _ancestor(rjob) != "trainer":
         count = job_spec.get("parallelism", 1)
         job_spec.update(parallelism=count, completions=count)
+        if policy.mpi and policy.mpi.run_launcher_as_node and rjob["name"] == NODE:
+            for container in node_containers(rjob):
+                _env_and_resources(container, trainer)
         return
+    labels = job_template["metadata"]["labels"]
     labels.pop(ANCESTOR)
     if not labels:
         job_template.pop("metadata", None)
-    trainer = spec.trainer or Trainer()
-    nodes = trainer.num_nodes or policy.num_nodes
+    nodes = policy.num_nodes if policy.mpi else (trainer.num_nodes or policy.num_nodes)
     rjob["replicas"] = 1
     job_spec.update(parallelism=nodes, completions=nodes)
-    pod = templates.mapping(templates.mapping(job_spec.get("template")).get("spec"))
-    containers = pod.get("containers") if isinstance(pod.get("containers"), list) else []
-    for container in containers:  # (a malformed one is refused once the JobSet is read)
-        if isinstance(container, dict) and container.get("name") == NODE:
-            _node(container, trainer, policy, nodes, name)
+    for container in node_containers(rjob):
+        _node(container, spec.trainer, policy, nodes, name, resources)
 
 
 def _node(
     container: dict[str, Any],
-    trainer: Trainer,
+    given: Trainer | None,
     policy: MLPolicy,
     nodes: int,
     name: str | None,
+    resources: dict[str, Any],
 ) -> None:
-    """The `node` container: the trainer's fields, then its ML policy's env and port."""
-    runtime_resources = templates.mapping(container.get("resources"))
+    """The trainer's `node` container: the trainer's fields, then (for a TrainJob that has a
+    trainer, as the torch, jax and xgboost plugins require) its ML policy's env and port."""
+    trainer = given or Trainer()
     for key, value in (
         ("image", trainer.image),
         ("command", trainer.command),
@@ -303,6 +355,18 @@ def _node(
     ):
         if value is not None:
             container[key] = value
+    _env_and_resources(container, trainer)
+    if given is None or policy.source not in POLICIES:
+        return
+    env = POLICIES[policy.source][0](resources, trainer, nodes, name)
+    container["env"] = upserted(container.get("env") or [], env)
+    ports = container.get("ports") if isinstance(container.get("ports"), list) else []
+    if not any(isinstance(p, dict) and p.get("containerPort") == TRAINER_PORT for p in ports):
+        container["ports"] = [*ports, {"containerPort": TRAINER_PORT}]
+
+
+def _env_and_resources(container: dict[str, Any], trainer: Trainer) -> None:
+    """The trainer's resourcesPerNode merged into the container's, its env upserted."""
     if trainer.resources_per_node is not None:
         base, given = templates.mapping(container.get("resources")), trainer.resources_per_node
         container["resources"] = {
@@ -313,33 +377,8 @@ def _node(
         if claims := given.claims or base.get("claims"):
             container["resources"]["claims"] = claims
     own = container.get("env") if isinstance(container.get("env"), list) else []
-    env = _upserted(own, trainer.env)
-    if policy.source is not None:
-        # (the plugins read the trainer's resourcesPerNode, else the runtime's own)
-        resources = (
-            trainer.resources_per_node.model_dump(exclude_none=True)
-            if (trainer.resources_per_node)
-            else runtime_resources
-        )
-        env = _upserted(env, POLICIES[policy.source][0](resources, trainer, nodes, name))
-        ports = container.get("ports") if isinstance(container.get("ports"), list) else []
-        if not any(isinstance(p, dict) and p.get("containerPort") == TRAINER_PORT for p in ports):
-            container["ports"] = [*ports, {"containerPort": TRAINER_PORT}]
-    if env:
+    if env := upserted(own, trainer.env):
         container["env"] = env
-
-
-def _upserted(env: list[Any], added: list[dict[str, Any]]) -> list[Any]:
-    """Trainer's `UpsertEnvVars`: a variable given again replaces the earlier one in place."""
-    result = list(env)
-    for entry in added:
-        names = [e.get("name") if isinstance(e, dict) else None for e in result]
-        at = next((i for i, n in enumerate(names) if n == entry.get("name")), None)
-        if at is None:
-            result.append(dict(entry))
-        else:
-            result[at] = dict(entry)
-    return result
 
 
 def _onto(runtime_lines: dict) -> dict:

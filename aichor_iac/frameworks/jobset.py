@@ -29,6 +29,7 @@ from typing import Any
 
 from ..experiment.groups import JobSetType
 from ..experiment.model import Spec
+from . import mpi as mpi_framework
 from .base import Env, Group, Names, Plan
 
 PREFIX = "jobset.sigs.k8s.io/"  # the JobSet controller's labels and annotations
@@ -106,13 +107,46 @@ def from_resource(spec: Spec, names: Names) -> Plan:
             )
         earlier += roles[name]
     groups = _following(groups, entry, names) if options["success"]["early"] else groups
-    return Plan(
+    plan = Plan(
         framework="jobset",
         groups=tuple(groups),
         entry_point=entry,
         completes=completes,
         independent=True,
     )
+    return _with_mpi(plan, spec, names, options["mpi"]) if options.get("mpi") else plan
+
+
+def _with_mpi(plan: Plan, spec: Spec, names: Names, mpi: dict[str, Any]) -> Plan:
+    """A TrainJob on an MPI runtime: the generated key pair on the `node` and `launcher` Jobs,
+    the hostfile on the launcher's, listing the `node` Jobs' pods (and the launcher's, when
+    it ranks too) in the JobSet's order, each with the runtime's slots."""
+    ssh, hostfile = mpi_framework.trainer_mounts(mpi["mountPath"])
+    ranked = ("node", "launcher") if mpi["asNode"] else ("node",)
+    hosts = [
+        _host(names, group.role, i)
+        for group in plan.groups
+        if group.replica_type in ranked
+        for i in range(spec.types.get(group.replica_type).completions)
+    ]
+    mounts = {"node": (ssh,), "launcher": (ssh, hostfile)}
+    groups = tuple(
+        replace(g, mounts=(*g.mounts, *mounts.get(g.replica_type, ()))) for g in plan.groups
+    )
+    text = mpi_framework.hostfile("OpenMPI", hosts, mpi["slots"])
+    return replace(
+        plan,
+        groups=groups,
+        secret="ssh",
+        files={**plan.files, "hostfile": text},
+        outputs={**plan.outputs, "hostfile": mpi_framework.HOSTFILE},
+    )
+
+
+def _host(names: Names, role: str, index: int) -> str:
+    """Pod `index` of a Job as the JobSet controller and Trainer name it for its peers:
+    `<pod>.<subdomain>`, looked up in the pod's namespace."""
+    return f"{names.pod_host(role, index)}.{names.service}"
 
 
 def _after(rjob: dict[str, Any], roles: dict[str, list[str]]) -> tuple[str, ...]:
@@ -169,7 +203,5 @@ def _metadata(
     }
     if coordinator := spec.origin.options["coordinator"] if spec.origin else None:
         name, job_index, pod_index = coordinator
-        values["coordinator"] = (
-            f"{names.pod_host(f'{name}-{job_index}', pod_index)}.{names.service}"
-        )
+        values["coordinator"] = _host(names, f"{name}-{job_index}", pod_index)
     return tuple((PREFIX + key, value) for key, value in sorted(values.items()))

@@ -242,3 +242,20 @@ def operator_launcher_env(implementation: str, slots: int) -> tuple[Env, ...]:
         Env("OMPI_MCA_plm_rsh_args", SSH_ARGS),
         Env("OMPI_MCA_orte_set_default_slots", str(slots)),
     )
+
+
+def trainer_mounts(path: str) -> tuple[Mount, Mount]:
+    """Kubeflow Trainer's MPI volumes (v2.3.0, `mpi.go`): the key pair at `path` for every
+    `node` container (`id_rsa` 0640, `id_rsa.pub` and `authorized_keys` 0644, others 0400),
+    and the hostfile at /etc/mpi (0444) for the launcher's."""
+    ssh = Mount(
+        "mpi-ssh-auth",
+        path,
+        (
+            File("secret", "ssh-privatekey", "id_rsa", 0o640),
+            File("secret", "ssh-publickey", "id_rsa.pub", 0o644),
+            File("secret", "ssh-publickey", "authorized_keys", 0o644),
+        ),
+        mode=0o400,
+    )
+    return ssh, Mount("mpi-hostfile", CONFIG_DIR, (File("config", "hostfile", "hostfile", 0o444),))

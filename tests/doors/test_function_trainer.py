@@ -98,10 +98,27 @@ def test_on_the_jax_runtime_the_program_runs_under_python() -> None:
     assert "JAX_COORDINATOR_ADDRESS" in {e["name"] for e in container["env"]}
 
 
+@pytest.mark.parametrize("runtime", ["deepspeed-distributed", "mlx-distributed"])
+def test_on_an_mpi_runtime_mpirun_runs_the_program_on_every_rank(runtime: str) -> None:
+    """The SDK's MPI entry point: the launcher runs `mpirun --hostfile /etc/mpi/hostfile` of a
+    shell that installs the packages and runs the program, on every rank; the program is
+    mounted on the launcher and on the nodes (where ranks run)."""
+    trainer = {"func": fn_helpers.report, "num_nodes": 3, "packages_to_install": ["numpy"]}
+    objects = rendered(trainer, runtime=runtime)
+    launcher = objects["Job/fn-launcher-0"]["spec"]["template"]["spec"]["containers"][0]
+    argv = launcher["command"][-1]  # (what the following wrapper runs)
+    assert argv.startswith("mpirun --hostfile /etc/mpi/hostfile /bin/sh -c "), argv
+    assert "exec python3 -u /aichor/function/main.py" in argv and "numpy" in argv
+    for job in ("Job/fn-launcher-0", "Job/fn-node-0"):
+        mounts = objects[job]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        assert "/aichor/function" in [m["mountPath"] for m in mounts], job
+    assert objects["Job/fn-node-0"]["spec"]["parallelism"] == 2
+
+
 @pytest.mark.parametrize(
     ("trainer", "options", "path", "message"),
     [
-        ({"func": fn_helpers.report}, {"runtime": "mlx-distributed"}, "runtime", "give one of"),
+        ({"func": fn_helpers.report}, {"runtime": "mpi-distributed"}, "runtime", "give one of"),
         ({"func": None}, {}, "func", "give the training function"),
         (
             {"func": fn_helpers.report, "pip_index_urls": ["https://a/simple", "https://b/simple"]},

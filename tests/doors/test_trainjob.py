@@ -104,8 +104,18 @@ def test_torch_distributed_gives_trainers_jobset_and_pet_env() -> None:
 def test_procs_per_node_as_the_torch_plugin_counts_them(trainer: dict, per_node: str) -> None:
     """numProcPerNode, else `auto` with GPUs, else the CPUs (request, else limit, rounded up;
     at least 1)."""
-    (job,) = node_jobs(trainjob(**trainer) if trainer else trainjob()).values()
+    (job,) = node_jobs(trainjob(**(trainer or {"numNodes": 1}))).values()
     assert env(container(job))["PET_NPROC_PER_NODE"] == per_node
+
+
+@pytest.mark.parametrize("runtime", ["torch-distributed", "jax-distributed", "xgboost-distributed"])
+def test_without_a_trainer_the_plugins_add_nothing(runtime: str) -> None:
+    """The torch, jax and xgboost plugins set their env and port on the trainer's container
+    only for a TrainJob that has `spec.trainer` (v2.3.0): the runtime's own pods run as they
+    are."""
+    (job,) = node_jobs(trainjob(runtime)).values()
+    assert set(env(container(job))) == {"JOB_COMPLETION_INDEX"}
+    assert 29500 not in [p["containerPort"] for p in container(job).get("ports", [])]
 
 
 @pytest.mark.parametrize(
@@ -215,8 +225,6 @@ def test_a_runtime_in_the_same_file_runs_with_its_order_and_policy() -> None:
     ("data", "path", "message"),
     [
         (trainjob("nope"), "spec.runtimeRef.name", "no ClusterTrainingRuntime 'nope' is known"),
-        (trainjob("deepspeed-distributed"), "spec.runtimeRef.name", "MPIJob"),
-        (trainjob("mlx-distributed"), "spec.runtimeRef.name", "MPIJob"),
         (
             trainjob(env=[{"name": "PET_NNODES", "value": "2"}]),
             "spec.trainer.env.0",
@@ -263,10 +271,10 @@ def test_bad_trainjobs_are_refused_at_the_field(data: dict, path: str, message: 
 
 
 def test_a_runtime_problem_is_at_the_runtimes_line() -> None:
-    runtime = runtime_doc(policy={"mpi": {}})
+    runtime = runtime_doc(policy={"flux": {}})
     data = trainjob("mine")
     data["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
-    with pytest.raises(ManifestError, match=r"mlPolicy.mpi is not run from a TrainJob yet"):
+    with pytest.raises(ManifestError, match=r"mlPolicy.flux is not run from a TrainJob yet"):
         expand_text(text(data, runtime))
     broken = runtime_doc()
     broken["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
@@ -382,14 +390,17 @@ def test_a_runtime_alone_is_not_an_experiment() -> None:
 
 
 def run_locally(
-    data: dict[str, Any], script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    data: dict[str, Any] | list[dict[str, Any]],
+    script: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> list[tuple[str, str]]:
-    """The lines (pod, line) of a successful local run of a TrainJob beside an example's
-    script (its interpreter and torchrun from this environment)."""
+    """The lines (pod, line) of a successful local run of a TrainJob (and the runtime beside
+    it) next to an example's script (its interpreter and torchrun from this environment)."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     shutil.copy(ROOT / "examples" / script, tmp_path)
     path = tmp_path / "trainjob.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump_all(data if isinstance(data, list) else [data]))
     lines: list[tuple[str, str]] = []
     code = run_experiment(
         doors.load(path), name="tj", timeout=300, on_line=lambda p, line: lines.append((p, line))
