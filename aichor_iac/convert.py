@@ -382,6 +382,11 @@ def _jobset_losses(origin: Origin) -> list[str]:
             lost.append(f"spec.replicatedJobs.{i}.groupName")
     if options["coordinator"]:
         lost.append("spec.coordinator: no coordinator label")
+    if options.get("mpi"):  # (a TrainJob on an MPI runtime)
+        lost.append(
+            "mlPolicy.mpi: no key pair, hostfile or launcher wiring (AIchor's operator: mpi runs "
+            "sshd workers and a launcher of its own: rewrite it as one)"
+        )
     if origin.subdomain:
         lost.append(
             f"spec.network.subdomain: the Service is the experiment's, not {origin.subdomain}"

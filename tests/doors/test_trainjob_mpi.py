@@ -18,6 +18,7 @@ from conftest import expand
 from test_trainjob import container, env, node_jobs, run_locally, trainjob
 
 from aichor_iac import doors, limits
+from aichor_iac.convert import convert
 from aichor_iac.doors.trainer_runtimes import RUNTIMES
 from aichor_iac.local import LocalCluster
 from aichor_iac.problems import ManifestError
@@ -221,3 +222,10 @@ def test_real_mpi_trainjob_runs_mpirun_over_the_nodes(
     hosts = sorted(host for _, _, host in ranks)
     assert hosts == sorted(["tj-launcher-0-0:", "tj-node-0-0:", "tj-node-0-1:"] * 2), said
     assert all(line.endswith("weights match True") for line in said if line.startswith("rank "))
+
+
+def test_convert_says_the_mpi_wiring_is_lost() -> None:
+    """AIchor's jobset has no key pair or hostfile: `convert` lists them as lost."""
+    data = trainjob("deepspeed-distributed", numNodes=2, command=["mpirun", "python", "t.py"])
+    lost = convert(doors.parse(yaml.safe_dump(data), source="t.yaml")).lost
+    assert any(line.startswith("mlPolicy.mpi: no key pair, hostfile") for line in lost), lost
