@@ -8,8 +8,9 @@ A replicated Job is a type of `replicas` Indexed Jobs `<name>-<replicatedJob>-<j
 controller's labels and annotations and turns `startupPolicy`, `dependsOn`, `successPolicy` and
 `coordinator` into Pulumi's order and awaits; a Job's own fields that Kubernetes' Job
 controller runs (its pod failure policy, deadline, …) stay on each Job. What the JobSet
-controller would do after creation (restarting Jobs or the set, claims of its own) or its pod
-webhook (exclusive placement) is refused here, naming the field.
+controller would do after creation (restarting Jobs or the set) or its pod webhook (exclusive
+placement) is refused here, naming the field; its shared claims are made once, before the pods
+(`jobset_claims`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..experiment.origin import Kept, Origin
 from ..limits import DNS_1035, INT32, MAX_INDEXED, dns_label
 from ..problems import Problem
 from ..reading import podtemplate as templates
+from . import jobset_claims
 from .jobset_spec import API_VERSION, CONTROLLER, JobSetSpec, ReplicatedJob, Resource
 
 __all__ = ["API_VERSION", "KINDS", "validate"]
@@ -53,11 +55,6 @@ JOB_REFUSED = {
     "manualSelector": "the Jobs' pods are selected by aichor-iac's labels: remove it",
     "managedBy": "another controller would run this Job: remove it",
 }
-SPEC_REFUSED = {
-    "volumeClaimPolicies": "give each PersistentVolumeClaim beside the JobSet (created first, "
-    "in the stack's namespace, kept after the run) and mount it as a persistentVolumeClaim "
-    "volume",
-}
 
 
 def validate(
@@ -69,6 +66,15 @@ def validate(
     resource, spec = templates.resource_and_spec(
         data, fail, "JobSet", API_VERSION, (Resource, JobSetSpec)
     )
+    retained: tuple[str, ...] = ()
+    if spec.volume_claim_policies and resource.metadata.name:
+        data, claims, retained, problems = jobset_claims.claimed(data, spec, resource.metadata.name)
+        if problems:
+            raise fail(problems)
+        companions = [*companions, *claims]
+        resource, spec = templates.resource_and_spec(
+            data, fail, "JobSet", API_VERSION, (Resource, JobSetSpec)
+        )
     schema = [
         problem
         for i, rjob in enumerate(spec.replicated_jobs)
@@ -103,6 +109,7 @@ def validate(
         options={**_options(spec), "queue": resource.metadata.queue},
         companions=tuple(companions),
         subdomain=spec.network.subdomain if spec.network else None,
+        retained=retained,
     )
     experiment = _experiment(resource.metadata.name, spec, shapes, kept)
     return resource.metadata.read(experiment, origin, source, lines)
@@ -110,9 +117,7 @@ def validate(
 
 def _spec_problems(spec: JobSetSpec, data: dict[str, Any]) -> list[Problem]:
     """The JobSet's fields that need its controller after creation, or a placement webhook."""
-    problems = [
-        Problem(f"spec.{key}", why) for key, why in SPEC_REFUSED.items() if key in data["spec"]
-    ]
+    problems = []
     if spec.managed_by not in (None, CONTROLLER):
         problems.append(
             Problem("spec.managedBy", f"'{spec.managed_by}' would run this: remove managedBy")

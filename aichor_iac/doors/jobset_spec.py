@@ -77,6 +77,15 @@ class ReplicatedJob(Model):
     depends_on: list[DependsOn] = Field(default_factory=list, max_length=5)
 
 
+class Retention(Model):
+    when_deleted: Literal["Delete", "Retain"] = "Delete"
+
+
+class VolumeClaimPolicy(Model):
+    templates: list[dict[str, Any]] = Field(default_factory=list, max_length=50)
+    retention_policy: Retention = Retention()
+
+
 class JobSetSpec(Model):
     replicated_jobs: list[ReplicatedJob] = Field(min_length=1, max_length=50)
     network: Network | None = None
@@ -87,7 +96,7 @@ class JobSetSpec(Model):
     coordinator: Coordinator | None = None
     managed_by: str | None = None
     ttl_seconds_after_finished: int | None = Field(None, ge=0, le=INT32)
-    volume_claim_policies: list[dict[str, Any]] | None = None
+    volume_claim_policies: list[VolumeClaimPolicy] = Field(default_factory=list)
 
     @property
     def in_order(self) -> bool:

@@ -70,6 +70,8 @@ class Origin:
     scheduling: Any = None
     # The pods' headless Service, when the resource names it (JobSet's `network.subdomain`)
     subdomain: str | None = None
+    # Companions kept when the stack is destroyed (a JobSet's claims that say Retain)
+    retained: tuple[str, ...] = ()
 
     def port(self, type_name: str, name: str) -> int:
         """The number of the port `name` on a replica type's operator container (the operator's

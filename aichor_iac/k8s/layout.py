@@ -85,10 +85,12 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         needed.append(add("Secret", "secret", services.generated_secret(ctx, placeholders), first))
     if plan.files:
         needed.append(add("ConfigMap", "config", services.config_map(ctx), first))
-    for document in ctx.spec.origin.companions if ctx.spec.origin else ():
+    origin = ctx.spec.origin
+    for document in origin.companions if origin else ():
         kind, name = document["kind"], document["metadata"]["name"]
         args = services.companion(ctx, document)
-        needed.append(add(kind, f"{kind.lower()}-{name}", args, first))
+        retain = origin is not None and kind == "PersistentVolumeClaim" and name in origin.retained
+        needed.append(add(kind, f"{kind.lower()}-{name}", args, first, retain=retain))
     if ctx.shared_volume_claim:
         args = services.shared_volume(ctx)
         needed.append(add("PersistentVolumeClaim", "shared-volume", args, first, retain=keep))

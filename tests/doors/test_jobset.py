@@ -288,11 +288,6 @@ def test_a_success_policy_that_ends_early_makes_the_others_follow() -> None:
             "not run here yet",
         ),
         (
-            jobset(job("a"), volumeClaimPolicies=[{"templates": []}]),
-            "spec.volumeClaimPolicies",
-            "beside the JobSet",
-        ),
-        (
             jobset(job("a", completionMode="NonIndexed")),
             "spec.replicatedJobs.0.template.spec.completionMode",
             "Indexed",
@@ -448,7 +443,6 @@ REFUSED = {
         "spec.failurePolicy.restartStrategy",
     },
     "simple.success-policy": {"spec.successPolicy.targetReplicatedJobs"},
-    "volume-claim-policy.single-pvc": {"spec.volumeClaimPolicies"},
 }
 
 
