@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field
 
 from ..experiment.groups import Model
+from ..problems import Problem
 
 
 class Meta(Model):
@@ -89,6 +90,60 @@ class RuntimePatch(Model):
         template = self.training_runtime_spec.template if self.training_runtime_spec else None
         meta = template.metadata if template else None
         return dict(meta.labels or {}) if meta else {}
+
+
+# The containers whose env is the TrainJob's to give (its trainer and initializers), never a
+# patch's (the jobset plugin's webhook)
+OWN_ENV = ("dataset-initializer", "model-initializer", "node")
+
+
+def problems(patches: list[RuntimePatch], jobs: list[dict[str, Any]]) -> list[Problem]:
+    """What Trainer's jobset webhook refuses of the patches to a runtime of replicated `jobs`
+    (validated): a Job or container the runtime does not have, env for a container whose env
+    the TrainJob gives."""
+    runtime = {rjob["name"]: _names(rjob) for rjob in jobs}
+    found = []
+    for i, patch in enumerate(patches):
+        template = patch.training_runtime_spec.template if patch.training_runtime_spec else None
+        spec = template.spec if template else None
+        for k, rjob in enumerate((spec.replicated_jobs if spec else None) or []):
+            at = f"spec.runtimePatches.{i}.trainingRuntimeSpec.template.spec.replicatedJobs.{k}"
+            if rjob.name in runtime:
+                found += _container_problems(rjob, at, runtime[rjob.name])
+            else:
+                reason = (
+                    "must not have replicated job that doesn't exist in the runtime job template"
+                )
+                found.append(Problem(f"{at}.name", reason))
+    return found
+
+
+def _names(rjob: dict[str, Any]) -> set[str]:
+    """The names of a replicated Job's containers and init containers."""
+    pod = rjob["template"]["spec"]["template"]["spec"]
+    return {c["name"] for key in ("initContainers", "containers") for c in pod.get(key) or []}
+
+
+def _container_problems(rjob: ReplicatedJobPatch, at: str, names: set[str]) -> list[Problem]:
+    job = rjob.template.spec if rjob.template else None
+    pod = job.template.spec if job and job.template else None
+    found = []
+    for key, containers in (
+        ("initContainers", pod.init_containers if pod else None),
+        ("containers", pod.containers if pod else None),
+    ):
+        for c, container in enumerate(containers or []):
+            where = f"{at}.template.spec.template.spec.{key}.{c}"
+            if container.name not in names:
+                reason = f"must not have a container the runtime's {rjob.name} job does not have"
+                found.append(Problem(f"{where}.name", reason))
+            elif key == "containers" and container.env and container.name in OWN_ENV:
+                reason = (
+                    f"must not have envs for the {', '.join(OWN_ENV)} containers: give them "
+                    "in spec.trainer.env or spec.initializer"
+                )
+                found.append(Problem(f"{where}.env", reason))
+    return found
 
 
 # The lists a strategic merge merges item by item (their patchMergeKey), as the JobSet and

@@ -219,10 +219,10 @@ def upserted(env: list[Any], added: list[dict[str, Any]]) -> list[Any]:
     return result
 
 
-def node_containers(rjob: dict[str, Any]) -> list[dict[str, Any]]:
-    """A replicated Job's `node` containers (a malformed one is refused once the JobSet is
-    read)."""
+def node_containers(rjob: dict[str, Any], name: str = NODE) -> list[dict[str, Any]]:
+    """A replicated Job's containers named `name` (a malformed one is refused once the JobSet
+    is read)."""
     job_spec = templates.mapping(rjob["template"].get("spec"))
     pod = templates.mapping(templates.mapping(job_spec.get("template")).get("spec"))
     containers = pod.get("containers") if isinstance(pod.get("containers"), list) else []
-    return [c for c in containers if isinstance(c, dict) and c.get("name") == NODE]
+    return [c for c in containers if isinstance(c, dict) and c.get("name") == name]

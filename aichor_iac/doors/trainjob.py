@@ -29,8 +29,9 @@ from ..limits import INT32
 from ..problems import ManifestError, Problem, line_for
 from ..reading import podtemplate as templates
 from ..reading.text import Document
-from . import jobset, trainer_mpi
+from . import jobset, trainer_initializers, trainer_mpi, trainer_patches, trainer_torchtune
 from .jobset_spec import JobSetSpec
+from .trainer_initializers import STEPS, Initializer
 from .trainer_mpi import MPIPolicy
 from .trainer_patches import RuntimePatch, merged
 from .trainer_runtimes import (
@@ -39,18 +40,17 @@ from .trainer_runtimes import (
     POLICIES,
     RUNTIMES,
     TRAINER_PORT,
+    gpus,
     node_containers,
     upserted,
 )
+from .trainer_torchtune import ENTRYPOINT
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KINDS = ("TrainJob",)
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
-REFUSED = {
-    "initializer": "dataset and model initializers are not run from a TrainJob yet: download "
-    "in the trainer's command, or give a JobSet whose first replicated Job does it",
-}
+KNOWN = {**RUNTIMES, **trainer_torchtune.RUNTIMES}  # Trainer's standard runtimes, by name
 
 
 class RuntimeRef(Model):
@@ -83,7 +83,7 @@ class TrainJobSpec(Model):
     trainer: Trainer | None = None
     suspend: bool = False
     managed_by: str | None = None
-    initializer: dict[str, Any] | None = None
+    initializer: Initializer | None = None
     runtime_patches: list[RuntimePatch] = Field(default_factory=list)
     active_deadline_seconds: int | None = Field(None, ge=1)
 
@@ -144,7 +144,7 @@ def validate(
     resource, spec = templates.resource_and_spec(
         data, fail, "TrainJob", API_VERSION, (Resource, TrainJobSpec)
     )
-    problems = [Problem(f"spec.{k}", why) for k, why in REFUSED.items() if k in resource.spec]
+    problems = []
     if spec.managed_by not in (None, CONTROLLER):
         reason = f"'{spec.managed_by}' would run this: remove managedBy"
         problems.append(Problem("spec.managedBy", reason))
@@ -152,7 +152,12 @@ def validate(
     if problems or runtime is None:
         raise fail(problems)
     runtime_spec = _runtime_spec(runtime, source, runtime_lines)
-    if problems := _policy_problems(runtime_spec, spec):
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    problems = _policy_problems(runtime_spec, spec)
+    problems += trainer_initializers.problems(spec.initializer, jobs)
+    problems += trainer_patches.problems(spec.runtime_patches, jobs)
+    problems += _torchtune_problems(spec, runtime_spec.ml_policy, jobs)
+    if problems:
         raise fail(problems)
     built, mpi = _jobset(data, runtime, runtime_spec.ml_policy, spec, resource.metadata.name)
     own = {path: n for path, n in lines.items() if tuple(path[:1]) == ("metadata",)}
@@ -188,9 +193,9 @@ def _runtime(
         named = metadata.get("name") if isinstance(metadata, dict) else None
         if document.data.get("kind") == ref.kind and named == ref.name:
             return document.data, document.lines
-    if ref.kind == "ClusterTrainingRuntime" and ref.name in RUNTIMES:
-        return copy.deepcopy(RUNTIMES[ref.name]), {}
-    known = ", ".join(sorted(RUNTIMES))
+    if ref.kind == "ClusterTrainingRuntime" and ref.name in KNOWN:
+        return copy.deepcopy(KNOWN[ref.name]), {}
+    known = ", ".join(sorted(KNOWN))
     reason = (
         f"no {ref.kind} '{ref.name}' is known here (no cluster is asked): give it in the same "
         f"file, or name one of Trainer's standard runtimes ({known})"
@@ -238,6 +243,33 @@ def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:
     return problems
 
 
+def _tunes(trainer: Trainer | None, policy: MLPolicy) -> bool:
+    """Whether the trainer runs TorchTune's entry point (the torch plugin completes it)."""
+    return policy.torch is not None and trainer is not None and trainer.command == ENTRYPOINT
+
+
+def _torchtune_problems(
+    spec: TrainJobSpec, policy: MLPolicy, jobs: list[dict[str, Any]]
+) -> list[Problem]:
+    trainer = spec.trainer
+    if trainer is None or not _tunes(trainer, policy):
+        return []
+    return trainer_torchtune.problems(
+        spec.runtime_ref.name,
+        trainer.num_nodes or 1,
+        trainer.num_proc_per_node,
+        gpus(_plugin_resources(trainer, jobs)),
+        trainer.args or [],
+    )
+
+
+def _plugin_resources(trainer: Trainer, jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The resources per node the plugins count from: the trainer's, else the runtime's."""
+    if trainer.resources_per_node:
+        return trainer.resources_per_node.model_dump(exclude_none=True)
+    return _runtime_resources(jobs)
+
+
 def _jobset(
     data: dict[str, Any],
     runtime: dict[str, Any],
@@ -255,12 +287,7 @@ def _jobset(
         labels.update(patch.labels())
     jobs = sorted(template["replicatedJobs"], key=lambda r: _at(order, r["name"]))
     trainer = spec.trainer or Trainer()
-    # (the plugins read the trainer's resourcesPerNode, else the runtime's)
-    resources = (
-        trainer.resources_per_node.model_dump(exclude_none=True)
-        if trainer.resources_per_node
-        else _runtime_resources(jobs)
-    )
+    resources = _plugin_resources(trainer, jobs)
     mpi = None
     if policy.mpi is not None:  # (the MPI plugin acts before the trainer's fields are set)
         slots = trainer_mpi.slots(policy.mpi, trainer.num_proc_per_node, resources)
@@ -293,6 +320,20 @@ def _ancestor(rjob: dict[str, Any]) -> str | None:
     return templates.mapping(metadata.get("labels")).get(ANCESTOR)
 
 
+def _take_ancestor(rjob: dict[str, Any]) -> str | None:
+    """The Job's ancestor label, taken off (Trainer's own bookkeeping: no Job carries it)."""
+    metadata = rjob["template"].get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if not isinstance(labels, dict) or ANCESTOR not in labels:
+        return None
+    ancestor = labels.pop(ANCESTOR)
+    if not labels:
+        metadata.pop("labels")
+    if not metadata:
+        rjob["template"].pop("metadata")
+    return ancestor
+
+
 def _runtime_resources(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     """Trainer's `ExtractResourcePerNodeFromRuntime`: the resources of the `node` container
     of the first `node` or trainer Job that gives them."""
@@ -316,38 +357,39 @@ def _trainer_job(
     command, args, env and resources; its ancestor label (Trainer's own bookkeeping) taken
     off. Others keep their pod count; the MPI `node` Job of a launcher that ranks too takes the
     trainer's env and resources."""
-    job_template = rjob["template"]
-    job_spec = job_template["spec"]
+    job_spec = rjob["template"]["spec"]
     trainer = spec.trainer or Trainer()
-    if _ancestor(rjob) != "trainer":
+    ancestor = _take_ancestor(rjob)
+    if ancestor in STEPS.values():
+        trainer_initializers.apply(rjob, ancestor, spec.initializer)
+    if ancestor != "trainer":
         count = job_spec.get("parallelism", 1)
         job_spec.update(parallelism=count, completions=count)
         if policy.mpi and policy.mpi.run_launcher_as_node and rjob["name"] == NODE:
             for container in node_containers(rjob):
                 _env_and_resources(container, trainer)
         return
-    labels = job_template["metadata"]["labels"]
-    labels.pop(ANCESTOR)
-    if not labels:
-        job_template.pop("metadata", None)
     nodes = policy.num_nodes if policy.mpi else (trainer.num_nodes or policy.num_nodes)
     rjob["replicas"] = 1
     job_spec.update(parallelism=nodes, completions=nodes)
     for container in node_containers(rjob):
-        _node(container, spec.trainer, policy, nodes, name, resources)
+        _node(container, spec, policy, nodes, name, resources)
 
 
 def _node(
     container: dict[str, Any],
-    given: Trainer | None,
+    spec: TrainJobSpec,
     policy: MLPolicy,
     nodes: int,
     name: str | None,
     resources: dict[str, Any],
 ) -> None:
     """The trainer's `node` container: the trainer's fields, then (for a TrainJob that has a
-    trainer, as the torch, jax and xgboost plugins require) its ML policy's env and port."""
+    trainer, as the torch, jax and xgboost plugins require) its ML policy's env and port;
+    TorchTune's `tune run` completed, without the master's env (it rendezvouses by argument)."""
+    given = spec.trainer
     trainer = given or Trainer()
+    runtime_command = container.get("command") if isinstance(container.get("command"), list) else []
     for key, value in (
         ("image", trainer.image),
         ("command", trainer.command),
@@ -359,6 +401,18 @@ def _node(
     if given is None or policy.source not in POLICIES:
         return
     env = POLICIES[policy.source][0](resources, trainer, nodes, name)
+    if _tunes(given, policy):
+        env = [e for e in env if e["name"] not in ("PET_MASTER_ADDR", "PET_MASTER_PORT")]
+        per_node = next(e["value"] for e in env if e["name"] == "PET_NPROC_PER_NODE")
+        container["command"] = trainer_torchtune.command(
+            spec.runtime_ref.name,
+            name or "",
+            nodes,
+            per_node,
+            gpus(resources),
+            trainer.args or [],
+            runtime_command,
+        )
     container["env"] = upserted(container.get("env") or [], env)
     ports = container.get("ports") if isinstance(container.get("ports"), list) else []
     if not any(isinstance(p, dict) and p.get("containerPort") == TRAINER_PORT for p in ports):

@@ -240,10 +240,13 @@ def test_a_runtime_in_the_same_file_runs_with_its_order_and_policy() -> None:
         (
             {
                 **trainjob(),
-                "spec": {"runtimeRef": {"name": "torch-distributed"}, "initializer": {}},
+                "spec": {
+                    "runtimeRef": {"name": "torch-distributed"},
+                    "initializer": {"dataset": {"storageUri": "hf://a/b"}},
+                },
             },
-            "spec.initializer",
-            "not run",
+            "spec.runtimeRef",
+            "must have dataset-initializer job",
         ),
         (
             {
@@ -291,8 +294,8 @@ def test_a_runtime_problem_is_at_the_runtimes_line() -> None:
 
 def test_runtime_patches_merge_as_trainers_strategic_merge() -> None:
     """runtimePatches, in order: a replicated Job's pods get the patch's service account,
-    placement and volumes; its containers' env merges by name (the trainer's env and the
-    policy's still after it) and mounts by path; other Jobs and the runtime's order stay."""
+    placement and volumes; its containers' mounts merge by path, the env of a container that
+    is not the TrainJob's to give by name; other Jobs and the runtime's order stay."""
     data = trainjob("mine", numNodes=2)
     data["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
     pod = {
@@ -302,12 +305,13 @@ def test_runtime_patches_merge_as_trainers_strategic_merge() -> None:
         "containers": [
             {
                 "name": "node",
-                "env": [{"name": "B", "value": "patched"}, {"name": "C", "value": "new"}],
                 "volumeMounts": [{"name": "data", "mountPath": "/data"}],
             }
         ],
     }
     first = {"name": "node", "template": {"spec": {"template": {"spec": pod}}}}
+    prepare = {"containers": [{"name": "prepare", "env": [{"name": "C", "value": "new"}]}]}
+    first_prepare = {"name": "prepare", "template": {"spec": {"template": {"spec": prepare}}}}
     second = {
         "name": "node",
         "template": {"spec": {"template": {"spec": {"serviceAccountName": "sa2"}}}},
@@ -315,7 +319,9 @@ def test_runtime_patches_merge_as_trainers_strategic_merge() -> None:
     data["spec"]["runtimePatches"] = [
         {
             "manager": "a",
-            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [first]}}},
+            "trainingRuntimeSpec": {
+                "template": {"spec": {"replicatedJobs": [first, first_prepare]}}
+            },
         },
         {
             "manager": "b",
@@ -328,11 +334,55 @@ def test_runtime_patches_merge_as_trainers_strategic_merge() -> None:
     assert spec["serviceAccountName"] == "sa2" and spec["nodeSelector"] == {"pool": "train"}
     assert {"name": "data", "emptyDir": {}} in spec["volumes"]
     node = container(found["tj-node-0"])
-    names = [e["name"] for e in node["env"]]
-    assert names[:2] == ["B", "C"] and names.index("PET_NNODES") > 1
-    assert env(node)["B"] == "patched"
+    assert env(node)["B"] == "from runtime"
     assert {"name": "data", "mountPath": "/data"} in node["volumeMounts"]
+    assert env(container(found["tj-prepare-0"], "prepare"))["C"] == "new"
     assert "serviceAccountName" not in found["tj-prepare-0"]["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize(
+    ("rjob", "path", "message"),
+    [
+        ({"name": "other"}, "replicatedJobs.0.name", "doesn't exist in the runtime"),
+        (
+            {
+                "name": "node",
+                "template": {"spec": {"template": {"spec": {"containers": [{"name": "sidecar"}]}}}},
+            },
+            "replicatedJobs.0.template.spec.template.spec.containers.0.name",
+            "the runtime's node job does not have",
+        ),
+        (
+            {
+                "name": "node",
+                "template": {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {"name": "node", "env": [{"name": "A", "value": "1"}]}
+                                ]
+                            }
+                        }
+                    }
+                },
+            },
+            "replicatedJobs.0.template.spec.template.spec.containers.0.env",
+            "in spec.trainer.env",
+        ),
+    ],
+)
+def test_what_trainers_webhook_refuses_of_a_patch(rjob: dict, path: str, message: str) -> None:
+    data = trainjob(numNodes=2)
+    spec = {"replicatedJobs": [rjob]}
+    data["spec"]["runtimePatches"] = [
+        {"manager": "a", "trainingRuntimeSpec": {"template": {"spec": spec}}}
+    ]
+    with pytest.raises(ManifestError) as error:
+        expand(data)
+    found = {p.path: p.message for p in error.value.problems}
+    at = f"spec.runtimePatches.0.trainingRuntimeSpec.template.spec.{path}"
+    assert at in found and message in found[at], found
 
 
 def test_a_runtime_patch_outside_what_trainer_patches_is_refused() -> None:
@@ -429,7 +479,7 @@ REFUSED = {
     "flux.lammps-train-gpus": "spec.runtimeRef.name",
     "flux.lammps-train-job": "spec.runtimeRef.name",
     "yaml.04-volcano-integration": "spec.runtimeRef",
-    "yaml.05-multi-step": "spec.initializer",
+    "yaml.05-multi-step": "spec.runtimeRef",
 }
 
 
