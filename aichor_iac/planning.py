@@ -239,6 +239,7 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
         *_env_problems(blueprint),
         *_tpu_problems(blueprint.spec),
         *_scheduling_problems(blueprint),
+        *_gang_order_problems(blueprint),
         *_settings_problems(blueprint),
         *_job_problems(blueprint),
     ]
@@ -456,6 +457,23 @@ def about(problem: Problem, manifest: str, stack: str | None = None) -> str:
     return (stack or "stack config") if problem.path.startswith("aichor:") else manifest
 
 
+def _gang_order_problems(blueprint: Blueprint) -> list[Problem]:
+    """A gang starts every pod at once: Jobs that must complete before others start (JobSet's
+    `dependsOn: Complete`, a TrainJob's initializers) cannot be in one."""
+    if blueprint.settings.gang_scheduler == "none":
+        return []
+    first = sorted({g.replica_type for g in blueprint.plan.groups if g.gate == "complete"})
+    return [
+        Problem(
+            "aichor:gangScheduler",
+            f"a gang starts every pod at once, and '{name}' must complete before other Jobs "
+            "are created (dependsOn: Complete): no gang can hold both; set "
+            "aichor:gangScheduler: none, or run the earlier step in the same pods",
+        )
+        for name in first
+    ]
+
+
 def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:
     """A custom resource's `schedulingPolicy` fills the gang's PodGroup: it needs one (its
     operator would ignore it without gang scheduling), and a gang it can complete."""
@@ -463,11 +481,17 @@ def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:
     policy = origin.scheduling if origin else None
     if policy is None:
         return []
-    where = "spec.runPolicy.schedulingPolicy"
+    where, asked = policy.where, policy.scheduler
     if settings.gang_scheduler == "none":
         reason = (
             "fills the gang scheduler's PodGroup, and the stack schedules no gang: set "
-            "aichor:gangScheduler (volcano or coscheduling), or remove it"
+            f"aichor:gangScheduler ({asked or 'volcano or coscheduling'}), or remove it"
+        )
+        return [Problem(where, reason)]
+    if asked and asked != settings.gang_scheduler:
+        reason = (
+            f"asks for a {asked} gang, and the stack's aichor:gangScheduler is "
+            f"{settings.gang_scheduler}: set it to {asked}"
         )
         return [Problem(where, reason)]
     size = blueprint.gang.size if blueprint.gang else 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import shlex
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError
 
@@ -111,6 +111,9 @@ KINDS = {
 
 
 class SchedulingPolicy(Model):
+    where: ClassVar[str] = "spec.runPolicy.schedulingPolicy"
+    scheduler: ClassVar[str | None] = None  # (any gang scheduler's PodGroup)
+
     min_available: int | None = Field(None, ge=1, le=INT32)
     queue: str | None = None
     min_resources: dict[str, Any] | None = None

@@ -19,9 +19,9 @@ import dataclasses
 import functools
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from ..experiment.groups import Model
 from ..experiment.model import Experiment
@@ -50,6 +50,7 @@ API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KINDS = ("TrainJob",)
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
 KNOWN = {**RUNTIMES, **trainer_torchtune.RUNTIMES}  # Trainer's standard runtimes, by name
 
 
@@ -103,6 +104,40 @@ class MLPolicy(Model):
         return next((n for n in (*POLICIES, "mpi") if getattr(self, n) is not None), None)
 
 
+class Coscheduling(Model):
+    schedule_timeout_seconds: int = Field(60, ge=0, le=INT32)
+
+
+class Volcano(Model):
+    network_topology: dict[str, Any] | None = None
+
+
+class PodGroupPolicy(Model):
+    """The runtime's gang (Trainer's coscheduling and volcano plugins): the scheduler it asks
+    for, and what its PodGroup's spec holds beside minMember (the experiment's gang)."""
+
+    coscheduling: Coscheduling | None = None
+    volcano: Volcano | None = None
+    _queue: str | None = PrivateAttr(None)  # (the runtime's Volcano queue annotation)
+
+    where: ClassVar[str] = "spec.runtimeRef"  # (the runtime's, as its webhook reports it)
+    min_available: ClassVar[None] = None
+
+    @property
+    def scheduler(self) -> str:
+        return "volcano" if self.volcano is not None else "coscheduling"
+
+    def pod_group(self, scheduler: str) -> dict[str, Any]:
+        """scheduler-plugins' timeout, or Volcano's queue and network topology."""
+        if self.coscheduling is not None:
+            timeout = self.coscheduling.schedule_timeout_seconds
+            return {"scheduleTimeoutSeconds": timeout} if timeout else {}
+        spec: dict[str, Any] = {"queue": self._queue} if self._queue else {}
+        if self.volcano and self.volcano.network_topology:
+            spec["networkTopology"] = self.volcano.network_topology
+        return spec
+
+
 class RuntimeTemplate(Model):
     metadata: dict[str, Any] | None = None
     spec: JobSetSpec
@@ -110,7 +145,7 @@ class RuntimeTemplate(Model):
 
 class RuntimeSpec(Model):
     ml_policy: MLPolicy = MLPolicy()
-    pod_group_policy: dict[str, Any] | None = None
+    pod_group_policy: PodGroupPolicy | None = None
     template: RuntimeTemplate
 
 
@@ -174,6 +209,7 @@ def validate(
         api_version=API_VERSION,
         kind="TrainJob",
         options={**origin.options, "runtime": spec.runtime_ref.name, "mpi": mpi},
+        scheduling=_gang(runtime_spec),
     )
     return experiment.read_from(source, lines)
 
@@ -204,6 +240,18 @@ def _runtime(
     return None, {}
 
 
+def _gang(runtime: RuntimeSpec) -> PodGroupPolicy | None:
+    """The runtime's podGroupPolicy, with the Volcano queue its template's annotation names."""
+    policy = runtime.pod_group_policy
+    if policy is None or policy.volcano is None:
+        return policy
+    annotations = templates.mapping(templates.mapping(runtime.template.metadata).get("annotations"))
+    queue = annotations.get(VOLCANO_QUEUE)
+    policy = policy.model_copy()
+    policy._queue = queue if isinstance(queue, str) else None
+    return policy
+
+
 def _runtime_spec(runtime: dict[str, Any], source: str, lines: dict) -> RuntimeSpec:
     """The runtime's spec, validated (its pod templates are checked once built); or
     ManifestError at the runtime's paths and lines."""
@@ -222,8 +270,9 @@ def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:
     for key in sorted(runtime.ml_policy.model_extra or {}):
         reason = f"the runtime's mlPolicy.{key} is not run from a TrainJob yet"
         problems.append(Problem("spec.runtimeRef", reason))
-    if runtime.pod_group_policy:
-        reason = "the runtime's podGroupPolicy is not read yet: set aichor:gangScheduler"
+    group = runtime.pod_group_policy
+    if group is not None and (group.coscheduling is None) == (group.volcano is None):
+        reason = "the runtime's podGroupPolicy names one plugin: coscheduling or volcano"
         problems.append(Problem("spec.runtimeRef", reason))
     given = [n for n in (*POLICIES, "mpi") if getattr(runtime.ml_policy, n) is not None]
     if len(given) > 1:
