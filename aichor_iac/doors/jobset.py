@@ -274,12 +274,6 @@ def _shape(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> dict[str
     the Job template's fields."""
     at, job = f"{where}.template.spec", rjob.template.spec
     found = [Problem(f"{at}.{k}", why) for k, why in JOB_REFUSED.items() if k in job]
-    if rjob.template.metadata:
-        reason = (
-            "the Job objects' own labels and annotations are not set here yet: put them on "
-            "the pod template (template.spec.template.metadata)"
-        )
-        found.append(Problem(f"{where}.template.metadata", reason))
     if job.get("completionMode", "Indexed") != "Indexed":
         reason = "JobSet's host names need Indexed Jobs: remove it (Indexed is the default)"
         found.append(Problem(f"{at}.completionMode", reason))
@@ -343,7 +337,17 @@ def _kept(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> Kept | No
     job = rjob.template.spec
     backoff = job.get("backoffLimit", DEFAULT_BACKOFF)
     kept = {k: job[k] for k in JOB_KEPT if k in job}
-    return Kept(f"{where}.template.spec", template, first, restart, backoff, kept)
+    metadata = rjob.template.metadata
+    return Kept(
+        f"{where}.template.spec",
+        template,
+        first,
+        restart,
+        backoff,
+        kept,
+        job_labels=metadata.labels,
+        job_annotations=metadata.annotations,
+    )
 
 
 def _options(spec: JobSetSpec) -> dict[str, Any]:

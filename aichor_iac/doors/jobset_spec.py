@@ -64,8 +64,16 @@ class DependsOn(Model):
     status: Literal["Ready", "Complete"]
 
 
+class JobMetadata(Model):
+    """A Job template's metadata: its labels and annotations go on each Job (the controller
+    sets the Job's name and namespace)."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
 class JobTemplate(Model):
-    metadata: dict[str, Any] | None = None
+    metadata: JobMetadata = JobMetadata()
     spec: templates.Template  # (nulls read as absent, as the API server reads them)
 
 

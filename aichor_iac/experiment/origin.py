@@ -33,6 +33,9 @@ class Kept:
     # The Job's own fields the resource gives beside (a JobSet's Job template: its pod failure
     # policy, deadline, …): Kubernetes' Job controller runs them, kept as written
     job: dict[str, Any] = field(default_factory=dict)
+    # The Job objects' own labels and annotations (a JobSet's Job template metadata)
+    job_labels: dict[str, str] = field(default_factory=dict)
+    job_annotations: dict[str, str] = field(default_factory=dict)
 
     @property
     def main(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 from ..awaits import SKIP_AWAIT, WAIT_FOR
 from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Resources
 from ..experiment.model import Spec
+from ..experiment.origin import Kept
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
@@ -108,11 +109,33 @@ def await_timeout(ctx: Context, group: Group) -> int | None:
     return None
 
 
+def _job_metadata(
+    ctx: Context, group: Group, held: Kept | None, replica: int | None
+) -> kinds.ObjectMetaArgs:
+    """A Job's name, labels and annotations: aichor-iac's, the Kueue queue, and for a JobSet's
+    Job the controller's labels and annotations (as on its pods) and its template's own."""
+    own = ctx.labels(group.role)
+    labels, annotations = {}, {}
+    if ctx.plan.framework == "jobset":
+        labels = {**(held.job_labels if held else {}), **dict(group.labels)}
+        annotations = {**(held.job_annotations if held else {}), **dict(group.annotations)}
+    labels = {k: v for k, v in labels.items() if k not in own}
+    if queue := ctx.settings.kueue_queue:
+        labels["kueue.x-k8s.io/queue-name"] = queue
+    # A replaced Job (fixed name: deleted, then created) goes at once, its pods after: with
+    # foreground deletion the create can find it still there (pulumi-kubernetes #3154). The
+    # annotation needs pulumi-kubernetes 4.12.
+    annotations.update(await_annotations(ctx, group, None if replica is None else 1))
+    annotations[DELETION] = "background"
+    name = ctx.job_name(group, replica)
+    return ctx.metadata(name, group.role, annotations, labels=labels or None)
+
+
 def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
     """The group's Indexed Job, or (`replica`) the Job of one replica of a group whose
     replicas have a Job each (`Context.replicas`): one pod, with the group's host name for
     that replica and literal values where the Indexed Job's are computed."""
-    spec, queue, gang = ctx.spec, ctx.settings.kueue_queue, ctx.gang_metadata(group.role)
+    spec, gang = ctx.spec, ctx.gang_metadata(group.role)
     annotations = {**gang.get("annotations", {}), **networks(ctx, group)}
     held = ctx.kept(group)  # a custom resource's template, kept
     if held is None:
@@ -135,18 +158,7 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
     origin = spec.origin
     pods = group.count if replica is None else 1
     return dict(
-        metadata=ctx.metadata(
-            ctx.job_name(group, replica),
-            group.role,
-            # A replaced Job (fixed name: deleted, then created) goes at once, its pods after:
-            # with foreground deletion the create can find it still there (pulumi-kubernetes
-            # #3154). The annotation needs pulumi-kubernetes 4.12.
-            {
-                **await_annotations(ctx, group, None if replica is None else 1),
-                DELETION: "background",
-            },
-            labels={"kueue.x-k8s.io/queue-name": queue} if queue else None,
-        ),
+        metadata=_job_metadata(ctx, group, held, replica),
         spec=kinds.JobSpecArgs(
             completion_mode="Indexed" if replica is None else "NonIndexed",
             completions=pods,

@@ -360,18 +360,35 @@ def test_bad_jobsets_are_refused_at_the_field(
     assert path in found and message in found[path], found
 
 
-def test_a_job_template_with_restart_always_or_metadata_is_refused() -> None:
+def test_a_job_template_with_restart_always_is_refused() -> None:
     data = jobset(job("a"))
     data["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"] = (
         "Always"
     )
-    data["spec"]["replicatedJobs"][0]["template"]["metadata"] = {"labels": {"a": "b"}}
     found = refusals(data)
     assert (
         "OnFailure or Never"
         in found["spec.replicatedJobs.0.template.spec.template.spec.restartPolicy"]
     )
-    assert "pod template" in found["spec.replicatedJobs.0.template.metadata"]
+    named = jobset(job("a"))
+    named["spec"]["replicatedJobs"][0]["template"]["metadata"] = {"name": "x"}
+    assert "spec.replicatedJobs.0.template.metadata.name" in refusals(named)  # (Jobs are named)
+
+
+def test_each_job_has_its_templates_and_the_controllers_labels_and_annotations() -> None:
+    """As the controller labels a Job (`labelAndAnnotateObject` on the Job too): the Job
+    template's labels and annotations, then JobSet's; aichor-iac's own win over a user's."""
+    data = jobset(job("a", parallelism=2, completions=2))
+    data["spec"]["replicatedJobs"][0]["template"]["metadata"] = {
+        "labels": {"team": "x", "app.kubernetes.io/instance": "mine"},
+        "annotations": {"note": "y"},
+    }
+    metadata = jobs(data)["js-a-0"]["metadata"]
+    assert metadata["labels"]["team"] == "x"
+    assert metadata["labels"]["app.kubernetes.io/instance"] == "js"
+    assert metadata["labels"]["jobset.sigs.k8s.io/jobset-name"] == "js"
+    assert metadata["annotations"]["note"] == "y"
+    assert metadata["annotations"]["jobset.sigs.k8s.io/job-index"] == "0"
 
 
 def test_the_job_controllers_own_fields_are_kept() -> None:
