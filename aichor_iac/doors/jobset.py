@@ -22,7 +22,8 @@ from typing import Any
 from ..experiment.groups import MAX_JOBS
 from ..experiment.model import Experiment, Spec
 from ..experiment.origin import Kept, Origin
-from ..limits import DNS_1035, INT32, MAX_INDEXED, dns_label
+from ..frameworks.jobset import EXCLUSIVE_NODES, EXCLUSIVE_TOPOLOGY
+from ..limits import DNS_1035, INT32, MAX_INDEXED, dns_label, is_label_key
 from ..problems import Problem
 from ..reading import podtemplate as templates
 from . import jobset_claims
@@ -32,11 +33,8 @@ __all__ = ["API_VERSION", "KINDS", "validate"]
 
 KINDS = ("JobSet",)
 DEFAULT_BACKOFF = 6  # Kubernetes' default backoffLimit of a Job
-# Annotations of JobSet's exclusive placement (its pod webhook's affinities).
-EXCLUSIVE = (
-    "alpha.jobset.sigs.k8s.io/exclusive-topology",
-    "alpha.jobset.sigs.k8s.io/node-selector",
-)
+# Annotations of JobSet's exclusive placement (the topology; its node-selector strategy)
+EXCLUSIVE = (EXCLUSIVE_TOPOLOGY, EXCLUSIVE_NODES)
 # A Job template's fields Kubernetes' Job controller runs: kept on each Job as written.
 JOB_KEPT = (
     "podFailurePolicy",
@@ -106,7 +104,10 @@ def validate(
         kept=kept,
         ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
         suspend=spec.suspend,
-        options={**_options(spec), "queue": resource.metadata.queue},
+        options={
+            **_options(spec, resource.metadata.annotations or {}),
+            "queue": resource.metadata.queue,
+        },
         companions=tuple(companions),
         subdomain=spec.network.subdomain if spec.network else None,
         retained=retained,
@@ -122,14 +123,7 @@ def _spec_problems(spec: JobSetSpec, data: dict[str, Any]) -> list[Problem]:
         problems.append(
             Problem("spec.managedBy", f"'{spec.managed_by}' would run this: remove managedBy")
         )
-    metadata = data.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    annotations = annotations if isinstance(annotations, dict) else {}
-    problems += [
-        Problem(f"metadata.annotations.{key}", _EXCLUSIVE_WHY)
-        for key in EXCLUSIVE
-        if key in annotations
-    ]
+    problems += _exclusive_problems(spec, _annotations(data))
     subdomain = spec.network.subdomain if spec.network else None
     if subdomain is not None:
         try:
@@ -157,7 +151,6 @@ _RESTART_WHY = (
     "restarting Jobs or the JobSet after a failure is not run here yet: remove it (a failed "
     "Job fails the JobSet, as with maxRestarts 0)"
 )
-_EXCLUSIVE_WHY = "JobSet's exclusive placement (its pod webhook) is not run here yet: remove it"
 
 
 def _coordinator_problems(spec: JobSetSpec) -> list[Problem]:
@@ -350,9 +343,10 @@ def _kept(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> Kept | No
     )
 
 
-def _options(spec: JobSetSpec) -> dict[str, Any]:
+def _options(spec: JobSetSpec, annotations: dict[str, str]) -> dict[str, Any]:
     """What the JobSet framework reads: each replicated Job (name, Jobs, group, what it
-    depends on), the success policy, the startup order and the coordinator."""
+    depends on, its exclusive placement), the success policy, the startup order and the
+    coordinator."""
     success = spec.success_policy
     coordinator = spec.coordinator
     return {
@@ -362,6 +356,7 @@ def _options(spec: JobSetSpec) -> dict[str, Any]:
                 "replicas": r.replicas,
                 "groupName": r.group_name,
                 "dependsOn": {d.name: d.status for d in r.depends_on},
+                "exclusive": _exclusive(annotations, r.template.metadata.annotations),
             }
             for r in spec.replicated_jobs
         ],
@@ -375,6 +370,42 @@ def _options(spec: JobSetSpec) -> dict[str, Any]:
         if coordinator
         else None,
     }
+
+
+def _annotations(data: dict[str, Any]) -> dict[str, Any]:
+    metadata = data.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def _exclusive_problems(spec: JobSetSpec, annotations: dict[str, Any]) -> list[Problem]:
+    """An exclusive topology that is not a label key: no node can have it (the API server
+    refuses such a topologyKey)."""
+    given = [(f"metadata.annotations.{EXCLUSIVE_TOPOLOGY}", annotations.get(EXCLUSIVE_TOPOLOGY))]
+    given += [
+        (
+            f"spec.replicatedJobs.{i}.template.metadata.annotations.{EXCLUSIVE_TOPOLOGY}",
+            r.template.metadata.annotations.get(EXCLUSIVE_TOPOLOGY),
+        )
+        for i, r in enumerate(spec.replicated_jobs)
+    ]
+    reason = "names the node label of the topology: give a label key (a qualified name)"
+    return [
+        Problem(path, reason)
+        for path, value in given
+        if value is not None and not (isinstance(value, str) and is_label_key(value))
+    ]
+
+
+def _exclusive(jobset: dict[str, str], job: dict[str, str]) -> dict[str, str]:
+    """A replicated Job's exclusive placement annotations, as the controller gives its Jobs
+    and pods: the JobSet's, then its Job template's (the node-selector strategy only beside a
+    topology)."""
+    result: dict[str, str] = {}
+    for given in (jobset, job):
+        if EXCLUSIVE[0] in given:
+            result.update({key: given[key] for key in EXCLUSIVE if key in given})
+    return result
 
 
 def _experiment(

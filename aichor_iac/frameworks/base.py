@@ -168,6 +168,10 @@ class Group:
     completions: int | None = None  # pods of the Job (default: the type's count)
     parallelism: int | None = None  # pods running at once (default: all)
     colocate: str | None = None  # a topology key the Job's pods must share (a TPU slice's)
+    # JobSet's exclusive placement: the topology key whose domains the Jobs keep to themselves,
+    # and whether by its node-selector strategy (nodes labelled with each Job beforehand)
+    exclusive: str | None = None
+    exclusive_nodes: bool = False
     labels: tuple[tuple[str, str], ...] = ()  # the operator's labels on a kept template's pods
     annotations: tuple[tuple[str, str], ...] = ()  # and its annotations
 

@@ -33,6 +33,8 @@ from . import mpi as mpi_framework
 from .base import Env, Group, Names, Plan
 
 PREFIX = "jobset.sigs.k8s.io/"  # the JobSet controller's labels and annotations
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+EXCLUSIVE_NODES = "alpha.jobset.sigs.k8s.io/node-selector"
 
 
 def plan(spec: Spec, names: Names) -> Plan:
@@ -90,6 +92,7 @@ def from_resource(spec: Spec, names: Names) -> Plan:
         name = r["name"]
         after = tuple(earlier) if options["inOrder"] else _after(r, roles)
         gate = "ready" if options["inOrder"] else gates.get(name, "").lower()
+        exclusive = r.get("exclusive") or {}
         for j, role in enumerate(roles[name]):
             metadata = _metadata(spec, names, rjobs, r, j)
             groups.append(
@@ -102,7 +105,9 @@ def from_resource(spec: Spec, names: Names) -> Plan:
                     after=after,
                     gate=gate,  # type: ignore[arg-type]
                     labels=metadata,
-                    annotations=metadata,
+                    annotations=(*metadata, *sorted(exclusive.items())),
+                    exclusive=exclusive.get(EXCLUSIVE_TOPOLOGY),
+                    exclusive_nodes=EXCLUSIVE_NODES in exclusive,
                 )
             )
         earlier += roles[name]

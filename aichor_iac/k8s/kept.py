@@ -59,6 +59,7 @@ def template(
     _ports(ctx, group, kept, main)
     _command(ctx, group, kept, spec, main)
     _colocate(ctx, group, spec)
+    _exclusive(ctx, group, result)
     return result
 
 
@@ -74,6 +75,55 @@ def _colocate(ctx: Context, group: Group, spec: dict[str, Any]) -> None:
         **affinity,
         "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
     }
+
+
+# JobSet's exclusive placement (v0.12.0): its pod webhook's labels and affinities, its
+# controller's node selector and toleration for the node-selector strategy
+JOB_KEY, PRIORITY = "jobset.sigs.k8s.io/job-key", "jobset.sigs.k8s.io/priority"
+NAMESPACED_JOB, NO_SCHEDULE = (
+    "alpha.jobset.sigs.k8s.io/namespaced-job",
+    "alpha.jobset.sigs.k8s.io/no-schedule",
+)
+
+
+def _exclusive(ctx: Context, group: Group, template: dict[str, Any]) -> None:
+    """A Job that keeps a topology domain to itself. By node selector: the nodes labelled
+    for it (and its taint tolerated). Else by affinities, on every pod (the webhook gives the
+    leader these and its followers the leader's domain, a node selector only a webhook can
+    know): with its own Job's pods, and no other JobSet Job's of the same priority there."""
+    spec = template["spec"]
+    if group.exclusive_nodes:
+        name = f"{ctx.names.namespace}_{ctx.job_name(group, None)}"
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), NAMESPACED_JOB: name}
+        toleration = {"key": NO_SCHEDULE, "operator": "Exists", "effect": "NoSchedule"}
+        spec["tolerations"] = [*spec.get("tolerations", []), toleration]
+        return
+    if group.exclusive is None:
+        return
+    key = dict(group.labels)[JOB_KEY]
+    others = [
+        {"key": JOB_KEY, "operator": "Exists"},
+        {"key": JOB_KEY, "operator": "NotIn", "values": [key]},
+    ]
+    # The pod's priority is its PriorityClass's value, known in the cluster only: without one
+    # it is 0 (no global default class); with one, other Jobs are kept out whatever theirs.
+    if not (spec.get("priorityClassName") or ctx.settings.priority_class_name):
+        template["metadata"]["labels"][PRIORITY] = "0"
+        others.append({"key": PRIORITY, "operator": "In", "values": ["0"]})
+    affinity = spec.setdefault("affinity", {})
+    for kind, expressions in (
+        ("podAffinity", [{"key": JOB_KEY, "operator": "In", "values": [key]}]),
+        ("podAntiAffinity", others),
+    ):
+        terms = affinity.setdefault(kind, {})
+        terms["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            *terms.get("requiredDuringSchedulingIgnoredDuringExecution", []),
+            {
+                "labelSelector": {"matchExpressions": expressions},
+                "topologyKey": group.exclusive,
+                "namespaceSelector": {},
+            },
+        ]
 
 
 def _ports(ctx: Context, group: Group, kept: Kept, main: dict[str, Any]) -> None:

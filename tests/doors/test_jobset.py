@@ -451,10 +451,7 @@ REFUSED = {
         "spec.failurePolicy.maxRestarts",
         "spec.failurePolicy.restartStrategy",
     },
-    "simple.exclusive-placement": {
-        "metadata.annotations.alpha.jobset.sigs.k8s.io/exclusive-topology",
-        "spec.failurePolicy.maxRestarts",
-    },
+    "simple.exclusive-placement": {"spec.failurePolicy.maxRestarts"},
     "simple.failure-policy": {
         "spec.failurePolicy.maxRestarts",
         "spec.failurePolicy.restartStrategy",
@@ -620,3 +617,67 @@ def test_a_kueue_label_is_the_stacks_queue_or_a_warning(queue: str | None, kind:
 
 
 PYTORCHJOB = sorted((ROOT / "tests" / "kubeflow").glob("pytorch-*.yaml"))[0]
+
+
+def test_exclusive_placement_keeps_a_topology_domain_per_job() -> None:
+    """`exclusive-topology` on the JobSet: every pod of each Job (the webhook's leader terms on
+    every pod) shares its Job's domain and keeps other JobSet Jobs of priority 0 out of it."""
+    rjob = job("a", parallelism=2, completions=2)
+    rjob["replicas"] = 2
+    data = jobset(rjob)
+    data["metadata"]["annotations"] = {
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"
+    }
+    found = jobs(data)
+    for name in ("js-a-0", "js-a-1"):
+        template = pod(found[name])
+        key = template["metadata"]["labels"]["jobset.sigs.k8s.io/job-key"]
+        assert template["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] == "0"
+        assert (
+            template["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"]
+            == "cloud.google.com/gke-nodepool"
+        )
+        affinity = template["spec"]["affinity"]
+        (together,) = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert together["labelSelector"]["matchExpressions"] == [
+            {"key": "jobset.sigs.k8s.io/job-key", "operator": "In", "values": [key]}
+        ]
+        assert together["topologyKey"] == "cloud.google.com/gke-nodepool"
+        (apart,) = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert apart["labelSelector"]["matchExpressions"] == [
+            {"key": "jobset.sigs.k8s.io/job-key", "operator": "Exists"},
+            {"key": "jobset.sigs.k8s.io/job-key", "operator": "NotIn", "values": [key]},
+            {"key": "jobset.sigs.k8s.io/priority", "operator": "In", "values": ["0"]},
+        ]
+    for obj in expand(data, name="js").objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_the_node_selector_strategy_uses_the_labelled_nodes() -> None:
+    """`node-selector` beside the topology (on the replicated Job): each Job's pods go to the
+    nodes labelled `<namespace>_<job>` (hack/label_nodes) and tolerate their taint; no
+    affinity."""
+    rjob = job("a")
+    rjob["template"]["metadata"] = {
+        "annotations": {
+            "alpha.jobset.sigs.k8s.io/exclusive-topology": "pool",
+            "alpha.jobset.sigs.k8s.io/node-selector": "true",
+        }
+    }
+    spec = pod(jobs(jobset(rjob), namespace="team")["js-a-0"])["spec"]
+    assert spec["nodeSelector"] == {"alpha.jobset.sigs.k8s.io/namespaced-job": "team_js-a-0"}
+    assert {
+        "key": "alpha.jobset.sigs.k8s.io/no-schedule",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    } in spec["tolerations"]
+    assert "affinity" not in spec
+
+
+def test_an_exclusive_topology_must_be_a_label_key() -> None:
+    data = jobset(job("a"))
+    data["metadata"]["annotations"] = {"alpha.jobset.sigs.k8s.io/exclusive-topology": "no spaces"}
+    assert (
+        "label key"
+        in refusals(data)["metadata.annotations.alpha.jobset.sigs.k8s.io/exclusive-topology"]
+    )
