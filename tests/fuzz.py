@@ -50,9 +50,9 @@ RESOURCES = [
 ] + [  # KubeRay's samples: their RayJob or RayCluster
     next(d for d in yaml.safe_load_all(p.read_text()) if d.get("apiVersion") == "ray.io/v1")
     for p in sorted((ROOT / "tests/kuberay").glob("*.yaml"))
-] + [  # JobSet's examples and Trainer's TrainJobs (their first document)
+] + [  # JobSet's examples and Trainer's TrainJobs (their first document), and our own seeds
     next(yaml.safe_load_all(p.read_text()))
-    for folder in ("tests/jobset", "tests/trainer")
+    for folder in ("tests/jobset", "tests/trainer", "tests/fuzz_seeds")
     for p in sorted((ROOT / folder).glob("*.yaml"))
 ]
 CASE_SECONDS = 60  # a case slower than this is a hang (rendering 1,000 jobset Jobs takes ~13 s)

@@ -286,7 +286,7 @@ def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:
         nodes = spec.trainer.num_nodes if spec.trainer else None
         problems += trainer_mpi.problems(runtime.ml_policy.mpi, nodes, jobs)
     for i, entry in enumerate(spec.trainer.env if spec.trainer else []):
-        if entry.get("name") in reserved:
+        if isinstance(entry.get("name"), str) and entry["name"] in reserved:
             reason = f"{entry['name']} is reserved for the {source} runtime (it sets it)"
             problems.append(Problem(f"spec.trainer.env.{i}", reason))
     return problems
