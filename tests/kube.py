@@ -37,7 +37,15 @@ def run_container(
     if len(command) > 2 and shell.WAIT_BEGIN in command[2]:
         before, rest = command[2].split(shell.WAIT_BEGIN, 1)
         command[2] = before + rest.split(shell.WAIT_END, 1)[1]
-    process_env = {"PATH": os.environ["PATH"], **env, **(extra_env or {})}
+    # Its peers' hosts never resolve here: a follower that was told it saw its entry point
+    # (its wait is left out) must not count it gone and stop the command (under load, a command
+    # slower than the follow interval times misses was stopped before it printed).
+    process_env = {
+        "PATH": os.environ["PATH"],
+        "AICHOR_FOLLOW_MISSES": "1000000",
+        **env,
+        **(extra_env or {}),
+    }
     return subprocess.run(
         command, env=process_env, capture_output=True, text=True, timeout=timeout, check=False
     )
