@@ -460,18 +460,14 @@ def about(problem: Problem, manifest: str, stack: str | None = None) -> str:
 def _gang_order_problems(blueprint: Blueprint) -> list[Problem]:
     """A gang starts every pod at once: Jobs that must complete before others start (JobSet's
     `dependsOn: Complete`, a TrainJob's initializers) cannot be in one."""
-    if blueprint.settings.gang_scheduler == "none":
-        return []
-    first = sorted({g.replica_type for g in blueprint.plan.groups if g.gate == "complete"})
-    return [
-        Problem(
-            "aichor:gangScheduler",
-            f"a gang starts every pod at once, and '{name}' must complete before other Jobs "
-            "are created (dependsOn: Complete): no gang can hold both; set "
-            "aichor:gangScheduler: none, or run the earlier step in the same pods",
-        )
-        for name in first
-    ]
+    gang = blueprint.settings.gang_scheduler != "none"
+    first = sorted({g.replica_type for g in blueprint.plan.groups if gang and g.gate == "complete"})
+    reason = (
+        "a gang starts every pod at once, and '{}' must complete before other Jobs are created "
+        "(dependsOn: Complete): no gang can hold both; set aichor:gangScheduler: none, or run "
+        "the earlier step in the same pods"
+    )
+    return [Problem("aichor:gangScheduler", reason.format(name)) for name in first]
 
 
 def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:

@@ -83,7 +83,7 @@ def validate(
     if schema:  # (what follows reads the Jobs' counts)
         raise fail(schema)
     problems = resource.metadata.problems("the JobSet webhook")
-    problems += _spec_problems(spec, data)
+    problems += _spec_problems(spec, resource.metadata.annotations or {})
     problems += _order_problems(spec)
     problems += _success_problems(spec)
     shapes, kept = {}, {}
@@ -116,14 +116,14 @@ def validate(
     return resource.metadata.read(experiment, origin, source, lines)
 
 
-def _spec_problems(spec: JobSetSpec, data: dict[str, Any]) -> list[Problem]:
+def _spec_problems(spec: JobSetSpec, annotations: dict[str, str]) -> list[Problem]:
     """The JobSet's fields that need its controller after creation, or a placement webhook."""
     problems = []
     if spec.managed_by not in (None, CONTROLLER):
         problems.append(
             Problem("spec.managedBy", f"'{spec.managed_by}' would run this: remove managedBy")
         )
-    problems += _exclusive_problems(spec, _annotations(data))
+    problems += _exclusive_problems(spec, annotations)
     subdomain = spec.network.subdomain if spec.network else None
     if subdomain is not None:
         try:
@@ -372,13 +372,7 @@ def _options(spec: JobSetSpec, annotations: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _annotations(data: dict[str, Any]) -> dict[str, Any]:
-    metadata = data.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    return annotations if isinstance(annotations, dict) else {}
-
-
-def _exclusive_problems(spec: JobSetSpec, annotations: dict[str, Any]) -> list[Problem]:
+def _exclusive_problems(spec: JobSetSpec, annotations: dict[str, str]) -> list[Problem]:
     """An exclusive topology that is not a label key: no node can have it (the API server
     refuses such a topologyKey)."""
     given = [(f"metadata.annotations.{EXCLUSIVE_TOPOLOGY}", annotations.get(EXCLUSIVE_TOPOLOGY))]

@@ -19,9 +19,9 @@ import dataclasses
 import functools
 import re
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field
 
 from ..experiment.groups import Model
 from ..experiment.model import Experiment
@@ -31,6 +31,7 @@ from ..reading import podtemplate as templates
 from ..reading.text import Document
 from . import jobset, trainer_initializers, trainer_mpi, trainer_patches, trainer_torchtune
 from .jobset_spec import JobSetSpec
+from .trainer_gang import PodGroupPolicy, with_queue
 from .trainer_initializers import STEPS, Initializer
 from .trainer_mpi import MPIPolicy
 from .trainer_patches import RuntimePatch, merged
@@ -50,7 +51,6 @@ API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KINDS = ("TrainJob",)
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
-VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
 KNOWN = {**RUNTIMES, **trainer_torchtune.RUNTIMES}  # Trainer's standard runtimes, by name
 
 
@@ -102,40 +102,6 @@ class MLPolicy(Model):
     def source(self) -> str | None:
         """The ML policy the runtime names (Trainer allows one)."""
         return next((n for n in (*POLICIES, "mpi") if getattr(self, n) is not None), None)
-
-
-class Coscheduling(Model):
-    schedule_timeout_seconds: int = Field(60, ge=0, le=INT32)
-
-
-class Volcano(Model):
-    network_topology: dict[str, Any] | None = None
-
-
-class PodGroupPolicy(Model):
-    """The runtime's gang (Trainer's coscheduling and volcano plugins): the scheduler it asks
-    for, and what its PodGroup's spec holds beside minMember (the experiment's gang)."""
-
-    coscheduling: Coscheduling | None = None
-    volcano: Volcano | None = None
-    _queue: str | None = PrivateAttr(None)  # (the runtime's Volcano queue annotation)
-
-    where: ClassVar[str] = "spec.runtimeRef"  # (the runtime's, as its webhook reports it)
-    min_available: ClassVar[None] = None
-
-    @property
-    def scheduler(self) -> str:
-        return "volcano" if self.volcano is not None else "coscheduling"
-
-    def pod_group(self, scheduler: str) -> dict[str, Any]:
-        """scheduler-plugins' timeout, or Volcano's queue and network topology."""
-        if self.coscheduling is not None:
-            timeout = self.coscheduling.schedule_timeout_seconds
-            return {"scheduleTimeoutSeconds": timeout} if timeout else {}
-        spec: dict[str, Any] = {"queue": self._queue} if self._queue else {}
-        if self.volcano and self.volcano.network_topology:
-            spec["networkTopology"] = self.volcano.network_topology
-        return spec
 
 
 class RuntimeTemplate(Model):
@@ -209,7 +175,7 @@ def validate(
         api_version=API_VERSION,
         kind="TrainJob",
         options={**origin.options, "runtime": spec.runtime_ref.name, "mpi": mpi},
-        scheduling=_gang(runtime_spec),
+        scheduling=with_queue(runtime_spec.pod_group_policy, runtime_spec.template.metadata),
     )
     return experiment.read_from(source, lines)
 
@@ -238,18 +204,6 @@ def _runtime(
     )
     problems.append(Problem("spec.runtimeRef.name", reason))
     return None, {}
-
-
-def _gang(runtime: RuntimeSpec) -> PodGroupPolicy | None:
-    """The runtime's podGroupPolicy, with the Volcano queue its template's annotation names."""
-    policy = runtime.pod_group_policy
-    if policy is None or policy.volcano is None:
-        return policy
-    annotations = templates.mapping(templates.mapping(runtime.template.metadata).get("annotations"))
-    queue = annotations.get(VOLCANO_QUEUE)
-    policy = policy.model_copy()
-    policy._queue = queue if isinstance(queue, str) else None
-    return policy
 
 
 def _runtime_spec(runtime: dict[str, Any], source: str, lines: dict) -> RuntimeSpec:
