@@ -357,6 +357,12 @@ RULES: tuple[Rule, ...] = (
     Rule(f"{_CONTAINERS}.name", _label, "validateContainers"),
     Rule(f"{_CONTAINERS}.image", _image, "validateContainers"),
     Rule(f"{_CONTAINERS}.env.*.name", _env_name, "validateEnv"),
+    Rule(f"{_CONTAINERS}.envFrom.*.secretRef|configMapRef.name", _subdomain, "validateEnvFrom"),
+    Rule(
+        f"{_CONTAINERS}.env.*.valueFrom.secretKeyRef|configMapKeyRef.name",
+        _subdomain,
+        "validateEnvVarValueFrom",
+    ),
     Rule(_CONTAINERS, _exec_size, "Linux execve: MAX_ARG_STRLEN, ARG_MAX"),
     Rule(f"{_CONTAINERS}.resources", _resources, "ValidateResourceRequirements"),
     Rule(f"{_CONTAINERS}.ports.*.name", _port_name, "validateContainerPorts"),

@@ -61,6 +61,13 @@ CASES = [
     ("Job", f"{MAIN}.image", "python:3.11 ", "is not an image reference"),
     ("Job", f"{MAIN}.env.0.name", "1X", "is not an environment variable name"),
     ("Job", f"{MAIN}.env.1.value", BIG, "more than one argument or environment entry"),
+    ("Job", f"{MAIN}.envFrom", [{"secretRef": {"name": "Bad Name"}}], "is not a DNS subdomain"),
+    (
+        "Job",
+        f"{MAIN}.env.0.valueFrom",
+        {"configMapKeyRef": {"name": "$(x)", "key": "k"}},
+        "is not a DNS subdomain",
+    ),
     ("Job", f"{MAIN}.args", [BIG[:100_000]] * 25, "more than a Linux process starts with"),
     ("Job", f"{MAIN}.resources.requests.cpu", "lots", "is not a quantity"),
     ("Job", f"{MAIN}.resources.limits.nvidia.com/gpu", "0.5", "not a whole number of devices"),
