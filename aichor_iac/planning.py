@@ -15,9 +15,11 @@ from typing import Literal
 
 from . import naming
 from .experiment.groups import MAX_JOBS
-from .experiment.model import Experiment, Spec
+from .experiment.model import Experiment, FailurePolicy, Spec
+from .failures import failure_policy, restart_problems
 from .frameworks import PLANNERS, Group, Names, Plan
 from .frameworks.base import INDEX_VAR
+from .gangs import Gang, gang
 from .problems import Problem
 from .reading.podtemplate import KUEUE_LABEL
 from .settings import Settings
@@ -52,39 +54,6 @@ class TensorboardLogs:
 
 
 @dataclass(frozen=True)
-class Gang:
-    """The pods a gang scheduler starts together (docs/services.md, What a gang is).
-
-    A gang is what can run at once, never every pod the experiment will ever run: a Job keeps
-    `parallelism` pods at a time, so its share is `Group.at_once` (as Kueue and JobSet count a
-    Job's pods: min(parallelism, completions)), and `size` (the PodGroup's `minMember`) is the
-    sum over the gang's groups. Pods that come and go (completions beyond parallelism) are
-    independent shards: the gang is their first wave, and the later pods must still be
-    schedulable once earlier ones have ended. Volcano counts succeeded pods towards the gang
-    (its `ReadyTaskNum`), so every group is in it. The coscheduling plugin of
-    scheduler-plugins counts only pods that have not ended (kube-scheduler's pod informer
-    leaves out Succeeded and Failed pods), so a gang whose pods come and go would fall below
-    `minMember` at its first unreplaced pod and never schedule the rest: there those groups
-    (`left_out`) are scheduled pod by pod, outside the PodGroup."""
-
-    scheduler: str
-    roles: tuple[str, ...]  # the groups whose pods belong to the PodGroup
-    size: int  # minMember: how many of those pods exist at once
-    left_out: tuple[str, ...] = ()
-
-
-def gang(plan: Plan, settings: Settings) -> Gang | None:
-    """The experiment's gang under `aichor:gangScheduler`; None without one."""
-    scheduler = settings.gang_scheduler
-    if scheduler == "none":
-        return None
-    members = [g for g in plan.groups if scheduler == "volcano" or g.at_once == g.count]
-    roles = tuple(g.role for g in members)
-    left_out = tuple(g.role for g in plan.groups if g.role not in roles)
-    return Gang(scheduler, roles, sum(g.at_once for g in members), left_out)
-
-
-@dataclass(frozen=True)
 class Blueprint:
     """One experiment, decided: what `k8s` turns into objects and components register."""
 
@@ -108,6 +77,11 @@ class Blueprint:
         origin = self.spec.origin
         kept = origin.kept.get(group.replica_type) if origin else None
         return kept is not None and kept.argv is None and bool(group.computed)
+
+    @cached_property
+    def failure(self) -> FailurePolicy:
+        """The group restart it runs with (`max_restarts` 0: none)."""
+        return failure_policy(self.spec, self.settings)
 
     @cached_property
     def gang(self) -> Gang | None:
@@ -242,6 +216,7 @@ def _problems(blueprint: Blueprint) -> list[Problem]:
         *_gang_order_problems(blueprint),
         *_settings_problems(blueprint),
         *_job_problems(blueprint),
+        *restart_problems(blueprint.spec, blueprint.plan, blueprint.failure),
     ]
 
 

@@ -94,6 +94,30 @@ class Waiting(_Concern):
     )
 
 
+class Failures(_Concern):
+    """When a replica fails: the whole group restarts, up to a budget"""
+
+    max_restarts: int | None = Field(
+        None,
+        ge=0,
+        le=INT32,
+        description="How many times every replica stops and starts again together after one "
+        "fails (unset: the input's own policy, else 0: a failure ends the experiment).",
+    )
+    permanent_exit_codes: list[int] = Field(
+        default_factory=list,
+        description="Exit codes (1-255) that fail the experiment at once, whatever restarts "
+        "are left.",
+    )
+
+    @field_validator("permanent_exit_codes")
+    @classmethod
+    def _exit_codes(cls, value: list[int]) -> list[int]:
+        if any(not 1 <= code <= 255 for code in value):
+            raise ValueError("exit codes are 1 to 255 (0 is success)")
+        return sorted(set(value))
+
+
 class Platform(_Concern):
     """AIchor's platform env: the `AICHOR_*` variables of every replica"""
 
@@ -259,6 +283,7 @@ class Security(_Concern):
 CONCERNS: tuple[type[_Concern], ...] = (
     Placement,
     Waiting,
+    Failures,
     Platform,
     Storage,
     Scheduling,
@@ -267,7 +292,7 @@ CONCERNS: tuple[type[_Concern], ...] = (
 )
 
 
-class Settings(Security, Network, Scheduling, Storage, Platform, Waiting, Placement):
+class Settings(Security, Network, Scheduling, Storage, Platform, Failures, Waiting, Placement):
     """Everything about an experiment that is not in its manifest: the stack's `aichor:*`
     config, one concern per base class."""
 

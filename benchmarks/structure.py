@@ -23,7 +23,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("limits", "naming", "problems", "output", "changes", "awaits"),
     ("experiment", "settings"),  # the neutral experiment and the stack's settings
     ("reading", "frameworks"),  # reading input below the doors; each framework's plan
-    ("doors", "planning"),  # front doors; the plan of an experiment under its settings
+    ("doors", "planning", "failures", "gangs"),  # front doors; an experiment's plan, gang, restart
     ("k8s",),  # Kubernetes objects
     ("components",),  # thin Pulumi components
     ("engine", "preview", "convert", "submit", "local"),  # what commands run

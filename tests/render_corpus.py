@@ -35,6 +35,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "coscheduling": {"gang_scheduler": "coscheduling"},
     "volcano": {"gang_scheduler": "volcano", "wait": "complete"},
     "kueue": {"kueue_queue": "ml", "wait": "ready"},
+    "restarts": {"max_restarts": 2, "permanent_exit_codes": [3], "wait": "complete"},
 }
 
 

@@ -1,6 +1,6 @@
 """A Trainer runtime's `podGroupPolicy` (v2.3.0, its coscheduling and volcano plugins): the
 gang scheduler it asks for, and what its PodGroup holds beside minMember. The experiment's gang
-(`planning.Gang`) makes the PodGroup; the stack's `aichor:gangScheduler` must be the one named.
+(`gangs.Gang`) makes the PodGroup; the stack's `aichor:gangScheduler` must be the one named.
 """
 
 from __future__ import annotations

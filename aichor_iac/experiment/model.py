@@ -7,6 +7,7 @@ Pure data: no Pulumi or Kubernetes import.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
@@ -47,6 +48,19 @@ class RestartPolicy(Model):
     backoff_limit: int = Field(
         0, ge=0, le=INT32, description="Pod failures tolerated per replica group."
     )
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """The whole group's restart: every replica stops and starts again together when one
+    fails, at most `max_restarts` times; `permanent_exit_codes` fail at once; the attempt
+    number reaches the command as AICHOR_RESTART_ATTEMPT and as `attempt_names` (the input's
+    own names for it). `source` names where it was asked for, for problems."""
+
+    max_restarts: int = 0
+    permanent_exit_codes: tuple[int, ...] = ()
+    attempt_names: tuple[str, ...] = ()
+    source: str = "aichor:maxRestarts"
 
 
 class SecurityContext(Model):
@@ -143,10 +157,16 @@ class Spec(Model):
 
     # A custom resource's templates and options (`origin.Origin`); None for a manifest.
     _origin: Origin | None = PrivateAttr(None)
+    # The group restart the input asks for in its own terms (None: it asks for none)
+    _failure_policy: FailurePolicy | None = PrivateAttr(None)
 
     @property
     def origin(self) -> Origin | None:
         return self._origin
+
+    @property
+    def failure_policy(self) -> FailurePolicy | None:
+        return self._failure_policy
 
     @property
     def timeout_seconds(self) -> int | None:

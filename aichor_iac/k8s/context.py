@@ -11,6 +11,7 @@ from ..frameworks import Group, Names, Plan
 from ..planning import Blueprint
 from ..settings import Settings
 from . import kinds, shell
+from .restart import Regroup, regroup_of
 
 ENGINE_LABEL = "aichor.ai/engine-name"
 GANG_SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
@@ -58,10 +59,22 @@ class Context:
         plan = self.plan
         return group.role == plan.entry_point and any(g.follows for g in plan.groups)
 
+    def listens(self, group: Group) -> bool:
+        """Whether the group's replicas listen on the lifeline's port: the entry point
+        followers follow; every replica under the group restart (members answer a new lead)."""
+        return self.followed(group) or self.regroup is not None
+
+    @property
+    def regroup(self) -> Regroup | None:
+        """Every replica's part in the group restart, if the experiment restarts as a group."""
+        return regroup_of(self.blueprint)
+
     def command(self, group: Group, command: str, restarts: bool) -> list[str]:
         """A replica's container command: `command` after its wait for peers, followed or
-        holding the lifeline as its group says (`restarts`: its Job retries a failure)."""
-        followed, groups = self.followed(group), self.plan.groups
+        holding the lifeline as its group says (`restarts`: its Job retries a failure), or
+        its part in the group restart."""
+        followed, groups, regroup = self.followed(group), self.plan.groups, self.regroup
+        deadline = self.settings.peer_wait_seconds
         return shell.main_command(
             command,
             group.env,
@@ -71,7 +84,8 @@ class Context:
             lifeline=followed,
             restarts=restarts,
             waits=group.waits,
-            deadline_seconds=self.settings.peer_wait_seconds,
+            deadline_seconds=deadline,
+            regroup=regroup.args(deadline) if regroup else None,
         )
 
     def labels(self, role: str | None = None, replica: bool = True) -> dict[str, str]:
@@ -163,7 +177,7 @@ class Context:
 
     def gang_metadata(self, role: str) -> dict[str, dict[str, str]]:
         """How the pods of group `role` name their PodGroup, per gang scheduler (nothing for
-        a group outside the gang: `planning.Gang`)."""
+        a group outside the gang: `gangs.Gang`)."""
         gang, pod_group = self.blueprint.gang, self.names.experiment
         if gang is None or role not in gang.roles:
             return {}

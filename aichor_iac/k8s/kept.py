@@ -131,7 +131,7 @@ def _ports(ctx: Context, group: Group, kept: Kept, main: dict[str, Any]) -> None
     readiness probe that lets the later Jobs start."""
     numbers = {p.get("containerPort") for p in main.get("ports", [])}
     runs = kept.argv or group.program  # a command the lifeline's supervisor can run
-    lifeline = [("lifeline", LIFELINE_PORT)] if ctx.followed(group) and runs else []
+    lifeline = [("lifeline", LIFELINE_PORT)] if ctx.listens(group) and runs else []
     added = [
         {"name": n, "containerPort": p, "protocol": "TCP"}
         for n, p in [*group.ports, *lifeline]

@@ -17,6 +17,7 @@ from ..settings import Settings
 from . import jupyter, kept, kinds, shell, tensorboard
 from .context import Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
+from .regroup import GAVE_UP
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -139,7 +140,7 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
     annotations = {**gang.get("annotations", {}), **networks(ctx, group)}
     held = ctx.kept(group)  # a custom resource's template, kept
     if held is None:
-        restarts = job_restarts("Never", spec.restart_policy.backoff_limit, None)
+        restarts = _restarts(ctx)
         template: Any = kinds.PodTemplateSpecArgs(
             metadata=kinds.ObjectMetaArgs(
                 labels={**ctx.labels(group.role), **gang.get("labels", {})},
@@ -176,12 +177,23 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
 PERMANENT_EXIT_CODES = list(range(1, 128))
 
 
-def job_restarts(restart_policy: str, backoff_limit: int, container: str | None) -> dict:
+def _restarts(ctx: Context) -> dict:
+    """The retries of an AIchor Job: the manifest's backoffLimit; under the group restart, the
+    budget (a pod whose container died as a whole is made again, its replica joining the
+    group's next attempt), a replica that gave up (GAVE_UP) failing the Job at once."""
+    if (regroup := ctx.regroup) is not None:
+        return job_restarts("Never", regroup.budget, ctx.plan.framework, [GAVE_UP])
+    return job_restarts("Never", ctx.spec.restart_policy.backoff_limit, None)
+
+
+def job_restarts(
+    restart_policy: str, backoff_limit: int, container: str | None, fails: list[int] | None = None
+) -> dict:
     """A Job's retries (`backoffLimit`) and pod failure policy. A pod evicted by a node drain
     or preempted is replaced without counting as a failure (`backoffLimit` counts the
     program's failures), as JobSet users expect; with `ExitCode` the program's own failure
-    (exit 1-127 of `container`) fails the Job at once. Pods restarted in place (`OnFailure`)
-    can have no pod failure policy."""
+    (exit 1-127 of `container`) fails the Job at once, as do the exit codes `fails`. Pods
+    restarted in place (`OnFailure`) can have no pod failure policy."""
     if restart_policy == "OnFailure":
         return dict(backoff_limit=backoff_limit)
     rules = [
@@ -194,12 +206,12 @@ def job_restarts(restart_policy: str, backoff_limit: int, container: str | None)
             ],
         )
     ]
-    if restart_policy == "ExitCode":
+    if codes := PERMANENT_EXIT_CODES if restart_policy == "ExitCode" else fails:
         rules.append(
             kinds.PodFailurePolicyRuleArgs(
                 action="FailJob",
                 on_exit_codes=kinds.PodFailurePolicyOnExitCodesRequirementArgs(
-                    container_name=container, operator="In", values=PERMANENT_EXIT_CODES
+                    container_name=container, operator="In", values=codes
                 ),
             )
         )
@@ -257,7 +269,7 @@ def _main_container(
     rdma = ("IPC_LOCK",) if resources.rdma else ()  # RDMA pins (locks) its buffers' memory
     security = container_security(ctx.spec, (*group.capabilities, *rdma))
     ready = group.ready_port
-    ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if ctx.followed(group) else [])]
+    ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if ctx.listens(group) else [])]
     return kinds.ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,

@@ -116,7 +116,7 @@ def companion(ctx: Context, document: dict) -> dict:
 
 def pod_group(ctx: Context) -> dict:
     """A PodGroup for the gang scheduler: none of the gang's pods starts until all that exist
-    at once can (`planning.Gang`), or as the custom resource's `schedulingPolicy` asks (as its
+    at once can (`gangs.Gang`), or as the custom resource's `schedulingPolicy` asks (as its
     operator fills the PodGroup)."""
     gang, origin = ctx.blueprint.gang, ctx.spec.origin
     assert gang is not None

@@ -7,11 +7,15 @@ present) so no extra image is pulled. Kubernetes expands `$(VAR)` in commands an
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
+from functools import cache
+from pathlib import Path
 
 from ..frameworks import Endpoint, Env
 from ..frameworks.base import INDEX_VAR
+from . import regroup as regroup_program
 from .lifeline import ENTRY, FOLLOW, LIFELINE_PORT
 
 # A follower checks every AICHOR_FOLLOW_INTERVAL seconds (default 10) and stops after
@@ -205,6 +209,19 @@ def prelude(env: tuple[Env, ...]) -> list[str]:
     return lines
 
 
+@cache
+def regroup_source() -> str:
+    """The group restart's program as replicas run it: `regroup.py` without its docstring."""
+    text = Path(regroup_program.__file__).read_text()
+    start = ast.parse(text).body[0].end_lineno or 0
+    return "\n".join(text.splitlines()[start:]).strip() + "\n"
+
+
+NO_REGROUP = (
+    'echo "aichor: no python3 in the image: this replica runs without the group restart" >&2'
+)
+
+
 def main_command(
     command: str,
     env: tuple[Env, ...],
@@ -215,6 +232,7 @@ def main_command(
     restarts: bool = False,
     waits: tuple[Endpoint, ...] = (),
     deadline_seconds: int = 0,
+    regroup: list[str] | None = None,
 ) -> list[str]:
     """The main container's command: the prelude, the wait for `waits` (at most
     `deadline_seconds`), then `command` (the user's, or the group's program) as `$1`.
@@ -226,11 +244,16 @@ def main_command(
     its end). With `linger` (an entry point some followers only count gone once they have
     seen it), the replica stays one follow interval (+2 s) after its command has ended, so
     that every follower finds it at least once, however quickly it ended. Without python3 the
-    POSIX shell programs do the same with DNS only (lifeline.py says how).
+    POSIX shell programs do the same with DNS only (lifeline.py says how). With `regroup`
+    (its arguments, `restart.Regroup`), the replica runs the group restart's program instead
+    (`regroup.py`), which needs python3.
     """
     lines = prelude(env) + (wait_lines(waits, deadline_seconds) if waits else [])
     flag = {True: "1", False: "0"}
-    if follows is not None:
+    if regroup is not None:
+        lines += [_python(regroup_source(), regroup), NO_REGROUP]
+        lines.append('exec /bin/sh -c "$1"')
+    elif follows is not None:
         args = [shlex.quote(follows), str(LIFELINE_PORT), flag[seen], flag[restarts]]
         lines += [_python(FOLLOW, args), follow_script(follows, seen)]
     elif lifeline:

@@ -95,6 +95,8 @@ class LocalCluster:
         self.closed = False
         self.mount_points = volumes.MountPoints(self.jobs + self.deployments)
         self.processes: dict[str, list[subprocess.Popen]] = {pod: [] for pod in self.ips}
+        self.disrupted: set[str] = set()  # pods being deleted as a drain would
+        self.ended_at: dict[str, float] = {}  # when each pod last ended (time.monotonic)
 
     def claim(self, name: str) -> Path:
         """The directory standing for a PersistentVolumeClaim (it outlives every pod)."""
@@ -201,13 +203,16 @@ class LocalCluster:
             pod, gang = pod_name(job, index), gang_of(job)
             with self.lock:
                 self.controllers.created.add(pod)
-            if not self._until(lambda: not gang or self.controllers.gang_holds(gang)):
-                return  # (never scheduled before its gang)
-            with self.lock:  # scheduled: it has an address, the Service publishes it
-                self.state[pod] = "init"
-                self.live.add(pod)
-                self._write()
-            self._run_pod(job, index, pod)
+            while True:  # the pod, then each one made again after a failure
+                if not self._until(lambda: not gang or self.controllers.gang_holds(gang)):
+                    return  # (never scheduled before its gang)
+                with self.lock:  # scheduled: it has an address, the Service publishes it
+                    self.state[pod] = "init"
+                    self.live.add(pod)
+                    self._write()
+                if not self._run_pod(job, index, pod) or self.closed:
+                    return
+                self._renew(pod)
 
     def _until(self, condition: Callable[[], bool]) -> bool:
         """Wait for `condition`; False if the cluster is left first."""
@@ -217,9 +222,9 @@ class LocalCluster:
             time.sleep(0.1)
         return not self.closed
 
-    def _run_pod(self, job: dict[str, Any], index: int, pod: str) -> None:
+    def _run_pod(self, job: dict[str, Any], index: int, pod: str) -> bool:
         """A scheduled pod's containers: init containers in turn (native sidecars started
-        beside), then the main one; then its end."""
+        beside), then the main one; then its end. Whether its Job makes it again."""
         spec = job["spec"]["template"]["spec"]
         sidecars = []
         for init in spec.get("initContainers", []):
@@ -229,13 +234,40 @@ class LocalCluster:
             result = containers.wait(self._start(job, index, init["name"]))
             if result.returncode != 0:
                 containers.stop(sidecars, self.GRACE_SECONDS)
-                self._finish(pod, result)
-                return
+                return self._finish(pod, result)
         main = self._start(job, index, spec["containers"][0]["name"])
         self.state[pod] = "running"
         result = containers.wait(main)
         containers.stop(sidecars, self.GRACE_SECONDS)
-        self._finish(pod, result)
+        return self._finish(pod, result)
+
+    def evict(self, pod: str) -> None:
+        """Delete a running pod as a node drain or a preemption does: it gets the
+        DisruptionTarget condition, its containers TERM and, after the grace period, KILL;
+        its Job makes it again without counting a failure (where its pod failure policy
+        ignores disruptions)."""
+        with self.lock:
+            self.disrupted.add(pod)
+            running = [p for p in self.processes[pod] if p.poll() is None]
+        threading.Thread(
+            target=containers.stop, args=(running, self.GRACE_SECONDS), daemon=True
+        ).start()
+
+    def termination_message(self, pod: str, container: str) -> str:
+        """What a container wrote to its termination message file (`/dev/termination-log`)."""
+        path = self.root / pod / f"{container}.termination-log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def _renew(self, pod: str) -> None:
+        """A pod made again starts afresh: its own /tmp, image copy and files are new."""
+        with self.lock:
+            self.state[pod] = "pending"
+        for path in (self.root / pod).iterdir():
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        (self.root / pod / "tmp").mkdir()
 
     def _server(self, deployment: dict[str, Any], index: int) -> None:
         """A Deployment's pod: every container at once, until the cluster is left."""
@@ -262,6 +294,7 @@ class LocalCluster:
         spec = workload["spec"]["template"]["spec"]
         main = container_of(spec, name)
         env = container_env(workload, index, name, self.ips[pod], self.secrets)
+        env["AICHOR_TERMINATION_LOG"] = str(self.root / pod / f"{name}.termination-log")
         command = container_argv(main, env, self.entrypoints)
         mounts = []
         for mount in main.get("volumeMounts", []):
@@ -298,13 +331,19 @@ class LocalCluster:
                 process.kill()
                 process.wait()
 
-    def _finish(self, pod: str, result: subprocess.CompletedProcess) -> None:
+    def _finish(self, pod: str, result: subprocess.CompletedProcess) -> bool:
+        """The pod's end: its processes killed, its names withdrawn; whether its Job makes
+        it again."""
         self._kill(pod)
         with self.lock:
-            self.results[pod] = result
-            self.controllers.ended(pod, result.returncode == 0)
+            disrupted = pod in self.disrupted
+            self.disrupted.discard(pod)
+            again = self.controllers.ended(pod, result.returncode, disrupted)
+            self.ended_at[pod] = time.monotonic()
+            self.results[pod] = result  # (last: a reader without the lock sees it all)
             self.live.discard(pod)
             self._write()
+        return again
 
     def _write(self) -> None:
         """The hosts file: each scheduled pod's names, and each Service's addresses."""

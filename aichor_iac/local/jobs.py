@@ -42,13 +42,27 @@ def gang_of(job: dict[str, Any]) -> str | None:
     ).get("scheduling.k8s.io/group-name")
 
 
-def condition(job: dict[str, Any], states: list[str]) -> str | None:
+def condition(states: list[str], failed: bool) -> str | None:
     """The Job's finished condition (Complete, Failed) from its pods' states, if any."""
+    if failed:
+        return "Failed"
     if states.count("succeeded") == len(states):
         return "Complete"
-    if states.count("failed") > job["spec"].get("backoffLimit", 6):
-        return "Failed"
     return None
+
+
+def action(job: dict[str, Any], code: int, disrupted: bool) -> str:
+    """What the Job controller does with a pod that failed with `code` (`disrupted`: it has the
+    DisruptionTarget condition): the action of its pod failure policy's first matching rule
+    (exit codes of the main container), else Count (towards backoffLimit)."""
+    for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules", []):
+        conditions = {c["type"] for c in rule.get("onPodConditions", []) if c["status"] == "True"}
+        if disrupted and "DisruptionTarget" in conditions:
+            return rule["action"]
+        codes = rule.get("onExitCodes")
+        if codes and (code in codes["values"]) == (codes["operator"] == "In") and code:
+            return rule["action"]
+    return "Count"
 
 
 class Controllers:
@@ -77,6 +91,9 @@ class Controllers:
         # pods (None: any); a finished Job frees its share.
         self.kueue_quota = kueue_quota
         self.admitted: dict[str, int] = {}
+        # The failures counted towards each Job's backoffLimit, the Jobs that have failed
+        self.counted = {job["metadata"]["name"]: 0 for job in self.jobs}
+        self.failed: set[str] = set()
 
     def job(self, name: str) -> dict[str, Any]:
         return next(j for j in self.jobs if j["metadata"]["name"] == name)
@@ -99,9 +116,9 @@ class Controllers:
             "active": sum(s in ("init", "running") for s in states),
             "ready": sum(ready(pod_name(job, i)) for i in range(len(states))),
             "succeeded": states.count("succeeded"),
-            "failed": states.count("failed"),
+            "failed": self.counted[name],
         }
-        if ended := condition(job, states):
+        if ended := condition(states, name in self.failed):
             status["conditions"] = [{"type": ended, "status": "True"}]
         return {k: v for k, v in status.items() if v}  # the controller omits zero counts
 
@@ -156,9 +173,22 @@ class Controllers:
             return f"unschedulable: PodGroup {gang} has {self.gang_count(gang)} of {size} pods"
         return "scheduled"
 
-    def ended(self, pod: str, succeeded: bool) -> None:
-        """A pod's end (under `lock`): its state, and its Job's Workload freed once done."""
-        self.state[pod] = "succeeded" if succeeded else "failed"
-        job = self.job_of_pod(pod)["metadata"]["name"]
-        if job in self.admitted and condition(self.job(job), self.states(job)):
-            del self.admitted[job]
+    def ended(self, pod: str, code: int, disrupted: bool = False) -> bool:
+        """A pod's end (under `lock`): its state, its Job's failure as its pod failure policy
+        and backoffLimit say, its Workload freed once the Job is done; whether the Job
+        controller makes the pod again (a failure the Job survives, of a pod that is not
+        restarted in place: `OnFailure` is the kubelet's, which this does not run)."""
+        self.state[pod] = "failed" if code else "succeeded"
+        job = self.job_of_pod(pod)
+        name = job["metadata"]["name"]
+        again = False
+        if code:
+            verdict = action(job, code, disrupted)
+            self.counted[name] += verdict == "Count"
+            if verdict == "FailJob" or self.counted[name] > job["spec"].get("backoffLimit", 6):
+                self.failed.add(name)
+            in_place = job["spec"]["template"]["spec"].get("restartPolicy") == "OnFailure"
+            again = name not in self.failed and not in_place
+        if name in self.admitted and condition(self.states(name), name in self.failed):
+            del self.admitted[name]
+        return again

@@ -152,7 +152,8 @@ class Run:
                     on_progress(states)
                 results = list(cluster.results.items())
                 codes = [r.returncode for p, r in results if role(p) in self.needed]
-                # (a pod runs once here: no Job retries)
+                # A smoke test: the first failure of a deciding pod ends the run, even where
+                # its Job would make the pod again (a group restart runs within the pods)
                 failures = [
                     r.returncode for p, r in results if r.returncode and role(p) in deciding
                 ]

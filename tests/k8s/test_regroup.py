@@ -1,0 +1,89 @@
+"""The group restart's program (k8s/regroup.py) as processes on this machine: a lead (its host
+name is the lead's, `127` for 127.0.0.1) and members; what each command sees, when the group
+restarts, when it fails and what it says. The real runs are in tests/local/test_regroup.py."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_lifeline import ENV, connected, free_port, processes  # noqa: F401  (fixture)
+
+from aichor_iac.k8s import regroup, shell
+
+
+def replica(command: str, port: int, host: str, log: Path, budget: int = 1, permanent: str = ""):
+    """The program as a replica runs it (host `127`: the lead of 127.0.0.1)."""
+    args = [command, "127.0.0.1", str(port), str(budget), permanent or "", "RETRY", "30", "1"]
+    env = {**ENV, "HOSTNAME": host, "AICHOR_TERMINATION_LOG": str(log)}
+    return subprocess.Popen(
+        [sys.executable, "-S", "-c", shell.regroup_source(), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def ended(process: subprocess.Popen, timeout: float = 30) -> tuple[int, str]:
+    out, _ = process.communicate(timeout=timeout)
+    return process.returncode, out
+
+
+# The lead alone (a one-replica experiment): a command that fails in attempt 0 and succeeds
+# after, or fails for good; what each case ends with and prints.
+ONCE = 'echo "attempt $AICHOR_RESTART_ATTEMPT/$RETRY"; [ "$AICHOR_RESTART_ATTEMPT" != 0 ] || exit 7'
+CASES = [
+    ("restarts once", ONCE, 1, "", 0, ["attempt 0/0", "restart attempt 1 (1 of 1 counted)"]),
+    ("no budget", ONCE, 0, "", regroup.GAVE_UP, ["127 exited with 7 at attempt 0; no restarts"]),
+    ("permanent", ONCE, 5, "3,7", regroup.GAVE_UP, ["exited with 7 at attempt 0, a permanent"]),
+    ("spent", "exit 9", 2, "", regroup.GAVE_UP, ["at attempt 2; 2 restart(s) spent; first"]),
+    ("succeeds", "echo fine", 2, "", 0, ["fine"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "budget", "permanent", "code", "said"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_the_lead_alone(processes, tmp_path, command, budget, permanent, code, said):  # noqa: F811
+    log = tmp_path / "termination-log"
+    processes.append(lead := replica(command, free_port(), "127", log, budget, permanent))
+    status, out = ended(lead)
+    assert status == code, out
+    for text in said:
+        assert text in out, out
+    if code:  # the reason, as Kubernetes shows the termination message
+        assert log.read_text() in out and said[0] in log.read_text()
+
+
+def test_a_member_killed_restarts_both_and_the_lead_s_end_ends_it(processes, tmp_path):  # noqa: F811
+    port = free_port()
+    lead_cmd = 'echo "lead $AICHOR_RESTART_ATTEMPT"; sleep 3'
+    processes.append(lead := replica(lead_cmd, port, "127", tmp_path / "a"))
+    connected(port)
+    member_cmd = 'echo "member $AICHOR_RESTART_ATTEMPT"; [ "$RETRY" != 0 ] || kill -9 $$; sleep 600'
+    processes.append(member := replica(member_cmd, port, "m-1", tmp_path / "b"))
+    status, out = ended(lead)
+    assert status == 0, out
+    assert "lead 0" in out and "restart attempt 1 (1 of 1 counted)" in out and "lead 1" in out
+    status, out = ended(member)
+    assert status == 0 and "member 0" in out and "member 1" in out, out
+
+
+def test_a_deleted_member_restarts_the_group_without_counting(processes, tmp_path):  # noqa: F811
+    port = free_port()
+    processes.append(lead := replica('echo "lead $RETRY"; sleep 4', port, "127", tmp_path / "a"))
+    connected(port)
+    processes.append(member := replica("sleep 600", port, "m-1", tmp_path / "b", budget=0))
+    time.sleep(1.5)  # (linked)
+    member.send_signal(signal.SIGTERM)  # the kubelet's TERM: the pod is being deleted
+    assert ended(member)[0] == regroup.TERMINATED
+    status, out = ended(lead)
+    assert status == 0, out
+    assert "restart attempt 1 (0 of 1 counted)" in out and "lead 1" in out

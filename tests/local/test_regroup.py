@@ -1,0 +1,161 @@
+"""The group restart for real on the local cluster: PyTorch over gloo, 3 ranks that checkpoint
+every 3 steps; a worker kills itself (exit 137) or its pod is deleted as a drain would, and every
+rank stops and starts again from the checkpoint, or the experiment fails when the budget is
+spent (`aichor:maxRestarts`, k8s/regroup.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import expand
+from kube import LocalCluster
+from pulumi_up import Failed, Live, up
+
+pytestmark = pytest.mark.skipif(
+    not LocalCluster.available(),
+    reason="needs `ip netns` (root) for a private network and /etc/hosts",
+)
+torch = pytest.importorskip("torch")
+
+# Rank 2 (the second worker) kills itself at step KILL_AT of the attempts KILLS lists.
+TRAIN = r"""
+import json, os, signal, time
+from datetime import timedelta
+import torch, torch.distributed as dist
+rank, attempt = int(os.environ["RANK"]), int(os.environ["AICHOR_RESTART_ATTEMPT"])
+path = os.path.join(os.environ["CKPT"], "ckpt.json")
+dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+step, w = 0, 0.0
+if os.path.exists(path):
+    with open(path) as f:
+        saved = json.load(f)
+    step, w = saved["step"], saved["w"]
+print(f"rank {rank} attempt {attempt} from step {step}", flush=True)
+kill_at, kills = int(os.environ["KILL_AT"]), os.environ["KILLS"].split(",")
+while step < 9:
+    grad = torch.tensor([float(rank + 1)])
+    dist.all_reduce(grad)
+    w, step = w - 0.01 * grad.item(), step + 1
+    print(f"rank {rank} step {step} loss {(w - 1) ** 2:.6f}", flush=True)
+    if rank == 0 and step % 3 == 0:
+        with open(path + ".new", "w") as f:
+            json.dump({"step": step, "w": w}, f)
+        os.replace(path + ".new", path)
+    if rank == 2 and step == kill_at and str(attempt) in kills:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.2)
+dist.barrier()
+print(f"rank {rank} done", flush=True)
+"""
+
+
+DATA = {
+    "spec": {
+        "operator": "pytorch",
+        "image": "img",
+        "command": "python train.py",
+        "types": {
+            "Master": {"count": 1, "resources": {"cpus": 1, "ramRatio": 1}},
+            "Worker": {"count": 2, "resources": {"cpus": 1, "ramRatio": 1}},
+        },
+    }
+}
+
+
+def pods_env(tmp_path: Path, kills: str) -> dict[str, str]:
+    """The script beside the run, and what its pods need: this interpreter, a checkpoint
+    directory they share (outside their private /tmp), when rank 2 dies."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    ckpt = Path("/var/tmp") / f"aichor-ckpt-{os.getpid()}-{time.monotonic_ns()}"
+    ckpt.mkdir()
+    return {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "CKPT": str(ckpt),
+        "KILL_AT": "5",
+        "KILLS": kills,
+        "AICHOR_STOP_GRACE": "5",
+    }
+
+
+def run(tmp_path: Path, kills: str, max_restarts: int = 2, evict: str | None = None):
+    """A local run of the 3 ranks: its results, lines (when, pod, line) and cluster."""
+    env = pods_env(tmp_path, kills)
+    objects = expand(DATA, max_restarts=max_restarts).objects
+    lines: list[tuple[float, str, str]] = []
+    seen = threading.Event()
+
+    def on_line(pod: str, line: str) -> None:
+        lines.append((time.monotonic(), pod, line))
+        if evict and pod == evict and "step 5 " in line and not seen.is_set():
+            seen.set()
+            cluster.evict(pod)
+
+    with LocalCluster(objects, env, on_line=on_line, workdir=tmp_path) as cluster:
+        results = cluster.run(timeout=240)
+        cluster.messages = {pod: cluster.termination_message(pod, "pytorch") for pod in results}
+        return results, lines, cluster
+
+
+def steps(lines, pod: str) -> list[tuple[int, str]]:
+    """(step, loss) as the pod printed them, over every attempt."""
+    found = [re.match(r"rank \d step (\d+) loss (\S+)", line) for _, p, line in lines if p == pod]
+    return [(int(m[1]), m[2]) for m in found if m]
+
+
+def test_a_killed_worker_restarts_the_group_which_resumes_from_the_checkpoint(tmp_path):
+    results, lines, _ = run(tmp_path, kills="0")
+    assert all(r.returncode == 0 for r in results.values()), lines[-60:]
+    said = [line for _, pod, line in lines if pod == "exp-master-0"]
+    assert "rank 0 attempt 1 from step 3" in said
+    curve = steps(lines, "exp-master-0")
+    # Attempt 0: steps 1-5; attempt 1 goes on from the checkpoint at 3, the same curve.
+    assert [s for s, _ in curve] == [1, 2, 3, 4, 5, 4, 5, 6, 7, 8, 9]
+    assert curve[3] == curve[5] and curve[4] == curve[6]
+    for pod in ("exp-master-0", "exp-worker-0", "exp-worker-1"):
+        rank = {"exp-master-0": 0, "exp-worker-0": 1, "exp-worker-1": 2}[pod]
+        assert (pod, f"rank {rank} done") in [(p, line) for _, p, line in lines]
+
+
+def test_killed_once_per_attempt_the_experiment_fails_and_every_replica_stops(tmp_path):
+    results, lines, cluster = run(tmp_path, kills="0,1,2")
+    assert {pod: r.returncode for pod, r in results.items()} == dict.fromkeys(results, 211)
+    for why in cluster.messages.values():  # each pod's termination message
+        assert why.startswith("exp-worker-1 exited with 137 at attempt 2; 2 restart(s) spent")
+        assert why.endswith("first failure: exp-worker-1 exited with 137 at attempt 0")
+    killed = max(when for when, pod, line in lines if pod == "exp-worker-1" and "step 5 " in line)
+    assert max(cluster.ended_at.values()) - killed < 2.0 + 0.2  # (+ the last sleep)
+
+
+def test_a_disruption_restarts_without_counting(tmp_path):
+    # One restart allowed: the eviction takes none, the kill in attempt 1 the one.
+    results, lines, _ = run(tmp_path, kills="1", max_restarts=1, evict="exp-worker-1")
+    assert all(r.returncode == 0 for r in results.values()), lines[-60:]
+    said = [line for _, pod, line in lines if pod == "exp-master-0"]
+    assert "rank 0 attempt 1 from step 3" in said  # after the eviction
+    assert "rank 0 attempt 2 from step 3" in said  # after the kill
+    # The evicted pod was made again: its new replica ran attempts 1 and 2.
+    assert ("exp-worker-1", "rank 2 attempt 2 from step 3") in [(p, x) for _, p, x in lines]
+
+
+@pytest.mark.parametrize(("kills", "ends"), [("0", "done"), ("0,1,2", "failed")])
+def test_pulumi_up_under_wait_complete_follows_the_restarts(tmp_path, kills, ends):
+    """The master's Job is awaited until it completes: it stays active through the restarts
+    (in place), completes after them, or fails once the budget is spent, and `up` with it."""
+    rendering = expand(DATA, max_restarts=2, wait="complete")
+    env = pods_env(tmp_path, kills)
+    with LocalCluster(rendering.objects, env, workdir=tmp_path) as cluster:
+        if ends == "done":
+            order = up(rendering, Live(cluster))
+            assert order[-1] == "Job/exp-master"  # created last, awaited to its end
+            assert cluster.job_status("exp-master")["conditions"][0]["type"] == "Complete"
+        else:
+            with pytest.raises(Failed):
+                up(rendering, Live(cluster))
+            status = cluster.job_status("exp-master")
+            assert status["conditions"][0]["type"] == "Failed" and status["failed"] == 0

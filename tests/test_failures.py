@@ -1,0 +1,129 @@
+"""When a replica fails: what `aichor:maxRestarts` renders (every replica under the group
+restart, each Job's budget and pod failure policy) and the experiments it is refused for."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+from conftest import expand
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+from test_properties import types_by_operator
+
+from aichor_iac.k8s import regroup
+from aichor_iac.k8s.lifeline import LIFELINE_PORT
+from aichor_iac.problems import ManifestError
+from aichor_iac.settings import Settings
+
+R = {"cpus": 1, "ramRatio": 1}
+
+
+def manifest(operator: str = "pytorch", spec: dict | None = None, **types: int) -> dict:
+    types = types or {"Master": 1, "Worker": 2}
+    data = {
+        "operator": operator,
+        "image": "img",
+        "command": "python train.py",
+        "types": {t: {"count": n, "resources": dict(R)} for t, n in types.items()},
+    }
+    return {"spec": {**data, **(spec or {})}}
+
+
+def jobs(data: dict, **settings) -> list[dict]:
+    return [o for o in expand(data, **settings).objects if o["kind"] == "Job"]
+
+
+@pytest.mark.parametrize(
+    ("operator", "types"),
+    [
+        ("pytorch", {"Master": 1, "Worker": 2}),
+        ("jax", {"Worker": 3}),
+        ("mpi", {"Launcher": 1, "Worker": 2}),
+    ],
+)
+def test_every_replica_runs_the_group_restart_led_by_the_entry_point(operator, types):
+    for job in jobs(manifest(operator, **types), max_restarts=2, permanent_exit_codes=[3, 1]):
+        spec = job["spec"]
+        assert spec["backoffLimit"] == 2  # a container that died as a whole: made again
+        rules = spec["podFailurePolicy"]["rules"]
+        assert rules[0] == {
+            "action": "Ignore",
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+        }
+        main = spec["template"]["spec"]["containers"][0]
+        assert rules[1]["onExitCodes"] == {
+            "containerName": main["name"],
+            "operator": "In",
+            "values": [regroup.GAVE_UP],
+        }
+        assert {"name": "lifeline", "containerPort": LIFELINE_PORT, "protocol": "TCP"} in main[
+            "ports"
+        ]
+        script = main["command"][2]
+        assert "class Lead(Replica)" in script and "exec python3 -S -c" in script
+        # (the lead, port, budget, permanent codes, attempt names, deadline, linger, hosts)
+        lead = script.rsplit('\' "$$1" ', 1)[1].split(" ", 1)[0]
+        assert lead.startswith("exp-") and lead.endswith("-0.exp.default.svc.cluster.local")
+        assert f"{LIFELINE_PORT} 2 1,3 '' 1800 12 " in script
+
+
+def test_without_restarts_nothing_changes():
+    plain = jobs(manifest())
+    assert all(
+        "class Lead" not in j["spec"]["template"]["spec"]["containers"][0]["command"][2]
+        for j in plain
+    )
+    assert jobs(manifest(), max_restarts=0) == plain
+
+
+REFUSED = [
+    ("batchjob", manifest("batchjob", Worker=3), {}, "aichor:maxRestarts", "no group to restart"),
+    (
+        "per-replica retries",
+        manifest(spec={"restartPolicy": {"backoffLimit": 2}}),
+        {},
+        "spec.restartPolicy.backoffLimit",
+        "retries one replica alone",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "more", "path", "text"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED]
+)
+def test_refused(data, more, path, text):
+    with pytest.raises(ManifestError) as error:
+        expand(data, max_restarts=1, **more)
+    assert any(p.path == path and text in p.message for p in error.value.problems), error.value
+
+
+@pytest.mark.parametrize("codes", [[0], [256], [-1]])
+def test_permanent_exit_codes_are_1_to_255(codes):
+    with pytest.raises(ValidationError, match="1 to 255"):
+        Settings(permanent_exit_codes=codes)
+
+
+RESTARTABLE = sorted(set(types_by_operator) - {"batchjob", "jobset", "kuberay"})
+
+
+@given(
+    st.sampled_from(RESTARTABLE).flatmap(
+        lambda op: types_by_operator[op].map(lambda types: (op, types))
+    ),
+    st.integers(1, 2**31 - 1),
+    st.lists(st.integers(1, 255), max_size=5),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_restarting_experiment_renders_valid_objects(case, budget, codes):
+    operator, types = case
+    data = {"spec": {"operator": operator, "image": "img", "command": "run", "types": types}}
+    try:
+        objects = expand(data, max_restarts=budget, permanent_exit_codes=codes).objects
+    except ManifestError as error:  # only a Job running part of its pods at a time
+        assert all("at a time" in p.message for p in error.problems), error
+        return
+    for obj in objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    assert jobs and all(j["spec"]["backoffLimit"] == budget for j in jobs)
