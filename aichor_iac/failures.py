@@ -5,34 +5,46 @@ experiments that cannot restart as a group. Pure: no Pulumi or Kubernetes import
 
 from __future__ import annotations
 
-from .experiment.model import FailurePolicy, Spec
+from .experiment.model import FailurePolicy, RestartRule, Spec
 from .frameworks import Plan
 from .problems import Problem
 from .settings import Settings
 
 
 def failure_policy(spec: Spec, settings: Settings) -> FailurePolicy:
-    """The input's own policy (none: no restart), the stack's settings winning where set."""
+    """The input's own policy (none: no restart), the stack's settings winning where set: its
+    permanent exit codes fail at once, before any of the input's rules."""
     own = spec.failure_policy or FailurePolicy()
-    codes = tuple(sorted({*own.permanent_exit_codes, *settings.permanent_exit_codes}))
+    rules = own.rules
+    if codes := tuple(settings.permanent_exit_codes):
+        permanent = RestartRule("aichor:permanentExitCodes", "fail", op="In", codes=codes)
+        rules = (permanent, *rules)
     if settings.max_restarts is None:
-        return FailurePolicy(own.max_restarts, codes, own.attempt_names, own.source)
-    return FailurePolicy(settings.max_restarts, codes, own.attempt_names)
+        return FailurePolicy(own.max_restarts, rules, own.attempt_names, own.source)
+    return FailurePolicy(settings.max_restarts, rules, own.attempt_names)
 
 
 def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Problem]:
     """Why the experiment cannot restart as one group, at the setting that asks it to."""
-    if not policy.max_restarts:
+    if not policy.restarts:
         return []
     where, problems = policy.source, []
     if plan.endless:
         problems.append(Problem(where, "a cluster that runs until destroyed has no run to restart"))
-    elif plan.independent:
+    elif plan.independent and spec.origin is None:  # (a JobSet's Jobs restart as a set)
         problems.append(
             Problem(
                 where,
                 f"{plan.framework}: its pods run on their own, with no group to restart: retry "
                 "each with spec.restartPolicy.backoffLimit",
+            )
+        )
+    if plan.framework in ("ray", "kuberay") and not plan.endless:
+        problems.append(
+            Problem(
+                where,
+                "a Ray cluster's own processes (its GCS, raylets) do not restart in place with "
+                "the job yet: retry the job itself (KubeRay's submitterConfig.backoffLimit)",
             )
         )
     if spec.origin is not None and policy.source == "aichor:maxRestarts":
@@ -43,6 +55,15 @@ def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Prob
                 "restart runs AIchor manifests and functions (remove aichor:maxRestarts)",
             )
         )
+    for kept in spec.origin.kept.values() if spec.origin else []:
+        if kept.argv is None:
+            problems.append(
+                Problem(
+                    f"{kept.path}.template.spec.containers",
+                    f"{kept.container} runs its image's entrypoint, which the group restart "
+                    f"({where}) cannot run again: give it as the container's command",
+                )
+            )
     if spec.restart_policy.backoff_limit:
         problems.append(
             Problem(

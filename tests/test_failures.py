@@ -65,7 +65,8 @@ def test_every_replica_runs_the_group_restart_led_by_the_entry_point(operator, t
         # (the lead, port, budget, permanent codes, attempt names, deadline, linger, hosts)
         lead = script.rsplit('\' "$$1" ', 1)[1].split(" ", 1)[0]
         assert lead.startswith("exp-") and lead.endswith("-0.exp.default.svc.cluster.local")
-        assert f"{LIFELINE_PORT} 2 1,3 '' 1800 12 " in script
+        rules = """'[["aichor:permanentExitCodes", "fail", [], "In", [1, 3]]]'"""
+        assert f"{LIFELINE_PORT} 2 {rules} '' 1800 12 '' " in script
 
 
 def test_without_restarts_nothing_changes():
@@ -79,6 +80,22 @@ def test_without_restarts_nothing_changes():
 
 REFUSED = [
     ("batchjob", manifest("batchjob", Worker=3), {}, "aichor:maxRestarts", "no group to restart"),
+    (
+        "ray",
+        {
+            "spec": {
+                **manifest("ray", Head=1, Job=1)["spec"],
+                "types": {
+                    "Head": {"resources": R},
+                    "Job": {"resources": R},
+                    "Workers": [{"name": "pool", "count": 1, "resources": R}],
+                },
+            }
+        },
+        {},
+        "aichor:maxRestarts",
+        "do not restart in place",
+    ),
     (
         "per-replica retries",
         manifest(spec={"restartPolicy": {"backoffLimit": 2}}),
@@ -104,7 +121,7 @@ def test_permanent_exit_codes_are_1_to_255(codes):
         Settings(permanent_exit_codes=codes)
 
 
-RESTARTABLE = sorted(set(types_by_operator) - {"batchjob", "jobset", "kuberay"})
+RESTARTABLE = sorted(set(types_by_operator) - {"batchjob", "jobset", "kuberay", "ray"})
 
 
 @given(

@@ -72,7 +72,7 @@ def data(case: str) -> dict:
 
 
 # The experiments that restart as a group (aichor:maxRestarts; the others refuse it)
-REGROUPS = ("pytorch", "pytorch 0.2.3", "xgboost", "jax", "paddle", "tf", "mpi", "ray")
+REGROUPS = ("pytorch", "pytorch 0.2.3", "xgboost", "jax", "paddle", "tf", "mpi")
 
 
 @pytest.mark.parametrize("gang", sorted(SCHEDULING))

@@ -7,10 +7,10 @@ A replicated Job is a type of `replicas` Indexed Jobs `<name>-<replicatedJob>-<j
 (default: the JobSet's name). The framework module (`frameworks/jobset.py`) gives each Job the
 controller's labels and annotations and turns `startupPolicy`, `dependsOn`, `successPolicy` and
 `coordinator` into Pulumi's order and awaits; a Job's own fields that Kubernetes' Job
-controller runs (its pod failure policy, deadline, …) stay on each Job. What the JobSet
-controller would do after creation (restarting Jobs or the set) or its pod webhook (exclusive
-placement) is refused here, naming the field; its shared claims are made once, before the pods
-(`jobset_claims`).
+controller runs (its pod failure policy, deadline, …) stay on each Job. Its failure policy is
+the experiment's group restart (`jobset_failures`); its shared claims are made once, before the
+pods (`jobset_claims`); what else needs the controller after creation is refused, naming the
+field.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..frameworks.jobset import EXCLUSIVE_NODES, EXCLUSIVE_TOPOLOGY
 from ..limits import DNS_1035, INT32, MAX_INDEXED, dns_label, is_label_key
 from ..problems import Problem
 from ..reading import podtemplate as templates
-from . import jobset_claims
+from . import jobset_claims, jobset_failures
 from .jobset_spec import API_VERSION, CONTROLLER, JobSetSpec, ReplicatedJob, Resource
 
 __all__ = ["API_VERSION", "KINDS", "validate"]
@@ -131,26 +131,11 @@ def _spec_problems(spec: JobSetSpec, annotations: dict[str, str]) -> list[Proble
         except ValueError as error:
             problems.append(Problem("spec.network.subdomain", f"names the pods' Service: {error}"))
     problems += _coordinator_problems(spec)
-    policy = spec.failure_policy
-    if policy is None:
-        return problems
-    if policy.restart_strategy != "Recreate":
-        problems.append(Problem("spec.failurePolicy.restartStrategy", _RESTART_WHY))
-    if policy.max_restarts:
-        problems.append(Problem("spec.failurePolicy.maxRestarts", _RESTART_WHY))
-    for i, rule in enumerate(policy.rules):
-        if rule.action != "FailJobSet":
-            problems.append(Problem(f"spec.failurePolicy.rules.{i}.action", _RESTART_WHY))
-        problems += _names_known(
-            spec, rule.target_replicated_jobs, f"spec.failurePolicy.rules.{i}.targetReplicatedJobs"
-        )
+    problems += jobset_failures.problems(spec)
+    for i, rule in enumerate(spec.failure_policy.rules if spec.failure_policy else []):
+        where = f"spec.failurePolicy.rules.{i}.targetReplicatedJobs"
+        problems += _names_known(spec, rule.target_replicated_jobs, where)
     return problems
-
-
-_RESTART_WHY = (
-    "restarting Jobs or the JobSet after a failure is not run here yet: remove it (a failed "
-    "Job fails the JobSet, as with maxRestarts 0)"
-)
 
 
 def _coordinator_problems(spec: JobSetSpec) -> list[Problem]:
@@ -406,7 +391,8 @@ def _experiment(
     name: str | None, spec: JobSetSpec, shapes: dict[str, Any], kept: dict[str, Kept]
 ) -> Experiment:
     """The neutral description: AIchor's jobset types (Jobs, completions, parallelism) with
-    each pod template's resources; the image and command are the first Job's, for the record."""
+    each pod template's resources, and the failure policy; the image and command are the
+    first Job's, for the record."""
     first = kept[spec.replicated_jobs[0].name]
     argv = first.argv
     types = {n: {**shape, "resources": {"memory": 1}} for n, shape in shapes.items()}
@@ -421,4 +407,5 @@ def _experiment(
         for n in shapes
     }
     model = model.model_copy(update={"types": model.types.model_copy(update=resources)})
+    model._failure_policy = jobset_failures.policy(spec, kept)
     return Experiment(name=name, spec=model)

@@ -51,16 +51,37 @@ class RestartPolicy(Model):
 
 
 @dataclass(frozen=True)
+class RestartRule:
+    """What a replica's failure does, the first rule that matches deciding: `fail` (the
+    experiment fails at once), `count` (every replica restarts, counted against the budget) or
+    `free` (restarts without counting). It matches a failure of a pod of `jobs` (the groups'
+    roles; every group when empty) whose exit code is `op` (In, NotIn) `codes` (any code
+    without `op`). `name` says which rule decided, in the reason a failed experiment gives."""
+
+    name: str
+    action: Literal["fail", "count", "free"]
+    jobs: tuple[str, ...] = ()
+    op: Literal["In", "NotIn"] | None = None
+    codes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class FailurePolicy:
     """The whole group's restart: every replica stops and starts again together when one
-    fails, at most `max_restarts` times; `permanent_exit_codes` fail at once; the attempt
-    number reaches the command as AICHOR_RESTART_ATTEMPT and as `attempt_names` (the input's
-    own names for it). `source` names where it was asked for, for problems."""
+    fails, at most `max_restarts` counted times, as `rules` say (none matching: counted); the
+    attempt number reaches the command as AICHOR_RESTART_ATTEMPT and as `attempt_names` (the
+    input's own names for it). `source` names where it was asked for, for problems."""
 
     max_restarts: int = 0
-    permanent_exit_codes: tuple[int, ...] = ()
+    rules: tuple[RestartRule, ...] = ()
     attempt_names: tuple[str, ...] = ()
     source: str = "aichor:maxRestarts"
+
+    @property
+    def restarts(self) -> bool:
+        """Whether the group restarts at all: a budget, or a rule that may restart (even
+        with none left, a disruption restarts the group without counting)."""
+        return self.max_restarts > 0 or any(r.action != "fail" for r in self.rules)
 
 
 class SecurityContext(Model):

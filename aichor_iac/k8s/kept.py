@@ -41,7 +41,9 @@ def template(
     if merged := {**metadata.get("annotations", {}), **dict(group.annotations), **annotations}:
         metadata["annotations"] = merged
     spec = result["spec"]
-    spec["restartPolicy"] = "OnFailure" if kept.restart_policy == "OnFailure" else "Never"
+    # (under the group restart, the command restarts in its pod with the others', not alone)
+    in_place = kept.restart_policy == "OnFailure" and ctx.regroup is None
+    spec["restartPolicy"] = "OnFailure" if in_place else "Never"
     spec["subdomain"] = ctx.names.service
     if ctx.scheduler_name and "schedulerName" not in spec:
         spec["schedulerName"] = ctx.scheduler_name
@@ -152,7 +154,7 @@ def _command(
 ) -> None:
     """What the container runs: the operator's program, the user's command wrapped by the
     waits and the lifeline, or the image's entrypoint after a wait in an init container."""
-    wrapped = bool(group.computed or group.waits or group.follows or ctx.followed(group))
+    wrapped = bool(group.computed or group.waits or group.follows or ctx.listens(group))
     if group.program is not None:  # what the operator runs in the container (`ray start`)
         main["command"] = ctx.command(group, group.program, kept.backoff_limit > 0)
         main.pop("args", None)

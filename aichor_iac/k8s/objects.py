@@ -151,6 +151,8 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
     else:
         restarts = job_restarts(held.restart_policy, held.backoff_limit, held.container)
         restarts.update({kinds.snake(key): value for key, value in held.job.items()})
+        if (regroup := ctx.regroup) is not None:  # (its pods: restartPolicy Never)
+            restarts.update(_regrouped(held, regroup.budget))
         volumes = [projected_volume(ctx.names, mount) for mount in group.mounts]
         env = operator_env(ctx, group, replica)
         template = kept.template(ctx, group, held, env, annotations, volumes)
@@ -196,6 +198,15 @@ def job_restarts(
     restarted in place (`OnFailure`) can have no pod failure policy."""
     if restart_policy == "OnFailure":
         return dict(backoff_limit=backoff_limit)
+    codes = PERMANENT_EXIT_CODES if restart_policy == "ExitCode" else fails
+    rules = _failure_rules(container, codes or [])
+    return dict(
+        backoff_limit=backoff_limit, pod_failure_policy=kinds.PodFailurePolicyArgs(rules=rules)
+    )
+
+
+def _failure_rules(container: str | None, fails: list[int]) -> list[Any]:
+    """Disruptions ignored; the exit codes `fails` of `container` failing the Job at once."""
     rules = [
         kinds.PodFailurePolicyRuleArgs(
             action="Ignore",
@@ -206,17 +217,26 @@ def job_restarts(
             ],
         )
     ]
-    if codes := PERMANENT_EXIT_CODES if restart_policy == "ExitCode" else fails:
+    if fails:
         rules.append(
             kinds.PodFailurePolicyRuleArgs(
                 action="FailJob",
                 on_exit_codes=kinds.PodFailurePolicyOnExitCodesRequirementArgs(
-                    container_name=container, operator="In", values=codes
+                    container_name=container, operator="In", values=fails
                 ),
             )
         )
+    return rules
+
+
+def _regrouped(held: Kept, budget: int) -> dict:
+    """A kept Job's retries under the group restart: disruptions ignored and a replica that
+    gave up (GAVE_UP) failing the Job, before the Job's own rules; at least the budget."""
+    own = (held.job.get("podFailurePolicy") or {}).get("rules", [])
+    rules = [*_failure_rules(held.container, [GAVE_UP]), *own]
     return dict(
-        backoff_limit=backoff_limit, pod_failure_policy=kinds.PodFailurePolicyArgs(rules=rules)
+        backoff_limit=max(budget, held.backoff_limit),
+        pod_failure_policy=kinds.PodFailurePolicyArgs(rules=rules),
     )
 
 

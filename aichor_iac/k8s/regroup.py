@@ -1,29 +1,11 @@
 """The group restart, as the program every replica's main process runs (`python3 -S`, the
-standard library only): the user's command as a child, stopped and started again together with
-every other replica's when one fails, up to a budget (`aichor:maxRestarts`) — what JobSet's
-failurePolicy does by recreating every Job of a set, here without a controller and in the same
-pods (no rescheduling, no image pull). `shell.main_command` embeds this file's source.
-
-One replica leads: the entry point's first pod (the host followers follow). The others are
-members: each keeps a connection to the lead and tells it when its command failed (its exit
-code and when), when its pod is being deleted (TERM: a drain, a preemption — a disruption,
-which does not count) or, by the connection closing without a word, that its container died
-(an OOM kill of the whole container, its node lost). On a failure the lead tells every member to
-stop, stops its own command, waits until the connected members have stopped (at most the stop
-grace) and for the other failures of the same attempt (SETTLE: ranks that lose a peer fail
-within a moment of each other), and judges the earliest: an exit code marked permanent or a
-spent budget fails the experiment (every replica stops and exits GAVE_UP, which each Job's pod
-failure policy turns into a failed Job at once; the reason goes to the termination message); a
-disruption restarts without counting; anything else restarts and counts. The next attempt runs
-every command again with AICHOR_RESTART_ATTEMPT (and the input's own names for it) set to its
-number, so that a script resumes from its checkpoint.
-
-A member whose command succeeded keeps its pod until the lead's command ends (`end`): a later
-restart runs every rank again. A pod that dies as a whole is recreated by its Job (backoffLimit
-is the budget; DisruptionTarget is ignored): a new member joins the running attempt; a new lead
-asks every member what it remembers (they answer on the same port) and restarts the group from
-there. A member whose lead does not come back within the peer-wait deadline fails.
-"""
+standard library only; `shell.main_command` embeds this file's source): the user's command as a
+child, stopped and started again in place with every other replica's when one fails. The entry
+point's first replica leads: members report their command's failures (exit code, when), their
+pod's deletion (TERM: a disruption) or, by a link closing without a word, their container's
+death; the lead stops every command, judges the earliest failure by the rules and the budget,
+then starts the next attempt (AICHOR_RESTART_ATTEMPT) or fails every replica (GAVE_UP, the
+reason in the termination message). docs/failures.md tells the whole story."""
 
 import contextlib
 import json
@@ -42,6 +24,7 @@ END_GRACE = 1  # a member's command may end by itself this long after the lead's
 JOIN = 1.0  # a new member waits this long for its lead before it starts on its own
 GAVE_UP, TERMINATED = 211, 143  # exit statuses: the experiment failed; the pod is deleted
 ATTEMPT = "AICHOR_RESTART_ATTEMPT"
+STATE = ("attempt", "counted", "reason")  # what every replica keeps of the group
 
 
 def say(text):
@@ -107,10 +90,43 @@ def read(conn, events):
     events.put(("closed", conn, None))
 
 
+def heartbeat(lock, targets):
+    """Say `ok` every HEARTBEAT seconds to the connections `targets()` gives, until None."""
+    while (conns := targets()) is not None:
+        for conn in conns:
+            with lock:
+                send(conn, {"op": "ok"})
+        time.sleep(HEARTBEAT)
+
+
+def serve(listener, events):
+    """Each connection to `listener` read into `events`."""
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=read, args=(conn, events), daemon=True).start()
+
+
 def listen(port):
-    if socket.has_dualstack_ipv6():
-        return socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
-    return socket.create_server(("", port))
+    dual = socket.has_dualstack_ipv6()  # (IPv6 and IPv4 alike, where the pod has both)
+    family = socket.AF_INET6 if dual else socket.AF_INET
+    return socket.create_server(("", port), family=family, dualstack_ipv6=dual)
+
+
+def job_of(host):
+    """The Job of a pod (`<job>-<index>`, its host name's first label)."""
+    return host.split(".", 1)[0].rsplit("-", 1)[0]
+
+
+def rule(rules, pod, code):
+    """The name and action of the first rule matching `pod`'s failure with `code` (an exit
+    status, or why its container was lost); none: the restart counts."""
+    for name, action, jobs, op, codes in rules:
+        if jobs and job_of(pod) not in jobs:
+            continue
+        if op and not (isinstance(code, int) and (code in codes) == (op == "In")):
+            continue
+        return name, action
+    return "", "count"
 
 
 def ask_all(hosts, port):
@@ -138,11 +154,9 @@ def give_up(command, why):
     """Stop the command and end the replica as failed for good, saying why."""
     say("the experiment has failed: " + why)
     command.halt()
-    try:
-        with open(os.environ.get("AICHOR_TERMINATION_LOG", "/dev/termination-log"), "w") as log:
-            log.write(why)
-    except OSError:
-        pass
+    path = os.environ.get("AICHOR_TERMINATION_LOG", "/dev/termination-log")
+    with contextlib.suppress(OSError), open(path, "w") as log:
+        log.write(why)
     os._exit(GAVE_UP)
 
 
@@ -152,13 +166,14 @@ class Replica:
 
     def __init__(self, argv):
         self.lead, self.port, self.budget = argv[1], int(argv[2]), int(argv[3])
-        self.permanent = {int(c) for c in argv[4].split(",") if c}
+        self.rules = json.loads(argv[4])  # [name, action, jobs, op, codes], first match
         names = [ATTEMPT] + [n for n in argv[5].split(",") if n]
         self.deadline, self.linger = int(argv[6]), float(argv[7])
+        self.ends = {job for job in argv[8].split(",") if job}
         self.me = os.environ.get("HOSTNAME") or socket.gethostname()
         hosts = [
             pattern.replace("$i", str(i))
-            for spec in argv[8:]
+            for spec in argv[9:]
             for pattern, count in [spec.rsplit(":", 1)]
             for i in range(int(count))
         ]
@@ -178,11 +193,33 @@ class Replica:
             say(f"restart attempt {attempt} ({self.counted} of {self.budget} counted)")
         self.command.start(attempt)
 
+    def judge(self, failure):
+        """Why the experiment fails for good after `failure`, or None: it restarts (counted
+        unless a disruption)."""
+        _, pod, code, disrupted = failure
+        if disrupted:
+            what = "was disrupted"
+        elif isinstance(code, int):
+            what = f"exited with {code}"
+        else:
+            what = f"was lost ({code})"
+        cause = f"{pod} {what} at attempt {self.attempt}"
+        first, self.reason = self.reason, self.reason or cause
+        name, action = rule(self.rules, pod, code) if not disrupted else ("", "free")
+        if action == "free":
+            return None
+        if action == "fail":
+            return cause + ": " + name + " fails the experiment at once"
+        if self.counted >= self.budget:
+            spent = f"{self.budget} restart(s) spent" if self.budget else "no restarts allowed"
+            return cause + "; " + spent + ("; first failure: " + first if first else "")
+        self.counted += 1
+        return None
+
     def next_event(self, timeout=1.0):
-        try:
+        with contextlib.suppress(queue.Empty):
             return self.events.get(timeout=timeout)
-        except queue.Empty:
-            return ("tick", None, None)
+        return ("tick", None, None)
 
 
 class Lead(Replica):
@@ -194,12 +231,16 @@ class Lead(Replica):
         self.phase = "running"  # or "stopping" (a failure is being judged)
         self.failures, self.waiting, self.acks = [], set(), set()
         self.settle = self.limit = 0.0
+        pods = [self.me, *(h.split(".", 1)[0] for h in self.hosts)]
+        self.required = {p for p in pods if job_of(p) in self.ends} if self.ends else {self.me}
+        self.done = set()  # the pods whose command has succeeded in this attempt
 
     def run(self):
         listener = listen(self.port)
         recalled = self.recall()
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-        threading.Thread(target=self._beat, daemon=True).start()
+        threading.Thread(target=serve, args=(listener, self.events), daemon=True).start()
+        beats = (self.lock, lambda: list(self.clients))
+        threading.Thread(target=heartbeat, args=beats, daemon=True).start()
         if recalled:  # this pod replaced the lead: the group restarts from what members knew
             self.stopping()
             self.failures.append(recalled)
@@ -209,18 +250,6 @@ class Lead(Replica):
             self.handle(*self.next_event(0.05 if self.phase == "stopping" else 1.0))
             if self.phase == "stopping" and self.settled():
                 self.decide()
-
-    def _accept(self, listener):
-        while True:
-            conn, _ = listener.accept()
-            threading.Thread(target=read, args=(conn, self.events), daemon=True).start()
-
-    def _beat(self):
-        while True:
-            for conn in list(self.clients):
-                with self.lock:
-                    send(conn, {"op": "ok"})
-            time.sleep(HEARTBEAT)
 
     def broadcast(self, op, **more):
         message = self.state(op=op, phase=self.phase, **more)
@@ -247,7 +276,7 @@ class Lead(Replica):
         elif kind == "exited" and tag not in self.command.halted:
             code, when = message
             if code == 0 and self.phase == "running":
-                self.finish()
+                self.succeeded(self.me)
             if code:
                 self.failed(self.me, code, when, self.attempt)
         elif kind == "closed":
@@ -268,6 +297,9 @@ class Lead(Replica):
             self.failed(pod, None, message["when"], message["attempt"], disrupted=True)
         elif op == "failed" or (op == "hello" and message["phase"] == "failed"):
             self.failed(pod, message["code"], message["when"], message["attempt"])
+        elif op == "done" or (op == "hello" and message["phase"] == "done"):
+            if message["attempt"] == self.attempt and self.phase == "running":
+                self.succeeded(pod)
         elif op == "stopped":
             self.acks.add(conn)
 
@@ -302,32 +334,17 @@ class Lead(Replica):
         if why:
             self.broadcast("fail", why=why)
             give_up(self.command, why)
-        self.phase = "running"
+        self.phase, self.done = "running", set()
         self.attempt += 1
         self.broadcast("start")
         self.start(self.attempt)
 
-    def judge(self, failure):
-        """Why the experiment fails for good after `failure`, or None: it restarts (counted
-        unless a disruption)."""
-        _, pod, code, disrupted = failure
-        if disrupted:
-            what = "was disrupted"
-        elif isinstance(code, int):
-            what = f"exited with {code}"
-        else:
-            what = f"was lost ({code})"
-        cause = f"{pod} {what} at attempt {self.attempt}"
-        first, self.reason = self.reason, self.reason or cause
-        if disrupted:
-            return None
-        if isinstance(code, int) and code in self.permanent:
-            return cause + ", a permanent exit code"
-        if self.counted >= self.budget:
-            spent = f"{self.budget} restart(s) spent" if self.budget else "no restarts allowed"
-            return cause + "; " + spent + ("; first failure: " + first if first else "")
-        self.counted += 1
-        return None
+    def succeeded(self, pod):
+        """A command's success: the experiment's when it is the lead's, or (`ends`: Jobs that
+        must each complete) once every replica of those Jobs has succeeded in this attempt."""
+        self.done.add(pod)
+        if self.required <= self.done:
+            self.finish()
 
     def finish(self):
         """The entry point has succeeded: every member is told (those not linked yet within
@@ -393,14 +410,9 @@ class Member(Replica):
                     conn,
                     self.state(op="hello", pod=self.me, phase=self.phase, code=code, when=when),
                 )
-            threading.Thread(target=self._beat, args=(conn,), daemon=True).start()
+            beats = (self.lock, lambda c=conn: [c] if self.conn is c else None)
+            threading.Thread(target=heartbeat, args=beats, daemon=True).start()
             read(conn, self.events)
-
-    def _beat(self, conn):
-        while self.conn is conn:
-            with self.lock:
-                send(conn, {"op": "ok"})
-            time.sleep(HEARTBEAT)
 
     def notify(self, op, **more):
         with self.lock:
@@ -416,6 +428,7 @@ class Member(Replica):
             code, when = message
             if code == 0:
                 self.phase = "done"
+                self.notify("done")
             else:
                 self.phase, self.failure = "failed", (code, when)
                 self.notify("failed", code=code, when=when)
@@ -425,14 +438,12 @@ class Member(Replica):
             self.heard(message)
 
     def heard(self, message):
-        op = message["op"]
-        self.led, self.lost_at = True, None
-        self.attempt, self.counted = message["attempt"], message["counted"]
-        self.reason = message["reason"]
-        self.lead_went = "disrupted" if op == "disrupted" else ""
-        if op == "disrupted":
-            pass
-        elif op == "end":
+        op = message["op"]  # (every message but `ok` carries the lead's state)
+        self.led, self.lost_at, self.lead_went = True, None, op if op == "disrupted" else ""
+        self.attempt, self.counted, self.reason = (message[k] for k in STATE)
+        if op == "disrupted":  # (its link closes next)
+            return
+        if op == "end":
             self.end()
         elif op == "fail":
             give_up(self.command, message["why"])

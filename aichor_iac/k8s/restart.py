@@ -4,9 +4,11 @@ replica's host, from the experiment's blueprint."""
 
 from __future__ import annotations
 
+import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, replace
 
+from ..experiment.model import RestartRule
 from ..planning import Blueprint
 from .lifeline import LIFELINE_PORT
 from .shell import FOLLOW_INTERVAL_SECONDS
@@ -20,9 +22,12 @@ class Regroup:
 
     lead: str
     budget: int
-    permanent: tuple[int, ...]
+    rules: tuple[RestartRule, ...]
     names: tuple[str, ...]
     hosts: tuple[tuple[str, int], ...]
+    # The Jobs every replica of which must succeed for the experiment to (a JobSet's); none:
+    # the lead's success is the experiment's
+    ends: tuple[str, ...] = ()
 
     def args(self, deadline_seconds: int) -> list[str]:
         linger = FOLLOW_INTERVAL_SECONDS + 2  # as long as an entry point lingers
@@ -30,10 +35,11 @@ class Regroup:
             shlex.quote(self.lead),
             str(LIFELINE_PORT),
             str(self.budget),
-            ",".join(map(str, self.permanent)) or "''",
+            shlex.quote(json.dumps([list(astuple(r)) for r in self.rules])),
             ",".join(self.names) or "''",
             str(deadline_seconds),
             str(linger),
+            ",".join(self.ends) or "''",
             *(shlex.quote(f"{host}:{count}") for host, count in self.hosts),
         ]
 
@@ -42,13 +48,14 @@ def regroup_of(blueprint: Blueprint) -> Regroup | None:
     """The experiment's group restart, if it restarts as a group: led by the entry point's
     first replica (the host followers follow)."""
     policy, plan, names = blueprint.failure, blueprint.plan, blueprint.names
-    if not policy.max_restarts:
+    if not policy.restarts:
         return None
     lead = next((g.follows for g in plan.groups if g.follows), None)
     return Regroup(
         lead=lead or names.host(plan.entry_point, 0),
         budget=policy.max_restarts,
-        permanent=policy.permanent_exit_codes,
+        rules=tuple(replace(r, jobs=tuple(map(names.job, r.jobs))) for r in policy.rules),
         names=policy.attempt_names,
         hosts=tuple((names.host(g.role, "$i"), g.count) for g in plan.groups),
+        ends=() if lead or not plan.independent else tuple(map(names.job, plan.completes)),
     )

@@ -4,6 +4,7 @@ downward API's values, Secret references, and `$(VAR)` expansion of env values a
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from .jobs import indexed, pod_name
@@ -69,6 +70,10 @@ def container_argv(
     return args if "command" in container else [*entrypoints[container["image"]], *args]
 
 
+# A label's or an annotation's value: `metadata.labels['key']`, `metadata.annotations['key']`
+POD_METADATA = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]\Z")
+
+
 def _value_from(
     entry: dict[str, Any],
     job: dict[str, Any],
@@ -83,6 +88,9 @@ def _value_from(
         # the Job controller names pod i `<job>-<i>-<5 random characters>` (Indexed), else
         # `<job>-<5 random characters>`; a missing annotation's value is ""
         prefix = f"{name}-{index}-" if indexed(job) else f"{name}-"
+        path = source["fieldRef"]["fieldPath"]
+        if (meta := POD_METADATA.match(path)) and path != INDEX_PATH:  # the template's
+            return (job["spec"]["template"]["metadata"].get(meta[1]) or {}).get(meta[2], "")
         return {
             INDEX_PATH: str(index) if indexed(job) else "",
             "status.podIP": pod_ip or f"10.0.0.{index + 1}",

@@ -91,7 +91,8 @@ class Controllers:
         # pods (None: any); a finished Job frees its share.
         self.kueue_quota = kueue_quota
         self.admitted: dict[str, int] = {}
-        # The failures counted towards each Job's backoffLimit, the Jobs that have failed
+        # Each Job's failed pods its pod failure policy does not ignore (`.status.failed`, which
+        # backoffLimit bounds), and the Jobs that have failed
         self.counted = {job["metadata"]["name"]: 0 for job in self.jobs}
         self.failed: set[str] = set()
 
@@ -184,7 +185,7 @@ class Controllers:
         again = False
         if code:
             verdict = action(job, code, disrupted)
-            self.counted[name] += verdict == "Count"
+            self.counted[name] += verdict != "Ignore"
             if verdict == "FailJob" or self.counted[name] > job["spec"].get("backoffLimit", 6):
                 self.failed.add(name)
             in_place = job["spec"]["template"]["spec"].get("restartPolicy") == "OnFailure"

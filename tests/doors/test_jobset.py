@@ -273,19 +273,24 @@ def test_a_success_policy_that_ends_early_makes_the_others_follow() -> None:
             "would run this",
         ),
         (
-            jobset(job("a"), failurePolicy={"maxRestarts": 3}),
-            "spec.failurePolicy.maxRestarts",
-            "not run here yet",
-        ),
-        (
-            jobset(job("a"), failurePolicy={"rules": [{"action": "RestartJobSet"}]}),
+            jobset(job("a"), failurePolicy={"rules": [{"action": "RestartJob"}]}),
             "spec.failurePolicy.rules.0.action",
-            "not run here yet",
+            "restarts one Job alone",
         ),
         (
-            jobset(job("a"), failurePolicy={"restartStrategy": "BlockingRecreate"}),
-            "spec.failurePolicy.restartStrategy",
-            "not run here yet",
+            jobset(
+                job("a"),
+                failurePolicy={
+                    "rules": [{"action": "FailJobSet", "onJobFailureMessagePatterns": ["OOM"]}]
+                },
+            ),
+            "spec.failurePolicy.rules.0.onJobFailureMessagePatterns",
+            "match by reasons",
+        ),
+        (
+            jobset(job("a", completions=4), failurePolicy={"maxRestarts": 3}),
+            "spec.failurePolicy.maxRestarts",
+            "runs 1 of its 4 pods at a time",
         ),
         (
             jobset(job("a", completionMode="NonIndexed")),
@@ -411,51 +416,12 @@ def test_suspend_and_ttl_reach_every_job() -> None:
 
 # The public examples refused, and the fields their refusals name (docs/coming-from/jobset.md).
 REFUSED = {
-    "failure-policy.failjobset-action": {"spec.failurePolicy.maxRestarts"},
-    "failure-policy.host-maintenance-event-model": {
-        "spec.failurePolicy.rules.0.action",
-        "spec.failurePolicy.rules.1.action",
-    },
-    "failure-policy.onjobfailurereasons-present-podfailurepolicy": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.rules.0.action",
-    },
-    "failure-policy.onjobfailurereasons-present": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.rules.0.action",
-    },
-    "failure-policy.restartjob-action": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.rules.0.action",
-        "spec.failurePolicy.rules.1.action",
-    },
-    "failure-policy.restartjobandignoremaxrestarts-action": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.rules.0.action",
-        "spec.failurePolicy.rules.1.action",
-    },
-    "failure-policy.restartjobset-action": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.rules.0.action",
-    },
-    "failure-policy.restartjobsetandignoremaxrestarts-action": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.rules.0.action",
-    },
+    "failure-policy.restartjob-action": {"spec.failurePolicy.rules.1.action"},
+    "failure-policy.restartjobandignoremaxrestarts-action": {"spec.failurePolicy.rules.1.action"},
     "in-place-restart.jobset-main-container-mode": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.restartStrategy",
         "spec.replicatedJobs.0.template.spec.template.spec.containers.0.image",
     },
-    "in-place-restart.jobset-sidecar-container-mode": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.restartStrategy",
-    },
-    "simple.exclusive-placement": {"spec.failurePolicy.maxRestarts"},
-    "simple.failure-policy": {
-        "spec.failurePolicy.maxRestarts",
-        "spec.failurePolicy.restartStrategy",
-    },
+    "in-place-restart.jobset-sidecar-container-mode": {"spec.types.rj"},
     "simple.success-policy": {"spec.successPolicy.targetReplicatedJobs"},
 }
 

@@ -1,9 +1,10 @@
 """The group restart's program (k8s/regroup.py) as processes on this machine: a lead (its host
 name is the lead's, `127` for 127.0.0.1) and members; what each command sees, when the group
-restarts, when it fails and what it says. The real runs are in tests/local/test_regroup.py."""
+restarts, when it fails and what it says. The real runs are in tests/local/test_group_restart.py."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -16,9 +17,15 @@ from test_lifeline import ENV, connected, free_port, processes  # noqa: F401  (f
 from aichor_iac.k8s import regroup, shell
 
 
+def rules(permanent: str) -> str:
+    """The rules argument: exit codes `permanent` (1,2,…) fail at once."""
+    codes = [int(c) for c in permanent.split(",") if c]
+    return json.dumps([["permanent", "fail", [], "In", codes]] if codes else [])
+
+
 def replica(command: str, port: int, host: str, log: Path, budget: int = 1, permanent: str = ""):
     """The program as a replica runs it (host `127`: the lead of 127.0.0.1)."""
-    args = [command, "127.0.0.1", str(port), str(budget), permanent or "", "RETRY", "30", "1"]
+    args = [command, "127.0.0.1", str(port), str(budget), rules(permanent), "RETRY", "30", "1", ""]
     env = {**ENV, "HOSTNAME": host, "AICHOR_TERMINATION_LOG": str(log)}
     return subprocess.Popen(
         [sys.executable, "-S", "-c", shell.regroup_source(), *args],
@@ -40,7 +47,14 @@ ONCE = 'echo "attempt $AICHOR_RESTART_ATTEMPT/$RETRY"; [ "$AICHOR_RESTART_ATTEMP
 CASES = [
     ("restarts once", ONCE, 1, "", 0, ["attempt 0/0", "restart attempt 1 (1 of 1 counted)"]),
     ("no budget", ONCE, 0, "", regroup.GAVE_UP, ["127 exited with 7 at attempt 0; no restarts"]),
-    ("permanent", ONCE, 5, "3,7", regroup.GAVE_UP, ["exited with 7 at attempt 0, a permanent"]),
+    (
+        "permanent",
+        ONCE,
+        5,
+        "3,7",
+        regroup.GAVE_UP,
+        ["exited with 7 at attempt 0: permanent fails the experiment at once"],
+    ),
     ("spent", "exit 9", 2, "", regroup.GAVE_UP, ["at attempt 2; 2 restart(s) spent; first"]),
     ("succeeds", "echo fine", 2, "", 0, ["fine"]),
 ]

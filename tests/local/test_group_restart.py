@@ -28,7 +28,10 @@ TRAIN = r"""
 import json, os, signal, time
 from datetime import timedelta
 import torch, torch.distributed as dist
-rank, attempt = int(os.environ["RANK"]), int(os.environ["AICHOR_RESTART_ATTEMPT"])
+rank = int(os.environ.setdefault("RANK", os.environ.get("JOB_COMPLETION_INDEX", "")))
+attempt = int(os.environ["AICHOR_RESTART_ATTEMPT"])
+if "RESTART_ATTEMPT" in os.environ:  # (JobSet's label, read through the downward API)
+    print(f"rank {rank} label attempt {os.environ['RESTART_ATTEMPT']}", flush=True)
 path = os.path.join(os.environ["CKPT"], "ckpt.json")
 dist.init_process_group("gloo", timeout=timedelta(seconds=60))
 step, w = 0, 0.0
@@ -48,6 +51,8 @@ while step < 9:
             json.dump({"step": step, "w": w}, f)
         os.replace(path + ".new", path)
     if rank == 2 and step == kill_at and str(attempt) in kills:
+        if os.environ.get("KILL_CODE"):  # exits with that code instead
+            os._exit(int(os.environ["KILL_CODE"]))
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(0.2)
 dist.barrier()
@@ -158,4 +163,68 @@ def test_pulumi_up_under_wait_complete_follows_the_restarts(tmp_path, kills, end
             with pytest.raises(Failed):
                 up(rendering, Live(cluster))
             status = cluster.job_status("exp-master")
-            assert status["conditions"][0]["type"] == "Failed" and status["failed"] == 0
+            # (failed by its pod failure policy at the replica's exit 211, not retried)
+            assert status["conditions"][0]["type"] == "Failed" and status["failed"] == 1
+
+
+def jobset(kills: str) -> dict:
+    """The same 3 ranks as a JobSet: one Job of 3 pods, restarted as its failurePolicy says
+    (exit 42 is permanent by its Job's pod failure policy and a FailJobSet rule)."""
+    env = [
+        {"name": "MASTER_ADDR", "value": "js-node-0-0.js"},
+        {"name": "MASTER_PORT", "value": "23456"},
+        {"name": "WORLD_SIZE", "value": "3"},
+        {"name": "RESTART_ATTEMPT", "valueFrom": {"fieldRef": {"fieldPath": ATTEMPT_LABEL}}},
+    ]
+    container = {"name": "train", "image": "img", "command": ["python", "train.py"], "env": env}
+    permanent = {"containerName": "train", "operator": "In", "values": [42]}
+    job = {
+        "parallelism": 3,
+        "completions": 3,
+        "backoffLimit": 0,
+        "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": permanent}]},
+        "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+    }
+    rule = {
+        "name": "permanent",
+        "action": "FailJobSet",
+        "onJobFailureReasons": ["PodFailurePolicy"],
+    }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 2, "rules": [rule]},
+            "replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": job}}],
+        },
+    }
+
+
+ATTEMPT_LABEL = "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
+
+
+@pytest.mark.parametrize(
+    ("kills", "code", "succeeds"), [("0", "", True), ("0,1,2", "", False), ("0", "42", False)]
+)
+def test_a_jobset_restarts_as_its_failure_policy_says(tmp_path, kills, code, succeeds):
+    env = {**pods_env(tmp_path, kills), "KILL_CODE": code}
+    objects = expand(jobset(kills), name="js").objects
+    lines: list[tuple[str, str]] = []
+    with LocalCluster(objects, env, on_line=lambda *x: lines.append(x), workdir=tmp_path) as c:
+        results = c.run(timeout=240)
+        why = c.termination_message("js-node-0-0", "train")
+    codes = {r.returncode for r in results.values()}
+    if succeeds:
+        assert codes == {0}, lines[-60:]
+        assert ("js-node-0-0", "rank 0 attempt 1 from step 3") in lines
+        assert ("js-node-0-2", "rank 2 label attempt 1") in lines  # as JobSet's label says
+        assert ("js-node-0-2", "rank 2 done") in lines
+    elif code:  # the Job fails with reason PodFailurePolicy: the FailJobSet rule
+        assert codes == {211}, lines[-60:]
+        assert (
+            why == "js-node-0-2 exited with 42 at attempt 0: permanent fails the experiment at once"
+        )
+    else:
+        assert codes == {211}, lines[-60:]
+        assert why.startswith("js-node-0-2 exited with 137 at attempt 2; 2 restart(s) spent")
