@@ -26,7 +26,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("doors", "planning", "failures", "gangs"),  # front doors; an experiment's plan, gang, restart
     ("k8s",),  # Kubernetes objects
     ("components",),  # thin Pulumi components
-    ("engine", "preview", "convert", "submit", "local"),  # what commands run
+    ("engine", "preview", "convert", "submit", "local", "status", "kubeapi"),  # commands run
     ("cli", ""),  # the command line, and the package's own API (`aichor_iac`)
 )
 

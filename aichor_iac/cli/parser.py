@@ -10,7 +10,7 @@ from typing import Any
 
 import shtab
 
-from . import commands
+from . import commands, observe
 
 EXAMPLES = {
     "validate": """
@@ -30,6 +30,16 @@ EXAMPLES = {
   aichor-iac run --local experiment.yaml
   aichor-iac run --local experiment.yaml --replicas 1 --timeout 600   # a smoke test
   aichor-iac run --local experiment.yaml --output json | jq -r 'select(.pod) | .line'""",
+    "status": """
+  aichor-iac status --stack-config stacks/Pulumi.dev.yaml      # the stack's cluster
+  aichor-iac status --local experiment.yaml --watch            # a run --local, elsewhere
+  aichor-iac status --stack-config stacks/Pulumi.dev.yaml --output json | jq .gpus""",
+    "logs": """
+  aichor-iac logs --stack-config stacks/Pulumi.dev.yaml -f
+  aichor-iac logs --local experiment.yaml | grep exp-worker-1""",
+    "events": """
+  aichor-iac events --stack-config stacks/Pulumi.dev.yaml
+  aichor-iac events --local experiment.yaml --output json | jq -r '.[].reason'""",
     "convert": """
   aichor-iac convert pytorchjob.yaml > experiment.yaml
   aichor-iac convert rayjob.yaml --output json | jq '.lost'""",
@@ -98,6 +108,18 @@ EXPERIMENT_COMMANDS = (
         "run every replica as local processes (Linux: root or user namespaces), each line "
         "of output prefixed with its pod; exit with the experiment's result",
     ),
+    (
+        "status",
+        observe.status,
+        "show what the experiment is doing: per Job and pod, its phase, restarts, state and "
+        "why (CrashLoopBackOff, Unschedulable, OOMKilled), exit code, GPUs and time",
+    ),
+    (
+        "logs",
+        observe.logs,
+        "print every pod's lines, each after its pod's name, in the order they were printed",
+    ),
+    ("events", observe.events, "print the experiment's Kubernetes events, oldest first"),
 )
 EXPERIMENT = (
     "the AIchor manifest or custom resource (- for stdin; default: the stack's aichor:manifest)"
@@ -191,6 +213,33 @@ def _run_options(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _observe_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--local",
+        action="store_true",
+        help="a run --local of this machine (as root) rather than the stack's cluster",
+    )
+    sub.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="the cluster's kubeconfig (default: the stack's kubernetes:kubeconfig, else "
+        "KUBECONFIG, else ~/.kube/config)",
+    ).complete = shtab.FILE
+    sub.add_argument(
+        "--context", help="its context (default: the stack's kubernetes:context, else current)"
+    )
+
+
+def _status_options(sub: argparse.ArgumentParser) -> None:
+    _observe_options(sub)
+    sub.add_argument("--watch", action="store_true", help="show it again every 2 seconds")
+
+
+def _logs_options(sub: argparse.ArgumentParser) -> None:
+    _observe_options(sub)
+    sub.add_argument("-f", "--follow", action="store_true", help="and the next lines as they come")
+
+
 def _examples_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("example", metavar="NAME", nargs="?", help="e.g. pytorch")
     sub.add_argument(
@@ -198,7 +247,14 @@ def _examples_options(sub: argparse.ArgumentParser) -> None:
     ).complete = shtab.DIRECTORY
 
 
-OPTIONS = {"render": _render_options, "preview": _preview_options, "run": _run_options}
+OPTIONS = {
+    "render": _render_options,
+    "preview": _preview_options,
+    "run": _run_options,
+    "status": _status_options,
+    "logs": _logs_options,
+    "events": _observe_options,
+}
 
 
 class _Completion(argparse.Action):

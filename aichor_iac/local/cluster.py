@@ -21,6 +21,7 @@ from . import containers, volumes
 from .downward import container_argv, container_env, container_of
 from .host import LocalUnavailable, network_namespaces
 from .jobs import Controllers, gang_of, pod_name
+from .kubelet import BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Capacity, Records
 from .network import Network, records
 
 
@@ -60,6 +61,8 @@ class LocalCluster:
         private: bool = False,
         kueue_quota: int | None = None,
         entrypoints: dict[str, list[str]] | None = None,
+        allocatable: dict[str, int] | None = None,
+        kubelet_restarts: bool = False,
     ):
         self.controllers = Controllers(objects, kueue_quota)
         self.jobs, self.pods = self.controllers.jobs, self.controllers.pods
@@ -96,6 +99,10 @@ class LocalCluster:
         self.mount_points = volumes.MountPoints(self.jobs + self.deployments)
         self.processes: dict[str, list[subprocess.Popen]] = {pod: [] for pod in self.ips}
         self.disrupted: set[str] = set()  # pods being deleted as a drain would
+        # What the API reports (`kubelet`); the node's extended resources; whether a failed
+        # OnFailure container restarts in place (the kubelet's), else its pod fails at once
+        self.records, self.capacity = Records(), Capacity(allocatable)
+        self.kubelet_restarts = kubelet_restarts
         self.ended_at: dict[str, float] = {}  # when each pod last ended (time.monotonic)
 
     def claim(self, name: str) -> Path:
@@ -204,15 +211,33 @@ class LocalCluster:
             with self.lock:
                 self.controllers.created.add(pod)
             while True:  # the pod, then each one made again after a failure
-                if not self._until(lambda: not gang or self.controllers.gang_holds(gang)):
-                    return  # (never scheduled before its gang)
+                self.records.created(job["metadata"]["name"], pod)
+                if not self._until(lambda: self._placed(job, pod, gang)):
+                    return  # (never scheduled before its gang, or the resources it asks)
                 with self.lock:  # scheduled: it has an address, the Service publishes it
                     self.state[pod] = "init"
                     self.live.add(pod)
                     self._write()
+                self.records.scheduled(job["metadata"]["namespace"], pod)
                 if not self._run_pod(job, index, pod) or self.closed:
                     return
                 self._renew(pod)
+
+    def _placed(self, job: dict[str, Any], pod: str, gang: str | None) -> bool:
+        """Whether the scheduler places the pod: its gang holds, the node has what it asks."""
+        if gang and not self.controllers.gang_holds(gang):
+            self.records.unschedulable(pod, self.controllers.why_pending(pod))
+            return False
+        with self.lock:
+            why = self.capacity.fits(pod, job["spec"]["template"]["spec"])
+        if why:
+            self.records.unschedulable(pod, why)
+        return why is None
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait `seconds`; False if the cluster is left first."""
+        until = time.monotonic() + seconds
+        return self._until(lambda: time.monotonic() >= until)
 
     def _until(self, condition: Callable[[], bool]) -> bool:
         """Wait for `condition`; False if the cluster is left first."""
@@ -235,11 +260,31 @@ class LocalCluster:
             if result.returncode != 0:
                 containers.stop(sidecars, self.GRACE_SECONDS)
                 return self._finish(pod, result)
-        main = self._start(job, index, spec["containers"][0]["name"])
-        self.state[pod] = "running"
-        result = containers.wait(main)
+        result = self._main(job, index, pod)
         containers.stop(sidecars, self.GRACE_SECONDS)
         return self._finish(pod, result)
+
+    def _main(self, job: dict[str, Any], index: int, pod: str) -> subprocess.CompletedProcess:
+        """The main container's run, and (`kubelet_restarts`, restartPolicy OnFailure) its
+        runs again after each failure, with the kubelet's back-off, as long as the Job's
+        backoffLimit (which counts them) allows."""
+        spec, delay = job["spec"]["template"]["spec"], BACKOFF_SECONDS
+        name, limit = spec["containers"][0]["name"], job["spec"].get("backoffLimit", 6)
+        while True:
+            main = self._start(job, index, name)
+            self.state[pod] = "running"
+            self.records.started(pod, name)
+            result = containers.wait(main)
+            self.records.ended(pod, result.returncode, self.termination_message(pod, name))
+            in_place = self.kubelet_restarts and spec.get("restartPolicy") == "OnFailure"
+            if not result.returncode or not in_place or pod in self.disrupted:
+                return result
+            if self.records.pod(pod).restarts >= limit or self.closed:
+                return result
+            self.records.backing_off(pod, name, delay)
+            if not self._sleep(delay):
+                return result
+            delay = min(delay * 2, MAX_BACKOFF_SECONDS)
 
     def evict(self, pod: str) -> None:
         """Delete a running pod as a node drain or a preemption does: it gets the
@@ -249,6 +294,7 @@ class LocalCluster:
         with self.lock:
             self.disrupted.add(pod)
             running = [p for p in self.processes[pod] if p.poll() is None]
+        self.records.event("Pod", pod, "Killing", "Stopping pod (DisruptionTarget)")
         threading.Thread(
             target=containers.stop, args=(running, self.GRACE_SECONDS), daemon=True
         ).start()
@@ -314,13 +360,14 @@ class LocalCluster:
         )
         with self.lock:
             self.processes[pod].append(process)
-        if self.on_line is not None:
-            prefix = pod if name == spec["containers"][0]["name"] else f"{pod}/{name}"
-            args = (process, prefix, self.on_line)
-            tail = threading.Thread(target=containers.tail, args=args, daemon=True)
-            tail.start()
-            with self.lock:
-                self.tails.append(tail)
+        # every line, with when it was printed (the API's pod logs), and to on_line
+        prefix = pod if name == spec["containers"][0]["name"] else f"{pod}/{name}"
+        stamped = self.root / pod / f"{name}.log"
+        args = (process, prefix, self.on_line, stamped)
+        tail = threading.Thread(target=containers.tail, args=args, daemon=True)
+        tail.start()
+        with self.lock:
+            self.tails.append(tail)
         return process
 
     def _kill(self, pod: str) -> None:
@@ -338,7 +385,12 @@ class LocalCluster:
         with self.lock:
             disrupted = pod in self.disrupted
             self.disrupted.discard(pod)
+            self.capacity.free(pod)
+            job = self.controllers.job_of_pod(pod)["metadata"]["name"]
+            was = self.controllers.condition(job)
             again = self.controllers.ended(pod, result.returncode, disrupted)
+            if (now := self.controllers.condition(job)) and now != was:
+                self.records.job_ended(job, now, self.controllers.reasons.get(job, ""))
             self.ended_at[pod] = time.monotonic()
             self.results[pod] = result  # (last: a reader without the lock sees it all)
             self.live.discard(pod)

@@ -141,8 +141,15 @@ def _signal_init(process: subprocess.Popen, number: int) -> None:
         os.kill(int(children[0]), number)
 
 
-def tail(process: subprocess.Popen, prefix: str, on_line: Callable[[str, str], None]) -> None:
-    """Hand each line a container prints to `on_line` as it comes (both streams)."""
+def tail(
+    process: subprocess.Popen,
+    prefix: str,
+    on_line: Callable[[str, str], None] | None,
+    stamped: Path,
+) -> None:
+    """Hand each line a container prints to `on_line` as it comes (both streams), and append
+    it to `stamped` after the time it came, as the kubelet keeps a container's log
+    (`<RFC 3339 time> <line>`, read by the API's pod logs)."""
     offsets, partial = [0, 0], ["", ""]
     while True:
         ended = process.poll() is not None
@@ -157,9 +164,19 @@ def tail(process: subprocess.Popen, prefix: str, on_line: Callable[[str, str], N
             *lines, partial[k] = (partial[k] + data.decode(errors="replace")).split("\n")
             for line in lines + ([partial[k]] if ended and partial[k] else []):
                 try:
-                    on_line(prefix, line)
-                except OSError:  # where lines go is gone (a closed pipe): stop handing
+                    with stamped.open("a") as log:
+                        log.write(f"{rfc3339(time.time())} {line}\n")
+                    if on_line is not None:
+                        on_line(prefix, line)
+                except OSError:  # where lines go is gone (a closed pipe, the cluster left)
                     return
         if ended:
             return
         time.sleep(0.1)
+
+
+def rfc3339(when: float) -> str:
+    """A time as Kubernetes writes it with nanoseconds (`2026-11-26T15:04:05.123456789Z`)."""
+    seconds = int(when)
+    nanos = int((when - seconds) * 1e9)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos:09d}Z"

@@ -95,6 +95,7 @@ class Controllers:
         # backoffLimit bounds), and the Jobs that have failed
         self.counted = {job["metadata"]["name"]: 0 for job in self.jobs}
         self.failed: set[str] = set()
+        self.reasons: dict[str, str] = {}  # a failed Job's reason, as its condition gives it
 
     def job(self, name: str) -> dict[str, Any]:
         return next(j for j in self.jobs if j["metadata"]["name"] == name)
@@ -120,8 +121,13 @@ class Controllers:
             "failed": self.counted[name],
         }
         if ended := condition(states, name in self.failed):
-            status["conditions"] = [{"type": ended, "status": "True"}]
+            reason = self.reasons.get(name, "CompletionsReached" if ended == "Complete" else "")
+            status["conditions"] = [{"type": ended, "status": "True", "reason": reason}]
         return {k: v for k, v in status.items() if v}  # the controller omits zero counts
+
+    def condition(self, name: str) -> str | None:
+        """The Job's finished condition (Complete, Failed), if any."""
+        return condition(self.states(name), name in self.failed)
 
     def admit(self, job: dict[str, Any]) -> bool:
         """Whether Kueue has admitted the Job (or it is queued nowhere), admitting it if its
@@ -188,6 +194,9 @@ class Controllers:
             self.counted[name] += verdict != "Ignore"
             if verdict == "FailJob" or self.counted[name] > job["spec"].get("backoffLimit", 6):
                 self.failed.add(name)
+                self.reasons.setdefault(
+                    name, "PodFailurePolicy" if verdict == "FailJob" else "BackoffLimitExceeded"
+                )
             in_place = job["spec"]["template"]["spec"].get("restartPolicy") == "OnFailure"
             again = name not in self.failed and not in_place
         if name in self.admitted and condition(self.states(name), name in self.failed):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import awaits
 from . import host
+from .api import LocalApi, announce
 from .cluster import LocalCluster
 from .host import UNSHARE, LocalUnavailable
 
@@ -85,6 +86,7 @@ def run_experiment(
         timeout=timeout,
         entrypoints=entrypoints,
         after=_job_order(rendering),
+        announced=experiment if os.geteuid() == 0 else None,
     )
     if os.geteuid() == 0:
         return run.drive(on_line, on_progress)
@@ -120,6 +122,9 @@ class Run:
     entrypoints: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     # Job -> the Jobs it is created after, once their awaits hold (as `pulumi up` does)
     after: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    # The experiment's name, under which the run announces its read API for `status --local`
+    # (a run in a user namespace of its own has a network of its own: none)
+    announced: str | None = None
 
     def drive(
         self,
@@ -138,7 +143,7 @@ class Run:
             private,
             entrypoints=self.entrypoints,
         )
-        with _terminated_as_exit(), cluster:
+        with _terminated_as_exit(), cluster, self._api(cluster):
             creating = _Creation(cluster, self.after, self.timeout)
             deadline, states = time.monotonic() + self.timeout, {}
             codes: list[int] = []  # the exit codes of the pods that must succeed
@@ -167,6 +172,16 @@ class Run:
         if failures:  # a signal's death as a shell reports it (128 + the signal)
             return 128 - failures[0] if failures[0] < 0 else failures[0]
         return 0 if len(codes) == self.count else 124  # done, or the timeout was reached
+
+    @contextlib.contextmanager
+    def _api(self, cluster: LocalCluster) -> Iterator[None]:
+        """The cluster's read API, announced, while the run lasts (`announced`)."""
+        if self.announced is None:
+            yield
+            return
+        namespace = self.objects[0]["metadata"].get("namespace", "default")
+        with LocalApi(cluster, namespace) as api, announce(self.announced, api):
+            yield
 
 
 class _Creation:

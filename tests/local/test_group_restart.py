@@ -228,3 +228,45 @@ def test_a_jobset_restarts_as_its_failure_policy_says(tmp_path, kills, code, suc
     else:
         assert codes == {211}, lines[-60:]
         assert why.startswith("js-node-0-2 exited with 137 at attempt 2; 2 restart(s) spent")
+
+
+# A replica's command for the frameworks below: the entry point works for 3 s (rank 0 listens on
+# the coordinator's port, which the others wait for before their first start), the others until
+# stopped; `FAILING` exits 3 one second into attempt 0.
+SHAPES = {
+    "tf": ({"Chief": 1, "PS": 1, "Worker": 2}, "exp-chief-0", "exp-worker-1", None),
+    "jax": ({"Worker": 3}, "exp-worker-0", "exp-worker-2", "JAX_COORDINATOR_ADDRESS"),
+    "xgboost": ({"Master": 1, "Worker": 2}, "exp-master-0", "exp-worker-1", "MASTER_PORT"),
+}
+COMMAND = """\
+echo "attempt $AICHOR_RESTART_ATTEMPT"
+if [ "$HOSTNAME" = "$ENTRY" ]; then
+  if [ -n "$PORT_VAR" ]; then
+    python3 -c "import os, socket, time; v = os.environ[os.environ['PORT_VAR']]; \
+s = socket.create_server(('', int(v.rsplit(':', 1)[-1]))); time.sleep(600)" &
+  fi
+  sleep 3; echo trained; exit 0
+fi
+if [ "$HOSTNAME" = "$FAILING" ] && [ "$AICHOR_RESTART_ATTEMPT" = 0 ]; then sleep 1; exit 3; fi
+exec sleep 600
+"""
+
+
+@pytest.mark.parametrize("operator", sorted(SHAPES))
+def test_every_framework_restarts_as_a_group(operator):
+    counts, entry, failing, port = SHAPES[operator]
+    types = {t: {"count": n, "resources": {"cpus": 1, "ramRatio": 1}} for t, n in counts.items()}
+    data = {"spec": {"operator": operator, "image": "i", "command": COMMAND, "types": types}}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "ENTRY": entry,
+        "FAILING": failing,
+        "PORT_VAR": port or "",
+    }
+    with LocalCluster(expand(data, max_restarts=1).objects, env) as cluster:
+        results = cluster.run(timeout=120)
+    assert {pod: r.returncode for pod, r in results.items()} == dict.fromkeys(results, 0)
+    assert "restart attempt 1 (1 of 1 counted)" in results[entry].stdout
+    assert results[entry].stdout.count("trained") == 1
+    for pod, result in results.items():  # every replica ran both attempts
+        assert "attempt 0" in result.stdout and "attempt 1" in result.stdout, (pod, result.stdout)

@@ -1,0 +1,134 @@
+"""What `aichor-iac status` says of an experiment, from its Jobs and pods as the Kubernetes API
+gives them: per Job its condition and counts; per pod its phase, restarts, the main container's
+state with its reason (CrashLoopBackOff, ImagePullBackOff, OOMKilled, Error, Completed) and
+exit code, why it is not scheduled (the scheduler's message, such as "Insufficient
+nvidia.com/gpu"), the GPUs it holds and how long it has run; and the group restart's attempt.
+Pure: Kubernetes JSON in, a report (JSON) and a table out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+GPU = re.compile(r"^(nvidia\.com|amd\.com)/")
+JOB_NAME = "batch.kubernetes.io/job-name"
+RESTART = re.compile(r"aichor: restart attempt (\d+)")
+
+
+def restart_attempt(lines: list[str]) -> int | None:
+    """The group restart's attempt, as the lead's last `restart attempt N` line says."""
+    found = [int(m[1]) for line in lines if (m := RESTART.search(line))]
+    return found[-1] if found else None
+
+
+def report(
+    jobs: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    now: datetime,
+    attempt: int | None = None,
+) -> dict[str, Any]:
+    """The experiment's state: its groups (Jobs) with their pods, the pods by phase, the
+    GPUs held, the restart attempt."""
+    groups = []
+    for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
+        name, status = job["metadata"]["name"], job.get("status") or {}
+        mine = [p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_NAME) == name]
+        ended = [c for c in status.get("conditions") or [] if c.get("status") == "True"]
+        groups.append(
+            {
+                "job": name,
+                "condition": ended[-1]["type"] if ended else None,
+                "reason": (ended[-1].get("reason") or None) if ended else None,
+                **{k: status.get(k, 0) for k in ("active", "ready", "succeeded", "failed")},
+                "pods": [pod_row(p, now) for p in sorted(mine, key=_name)],
+            }
+        )
+    rows = [row for group in groups for row in group["pods"]]
+    return {
+        "groups": groups,
+        "phases": dict(sorted(Counter(row["phase"] for row in rows).items())),
+        "gpus": sum(row["gpus"] for row in rows if row["phase"] == "Running"),
+        "restart_attempt": attempt,
+    }
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return obj["metadata"]["name"]
+
+
+def pod_row(pod: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """One pod: phase, restarts, its main container's state and why, exit code, GPUs, time."""
+    status = pod.get("status") or {}
+    container = (status.get("containerStatuses") or [{}])[0]
+    state = container.get("state") or {}
+    kind = next(iter(state), None)
+    detail = state.get(kind) or {}
+    last = (container.get("lastState") or {}).get("terminated") or {}
+    reason, message = detail.get("reason"), detail.get("message")
+    scheduling = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
+    if scheduling and scheduling[0].get("status") == "False":
+        reason, message = scheduling[0].get("reason"), scheduling[0].get("message")
+    begun = _time(detail.get("startedAt") or status.get("startTime"))
+    end = _time(detail.get("finishedAt")) or now
+    return {
+        "pod": _name(pod),
+        "phase": status.get("phase", "Unknown"),
+        "ready": bool(container.get("ready")),
+        "restarts": container.get("restartCount", 0),
+        "state": kind,
+        "reason": reason,
+        "message": message,
+        "exit_code": detail.get("exitCode", last.get("exitCode")),
+        "gpus": sum(
+            int(value)
+            for c in (pod.get("spec") or {}).get("containers", [])
+            for name, value in ((c.get("resources") or {}).get("limits") or {}).items()
+            if GPU.match(name) and str(value).isdigit()
+        ),
+        "seconds": int((end - begun).total_seconds()) if begun else None,
+    }
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def table(found: dict[str, Any]) -> Table:
+    """The report as a terminal table: a line per Job, one per pod below it, and the
+    reason's message (a waiting container's, a scheduler's, a termination message) under."""
+    out = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("pod", "phase", "restarts", "state", "exit", "gpus", "time"):
+        out.add_column(column, justify="left" if column in ("pod", "state") else "right")
+    for group in found["groups"]:
+        condition = group["condition"] or f"{group['active']} active"
+        why = f" ({group['reason']})" if group["reason"] else ""
+        out.add_row(Text(f"{group['job']}  {condition}{why}", style="bold"))
+        for row in group["pods"]:
+            state = " ".join(filter(None, (row["state"], row["reason"])))
+            exit_code = "" if row["exit_code"] is None else str(row["exit_code"])
+            spent = "" if row["seconds"] is None else _duration(row["seconds"])
+            values = (row["phase"], str(row["restarts"]), state, exit_code, str(row["gpus"]))
+            out.add_row(f"  {row['pod']}", *values, spent)
+            if row["message"]:
+                out.add_row(Text(f"    {row['message']}", style="dim"))
+    attempt = found["restart_attempt"]
+    summary = ", ".join(f"{n} {phase.lower()}" for phase, n in found["phases"].items())
+    out.caption = f"{summary}; {found['gpus']} GPUs held" + (
+        f"; restart attempt {attempt}" if attempt is not None else ""
+    )
+    return out
+
+
+def _duration(seconds: int) -> str:
+    """As kubectl shows ages: 45s, 3m12s, 2h5m."""
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60}m"

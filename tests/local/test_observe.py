@@ -1,0 +1,160 @@
+"""`status`, `logs` and `events` for real: a run on the local cluster serves the read API
+(aichor_iac/local/api.py) that the official Kubernetes client reads, as it reads a cluster."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+from contextlib import redirect_stdout
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import expand
+from kube import LocalCluster
+
+from aichor_iac import doors, engine, kubeapi
+from aichor_iac.cli import main
+from aichor_iac.local.api import LocalApi, announce
+from aichor_iac.settings import Settings
+from aichor_iac.status import report
+
+pytestmark = pytest.mark.skipif(
+    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
+)
+ENV = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+# A PyTorchJob whose master crashes (its replicas restart in place: OnFailure) and whose
+# worker asks for a GPU this machine does not have.
+PYTORCHJOB = """\
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: tj}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - {name: pytorch, image: img, command: [sh, -c, "echo crashing; exit 1"]}
+    Worker:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            image: img
+            command: [sh, -c, "sleep 600"]
+            resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def until(check, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.2)
+    raise AssertionError("not within the time")
+
+
+def test_status_shows_a_crash_loop_and_an_unschedulable_pod():
+    objects = engine.expand(doors.parse(PYTORCHJOB, source="tj.yaml"), Settings(), "t", "tj")
+    local = LocalCluster(
+        objects.objects, ENV, allocatable={"nvidia.com/gpu": 0}, kubelet_restarts=True
+    )
+    with local as cluster, LocalApi(cluster, "default") as api:
+        for job in ("tj-master", "tj-worker"):
+            cluster.start(job)
+        reader = kubeapi.Reader(kubeapi.connect(url=api.url), "default", "tj")
+
+        def crashing():
+            found = report(reader.jobs(), reader.pods(), datetime.now(timezone.utc))
+            rows = {row["pod"]: row for g in found["groups"] for row in g["pods"]}
+            return rows if rows["tj-master-0"]["reason"] == "CrashLoopBackOff" else None
+
+        rows = until(crashing)
+        master, worker = rows["tj-master-0"], rows["tj-worker-0"]
+        assert master["restarts"] == 1 and master["exit_code"] == 1
+        assert master["message"].startswith("back-off 10s restarting failed container=pytorch")
+        assert worker["phase"] == "Pending" and worker["reason"] == "Unschedulable"
+        assert worker["message"] == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu"
+        events = reader.events()
+        reasons = [(e["involvedObject"]["name"], e["reason"]) for e in events]
+        assert ("tj-worker-0", "FailedScheduling") in reasons
+        assert ("tj-master-0", "BackOff") in reasons
+        assert reasons.index(("tj-master-0", "Started")) < reasons.index(("tj-master-0", "BackOff"))
+
+
+TICKS = """\
+python3 -c '
+import os, time
+me = {"exp-master-0": 0, "exp-worker-0": 1, "exp-worker-1": 2}[os.environ["HOSTNAME"]]
+start = float(os.environ["START"])
+if me == 0:  # (the port the workers wait for)
+    import socket
+    server = socket.create_server(("", int(os.environ["MASTER_PORT"])))
+for tick in range(3):
+    time.sleep(max(0, start + tick * 0.6 + me * 0.2 - time.time()))
+    print(f"tick {tick} from {me}", flush=True)
+'
+sleep 600
+"""
+
+
+def test_logs_interleave_the_pods_in_time_order_and_status_reads_a_local_run(tmp_path):
+    r = {"cpus": 1, "ramRatio": 1}
+    data = {
+        "spec": {
+            "operator": "pytorch",
+            "image": "img",
+            "command": TICKS,
+            "types": {"Master": {"resources": r}, "Worker": {"count": 2, "resources": r}},
+        }
+    }
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    env = {**ENV, "START": str(time.time() + 4)}
+    with LocalCluster(expand(data).objects, env) as cluster, LocalApi(cluster, "default") as api:
+        for job in ("exp-master", "exp-worker"):
+            cluster.start(job)
+        with announce("exp", api):
+            until(lambda: "tick 2 from 2" in cluster.logs("exp-worker-1", "pytorch"), 30)
+            out = io.StringIO()
+            with redirect_stdout(out):
+                assert main(["logs", "--local", str(path), "--name", "exp"]) == 0
+            ticks = [line for line in out.getvalue().splitlines() if " tick " in line]
+            pods = ["exp-master-0", "exp-worker-0", "exp-worker-1"]
+            assert ticks == [f"{pods[m]} tick {t} from {m}" for t in range(3) for m in range(3)]
+            out = io.StringIO()
+            with redirect_stdout(out):
+                assert (
+                    main(["status", "--local", str(path), "--name", "exp", "--output", "json"]) == 0
+                )
+    found = json.loads(out.getvalue())
+    assert found["phases"] == {"Running": 3} and found["gpus"] == 0
+    assert [g["job"] for g in found["groups"]] == ["exp-master", "exp-worker"]
+
+
+def test_without_a_local_run_status_says_so(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "spec": {
+                    "operator": "pytorch",
+                    "image": "i",
+                    "command": "c",
+                    "types": {"Master": {"resources": {"cpus": 1, "ramRatio": 1}}},
+                }
+            }
+        )
+    )
+    assert main(["status", "--local", str(path), "--name", "nothing-runs"]) == 2
