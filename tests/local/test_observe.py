@@ -96,7 +96,7 @@ def test_status_shows_a_crash_loop_and_an_unschedulable_pod():
 TICKS = """\
 python3 -c '
 import os, time
-me = {"exp-master-0": 0, "exp-worker-0": 1, "exp-worker-1": 2}[os.environ["HOSTNAME"]]
+me = int(os.environ["RANK"])
 start = float(os.environ["START"])
 if me == 0:  # (the port the workers wait for)
     import socket
@@ -122,25 +122,29 @@ def test_logs_interleave_the_pods_in_time_order_and_status_reads_a_local_run(tmp
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(data))
     env = {**ENV, "START": str(time.time() + 4)}
-    with LocalCluster(expand(data).objects, env) as cluster, LocalApi(cluster, "default") as api:
-        for job in ("exp-master", "exp-worker"):
+    name = "obs"  # (announced under its name: unlike the other tests' runs)
+    with (
+        LocalCluster(expand(data, name=name).objects, env) as cluster,
+        LocalApi(cluster, "default") as api,
+    ):
+        for job in ("obs-master", "obs-worker"):
             cluster.start(job)
-        with announce("exp", api):
-            until(lambda: "tick 2 from 2" in cluster.logs("exp-worker-1", "pytorch"), 30)
+        with announce(name, api):
+            until(lambda: "tick 2 from 2" in cluster.logs("obs-worker-1", "pytorch"), 30)
             out = io.StringIO()
             with redirect_stdout(out):
-                assert main(["logs", "--local", str(path), "--name", "exp"]) == 0
+                assert main(["logs", "--local", str(path), "--name", name]) == 0
             ticks = [line for line in out.getvalue().splitlines() if " tick " in line]
-            pods = ["exp-master-0", "exp-worker-0", "exp-worker-1"]
+            pods = ["obs-master-0", "obs-worker-0", "obs-worker-1"]
             assert ticks == [f"{pods[m]} tick {t} from {m}" for t in range(3) for m in range(3)]
             out = io.StringIO()
             with redirect_stdout(out):
                 assert (
-                    main(["status", "--local", str(path), "--name", "exp", "--output", "json"]) == 0
+                    main(["status", "--local", str(path), "--name", name, "--output", "json"]) == 0
                 )
     found = json.loads(out.getvalue())
     assert found["phases"] == {"Running": 3} and found["gpus"] == 0
-    assert [g["job"] for g in found["groups"]] == ["exp-master", "exp-worker"]
+    assert [g["job"] for g in found["groups"]] == ["obs-master", "obs-worker"]
 
 
 def test_without_a_local_run_status_says_so(tmp_path):
