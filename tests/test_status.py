@@ -123,3 +123,26 @@ def test_the_stack_s_kubernetes_config_is_read_as_the_provider_reads_it(tmp_path
     assert api.configuration.host == "https://k.example:6443"
     with pytest.raises(kubeapi.Unreachable, match="--kubeconfig"):
         kubeapi.connect(kubeconfig=str(tmp_path / "missing"))
+
+
+def test_a_cluster_that_cannot_be_reached_is_a_problem_not_a_crash(tmp_path, capsys):
+    import yaml
+
+    from aichor_iac.cli import main
+
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    manifest = {"spec": {"operator": "pytorch", "image": "i", "command": "c", "types": {}}}
+    manifest["spec"]["types"]["Master"] = {"resources": {"cpus": 1, "ramRatio": 1}}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(manifest))
+    for command in ("status", "events", "logs"):
+        args = [command, str(tmp_path / "exp.yaml"), "--kubeconfig", str(tmp_path / "kubeconfig")]
+        assert main(args) == 2
+        assert "cannot reach the cluster" in capsys.readouterr().err

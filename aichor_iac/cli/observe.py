@@ -5,9 +5,11 @@ client from the stack's cluster (its kubeconfig and context), or from a local ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,6 +19,24 @@ from rich.markup import escape
 
 from ..problems import ManifestError, Problem
 from .inputs import inputs_of
+
+
+@contextlib.contextmanager
+def answered(args: argparse.Namespace) -> Iterator[None]:
+    """The cluster's refusals and silences as problems, and Ctrl-C as the end of a watch."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    where = f"aichor-iac {args.handler.__name__}"
+    try:
+        yield
+    except ApiException as error:
+        why = f"the cluster answered {error.status} {error.reason}"
+        raise ManifestError(where, [Problem("", why)]) from None
+    except HTTPError as error:
+        raise ManifestError(where, [Problem("", f"cannot reach the cluster ({error})")]) from None
+    except KeyboardInterrupt:  # (--watch, -f: until interrupted)
+        pass
 
 
 def reader(args: argparse.Namespace) -> Any:
@@ -62,23 +82,30 @@ def status(args: argparse.Namespace) -> int:
             attempt = restart_attempt([text for _, text in source.lines(lead)])
         return report(source.jobs(), pods, datetime.now(timezone.utc), attempt)
 
-    if args.output == "json":
-        print(json.dumps(now(), indent=2))
-        return 0
-    console = Console(highlight=False)
-    if not args.watch:
-        console.print(table(now()))
-        return 0
-    with Live(table(now()), console=console, auto_refresh=False) as live:
-        while True:  # (until interrupted)
-            time.sleep(2)
-            live.update(table(now()), refresh=True)
+    with answered(args):
+        if args.output == "json":
+            print(json.dumps(now(), indent=2))
+            return 0
+        console = Console(highlight=False)
+        if not args.watch:
+            console.print(table(now()))
+            return 0
+        with Live(table(now()), console=console, auto_refresh=False) as live:
+            while True:  # (until interrupted)
+                time.sleep(2)
+                live.update(table(now()), refresh=True)
+    return 0
 
 
 def logs(args: argparse.Namespace) -> int:
     """Every pod's lines, each after its pod's name, in the order they were printed; with
     `-f`, as they come."""
-    source, _ = reader(args)
+    with answered(args):
+        return _logs(args, *reader(args))
+    return 0
+
+
+def _logs(args: argparse.Namespace, source: Any, _: Any) -> int:
     pods = sorted(p["metadata"]["name"] for p in source.pods())
     as_json = args.output == "json"
     lock = threading.Lock()
@@ -112,16 +139,17 @@ def logs(args: argparse.Namespace) -> int:
 def events(args: argparse.Namespace) -> int:
     """The experiment's Kubernetes events, oldest first."""
     source, _ = reader(args)
-    found = source.events()
-    if args.output == "json":
-        print(json.dumps(found, indent=2))
-        return 0
-    console = Console(highlight=False)
-    for event in found:
-        when = event.get("lastTimestamp") or event.get("eventTime") or ""
-        what = f"{event['involvedObject'].get('kind')}/{event['involvedObject'].get('name')}"
-        style = "yellow" if event.get("type") == "Warning" else ""
-        line = f"{when} {event.get('type', '')} {event.get('reason', '')} {what}"
-        console.print(f"[{style}]{escape(line)}[/]" if style else escape(line), end=" ")
-        console.print(escape(event.get("message") or ""), soft_wrap=True)
+    with answered(args):
+        found = source.events()
+        if args.output == "json":
+            print(json.dumps(found, indent=2))
+            return 0
+        console = Console(highlight=False)
+        for event in found:
+            when = event.get("lastTimestamp") or event.get("eventTime") or ""
+            what = f"{event['involvedObject'].get('kind')}/{event['involvedObject'].get('name')}"
+            style = "yellow" if event.get("type") == "Warning" else ""
+            line = f"{when} {event.get('type', '')} {event.get('reason', '')} {what}"
+            console.print(f"[{style}]{escape(line)}[/]" if style else escape(line), end=" ")
+            console.print(escape(event.get("message") or ""), soft_wrap=True)
     return 0
