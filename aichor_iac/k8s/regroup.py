@@ -330,7 +330,7 @@ class Lead(Replica):
         )
 
     def decide(self):
-        why = self.judge(min(self.failures))
+        why = self.judge(min(self.failures, key=lambda f: f[0]))  # (the earliest)
         if why:
             self.broadcast("fail", why=why)
             give_up(self.command, why)
