@@ -4,6 +4,7 @@ defaults, the await annotations and the containers' security context."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..experiment.model import Spec
 from ..experiment.origin import Kept
@@ -64,7 +65,7 @@ class Context:
         followers follow; every replica under the group restart (members answer a new lead)."""
         return self.followed(group) or self.regroup is not None
 
-    @property
+    @cached_property  # (asked for by every group's Job, container and ports)
     def regroup(self) -> Regroup | None:
         """Every replica's part in the group restart, if the experiment restarts as a group."""
         return regroup_of(self.blueprint)

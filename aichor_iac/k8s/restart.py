@@ -36,10 +36,10 @@ class Regroup:
             str(LIFELINE_PORT),
             str(self.budget),
             shlex.quote(json.dumps([list(astuple(r)) for r in self.rules])),
-            ",".join(self.names) or "''",
+            shlex.quote(",".join(self.names)),  # (the input's env names: quoted as any)
             str(deadline_seconds),
             str(linger),
-            ",".join(self.ends) or "''",
+            shlex.quote(",".join(self.ends)),
             *(shlex.quote(f"{host}:{count}") for host, count in self.hosts),
         ]
 
