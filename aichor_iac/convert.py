@@ -79,7 +79,7 @@ def convert(source: Experiment) -> Conversion:
         data["env"] = list(env.values())
     if spec.active_deadline_seconds:
         data["activeDeadlineSeconds"] = spec.active_deadline_seconds
-    lost += _restart(origin, data)
+    lost += _group_restart(spec) if spec.failure_policy else _restart(origin, data)
     lost += (
         _jobset_losses(origin) if spec.operator == "jobset" else _option_losses(spec, origin, data)
     )
@@ -88,6 +88,44 @@ def convert(source: Experiment) -> Conversion:
     lost += _env_contract(spec)
     manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}
     return Conversion(manifest, lost)
+
+
+def _group_restart(spec: Spec) -> list[str]:
+    """The whole group's restart the resource asks for, which a manifest cannot say (the
+    stack's settings do)."""
+    policy = spec.failure_policy
+    assert policy is not None
+    lost = [
+        f"{policy.source}: every replica restarts together, at most {policy.max_restarts} "
+        f"time(s): a manifest cannot say it; set the stack's aichor:maxRestarts: "
+        f"{policy.max_restarts}"
+    ]
+    for rule in policy.rules:
+        on = ", ".join(rule.jobs) or "every replica"
+        codes = f" on exit codes {rule.op} {_ranges(rule.codes)}" if rule.op else ""
+        lost.append(
+            f"{rule.name}: a failure of {on}{codes} {RULE_ACTIONS[rule.action]}; the stack's "
+            "aichor:permanentExitCodes fail any replica at once on its codes"
+        )
+    return lost
+
+
+RULE_ACTIONS = {
+    "fail": "fails the experiment at once",
+    "count": "restarts the group",
+    "free": "restarts the group without counting",
+}
+
+
+def _ranges(codes: tuple[int, ...]) -> str:
+    """Exit codes as runs (1-127, 130)."""
+    runs: list[list[int]] = []
+    for code in sorted(codes):
+        if runs and code == runs[-1][1] + 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _restart(origin: Origin, data: dict[str, Any]) -> list[str]:

@@ -10,6 +10,12 @@ from .frameworks import Plan
 from .problems import Problem
 from .settings import Settings
 
+# Where a custom resource asks for the whole group's restart, by its API group
+OWN_FIELDS = {
+    "kubeflow.org": "spec.runPolicy.backoffLimit, with restartPolicy OnFailure or ExitCode",
+    "jobset.x-k8s.io": "spec.failurePolicy.maxRestarts",
+}
+
 
 def failure_policy(spec: Spec, settings: Settings) -> FailurePolicy:
     """The input's own policy (none: no restart), the stack's settings winning where set: its
@@ -48,11 +54,13 @@ def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Prob
             )
         )
     if spec.origin is not None and policy.source == "aichor:maxRestarts":
+        group = spec.origin.api_version.split("/", 1)[0]
+        own = f" ({OWN_FIELDS[group]})" if group in OWN_FIELDS else ""
         problems.append(
             Problem(
                 where,
-                f"a {spec.origin.kind} restarts as its own fields say: the whole group's "
-                "restart runs AIchor manifests and functions (remove aichor:maxRestarts)",
+                f"a {spec.origin.kind} restarts as its own fields say{own}: remove "
+                "aichor:maxRestarts",
             )
         )
     for kept in spec.origin.kept.values() if spec.origin else []:

@@ -56,19 +56,29 @@ def cases() -> dict[str, tuple[str, Settings, str]]:
         for path in sorted((ROOT / "tests" / folder).glob("*.yaml")):
             found[f"tests/{folder}/{path.name}"] = (path.read_text(), Settings(), "exp")
     for path, fixed in _runnable():
-        found[f"tests/kubeflow/{path.name} as the tests run it"] = (fixed, Settings(), "exp")
+        found[f"tests/kubeflow/{path.name} as the tests run it"] = (
+            yaml.safe_dump(fixed),
+            Settings(),
+            "exp",
+        )
+        fixed["spec"].setdefault("runPolicy", {})["backoffLimit"] = 2  # the group's restart
+        found[f"tests/kubeflow/{path.name} with a backoffLimit"] = (
+            yaml.safe_dump(fixed),
+            Settings(),
+            "exp",
+        )
     for i, text in enumerate(_fuzzed(FUZZED)):
         found[f"fuzz {i}"] = (text, Settings(), "fuzz")
     return found
 
 
-def _runnable() -> list[tuple[Path, str]]:
+def _runnable() -> list[tuple[Path, dict[str, Any]]]:
     """The public Kubeflow examples with the fixes their errors ask for, as the tests run
     them (tests/conftest.py `runnable`)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import KUBEFLOW_EXAMPLES, runnable
 
-    return [(path, yaml.safe_dump(runnable(path)[0])) for path in KUBEFLOW_EXAMPLES]
+    return [(path, runnable(path)[0]) for path in KUBEFLOW_EXAMPLES]
 
 
 def _fuzzed(count: int) -> list[str]:

@@ -78,6 +78,7 @@ def test_without_restarts_nothing_changes():
     assert jobs(manifest(), max_restarts=0) == plain
 
 
+CONTAINER = {"name": "pytorch", "image": "img", "command": ["python", "train.py"]}
 REFUSED = [
     ("batchjob", manifest("batchjob", Worker=3), {}, "aichor:maxRestarts", "no group to restart"),
     (
@@ -95,6 +96,23 @@ REFUSED = [
         {},
         "aichor:maxRestarts",
         "do not restart in place",
+    ),
+    (
+        "kubeflow custom resource",
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "exp"},
+            "spec": {
+                "pytorchReplicaSpecs": {
+                    t: {"template": {"spec": {"containers": [CONTAINER]}}}
+                    for t in ("Master", "Worker")
+                }
+            },
+        },
+        {},
+        "aichor:maxRestarts",
+        "restarts as its own fields say (spec.runPolicy.backoffLimit, with restartPolicy",
     ),
     (
         "per-replica retries",

@@ -51,9 +51,7 @@ def policy(spec: JobSetSpec, kept: dict[str, Kept]) -> FailurePolicy | None:
     given = spec.failure_policy
     if given is None:
         return None
-    roles = {
-        r.name: tuple(f"{r.name}-{j}" for j in range(r.replicas)) for r in spec.replicated_jobs
-    }
+    roles = {r.name: (r.name,) for r in spec.replicated_jobs}
     rules: list[RestartRule] = []
     for name, one in kept.items():  # a code the Job ignores: its pod is made again
         ignored = _codes(one, "Ignore")

@@ -18,8 +18,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, ValidationError
 
 from ..experiment.groups import Model
-from ..experiment.model import Experiment, Spec
-from ..experiment.origin import Kept, Origin
+from ..experiment.model import Experiment, FailurePolicy, RestartRule, Spec
+from ..experiment.origin import PERMANENT_EXIT_CODES, Kept, Origin
 from ..limits import INT32, MAX_INDEXED
 from ..problems import Problem
 from ..reading import podtemplate as templates
@@ -272,6 +272,7 @@ def validate(
         companions=tuple(companions),
     )
     experiment = _experiment(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
+    experiment.spec._failure_policy = _failure_policy(kept, spec.run_policy)
     return resource.metadata.read(experiment, origin, source, lines)
 
 
@@ -425,11 +426,31 @@ def _kept(
         )
         return None
     template = _defaulted(template, container, kind)
-    if run.backoff_limit is not None:
-        backoff = run.backoff_limit
-    else:  # no limit: the operator restarts replicas that may restart for ever
-        backoff = 0 if restart == "Never" else UNLIMITED
+    # A Never replica's failure fails the job (the operator's UpdateJobStatus, whatever the
+    # backoffLimit); the others restart up to it, for ever without one
+    if restart == "Never":
+        backoff = 0
+    else:
+        backoff = UNLIMITED if run.backoff_limit is None else run.backoff_limit
     return Kept(where, template, container, restart, backoff)
+
+
+def _failure_policy(kept: dict[str, Kept], run: RunPolicy) -> FailurePolicy | None:
+    """`runPolicy.backoffLimit` as the whole group's restart budget, when a replica type may
+    restart (`OnFailure`, `ExitCode`): the operator would restart the failed pod alone, which
+    a rank cannot rejoin; every replica restarts instead. A type that says `Never` fails the
+    experiment at once, as `ExitCode` does on the program's own exit codes (1-127). Without a
+    backoffLimit the operator restarts for ever: replicas restart in place, one by one."""
+    if not run.backoff_limit or all(k.restart_policy == "Never" for k in kept.values()):
+        return None
+    rules = []
+    for type_name, one in kept.items():
+        name = f"{one.path}.restartPolicy: {one.restart_policy}"
+        if one.restart_policy == "Never":
+            rules.append(RestartRule(name, "fail", (type_name,)))
+        elif one.restart_policy == "ExitCode":
+            rules.append(RestartRule(name, "fail", (type_name,), "In", PERMANENT_EXIT_CODES))
+    return FailurePolicy(run.backoff_limit, tuple(rules), source="spec.runPolicy.backoffLimit")
 
 
 def _defaulted(template: dict[str, Any], container: str, kind: Kind) -> dict[str, Any]:

@@ -54,9 +54,10 @@ class RestartPolicy(Model):
 class RestartRule:
     """What a replica's failure does, the first rule that matches deciding: `fail` (the
     experiment fails at once), `count` (every replica restarts, counted against the budget) or
-    `free` (restarts without counting). It matches a failure of a pod of `jobs` (the groups'
-    roles; every group when empty) whose exit code is `op` (In, NotIn) `codes` (any code
-    without `op`). `name` says which rule decided, in the reason a failed experiment gives."""
+    `free` (restarts without counting). It matches a failure of a pod of `jobs` (the input's
+    replica types, e.g. Worker or a JobSet's replicated Job; every group when empty) whose exit
+    code is `op` (In, NotIn) `codes` (any code without `op`). `name` says which rule decided,
+    in the reason a failed experiment gives."""
 
     name: str
     action: Literal["fail", "count", "free"]

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 RestartPolicy = Literal["Never", "OnFailure", "ExitCode"]
+# Exit codes the Training Operator counts as permanent under `restartPolicy: ExitCode`
+# (1-127: the program's own failure); 128 and above (killed by a signal) are retried.
+PERMANENT_EXIT_CODES = tuple(range(1, 128))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 from ..awaits import SKIP_AWAIT, WAIT_FOR
 from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Resources
 from ..experiment.model import Spec
-from ..experiment.origin import Kept
+from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
@@ -174,11 +174,6 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
     )
 
 
-# Exit codes the Training Operator counts as permanent under `restartPolicy: ExitCode`
-# (1-127: the program's own failure); 128 and above (killed by a signal) are retried.
-PERMANENT_EXIT_CODES = list(range(1, 128))
-
-
 def _restarts(ctx: Context) -> dict:
     """The retries of an AIchor Job: the manifest's backoffLimit; under the group restart, the
     budget (a pod whose container died as a whole is made again, its replica joining the
@@ -198,7 +193,7 @@ def job_restarts(
     restarted in place (`OnFailure`) can have no pod failure policy."""
     if restart_policy == "OnFailure":
         return dict(backoff_limit=backoff_limit)
-    codes = PERMANENT_EXIT_CODES if restart_policy == "ExitCode" else fails
+    codes = list(PERMANENT_EXIT_CODES) if restart_policy == "ExitCode" else fails
     rules = _failure_rules(container, codes or [])
     return dict(
         backoff_limit=backoff_limit, pod_failure_policy=kinds.PodFailurePolicyArgs(rules=rules)

@@ -9,6 +9,7 @@ import shlex
 from dataclasses import astuple, dataclass, replace
 
 from ..experiment.model import RestartRule
+from ..frameworks import Names, Plan
 from ..planning import Blueprint
 from .lifeline import LIFELINE_PORT
 from .shell import FOLLOW_INTERVAL_SECONDS
@@ -54,8 +55,17 @@ def regroup_of(blueprint: Blueprint) -> Regroup | None:
     return Regroup(
         lead=lead or names.host(plan.entry_point, 0),
         budget=policy.max_restarts,
-        rules=tuple(replace(r, jobs=tuple(map(names.job, r.jobs))) for r in policy.rules),
+        rules=tuple(r for r in (_jobs_of(rule, plan, names) for rule in policy.rules) if r),
         names=policy.attempt_names,
         hosts=tuple((names.host(g.role, "$i"), g.count) for g in plan.groups),
         ends=() if lead or not plan.independent else tuple(map(names.job, plan.completes)),
     )
+
+
+def _jobs_of(rule: RestartRule, plan: Plan, names: Names) -> RestartRule | None:
+    """The rule over the Jobs of its replica types (their groups' Jobs); None when it names
+    types of which no group runs (an empty list would match every Job)."""
+    if not rule.jobs:
+        return rule
+    jobs = tuple(names.job(g.role) for g in plan.groups if g.replica_type in rule.jobs)
+    return replace(rule, jobs=jobs) if jobs else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -376,26 +377,90 @@ def test_the_pod_template_is_kept() -> None:
     assert spec["subdomain"] == "exp" and spec["restartPolicy"] == "OnFailure"
 
 
-@pytest.mark.parametrize(
-    "policy, pod_restart, failure_rules",
-    [
-        ("OnFailure", "OnFailure", None),
-        ("Never", "Never", ["Ignore"]),
-        ("ExitCode", "Never", ["Ignore", "FailJob"]),
-    ],
-)
-def test_restart_policies(policy: str, pod_restart: str, failure_rules: list | None) -> None:
-    cr = pytorchjob(1, 1, runPolicy={"backoffLimit": 3})
+# Without runPolicy.backoffLimit the operator restarts a replica alone, for ever (OnFailure in
+# place, ExitCode by a new pod on a signal's code), a Never one not at all.
+ONE_BY_ONE = [
+    ("OnFailure", "OnFailure", limits.INT32, None),
+    ("Never", "Never", 0, ["Ignore"]),
+    ("ExitCode", "Never", limits.INT32, ["Ignore", "FailJob"]),
+]
+
+
+@pytest.mark.parametrize("policy, pod_restart, backoff, failure_rules", ONE_BY_ONE)
+def test_restart_policies_without_a_backoff_limit(policy, pod_restart, backoff, failure_rules):
+    cr = pytorchjob(1, 1)
     for replica in cr["spec"]["pytorchReplicaSpecs"].values():
         replica["restartPolicy"] = policy
     job = by_name(expand(cr).objects)["Job/exp-master"]["spec"]
     assert job["template"]["spec"]["restartPolicy"] == pod_restart
-    assert job["backoffLimit"] == 3
+    assert job["backoffLimit"] == backoff
     rules = job.get("podFailurePolicy", {}).get("rules")
     assert (rules and [r["action"] for r in rules]) == (failure_rules or None)
+    assert "class Lead" not in json.dumps(job)
     if policy == "ExitCode":  # the program's own failures (1-127) end it, signals are retried
         codes = rules[1]["onExitCodes"]
         assert codes["containerName"] == "pytorch" and codes["values"] == list(range(1, 128))
+
+
+def regroup_arguments(job: dict) -> list[str]:
+    """The group restart's arguments in a Job's command: lead, port, budget, rules, …"""
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    assert "class Lead(Replica)" in script
+    return shlex.split(script.rsplit('\' "$$1" ', 1)[1])
+
+
+EXIT_CODE_RULE = ["fail", "In", list(range(1, 128))]
+# With it, every replica restarts as a group when one fails, at most backoffLimit times: the
+# pods restart nothing alone; a Never type's failure, or ExitCode's 1-127, fails at once.
+AS_A_GROUP = [
+    ({"Master": "OnFailure", "Worker": "OnFailure"}, []),
+    (
+        {"Master": "ExitCode", "Worker": "ExitCode"},
+        [["exp-master", *EXIT_CODE_RULE], ["exp-worker", *EXIT_CODE_RULE]],
+    ),
+    ({"Master": "Never", "Worker": "OnFailure"}, [["exp-master", "fail", None, []]]),
+]
+
+
+@pytest.mark.parametrize("policies, rules", AS_A_GROUP)
+def test_a_backoff_limit_restarts_the_whole_group(policies, rules):
+    cr = pytorchjob(1, 2, runPolicy={"backoffLimit": 3})
+    for type_name, policy in policies.items():
+        cr["spec"]["pytorchReplicaSpecs"][type_name]["restartPolicy"] = policy
+    for job in (o for o in expand(cr).objects if o["kind"] == "Job"):
+        spec = job["spec"]
+        assert spec["template"]["spec"]["restartPolicy"] == "Never"
+        assert spec["backoffLimit"] == 3  # (a pod lost as a whole is made again)
+        actions = [r["action"] for r in spec["podFailurePolicy"]["rules"]]
+        assert actions == ["Ignore", "FailJob"]  # disruptions free; a replica that gave up
+        args = regroup_arguments(job)
+        assert args[0] == "exp-master-0.exp.default.svc.cluster.local" and args[2] == "3"
+        given = [[jobs[0], action, op, codes] for _, action, jobs, op, codes in json.loads(args[3])]
+        assert given == rules
+
+
+@pytest.mark.parametrize(
+    "policies",
+    [{"Master": "Never", "Worker": "Never"}, {"Master": "OnFailure", "Worker": "OnFailure"}],
+)
+def test_no_group_restart_without_a_budget(policies):
+    """Every type Never (the operator counts no restart), or a backoffLimit of 0."""
+    limit = 3 if "Never" in policies.values() else 0
+    cr = pytorchjob(1, 1, runPolicy={"backoffLimit": limit})
+    for type_name, policy in policies.items():
+        cr["spec"]["pytorchReplicaSpecs"][type_name]["restartPolicy"] = policy
+    jobs = [o for o in expand(cr).objects if o["kind"] == "Job"]
+    assert all(j["spec"]["backoffLimit"] == 0 for j in jobs)
+    assert "class Lead" not in json.dumps(jobs)
+
+
+def test_a_group_restart_refuses_the_image_s_entrypoint():
+    cr = pytorchjob(1, 1, command=None, runPolicy={"backoffLimit": 2})
+    with pytest.raises(ManifestError) as error:
+        expand(cr)
+    problem = error.value.problems[0]
+    assert problem.path == "spec.pytorchReplicaSpecs.Master.template.spec.containers"
+    assert "spec.runPolicy.backoffLimit" in problem.message and "command" in problem.message
 
 
 @pytest.mark.parametrize("wait", ["ready", "complete"])
@@ -818,7 +883,7 @@ def test_convert_carries_resources_placement_env_and_says_what_is_lost() -> None
     conversion = convert(doors.validate(cr, "cr.yaml"))
     spec = conversion.manifest["spec"]
     assert spec["command"] == "python3 train.py --lr 0.1"
-    assert spec["restartPolicy"] == {"backoffLimit": 2}
+    assert "restartPolicy" not in spec  # (the whole group's restart: the stack's setting)
     assert spec["types"]["Worker"] == {
         "count": 2,
         "resources": {
@@ -838,8 +903,36 @@ def test_convert_carries_resources_placement_env_and_says_what_is_lost() -> None
     lost = "\n".join(conversion.lost)
     assert "spec.pytorchReplicaSpecs.Worker.template.spec.serviceAccountName" in lost
     assert "containers.0.env.2: NODE from fieldRef" in lost
-    assert "PET_NPROC_PER_NODE" not in lost and "restartPolicy: replicas are not restarted" in lost
+    assert "PET_NPROC_PER_NODE" not in lost
+    assert "spec.runPolicy.backoffLimit: every replica restarts together, at most 2" in lost
+    assert "set the stack's aichor:maxRestarts: 2" in lost
     doors.validate(conversion.manifest)
+
+
+@pytest.mark.parametrize(
+    "run, master, worker, said",
+    [
+        ({}, "OnFailure", "OnFailure", "restartPolicy: replicas are not restarted in place"),
+        (
+            {"backoffLimit": 1},
+            "ExitCode",
+            "ExitCode",
+            "Worker.restartPolicy: ExitCode: a failure of Worker on exit codes In 1-127 fails "
+            "the experiment at once",
+        ),
+        (
+            {"backoffLimit": 1},
+            "Never",
+            "OnFailure",
+            "Master.restartPolicy: Never: a failure of Master fails the experiment at once",
+        ),
+    ],
+)
+def test_convert_says_how_replicas_restart(run, master, worker, said):
+    cr = pytorchjob(1, 1, command=["python3", "train.py"], runPolicy=run)
+    cr["spec"]["pytorchReplicaSpecs"]["Master"]["restartPolicy"] = master
+    cr["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = worker
+    assert said in "\n".join(convert(doors.validate(cr, "cr.yaml")).lost)
 
 
 def test_convert_on_the_command_line(tmp_path: Path) -> None:

@@ -230,6 +230,52 @@ def test_a_jobset_restarts_as_its_failure_policy_says(tmp_path, kills, code, suc
         assert why.startswith("js-node-0-2 exited with 137 at attempt 2; 2 restart(s) spent")
 
 
+def pytorchjob(policy: str) -> dict:
+    """The same 3 ranks as a Kubeflow PyTorchJob: `runPolicy.backoffLimit` is the budget of
+    the whole group's restart; under ExitCode, 1-127 fail at once."""
+    container = {"name": "pytorch", "image": "img", "command": ["python", "train.py"]}
+    template = {"spec": {"containers": [container]}}
+    replica = {"restartPolicy": policy, "template": template}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "exp"},
+        "spec": {
+            "runPolicy": {"backoffLimit": 2},
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, **replica},
+                "Worker": {"replicas": 2, **replica},
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "succeeds"),
+    [("OnFailure", "", True), ("ExitCode", "", True), ("ExitCode", "42", False)],
+)
+def test_a_pytorchjob_restarts_as_a_group_within_its_backoff_limit(
+    tmp_path, policy, code, succeeds
+):
+    env = {**pods_env(tmp_path, "0"), "KILL_CODE": code}
+    objects = expand(pytorchjob(policy)).objects
+    lines: list[tuple[str, str]] = []
+    with LocalCluster(objects, env, on_line=lambda *x: lines.append(x), workdir=tmp_path) as c:
+        results = c.run(timeout=240)
+        why = c.termination_message("exp-master-0", "pytorch")
+    codes = {r.returncode for r in results.values()}
+    if succeeds:  # killed (137): a signal's code, retried under either policy
+        assert codes == {0}, lines[-60:]
+        assert ("exp-master-0", "rank 0 attempt 1 from step 3") in lines
+        assert ("exp-worker-1", "rank 2 done") in lines
+    else:
+        assert codes == {211}, lines[-60:]
+        rule = "spec.pytorchReplicaSpecs.Worker.restartPolicy: ExitCode"
+        assert (
+            why == f"exp-worker-1 exited with 42 at attempt 0: {rule} fails the experiment at once"
+        )
+
+
 # A replica's command for the frameworks below: the entry point works for 3 s (rank 0 listens on
 # the coordinator's port, which the others wait for before their first start), the others until
 # stopped; `FAILING` exits 3 one second into attempt 0.
