@@ -5,8 +5,10 @@ spent (`aichor:maxRestarts`, k8s/regroup.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import sys
 import threading
 import time
@@ -16,6 +18,10 @@ import pytest
 from conftest import expand
 from kube import LocalCluster
 from pulumi_up import Failed, Live, up
+
+from aichor_iac import doors
+from aichor_iac.local.run import run_experiment
+from aichor_iac.settings import Settings
 
 pytestmark = pytest.mark.skipif(
     not LocalCluster.available(),
@@ -316,3 +322,70 @@ def test_every_framework_restarts_as_a_group(operator):
     assert results[entry].stdout.count("trained") == 1
     for pod, result in results.items():  # every replica ran both attempts
         assert "attempt 0" in result.stdout and "attempt 1" in result.stdout, (pod, result.stdout)
+
+
+# MPI: the launcher's mpirun leads; rank 1 (on the second worker) exits 3 in the attempts
+# FAILS lists, which ends mpirun with an error: every replica restarts, the workers' sshd too.
+RANKS = """\
+import os
+import shutil
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+rank, attempt = comm.Get_rank(), os.environ["AICHOR_RESTART_ATTEMPT"]
+total = comm.allreduce(rank + 1)
+print(f"rank {rank} of {comm.Get_size()} attempt {attempt} sum {total}", flush=True)
+if rank == 1 and attempt in os.environ["FAILS"].split(","):
+    os._exit(3)
+comm.Barrier()
+print(f"rank {rank} done", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("fails", "succeeds"), [("0", True), ("0,1", False)])
+def test_an_mpi_job_restarts_as_a_group(tmp_path, monkeypatch, fails, succeeds):
+    """As `run --local` runs it (its generated SSH key pair)."""
+    if not (shutil.which("mpirun") and Path("/usr/sbin/sshd").exists()):
+        pytest.skip("needs Debian's openmpi-bin and openssh-server (`make test` installs them)")
+    pytest.importorskip("mpi4py")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    (tmp_path / "ranks.py").write_text(RANKS)
+    command = (
+        "mpirun -np 2 --bind-to none --map-by slot -x PATH -x FAILS -x AICHOR_RESTART_ATTEMPT "
+        "python3 ranks.py"
+    )
+    resources = {"cpus": 1, "ramRatio": 1}
+    spec = {
+        "operator": "mpi",
+        "image": "img",
+        "command": command,
+        "slotsPerWorker": 1,
+        "env": [{"name": "FAILS", "value": fails}],
+        "types": {
+            "Launcher": {"resources": resources},
+            "Worker": {"count": 2, "resources": resources},
+        },
+    }
+    manifest = tmp_path / "mpi.yaml"
+    manifest.write_text(json.dumps({"kind": "AIchorManifest", "apiVersion": "0.2.2", "spec": spec}))
+    lines: list[tuple[str, str]] = []
+    code = run_experiment(
+        doors.load(manifest),
+        Settings(max_restarts=1),
+        name="exp",
+        timeout=240,
+        on_line=lambda *x: lines.append(x),
+    )
+    said = [line for pod, line in lines if pod == "exp-launcher-0"]
+    if succeeds:
+        assert code == 0, lines[-60:]
+        assert "rank 1 of 2 attempt 0 sum 3" in said and "rank 1 of 2 attempt 1 sum 3" in said
+        assert "rank 0 done" in said and "rank 1 done" in said
+    else:
+        assert code == 211, lines[-60:]
+        # (mpirun ends with the failed rank's code, 3, or its own 1 when it aborts first)
+        why = re.compile(
+            r"aichor: the experiment has failed: exp-launcher-0 exited with [13] at attempt 1; "
+            r"1 restart\(s\) spent; first failure: exp-launcher-0 exited with [13] at attempt 0"
+        )
+        for pod in ("exp-launcher-0", "exp-worker-0", "exp-worker-1"):
+            assert any(p == pod and why.fullmatch(line) for p, line in lines), lines[-60:]
