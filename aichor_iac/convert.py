@@ -209,6 +209,7 @@ def _ray(source: Experiment) -> Conversion:
     if spec.active_deadline_seconds:
         data["activeDeadlineSeconds"] = spec.active_deadline_seconds
     lost += _ray_job_losses(origin)
+    lost += _group_restart(spec) if spec.failure_policy else []
     lost += _companion_losses(origin)
     lost += _env_contract(spec)
     manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": source.name, "spec": data}

@@ -6,6 +6,7 @@ experiments that cannot restart as a group. Pure: no Pulumi or Kubernetes import
 from __future__ import annotations
 
 from .experiment.model import FailurePolicy, RestartRule, Spec
+from .experiment.origin import Kept
 from .frameworks import Plan
 from .problems import Problem
 from .settings import Settings
@@ -14,6 +15,7 @@ from .settings import Settings
 OWN_FIELDS = {
     "kubeflow.org": "spec.runPolicy.backoffLimit, with restartPolicy OnFailure or ExitCode",
     "jobset.x-k8s.io": "spec.failurePolicy.maxRestarts",
+    "ray.io": "a RayJob's spec.backoffLimit",
 }
 
 
@@ -45,14 +47,6 @@ def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Prob
                 "each with spec.restartPolicy.backoffLimit",
             )
         )
-    if plan.framework in ("ray", "kuberay") and not plan.endless:
-        problems.append(
-            Problem(
-                where,
-                "a Ray cluster's own processes (its GCS, raylets) do not restart in place with "
-                "the job yet: retry the job itself (KubeRay's submitterConfig.backoffLimit)",
-            )
-        )
     if spec.origin is not None and policy.source == "aichor:maxRestarts":
         group = spec.origin.api_version.split("/", 1)[0]
         own = f" ({OWN_FIELDS[group]})" if group in OWN_FIELDS else ""
@@ -63,15 +57,14 @@ def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Prob
                 "aichor:maxRestarts",
             )
         )
-    for kept in spec.origin.kept.values() if spec.origin else []:
-        if kept.argv is None:
-            problems.append(
-                Problem(
-                    f"{kept.path}.template.spec.containers",
-                    f"{kept.container} runs its image's entrypoint, which the group restart "
-                    f"({where}) cannot run again: give it as the container's command",
-                )
+    for kept in _entrypoints(spec, plan):
+        problems.append(
+            Problem(
+                f"{kept.path}.template.spec.containers",
+                f"{kept.container} runs its image's entrypoint, which the group restart "
+                f"({where}) cannot run again: give it as the container's command",
             )
+        )
     if spec.restart_policy.backoff_limit:
         problems.append(
             Problem(
@@ -90,3 +83,13 @@ def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Prob
                 )
             )
     return problems
+
+
+def _entrypoints(spec: Spec, plan: Plan) -> list[Kept]:
+    """The kept templates whose container runs its image's entrypoint: neither a command of
+    its own nor the operator's program (KubeRay's `ray start`) that the restart could rerun."""
+    if spec.origin is None:
+        return []
+    programs = {g.replica_type: g.program for g in plan.groups}
+    kept = spec.origin.kept.items()
+    return [k for name, k in kept if k.argv is None and programs.get(name) is None]

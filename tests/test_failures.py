@@ -3,14 +3,19 @@ restart, each Job's budget and pod failure policy) and the experiments it is ref
 
 from __future__ import annotations
 
+import re
+
 import kubernetes_validate
 import pytest
-from conftest import expand
+import yaml
+from conftest import ROOT, expand
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from test_properties import types_by_operator
 
+from aichor_iac import doors
+from aichor_iac.convert import convert
 from aichor_iac.k8s import regroup
 from aichor_iac.k8s.lifeline import LIFELINE_PORT
 from aichor_iac.problems import ManifestError
@@ -82,22 +87,6 @@ CONTAINER = {"name": "pytorch", "image": "img", "command": ["python", "train.py"
 REFUSED = [
     ("batchjob", manifest("batchjob", Worker=3), {}, "aichor:maxRestarts", "no group to restart"),
     (
-        "ray",
-        {
-            "spec": {
-                **manifest("ray", Head=1, Job=1)["spec"],
-                "types": {
-                    "Head": {"resources": R},
-                    "Job": {"resources": R},
-                    "Workers": [{"name": "pool", "count": 1, "resources": R}],
-                },
-            }
-        },
-        {},
-        "aichor:maxRestarts",
-        "do not restart in place",
-    ),
-    (
         "kubeflow custom resource",
         {
             "apiVersion": "kubeflow.org/v1",
@@ -139,7 +128,7 @@ def test_permanent_exit_codes_are_1_to_255(codes):
         Settings(permanent_exit_codes=codes)
 
 
-RESTARTABLE = sorted(set(types_by_operator) - {"batchjob", "jobset", "kuberay", "ray"})
+RESTARTABLE = sorted(set(types_by_operator) - {"batchjob", "jobset"})
 
 
 @given(
@@ -155,10 +144,37 @@ def test_any_restarting_experiment_renders_valid_objects(case, budget, codes):
     data = {"spec": {"operator": operator, "image": "img", "command": "run", "types": types}}
     try:
         objects = expand(data, max_restarts=budget, permanent_exit_codes=codes).objects
-    except ManifestError as error:  # only a Job running part of its pods at a time
-        assert all("at a time" in p.message for p in error.problems), error
+    except ManifestError as error:  # a Job running part of its pods at a time; a Ray cluster
+        allowed = ("at a time", "runs until destroyed")  # without a job
+        assert all(any(a in p.message for a in allowed) for p in error.problems), error
         return
     for obj in objects:
         kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
     jobs = [o for o in objects if o["kind"] == "Job"]
     assert jobs and all(j["spec"]["backoffLimit"] == budget for j in jobs)
+
+
+def test_a_rayjob_backoff_limit_restarts_the_cluster_and_the_job_together():
+    """KubeRay retries a RayJob on a new cluster: here the head, the workers and the
+    submitter restart in place, led by the submitter, the backoffLimit the budget."""
+    text = (ROOT / "tests/kuberay/ray-job.batch-inference.yaml").read_text()
+    rayjob = next(yaml.safe_load_all(text))  # (the ConfigMap beside it: not needed)
+    rayjob["spec"]["backoffLimit"] = 3
+    found = jobs(rayjob)
+    assert {j["metadata"]["name"] for j in found} >= {
+        "exp-head",
+        "exp-submitter",
+    }
+    for job in found:
+        assert job["spec"]["backoffLimit"] >= 3
+        script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+        lead = script.rsplit('\' "$$1" ', 1)[1].split(" ", 1)[0]
+        assert lead == "exp-submitter-0.exp.default.svc.cluster.local"
+        assert f" {LIFELINE_PORT} 3 '[]' " in script
+    with pytest.raises(
+        ManifestError,
+        match=re.escape("restarts as its own fields say (a RayJob's spec.backoffLimit)"),
+    ):
+        expand(rayjob, max_restarts=1)
+    lost = convert(doors.validate(rayjob, "rayjob.yaml")).lost  # (a manifest cannot say it)
+    assert any("spec.backoffLimit: every replica restarts together, at most 3" in x for x in lost)

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from ..experiment.groups import RAY_ROLES, Accelerators, Resources, Tpu
-from ..experiment.model import Experiment, Spec
+from ..experiment.model import Experiment, FailurePolicy, Spec
 from ..experiment.origin import Kept, Origin
 from ..limits import INT32, dns_label
 from ..problems import Problem
@@ -71,8 +71,6 @@ JOB_REFUSED = {
     "shutdownAfterJobFinishes (the cluster stops when the job ends)",
     "preRunningDeadlineSeconds": "is not run here: remove it and set aichor:peerWaitSeconds "
     "(how long replicas wait for the head) or activeDeadlineSeconds",
-    "backoffLimit": "retries the whole RayJob on a new cluster, which is not run here: remove "
-    "it (submitterConfig.backoffLimit retries the submission)",
 }
 
 
@@ -105,6 +103,10 @@ def validate(
         companions=tuple(companions),
     )
     experiment = _experiment(resource.metadata.name, cluster, job, kept)
+    if job is not None and job.backoff_limit:  # KubeRay retries it on a new cluster: the
+        # head, every worker and the job start again together, as the group restart does
+        budget = FailurePolicy(job.backoff_limit, source="spec.backoffLimit")
+        experiment.spec._failure_policy = budget
     return resource.metadata.read(experiment, origin, source, lines)
 
 

@@ -53,20 +53,31 @@ class Command:
         return self.proc is not None and self.proc.poll() is None
 
     def halt(self):
-        """TERM to every process of the command, KILL after the stop grace."""
+        """TERM to every process of the command (daemons it left too), KILL after the grace."""
         proc = self.proc
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        self.halted.add(proc)
+        if proc.poll() is None:
+            self.halted.add(proc)
         grace = int(os.environ.get("AICHOR_STOP_GRACE", "30"))
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5)):
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, sig)
-            try:
-                proc.wait(wait)
+            end = time.monotonic() + wait
+            while (alive := proc.poll() is None or members(proc.pid)) and time.monotonic() < end:
+                time.sleep(0.02)
+            if not alive:
                 return
-            except subprocess.TimeoutExpired:
-                pass
+
+
+def members(group):
+    """Whether a process of the process group `group` lives (zombies aside), from /proc."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/stat") as f:
+            state, _, pgrp = f.read().rsplit(")", 1)[1].split()[:3]  # (state, ppid, pgrp)
+            if state != "Z" and int(pgrp) == group:
+                return True
+    return False
 
 
 def send(conn, message):
@@ -121,11 +132,9 @@ def rule(rules, pod, code):
     """The name and action of the first rule matching `pod`'s failure with `code` (an exit
     status, or why its container was lost); none: the restart counts."""
     for name, action, jobs, op, codes in rules:
-        if jobs and job_of(pod) not in jobs:
-            continue
-        if op and not (isinstance(code, int) and (code in codes) == (op == "In")):
-            continue
-        return name, action
+        in_jobs = not jobs or job_of(pod) in jobs
+        if in_jobs and (not op or (isinstance(code, int) and (code in codes) == (op == "In"))):
+            return name, action
     return "", "count"
 
 
@@ -197,12 +206,8 @@ class Replica:
         """Why the experiment fails for good after `failure`, or None: it restarts (counted
         unless a disruption)."""
         _, pod, code, disrupted = failure
-        if disrupted:
-            what = "was disrupted"
-        elif isinstance(code, int):
-            what = f"exited with {code}"
-        else:
-            what = f"was lost ({code})"
+        what = f"exited with {code}" if isinstance(code, int) else f"was lost ({code})"
+        what = "was disrupted" if disrupted else what
         cause = f"{pod} {what} at attempt {self.attempt}"
         first, self.reason = self.reason, self.reason or cause
         name, action = rule(self.rules, pod, code) if not disrupted else ("", "free")
@@ -406,10 +411,8 @@ class Member(Replica):
             with self.lock:
                 self.conn = conn
                 code, when = self.failure
-                send(
-                    conn,
-                    self.state(op="hello", pod=self.me, phase=self.phase, code=code, when=when),
-                )
+                hello = self.state(op="hello", pod=self.me, phase=self.phase, code=code, when=when)
+                send(conn, hello)
             beats = (self.lock, lambda c=conn: [c] if self.conn is c else None)
             threading.Thread(target=heartbeat, args=beats, daemon=True).start()
             read(conn, self.events)
@@ -474,16 +477,13 @@ class Member(Replica):
             self.phase, self.started = "running", 0  # no lead yet (created later): attempt 0
             self.start(0)
         if self.lost_at and now - self.lost_at > self.deadline:
-            give_up(
-                self.command,
-                f"the lead {self.lead} did not come back within {self.deadline}s",
-            )
+            why = f"the lead {self.lead} did not come back within {self.deadline}s"
+            give_up(self.command, why)
 
     def end(self):
         """The entry point has succeeded: a command about to end by itself may; then stop."""
-        proc = self.command.proc
         try:
-            if proc is not None:
+            if (proc := self.command.proc) is not None:
                 proc.wait(END_GRACE)
         except subprocess.TimeoutExpired:
             say(f"{self.lead} has ended; stopping this replica")

@@ -303,7 +303,7 @@ TOKEN = "s3cret-token-for-tests-0123456789"
 
 
 def run_cluster(
-    operator: str, command: str, held: dict[str, tuple[str, str]] | None = None
+    operator: str, command: str, held: dict[str, tuple[str, str]] | None = None, **settings
 ) -> dict:
     types: dict[str, Any] = {"Head": SMALL, "Workers": [{"name": "cpu-pool", "count": 1, **SMALL}]}
     if operator == "ray":
@@ -314,7 +314,9 @@ def run_cluster(
         "HOME": os.environ.get("HOME", "/root"),
         "AICHOR_FOLLOW_INTERVAL": "0.5",
     }
-    with LocalCluster(expand(data).objects, env, {"password": TOKEN}) as cluster:
+    if settings:  # (Ray's `ray start --block` takes long to end on TERM on two cores)
+        env["AICHOR_STOP_GRACE"] = "5"
+    with LocalCluster(expand(data, **settings).objects, env, {"password": TOKEN}) as cluster:
         return cluster.run(timeout=300, held=held)
 
 
@@ -362,6 +364,31 @@ def test_real_kuberay_submitter_fails_when_the_ray_job_fails():
     for pod in ("exp-head-0", "exp-cpu-pool-0"):
         assert results[pod].returncode == 0, results[pod].stderr[-3000:]
         assert "(it has ended); stopping this replica" in results[pod].stdout
+
+
+AGAIN = """\
+python3 -c 'import ray; ray.init(); print("nodes", len(ray.nodes()))'
+echo "attempt $AICHOR_RESTART_ATTEMPT"; [ "$AICHOR_RESTART_ATTEMPT" != 0 ] || exit 3
+"""
+
+
+@real
+@pytest.mark.parametrize("operator", ["ray", "kuberay"])
+def test_real_ray_cluster_restarts_with_its_job(operator):
+    """The job fails in attempt 0: the head, the pool and the job (KubeRay: the submitter)
+    start again in their pods, the head's Ray processes stopped first, and attempt 1 runs
+    on a fresh cluster of every node."""
+    results = run_cluster(operator, AGAIN, held=HEAD_STARTED, max_restarts=1)
+    entry = results["exp-job-0" if operator == "ray" else "exp-submitter-0"]
+    out = entry.stdout
+    assert entry.returncode == 0, out[-3000:] + entry.stderr[-3000:]
+    before, _, after = out.partition("restart attempt 1 (1 of 1 counted)")
+    nodes = "nodes 3" if operator == "ray" else "nodes 2"  # (every node joined, each time)
+    assert nodes in before and "attempt 0" in before, out[-3000:]
+    assert nodes in after and "attempt 1" in after, out[-3000:]
+    for pod in ("exp-head-0", "exp-cpu-pool-0"):
+        assert results[pod].returncode == 0, results[pod].stdout[-3000:]
+        assert "restart attempt 1" in results[pod].stdout
 
 
 @pytest.mark.parametrize(

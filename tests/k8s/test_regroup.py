@@ -44,6 +44,10 @@ def ended(process: subprocess.Popen, timeout: float = 30) -> tuple[int, str]:
 # The lead alone (a one-replica experiment): a command that fails in attempt 0 and succeeds
 # after, or fails for good; what each case ends with and prints.
 ONCE = 'echo "attempt $AICHOR_RESTART_ATTEMPT/$RETRY"; [ "$AICHOR_RESTART_ATTEMPT" != 0 ] || exit 7'
+LEFT = """echo "attempt $AICHOR_RESTART_ATTEMPT"; pid="${AICHOR_TERMINATION_LOG%/*}/left.pid"
+if [ "$AICHOR_RESTART_ATTEMPT" = 0 ]; then sleep 300 & echo $! > "$pid"; exit 3; fi
+state=$(cut -d" " -f3 "/proc/$(cat "$pid")/stat" 2>/dev/null)  # (Z: ended, not yet reaped)
+if [ -n "$state" ] && [ "$state" != Z ]; then echo "left running"; else echo "left gone"; fi"""
 CASES = [
     ("restarts once", ONCE, 1, "", 0, ["attempt 0/0", "restart attempt 1 (1 of 1 counted)"]),
     ("no budget", ONCE, 0, "", regroup.GAVE_UP, ["127 exited with 7 at attempt 0; no restarts"]),
@@ -57,6 +61,9 @@ CASES = [
     ),
     ("spent", "exit 9", 2, "", regroup.GAVE_UP, ["at attempt 2; 2 restart(s) spent; first"]),
     ("succeeds", "echo fine", 2, "", 0, ["fine"]),
+    # A daemon the command left (a Ray node's, started by `ray start`) is stopped before the
+    # next attempt, which would otherwise find its ports taken
+    ("leftovers stopped", LEFT, 1, "", 0, ["attempt 0", "left gone"]),
 ]
 
 
