@@ -57,7 +57,7 @@ def local_url(experiment: str) -> tuple[str, str]:
     if not path.exists():
         running = sorted(p.stem for p in announcements().glob("*.json"))
         also = f" (running: {', '.join(running)})" if running else ""
-        raise Unreachable(f"no local run of {experiment} is running as root here{also}")
+        raise Unreachable(f"no local run of {experiment} is running here{also}")
     found = json.loads(path.read_text())
     return found["url"], found["namespace"]
 

@@ -11,6 +11,8 @@ import contextlib
 import json
 import os
 import re
+import socket
+import socketserver
 import tempfile
 import threading
 import time
@@ -195,11 +197,18 @@ class LocalApi:
     """The read API of `cluster` (whose objects are in `namespace`), served while entered;
     `url` is its address."""
 
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+    def __init__(self, cluster: LocalCluster, namespace: str, unix: str | None = None) -> None:
+        """On 127.0.0.1, or on the Unix socket `unix` (a run in a network namespace of its
+        own, which its parent forwards: `forwarded`)."""
         self.cluster, self.namespace = cluster, namespace
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        server: socketserver.BaseServer
+        if unix is None:
+            server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+            self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        else:
+            server = _UnixServer(unix, _handler(self))
+            self.url = f"unix:{unix}"
+        self.server = server
 
     def __enter__(self) -> LocalApi:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -280,6 +289,42 @@ def _handler(api: LocalApi) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+@contextlib.contextmanager
+def forwarded(unix: str) -> Iterator[str]:
+    """An address on this side's 127.0.0.1 whose connections are passed to the Unix socket
+    `unix` (an API served inside a run's own network namespace), while entered."""
+
+    class Pass(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as inner:
+                inner.connect(unix)
+                back = threading.Thread(target=_pump, args=(inner, self.request), daemon=True)
+                back.start()
+                _pump(self.request, inner)
+                back.join()
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Pass)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _pump(source: socket.socket, target: socket.socket) -> None:
+    """Bytes from `source` to `target` until `source` ends (then `target` hears the end)."""
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            target.sendall(data)
+        target.shutdown(socket.SHUT_WR)
+
+
 def announcements() -> Path:
     """Where this user's local runs say where their API is."""
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
@@ -287,12 +332,12 @@ def announcements() -> Path:
 
 
 @contextlib.contextmanager
-def announce(experiment: str, api: LocalApi) -> Iterator[None]:
+def announce(experiment: str, url: str, namespace: str) -> Iterator[None]:
     """While the run lasts, `<announcements>/<experiment>.json` gives its API's address."""
     folder = announcements()
     folder.mkdir(mode=0o700, exist_ok=True)
     path = folder / f"{experiment}.json"
-    path.write_text(json.dumps({"url": api.url, "namespace": api.namespace, "pid": os.getpid()}))
+    path.write_text(json.dumps({"url": url, "namespace": namespace, "pid": os.getpid()}))
     try:
         yield
     finally:

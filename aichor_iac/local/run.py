@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import awaits
 from . import host
-from .api import LocalApi, announce
+from .api import LocalApi, announce, forwarded
 from .cluster import LocalCluster
 from .host import UNSHARE, LocalUnavailable
 
@@ -86,7 +86,7 @@ def run_experiment(
         timeout=timeout,
         entrypoints=entrypoints,
         after=_job_order(rendering),
-        announced=experiment if os.geteuid() == 0 else None,
+        announced=experiment,
     )
     if os.geteuid() == 0:
         return run.drive(on_line, on_progress)
@@ -123,8 +123,14 @@ class Run:
     # Job -> the Jobs it is created after, once their awaits hold (as `pulumi up` does)
     after: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     # The experiment's name, under which the run announces its read API for `status --local`
-    # (a run in a user namespace of its own has a network of its own: none)
     announced: str | None = None
+    # Where a run in a user namespace of its own (a network of its own) serves that API: a
+    # Unix socket its parent forwards from this side's 127.0.0.1 and announces
+    api_socket: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.objects[0]["metadata"].get("namespace", "default")
 
     def drive(
         self,
@@ -176,11 +182,16 @@ class Run:
     @contextlib.contextmanager
     def _api(self, cluster: LocalCluster) -> Iterator[None]:
         """The cluster's read API, announced, while the run lasts (`announced`)."""
-        if self.announced is None:
-            yield
-            return
-        namespace = self.objects[0]["metadata"].get("namespace", "default")
-        with LocalApi(cluster, namespace) as api, announce(self.announced, api):
+        if self.api_socket is not None:  # (announced by the parent: `_in_user_namespace`)
+            with LocalApi(cluster, self.namespace, self.api_socket):
+                yield
+        elif self.announced is not None:
+            with (
+                LocalApi(cluster, self.namespace) as api,
+                announce(self.announced, api.url, self.namespace),
+            ):
+                yield
+        else:
             yield
 
 
@@ -273,12 +284,18 @@ def _in_user_namespace(
     rendered experiment on its standard input, its lines and progress back as JSON lines. The
     child leaving (or being killed) ends every pod with it: they are in its PID namespace."""
     root = tempfile.mkdtemp(prefix="aichor-root-", dir="/var/tmp")  # the child's own root
+    sockets = tempfile.mkdtemp(prefix="aichor-api-", dir="/var/tmp")  # (seen from both sides)
+    run = dataclasses.replace(run, api_socket=os.path.join(sockets, "api.sock"))
     code = f"from aichor_iac.local.run import _child; _child({root!r})"
     # --kill-child: a TERM to the child if `unshare` is ended, so that it leaves cleanly
     argv = [*UNSHARE, "--mount-proc", "--kill-child=TERM", sys.executable, "-c", code]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     with contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, root, ignore_errors=True)  # (the mount was the child's)
+        stack.callback(shutil.rmtree, sockets, ignore_errors=True)
+        if run.announced is not None and run.api_socket is not None:
+            url = stack.enter_context(forwarded(run.api_socket))
+            stack.enter_context(announce(run.announced, url, run.namespace))
         child = stack.enter_context(
             subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env

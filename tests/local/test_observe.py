@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
 import sys
+import threading
 import time
 from contextlib import redirect_stdout
 from datetime import datetime, timezone
@@ -20,6 +22,7 @@ from kube import LocalCluster
 from aichor_iac import doors, engine, kubeapi
 from aichor_iac.cli import main
 from aichor_iac.local.api import LocalApi, announce
+from aichor_iac.local.run import run_experiment
 from aichor_iac.settings import Settings
 from aichor_iac.status import report
 
@@ -129,7 +132,7 @@ def test_logs_interleave_the_pods_in_time_order_and_status_reads_a_local_run(tmp
     ):
         for job in ("obs-master", "obs-worker"):
             cluster.start(job)
-        with announce(name, api):
+        with announce(name, api.url, api.namespace):
             until(lambda: "tick 2 from 2" in cluster.logs("obs-worker-1", "pytorch"), 30)
             out = io.StringIO()
             with redirect_stdout(out):
@@ -162,3 +165,42 @@ def test_without_a_local_run_status_says_so(tmp_path):
         )
     )
     assert main(["status", "--local", str(path), "--name", "nothing-runs"]) == 2
+
+
+@pytest.mark.exclusive  # (what /var/tmp and /run/netns hold: no other run beside it)
+def test_status_reads_a_run_without_root(tmp_path, monkeypatch):
+    """A run in a user namespace of its own (its own network) serves the API on a Unix socket,
+    which the run's parent forwards from this side's 127.0.0.1 and announces."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # (what a user without root gets)
+    r = {"cpus": 1, "ramRatio": 1}
+    command = 'echo "up on $HOSTNAME"; sleep 30'
+    data = {"spec": {"operator": "pytorch", "image": "i", "command": command, "types": {}}}
+    data["spec"]["types"] = {"Master": {"resources": r}}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    lines: list[tuple[str, str]] = []
+
+    def in_thread() -> None:
+        asyncio.set_event_loop(asyncio.new_event_loop())  # (Pulumi's engine renders it)
+        run_experiment(doors.load(path), name="nr", timeout=120, on_line=lambda *x: lines.append(x))
+
+    run = threading.Thread(target=in_thread, daemon=True)
+    run.start()
+    until(lambda: ("nr-master-0", "up on nr-master-0") in lines, 60)
+
+    def status() -> dict:
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main(["status", "--local", str(path), "--name", "nr", "--output", "json"]) == 0
+        return json.loads(out.getvalue())
+
+    found = status()
+    assert found["phases"] == {"Running": 1}, found
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["logs", "--local", str(path), "--name", "nr"]) == 0
+    assert "nr-master-0 up on nr-master-0" in out.getvalue()
+    kubeapi.local_url("nr")  # announced while it runs; gone once it has ended
+    run.join(120)
+    with pytest.raises(kubeapi.Unreachable):
+        kubeapi.local_url("nr")
