@@ -160,6 +160,9 @@ def test_a_rayjob_backoff_limit_restarts_the_cluster_and_the_job_together():
     text = (ROOT / "tests/kuberay/ray-job.batch-inference.yaml").read_text()
     rayjob = next(yaml.safe_load_all(text))  # (the ConfigMap beside it: not needed)
     rayjob["spec"]["backoffLimit"] = 3
+    with pytest.raises(ManifestError, match=r"spec\.backoffLimit: retries the job on a new clus"):
+        expand(rayjob)  # (the cluster would run on after the job, which the restart ends)
+    rayjob["spec"]["shutdownAfterJobFinishes"] = True
     found = jobs(rayjob)
     assert {j["metadata"]["name"] for j in found} >= {
         "exp-head",

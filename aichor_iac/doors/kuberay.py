@@ -180,6 +180,13 @@ def _job_problems(job: RayJobSpec) -> list[Problem]:
             "(K8sJobMode)",
         }[job.submission_mode]
         problems.append(Problem("spec.submissionMode", reason))
+    if job.backoff_limit and not job.shutdown_after_job_finishes:
+        reason = (
+            "retries the job on a new cluster; here the cluster restarts with the job and "
+            "ends with it: set shutdownAfterJobFinishes: true (KubeRay refuses a backoffLimit "
+            "beside a clusterSelector)"
+        )
+        problems.append(Problem("spec.backoffLimit", reason))
     submitter = (job.submitter_pod_template or {}).get("spec") or {}
     own = any(c.get("command") for c in submitter.get("containers", [])[:1] if isinstance(c, dict))
     if not job.entrypoint.strip() and job.submission_mode != "InteractiveMode" and not own:
