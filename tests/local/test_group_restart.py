@@ -79,12 +79,23 @@ DATA = {
 }
 
 
+CHECKPOINTS: list[Path] = []  # (removed after each test)
+
+
+@pytest.fixture(autouse=True)
+def _checkpoints_removed():
+    yield
+    while CHECKPOINTS:
+        shutil.rmtree(CHECKPOINTS.pop(), ignore_errors=True)
+
+
 def pods_env(tmp_path: Path, kills: str) -> dict[str, str]:
     """The script beside the run, and what its pods need: this interpreter, a checkpoint
     directory they share (outside their private /tmp), when rank 2 dies."""
     (tmp_path / "train.py").write_text(TRAIN)
     ckpt = Path("/var/tmp") / f"aichor-ckpt-{os.getpid()}-{time.monotonic_ns()}"
     ckpt.mkdir()
+    CHECKPOINTS.append(ckpt)
     return {
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "CKPT": str(ckpt),
