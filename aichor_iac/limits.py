@@ -254,8 +254,18 @@ def _resources(value: dict[str, Any]) -> str | None:
             return f"{name}: {_shown(quantity)} is not a whole number of devices"
     for name in sorted({*requests, *limits}):
         extended = "/" in name and not name.startswith("kubernetes.io/")
-        if extended and requests.get(name, limits.get(name)) != limits.get(name):
-            return f"{name}: an extended resource is requested exactly as it is limited"
+        if extended and name not in limits:  # ("Limit must be set for non overcommitable …")
+            return (
+                f"{name} is requested without a limit, which the API server refuses for an "
+                f"extended resource: add limits.{name}: {requests[name]} (a request, if given, "
+                "equals the limit)"
+            )
+        if extended and requests.get(name, limits[name]) != limits[name]:
+            return (
+                f"{name} is requested ({requests[name]}) other than it is limited "
+                f"({limits[name]}): an extended resource is requested exactly as it is limited; "
+                "give the limit alone, or both equal"
+            )
     return None
 
 

@@ -55,6 +55,14 @@ RESOURCES = [
     for folder in ("tests/jobset", "tests/trainer", "tests/fuzz_seeds")
     for p in sorted((ROOT / folder).glob("*.yaml"))
 ]
+# Every custom resource file whole (a TrainJob with its runtime, a RayJob with its RayCluster, a
+# resource with its ConfigMaps): each door's examples, half of `run()`'s cases (issue 39)
+FILES = [
+    [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
+    for folder in ("kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes", "fuzz_seeds")
+    for p in sorted((ROOT / "tests" / folder).glob("*.yaml"))
+]
+CR_GROUPS = ("kubeflow.org/", "ray.io/", "jobset.x-k8s.io/", "trainer.kubeflow.org/")
 CASE_SECONDS = 60  # a case slower than this is a hang (rendering 1,000 jobset Jobs takes ~13 s)
 MAX_CASE_MIB = 256  # what one case may add to the process's peak memory
 OUTCOMES = ("accepted", "refused", "disagree", "crash", "hang", "api-rejected", "injection")
@@ -255,6 +263,76 @@ def _replicas(spec: dict) -> list[dict]:
     return [g for g in found if isinstance(g, dict) and isinstance(g.get("rayStartParams"), dict)]
 
 
+# Odd values of every type, for a field of a custom resource (its CRD's schema decides)
+ODD: list[Any] = [
+    -1, 0, -(2**31) - 1, 2**31 - 1, 2**31, 2**63, 10**30, 1e308, -0.5, 1.5, float("nan"),
+    "", " ", "-1", "0x10", "1e3", "a" * 1000, "x" * 70_000, "名前🚀", "\u202e", "A_B", "a.b",
+    HOSTILE, "`id`", "$(id)", "'; rm -rf / #", '"$(id)"', "${HOME}", "a\nb", True, None,
+]  # fmt: skip
+
+
+def mutate_file(documents: list[dict], rng: random.Random) -> list[dict]:
+    """One to three edits of a copy of a custom resource's file, mostly of the resource: a
+    wrong type, a key deleted, an item doubled, an odd value, a plausible edit."""
+    documents = copy.deepcopy(documents)
+    custom = [d for d in documents if str(d.get("apiVersion")).startswith(CR_GROUPS)]
+    for _ in range(rng.randint(1, 3)):
+        target = rng.choice(custom if custom and rng.random() < 0.8 else documents)
+        action = rng.randrange(5)
+        if action == 0:
+            hostile(target, rng)
+        elif action == 1:
+            plausible_resource(target, rng)
+        elif action == 2:
+            doubled(target, rng)
+        else:
+            odd(target, rng)
+    return documents
+
+
+def doubled(document: dict, rng: random.Random) -> None:
+    """A list item given twice (a container, an env entry, a replicated Job, a port, ...)."""
+    lists = [p for p in paths(document) if isinstance(_at(document, p), list) and _at(document, p)]
+    if lists:
+        items = _at(document, rng.choice(lists))
+        items.insert(rng.randrange(len(items) + 1), copy.deepcopy(rng.choice(items)))
+
+
+def odd(document: dict, rng: random.Random) -> None:
+    """A field (a leaf, mostly) set to an odd value: huge, negative, empty, long, unicode, a
+    shell payload, another type."""
+    leaves = [p for p in paths(document)[1:] if not isinstance(_at(document, p), dict | list)]
+    path = rng.choice(leaves or paths(document)[1:] or [("spec",)])
+    parent = _at(document, path[:-1])
+    if isinstance(parent, dict | list):
+        parent[path[-1]] = copy.deepcopy(rng.choice(ODD))
+
+
+def _at(document: Any, path: tuple) -> Any:
+    for step in path:
+        document = document[step]
+    return document
+
+
+def file_text(documents: list[dict], rng: random.Random) -> str:
+    """A file's documents as YAML (its first one as `text_of` writes one)."""
+    first = text_of(documents[0], rng)
+    rest = [yaml.safe_dump(d, sort_keys=False, allow_unicode=True) for d in documents[1:]]
+    return "---\n".join([first, *rest])
+
+
+def door_of(text: str) -> str:
+    """The kind of input a case is, for the table: the custom resource's kind, else AIchor's."""
+    for line in text.splitlines():
+        if line.startswith("kind: ") and line[6:] in KINDS:
+            return line[6:]
+    return "AIchorManifest"
+
+
+KINDS = ("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob", "RayJob")
+KINDS += ("RayCluster", "JobSet", "TrainJob")
+
+
 def text_of(document: dict, rng: random.Random) -> str:
     """The document as YAML, sometimes with a key repeated or its bytes mangled."""
     text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
@@ -309,10 +387,10 @@ def check(text: str, render_it: bool) -> tuple[str, str]:
             return "disagree", f"validate: {error!r}\nrender: {rendered_error!r}"
         if error:
             return "refused", ""
-        # A manifest's command is a shell command line: it may run HOSTILE (after its wait). A
-        # custom resource's argv runs as an argv: nothing of it may reach a shell as code.
-        command = yaml.safe_load(text)["spec"].get("command", "")
-        if HOSTILE not in str(command) and (where := injected(objects)):
+        # A manifest's command is a shell command line: it may run HOSTILE (after its wait), and
+        # so may a RayJob's entrypoint (KubeRay submits it as one). A custom resource's argv
+        # runs as an argv: nothing of it may reach a shell as code.
+        if HOSTILE not in shell_text(text) and (where := injected(objects)):
             return "injection", where
         problems = limits.check(objects)
         for obj in objects:
@@ -325,6 +403,17 @@ def check(text: str, render_it: bool) -> tuple[str, str]:
         raise
     except Exception:
         return "crash", traceback.format_exc()
+
+
+def shell_text(text: str) -> str:
+    """The fields of an input that are shell command lines by definition, as written."""
+    found = []
+    for document in yaml.safe_load_all(text):
+        spec = document.get("spec") if isinstance(document, dict) else None
+        if isinstance(spec, dict):
+            key = "entrypoint" if document.get("kind") == "RayJob" else "command"
+            found.append(str(spec.get(key, "")))
+    return "\n".join(found)
 
 
 def injected(objects: list[dict[str, Any]]) -> str:
@@ -363,6 +452,7 @@ def _unquoted(script: str, marker: str) -> bool:
 @dataclass
 class Report:
     outcomes: Counter = field(default_factory=Counter)
+    doors: Counter = field(default_factory=Counter)  # (door, outcome) -> cases
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # outcome, text, detail
     rendered: int = 0
     slowest: float = 0.0  # seconds
@@ -381,8 +471,10 @@ def run(cases: int, seed: int = 0, renders: int = 50) -> Report:
     previous = signal.signal(signal.SIGALRM, _alarm)
     try:
         for case in range(cases):
-            seeds = RESOURCES if case % 4 == 3 else EXAMPLES
-            text = text_of(mutate(rng.choice(seeds), rng), rng)
+            if case % 2:  # a custom resource's file, every door's
+                text = file_text(mutate_file(rng.choice(FILES), rng), rng)
+            else:
+                text = text_of(mutate(rng.choice(EXAMPLES), rng), rng)
             render_it = report.rendered < renders or case % 50 == 0
             before, started = _peak_mib(), time.perf_counter()
             signal.alarm(CASE_SECONDS)
@@ -396,6 +488,7 @@ def run(cases: int, seed: int = 0, renders: int = 50) -> Report:
             report.peak_growth = max(report.peak_growth, _peak_mib() - before)
             report.rendered += render_it and outcome == "accepted"
             report.outcomes[outcome] += 1
+            report.doors[door_of(text), outcome] += 1
             if outcome in BUGS:
                 report.failures.append((outcome, text, detail))
     finally:
@@ -408,6 +501,12 @@ def table(report: Report, cases: int) -> str:
     for outcome in OUTCOMES:
         count = report.outcomes[outcome]
         rows.append(f"| {outcome} | {count:,} | {count / cases:.1%} |")
+    rows += ["", "| door | cases | accepted | refused | bugs |", "|---|---|---|---|---|"]
+    for door in sorted({d for d, _ in report.doors}):
+        counts = {o: report.doors[door, o] for o in OUTCOMES}
+        bugs = sum(counts[o] for o in BUGS)
+        total = sum(counts.values())
+        rows.append(f"| {door} | {total:,} | {counts['accepted']:,} | {counts['refused']:,} | {bugs} |")
     rows.append(
         f"\n{report.rendered:,} accepted cases rendered and checked; slowest case "
         f"{report.slowest:.2f} s; largest growth of peak memory in one case "

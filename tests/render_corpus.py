@@ -52,7 +52,7 @@ def cases() -> dict[str, tuple[str, Settings, str]]:
                 settings.model_copy(update=update),
                 path.stem,
             )
-    for folder in ("aichor", "kubeflow", "kuberay", "jobset", "trainer"):
+    for folder in ("aichor", "kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes"):
         for path in sorted((ROOT / "tests" / folder).glob("*.yaml")):
             found[f"tests/{folder}/{path.name}"] = (path.read_text(), Settings(), "exp")
     for path, fixed in _runnable():

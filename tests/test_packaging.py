@@ -40,6 +40,8 @@ def test_the_wheel_holds_every_module_the_examples_and_the_schema(wheel):
     shipped = {f"aichor_iac/examples/{p.name}" for p in (ROOT / "examples").iterdir() if p.suffix in (".yaml", ".py")}
     assert shipped <= names, shipped - names
     assert {"aichor_iac/py.typed", "aichor_iac/schema/aichor-manifest.schema.json"} <= names
+    crds = {f"aichor_iac/reading/crds/{p.name}" for p in (ROOT / "aichor_iac/reading/crds").glob("*.json")}
+    assert crds and crds <= names, crds - names  # (every custom resource is checked against its CRD)
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
     assert b"aichor-iac = aichor_iac.cli:main" in entry_points
 
@@ -69,6 +71,8 @@ def test_the_installed_cli_finds_its_examples_away_from_the_checkout(wheel, tmp_
     run("examples", "pytorch", "-o", "mine")
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["pytorch.yaml", "train.py"]
     assert run("validate", "mine/pytorch.yaml").stdout == "mine/pytorch.yaml: valid pytorch manifest\n"
+    trainjob = (ROOT / "tests/trainer/yaml.01-multi-node.yaml").read_text()
+    assert "valid trainer.kubeflow.org/v1alpha1 TrainJob" in run("validate", "-", stdin=trainjob).stdout
     schema = site / "aichor_iac" / "schema" / "aichor-manifest.schema.json"
     assert json.loads(schema.read_text()) == json.loads(run("schema").stdout)
 

@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem, line_for, one_line
-from ..reading import companions, text
+from ..reading import companions, crd, text
 from . import aichor, jobset, kubeflow, kuberay, trainjob
 
 # The API groups of custom resources a file may hold, and the door that reads each.
@@ -33,6 +34,11 @@ RETIRED = {
     ("ray.io/v1alpha1", "RayJob"): "ray.io/v1 RayJob",
     ("ray.io/v1alpha1", "RayCluster"): "ray.io/v1 RayCluster",
 }
+# The Trainer v2 proposal's draft API (KEP-2170), which no release served
+DRAFTS = {
+    ("kubeflow.org/v2alpha1", kind): f"{trainjob.API_VERSION} {kind}"
+    for kind in (*trainjob.KINDS, *trainjob.RUNTIME_KINDS)
+}
 
 
 def load(path: str | Path) -> Experiment:
@@ -47,6 +53,7 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
     documents = text.documents(data, source)
     if not documents or not all(isinstance(d.data, dict) for d in documents):
         raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
+    documents = _every_checked(documents, source)  # (each custom resource by its own CRD)
     runtimes = [d for d in documents if trainjob.is_runtime(d.data)]  # read with the TrainJob
     documents = [d for d in documents if d not in runtimes] or runtimes[:1]
     custom = [i for i, d in enumerate(documents) if _api_version(d.data).startswith(CR_GROUPS)]
@@ -76,7 +83,7 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
         reason = "a Trainer runtime is read beside the TrainJob that names it, not beside this"
         raise ManifestError(source, [Problem("kind", reason, d.line) for d in runtimes])
     try:
-        experiment = validate(document.data, source, document.lines, list(kept), runtimes)
+        experiment = _experiment(document, source, list(kept), runtimes, checked=True)
     except ManifestError as error:  # (every problem of the file at once)
         raise ManifestError(source, [*error.problems, *invalid]) from None
     if invalid:
@@ -94,25 +101,91 @@ def validate(
     """The experiment `data` describes, by its front door: an AIchor manifest, or a Kubeflow,
     KubeRay, JobSet or Trainer custom resource (with `companions`, the objects beside it, as
     read by `reading.companions`, and a TrainJob with the `runtimes` given beside it)."""
+    document = text.Document(data, lines or {}, 1)
+    return _experiment(document, source, companions or [], runtimes or [], checked=False)
+
+
+def _experiment(
+    document: text.Document,
+    source: str,
+    companions: list[dict[str, Any]],
+    runtimes: list[text.Document],
+    checked: bool,
+) -> Experiment:
+    """`validate()`, the custom resources already `checked` against their CRDs or not."""
+    data, lines = document.data, document.lines
     api_version = _api_version(data)
-    if (api_version, str(data.get("kind"))) in RETIRED:  # (a kind may be any YAML value)
-        raise ManifestError(source, [_retired(data, lines or {})])
+    if (api_version, str(data.get("kind"))) in RETIRED | DRAFTS:  # (a kind: any YAML value)
+        raise ManifestError(source, [_retired(data, lines)])
     if trainjob.is_runtime(data):
         reason = "a runtime is not an experiment: give the TrainJob that names it beside it"
-        raise ManifestError(source, [Problem("kind", reason, line_for(("kind",), lines or {}))])
+        raise ManifestError(source, [Problem("kind", reason, line_for(("kind",), lines))])
+    if not checked:
+        data = _checked(document, source).data
+        runtimes = [_checked(runtime, source, "runtime: ") for runtime in runtimes]
     if api_version.startswith(TRAINER):
-        return trainjob.validate(data, source, lines or {}, companions or [], runtimes or [])
+        return trainjob.validate(data, source, lines, companions, runtimes)
     for group, door in CR_DOORS.items():
         if api_version.startswith(group):
-            return door.validate(data, source, lines or {}, companions or [])
+            return door.validate(data, source, lines, companions)
     if "/" in api_version or api_version == "v1":  # a Kubernetes resource, not a manifest
-        raise ManifestError(source, [_unread(data, lines or {})])
-    return aichor.read(data, source, lines or {})
+        raise ManifestError(source, [_unread(data, lines)])
+    return aichor.read(data, source, lines)
+
+
+def _every_checked(documents: list[text.Document], source: str) -> list[text.Document]:
+    """Each custom resource of a file as `_checked` gives it (those beside the experiment's
+    named in their problems: a runtime, another resource), or ManifestError naming every
+    problem of them all."""
+    kinds = {d.data.get("kind") for d in documents if isinstance(d.data.get("kind"), str)}
+    main = "RayJob" if {"RayJob", "RayCluster"} <= kinds else None
+    out, problems, first = [], [], True
+    for document in documents:
+        data, prefix = document.data, ""
+        if trainjob.is_runtime(data):
+            prefix = "runtime: "
+        elif crd.served(data.get("apiVersion"), data.get("kind")):
+            if (main is not None and data.get("kind") != main) or (main is None and not first):
+                name = (data.get("metadata") or {}).get("name", "(no name)")
+                prefix = f"{data['kind']} {name}: "
+            first = False
+        try:
+            out.append(_checked(document, source, prefix))
+        except ManifestError as error:
+            problems += error.problems
+    if problems:
+        raise ManifestError(source, problems)
+    return out
+
+
+def _checked(document: text.Document, source: str, prefix: str = "") -> text.Document:
+    """A custom resource as the API server would store it once its CRD's schema and rules
+    pass (`reading.crd`; a TrainJob of an earlier release: that release's CRD), or
+    ManifestError naming every problem (its path after `prefix`, which names a document
+    beside the experiment; with the door's own fixes); anything else as given."""
+    data = document.data
+    if not crd.served(data.get("apiVersion"), data.get("kind")):
+        return document
+    release, fixes = None, kubeflow.FIXES if data["apiVersion"].startswith("kubeflow.org/") else {}
+    if data["kind"] == "TrainJob":  # (one of an earlier release: its own CRD)
+        release, fixes = trainjob.release(data), trainjob.FIXES
+    written, problems = crd.check(data, document.lines, release, fixes)
+    if problems:
+        raise ManifestError(source, [replace(p, path=prefix + p.path) for p in problems])
+    return text.Document(written, document.lines, document.line)
 
 
 def _retired(data: dict[str, Any], lines: dict) -> Problem:
-    """A retired version of a custom resource a door reads: which version replaced it."""
+    """A retired (or draft) version of a custom resource a door reads: which version
+    replaced it."""
     api_version, kind = _api_version(data), str(data["kind"])
+    if (api_version, kind) in DRAFTS:
+        reason = (
+            f"{api_version} {kind} is the Trainer v2 proposal's draft API, which no release "
+            f"served: write it as {DRAFTS[api_version, kind]} (the docs' Coming from Trainer v2 "
+            "lists what is read)"
+        )
+        return Problem("apiVersion", reason, line_for(("apiVersion",), lines))
     door = "Coming from KubeRay" if api_version.startswith("ray.io/") else "Coming from Kubeflow v1"
     return Problem(
         "apiVersion",

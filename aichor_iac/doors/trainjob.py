@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,10 +25,18 @@ from pydantic import ConfigDict, Field
 from ..experiment.groups import Model
 from ..experiment.model import Experiment
 from ..limits import INT32
-from ..problems import ManifestError, Problem, line_for
+from ..problems import ManifestError, Problem
 from ..reading import podtemplate as templates
 from ..reading.text import Document
-from . import jobset, trainer_initializers, trainer_mpi, trainer_patches, trainer_torchtune
+from . import (
+    jobset,
+    trainer_initializers,
+    trainer_mpi,
+    trainer_patches,
+    trainer_places,
+    trainer_shapes,
+    trainer_torchtune,
+)
 from .jobset_spec import JobSetSpec
 from .trainer_gang import PodGroupPolicy, with_queue
 from .trainer_initializers import STEPS, Initializer
@@ -52,6 +59,7 @@ KINDS = ("TrainJob",)
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 KNOWN = {**RUNTIMES, **trainer_torchtune.RUNTIMES}  # Trainer's standard runtimes, by name
+FIXES = trainer_shapes.FIXES  # (a field of another shape or of the runtime, for reading.crd)
 
 
 class RuntimeRef(Model):
@@ -123,6 +131,11 @@ class Resource(Model):
     status: dict[str, Any] | None = None
 
 
+def release(data: dict[str, Any]) -> str | None:
+    """The Trainer release whose TrainJob CRD checks `data` (None: the pinned v2.3.0's)."""
+    return trainer_shapes.release(data.get("spec"))
+
+
 def is_runtime(data: Any) -> bool:
     """Whether a document is a Trainer runtime (read with the TrainJob that names it)."""
     return (
@@ -140,8 +153,18 @@ def validate(
     runtimes: Sequence[Document] = (),
 ) -> Experiment:
     """The TrainJob as the experiment of the JobSet Trainer would create for it, or
-    ManifestError naming every problem (the TrainJob's at its paths, the runtime's at its)."""
-    fail = functools.partial(templates.error, source, lines=lines)
+    ManifestError naming every problem (the TrainJob's at its paths, the runtime's at its).
+    A TrainJob of Trainer v2.0 or v2.1 runs as its `runtimePatches` twin (`trainer_shapes`)."""
+    written = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+
+    def fail(problems: list[Problem]) -> ManifestError:
+        at = [
+            dataclasses.replace(p, path=trainer_shapes.user_path(p.path, written)) for p in problems
+        ]
+        return templates.error(source, at, lines)
+
+    if trainer_shapes.release(written) is not None:
+        data = {**data, "spec": trainer_shapes.as_patches(written)}
     resource, spec = templates.resource_and_spec(
         data, fail, "TrainJob", API_VERSION, (Resource, TrainJobSpec)
     )
@@ -162,16 +185,20 @@ def validate(
         raise fail(problems)
     built, mpi = _jobset(data, runtime, runtime_spec.ml_policy, spec, resource.metadata.name)
     own = {path: n for path, n in lines.items() if tuple(path[:1]) == ("metadata",)}
+    trainer_fields = trainer_places.given(spec.trainer)
     try:
-        experiment = jobset.validate(built, source, {**_onto(runtime_lines), **own}, companions)
+        built_lines = {**trainer_places.onto(runtime_lines), **own}
+        experiment = jobset.validate(built, source, built_lines, companions)
     except ManifestError as error:
-        given = spec.trainer.model_fields_set if spec.trainer else set()
-        moved = [_runtime_problem(p, given, lines) for p in error.problems]
+        moved = [trainer_places.problem(p, trainer_fields, lines) for p in error.problems]
         raise ManifestError(source, moved) from None
     origin = experiment.spec.origin
     assert origin is not None
+    trainers = {rjob["name"] for rjob in jobs if _ancestor(rjob) == "trainer"}
+    named = "" if runtime_lines else spec.runtime_ref.name
     experiment.spec._origin = dataclasses.replace(
         origin,
+        kept=trainer_places.kept(origin.kept, trainers, trainer_fields, named),
         api_version=API_VERSION,
         kind="TrainJob",
         options={**origin.options, "runtime": spec.runtime_ref.name, "mpi": mpi},
@@ -436,33 +463,3 @@ def _env_and_resources(container: dict[str, Any], trainer: Trainer) -> None:
     own = container.get("env") if isinstance(container.get("env"), list) else []
     if env := upserted(own, trainer.env):
         container["env"] = env
-
-
-def _onto(runtime_lines: dict) -> dict:
-    """A runtime's lines as the built JobSet's: its `spec.template.spec.…` is the JobSet's
-    `spec.…`."""
-    prefix = ("spec", "template", "spec")
-    return {("spec", *p[3:]): n for p, n in runtime_lines.items() if tuple(p[:3]) == prefix}
-
-
-# A field of a replicated Job's container in the built JobSet
-CONTAINER_FIELD = re.compile(
-    r"spec\.replicatedJobs\.\d+\.template\.spec\.template\.spec\.containers\.\d+\."
-    r"(image|command|args|env|resources)\b"
-)
-
-
-def _runtime_problem(problem: Problem, given: set[str], lines: dict) -> Problem:
-    """A problem of the built JobSet, at the TrainJob's trainer field it comes from, else at
-    its runtime's path."""
-    found = CONTAINER_FIELD.match(problem.path)
-    field = found.group(1) if found else None
-    if field == "resources" and "resources_per_node" in given:
-        path = "spec.trainer.resourcesPerNode"
-        return Problem(path, problem.message, line_for(tuple(path.split(".")), lines))
-    if field in given:
-        path = f"spec.trainer.{field}"
-        return Problem(path, problem.message, line_for(tuple(path.split(".")), lines))
-    if problem.path.startswith("spec."):
-        return dataclasses.replace(problem, path=f"runtime: spec.template.{problem.path}")
-    return problem

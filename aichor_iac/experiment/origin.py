@@ -10,6 +10,8 @@ pods aichor-iac builds from the manifest's resources. Pure data: no Pulumi or Ku
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,6 +41,42 @@ class Kept:
     # The Job objects' own labels and annotations (a JobSet's Job template metadata)
     job_labels: dict[str, str] = field(default_factory=dict)
     job_annotations: dict[str, str] = field(default_factory=dict)
+    # Where the resource gives the template, when not at `{path}.template` (a RayJob's
+    # submitterPodTemplate); and the fields of the operator's container it gives elsewhere (a
+    # TrainJob's trainer: `resources` -> `spec.trainer.resourcesPerNode`)
+    template_path: str | None = None
+    given: dict[str, str] = field(default_factory=dict)
+
+    def placed(self, where: str) -> str:
+        """The field of the resource that a path of the template comes from, `where` as
+        `limits` names it (`spec.containers[node].resources`): list items by their index in
+        the template as written, the operator container's given fields where they are."""
+        steps = [s for s in re.split(r"\.|(\[[^\]]*\])", where) if s]
+        node: Any = self.template
+        out: list[str] = []
+        for step in steps:
+            if step.startswith("[") and isinstance(node, list):
+                key = step[1:-1]
+                names = [item.get("name") if isinstance(item, dict) else None for item in node]
+                index = names.index(key) if key in names else int(key) if key.isdigit() else -1
+                if not 0 <= index < len(node):
+                    break
+                if out[-1:] == ["containers"] and key == self.container:
+                    field_name = steps[len(out) + 1] if len(steps) > len(out) + 1 else None
+                    if field_name in self.given:
+                        return self.given[field_name]
+                out.append(str(index))
+                node = node[index]
+            elif step.startswith("[") and isinstance(node, dict):  # a map's key (`['a/b']`)
+                out.append(str(ast.literal_eval(step[1:-1])))
+                break
+            elif isinstance(node, dict) and step in node:
+                out.append(step)
+                node = node[step]
+            else:
+                out.append(step)
+                break
+        return ".".join([self.template_path or f"{self.path}.template", *out])
 
     @property
     def main(self) -> dict[str, Any]:

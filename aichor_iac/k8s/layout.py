@@ -144,8 +144,10 @@ def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
     found = children(ctx, create_namespace)
     problems = []
     for child in found:
-        where = f"spec.types.{child.group}" if child.group else "spec"
-        problems += [Problem(where, text) for text in limits.check([child.object])]
+        obj = child.object
+        problems += [
+            _placed(ctx, child, where, wrong) for _, where, wrong in limits.violations(obj)
+        ]
     named = [(c.kind, c.object["metadata"]["name"]) for c in found]
     for kind, name in sorted({n for n in named if named.count(n) > 1}):
         reason = (
@@ -153,9 +155,40 @@ def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
             "one given beside the resource"
         )
         problems.append(Problem(f"{kind} {name}", reason))
-    if problems:
-        raise ctx.blueprint.manifest.error(problems)
+    if problems:  # (once each: the Jobs of one template break its rules alike)
+        raise ctx.blueprint.manifest.error(list(dict.fromkeys(problems)))
     return found
+
+
+def _placed(ctx: Context, child: Child, where: str, wrong: str) -> Problem:
+    """A rule an object breaks, at the input's field it comes from: for a custom resource, the
+    field of its pod template (or the field that gave it, `Kept.placed`), of a Job's replica
+    spec, of an object given beside it, or the name everything is named after; for a
+    manifest, the replica type (its objects are aichor-iac's own, named in the sentence)."""
+    origin = ctx.spec.origin
+    obj = child.object
+    if origin is None:
+        name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name', '?')}"
+        path = f"spec.types.{child.group}" if child.group else "spec"
+        return Problem(path, f"{name}: {where or 'the object'}: {wrong}")
+    kept = origin.kept.get(child.group or "")
+    companion = next(
+        (
+            d
+            for d in origin.companions
+            if child.suffix == f"{d['kind'].lower()}-{d['metadata']['name']}"
+        ),
+        None,
+    )
+    if companion is not None:
+        return Problem(f"{companion['kind']} {companion['metadata']['name']}.{where}", wrong)
+    if kept is not None and where.startswith("spec.template."):
+        return Problem(kept.placed(where.removeprefix("spec.template.")), wrong)
+    if kept is not None:
+        return Problem(kept.path, f"{where}: {wrong}" if where else wrong)
+    if where.startswith("metadata.name"):  # (every object is named after the resource)
+        return Problem("metadata.name", f"{wrong} (the name of the {obj.get('kind')} made from it)")
+    return Problem("spec", f"{where or 'the object'}: {wrong}")
 
 
 def plain(value: Any) -> Any:

@@ -56,13 +56,21 @@ METADATA = ("name", "labels", "annotations")
 
 def is_companion(document: dict[str, Any]) -> bool:
     """Whether a document is an object created beside the experiment."""
-    return (document.get("apiVersion"), document.get("kind")) in KINDS
+    api_version, kind = document.get("apiVersion"), document.get("kind")
+    return isinstance(api_version, str) and isinstance(kind, str) and (api_version, kind) in KINDS
 
 
 def refusal(document: dict[str, Any]) -> str:
     """Why a document beside the experiment is not created with it."""
     kind = document.get("kind")
-    what = f"{_article(kind)} {kind}" if isinstance(kind, str) else "a document"
+    kind = kind if isinstance(kind, str) else None  # (any YAML value)
+    what = f"{_article(kind)} {kind}" if kind else "a document"
+    versions = [v for v, k in KINDS if k == kind]
+    if versions:  # a kind created beside it, in another (or no valid) apiVersion
+        return one_line(
+            f"{what} is apiVersion {versions[0]} (this one gives "
+            f"{document.get('apiVersion')!r}): write apiVersion: {versions[0]}"
+        )
     instead = (
         "create it beside the stack (kubectl apply, or a resource of the Pulumi program) and "
         "remove it from this file"

@@ -310,13 +310,13 @@ def test_a_success_policy_that_ends_early_makes_the_others_follow() -> None:
         (
             jobset(job("a", backoffLimit="x")),
             "spec.replicatedJobs.0.template.spec.backoffLimit",
-            "not a valid Job",
+            "must be of type integer",
         ),
-        (jobset(job("a", unknown=1)), "spec.replicatedJobs.0.template.spec", "not a valid Job"),
+        (jobset(job("a", unknown=1)), "spec.replicatedJobs.0.template.spec.unknown", "unknown field"),
         (jobset(job("Bad_Name")), "spec.replicatedJobs.0.name", "names its Jobs"),
         (jobset(job("a"), network={"subdomain": "No"}), "spec.network.subdomain", "a DNS label"),
         (jobset(job("a"), unknown=1), "spec.unknown", ""),
-        (jobset(job("a"), job("a")), "spec.replicatedJobs.1.name", "given twice"),
+        (jobset(job("a"), job("a")), "spec.replicatedJobs.1.name", "Duplicate value"),
         (
             jobset(job("a"), coordinator={"replicatedJob": "b"}),
             "spec.coordinator.replicatedJob",
@@ -421,7 +421,9 @@ REFUSED = {
     "in-place-restart.jobset-main-container-mode": {
         "spec.replicatedJobs.0.template.spec.template.spec.containers.0.image",
     },
-    "in-place-restart.jobset-sidecar-container-mode": {"spec.types.rj"},
+    "in-place-restart.jobset-sidecar-container-mode": {
+        "spec.replicatedJobs.0.template.spec.template.spec.initContainers.0.image"
+    },
     "simple.success-policy": {"spec.successPolicy.targetReplicatedJobs"},
 }
 

@@ -104,7 +104,7 @@ def test_each_template_is_a_claim_mounted_where_the_pods_ask() -> None:
         (
             data({"templates": [{"metadata": {"name": "cache"}, "spec": {"accessModes": "RWX"}}]}),
             "spec.volumeClaimPolicies.0.templates.0.spec.accessModes",
-            "not a valid PersistentVolumeClaim",
+            "must be of type array",
         ),
         (
             data({"templates": [claim("cache")], "retentionPolicy": {"whenDeleted": "Keep"}}),

@@ -446,7 +446,7 @@ CLUSTER = "spec.rayClusterSpec"
         (
             _set(f"{CLUSTER}.headGroupSpec.template.spec.containers.0.ports", [None]),
             f"{CLUSTER}.headGroupSpec.template.spec.containers.0.ports.0",
-            "is null",
+            'Invalid value: "null": must be of type object',
         ),
     ],
 )

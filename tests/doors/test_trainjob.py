@@ -255,7 +255,7 @@ def test_a_runtime_in_the_same_file_runs_with_its_order_and_policy() -> None:
                 "spec": {"runtimeRef": {"name": "torch-distributed"}, "managedBy": "x/y"},
             },
             "spec.managedBy",
-            "would run this",
+            "ManagedBy must be trainer.kubeflow.org/trainjob-controller",
         ),
         (
             {

@@ -1,0 +1,424 @@
+"""A custom resource checked as the API server checks a create, before any door reads it: the
+CRD's OpenAPI v3 schema of the operator's pinned release (`crds/`, made by
+scripts/crd_schemas.py; each file names its source tag) with strict field validation, as
+kubectl applies by default, then the CRD's CEL rules (`x-kubernetes-validations`) that apply on
+create. What passes has the shape its door reads: every field of the type the schema gives.
+
+As the API server does: `status` is not read (the status subresource resets it on create),
+null fields that are not `nullable` are dropped, a required field with a default is defaulted
+rather than missing. Problems come in the API server's words, at the user's path, with a fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..problems import Problem, line_for
+
+CRDS = Path(__file__).resolve().parent / "crds"
+INT_BOUNDS = {"int32": 2**31 - 1, "int64": 2**63 - 1}
+# Required fields an operator's defaulting webhook fills before the schema is checked (JobSet
+# v0.12.0 pkg/webhooks/jobset_webhook.go Default: a failure policy rule's name)
+DEFAULTED = {"JobSet": re.compile(r"spec\.failurePolicy\.rules\.\d+\.name")}
+# CEL rules declared above the fields they are about, and those fields in `self` (the API
+# server names the rule's place; the user wrote the field): message -> paths of the fields
+NARROWED: dict[str, Any] = {
+    "StartupPolicy and DependsOn APIs are mutually exclusive": lambda spec: [
+        f"replicatedJobs.{i}.dependsOn.0"
+        for i, job in enumerate(spec["replicatedJobs"])
+        if job.get("dependsOn")
+    ],
+    "namespace cannot be set for VolumeClaimPolicies templates": lambda policy: [
+        f"templates.{i}.metadata.namespace"
+        for i, template in enumerate(policy["templates"])
+        if (template.get("metadata") or {}).get("namespace")
+    ],
+}
+# The fields of ObjectMeta a file may give (the rest the API server sets; strict: unknown)
+OBJECT_META = {
+    "type": "object",
+    "properties": {
+        **{k: {"type": "string"} for k in ("name", "generateName", "namespace", "uid")},
+        **{k: {"type": "string"} for k in ("resourceVersion", "creationTimestamp", "selfLink")},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+        "finalizers": {"type": "array", "items": {"type": "string"}},
+        "generation": {"type": "integer", "format": "int64"},
+        "ownerReferences": {"type": "array", "items": {"type": "object"}},
+        "managedFields": {"type": "array", "items": {"type": "object"}},
+        "deletionTimestamp": {"type": "string"},
+        "deletionGracePeriodSeconds": {"type": "integer", "format": "int64"},
+    },
+}
+
+
+class Schema(NamedTuple):
+    """One CRD version's schema and where it was taken from (`github.com/<repo>@<tag>`)."""
+
+    root: dict[str, Any]
+    source: str
+    kind: str
+
+    @property
+    def release(self) -> str:
+        return self.source.rsplit("@", 1)[-1]
+
+
+@functools.cache
+def _index() -> dict[tuple[str, str, str], Path]:
+    """(apiVersion, kind, tag) -> the file of its schema."""
+    found = {}
+    for path in CRDS.glob("*.json"):
+        group, kind, tag = path.stem.split("_")
+        found[group, kind, tag] = path
+    return found
+
+
+def releases(api_version: str, kind: str) -> list[str]:
+    """The releases whose schema of `kind` is shipped, newest first."""
+    group = api_version.split("/")[0]
+    tags = [tag for g, k, tag in _index() if (g, k) == (group, kind)]
+    return sorted(tags, key=lambda t: [int(p) for p in re.findall(r"\d+", t)], reverse=True)
+
+
+@functools.cache
+def schema(api_version: str, kind: str, release: str | None = None) -> Schema | None:
+    """The schema the API server would check a create of `kind` in `api_version` against (the
+    pinned release's, or `release`'s), or None when no shipped CRD serves it."""
+    group, _, version = api_version.partition("/")
+    tags = releases(api_version, kind)
+    tag = release if release in tags else tags[0] if tags else None
+    if tag is None:
+        return None
+    data = json.loads(_index()[group, kind, tag].read_text())
+    root = data["versions"].get(version)
+    if root is None:
+        return None
+    root = {**root, "properties": {**root["properties"], "metadata": OBJECT_META}}
+    return Schema(_strict(root), data["source"], kind)
+
+
+def served(api_version: Any, kind: Any) -> bool:
+    """Whether a shipped CRD serves `kind` in `api_version` (any YAML values)."""
+    if not (isinstance(api_version, str) and isinstance(kind, str)):
+        return False
+    return schema(api_version, kind) is not None
+
+
+def check(
+    data: dict[str, Any],
+    lines: dict,
+    release: str | None = None,
+    fixes: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], list[Problem]]:
+    """The resource as the API server would store it (no status, no null fields), and every
+    way it breaks its CRD's schema and CEL rules, each at its path and line with a fix (the
+    door's own, from `fixes` by path, for an unknown field it knows the place of)."""
+    found = schema(data["apiVersion"], data["kind"], release)
+    assert found is not None, "check() is for a kind a shipped CRD serves (served())"
+    written = _pruned({k: v for k, v in data.items() if k != "status"}, found.root)
+    problems = _schema_problems(written, found, fixes or {})
+    if not problems:
+        problems = _cel_problems(written, found, _named(written))
+    located = [
+        Problem(p.path, p.message, line_for(tuple(p.path.split(".")), lines)) for p in problems
+    ]
+    return written, sorted(located, key=lambda p: (p.line or 0, p.path))
+
+
+def _named(data: dict[str, Any]) -> dict[str, Any]:
+    """The resource as CEL rules see it on create: a generateName completed, as the API server
+    completes it before validation."""
+    metadata = data.get("metadata") or {}
+    if "name" in metadata or "generateName" not in metadata:
+        return data
+    return {**data, "metadata": {**metadata, "name": f"{metadata['generateName']}x2b7k"}}
+
+
+# -- the schema as a strict JSON Schema (Draft 4, OpenAPI v3's base) -------------------------
+
+
+def _strict(node: Any) -> Any:
+    """A structural schema as jsonschema checks it: an object's undeclared fields refused (the
+    API server prunes them, and strict field validation refuses what it would prune) unless
+    it preserves unknown fields; int-or-string as either type; a required field with a default
+    not required (defaulting runs first); `nullable` as null allowed."""
+    if isinstance(node, list):
+        return [_strict(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _strict(v) for k, v in node.items() if k not in ("default", "enum")}
+    for key in ("default", "enum"):
+        if key in node:
+            out[key] = node[key]
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("anyOf", None)
+        out["type"] = ["integer", "string"]
+    if node.get("nullable") and "type" in out:
+        out["type"] = [*([out["type"]] if isinstance(out["type"], str) else out["type"]), "null"]
+    properties = node.get("properties") or {}
+    if "required" in node:
+        out["required"] = [r for r in node["required"] if "default" not in properties.get(r, {})]
+        if not out["required"]:
+            del out["required"]
+    preserves = node.get("x-kubernetes-preserve-unknown-fields")
+    if node.get("type") == "object" and not preserves and "additionalProperties" not in node:
+        out["additionalProperties"] = False
+    return out
+
+
+def _pruned(value: Any, node: dict[str, Any]) -> Any:
+    """`value` without the null fields the API server drops (those not `nullable`)."""
+    if isinstance(value, dict):
+        properties = node.get("properties") or {}
+        other = node.get("additionalProperties")
+        out = {}
+        for key, item in value.items():
+            sub = properties.get(key, other if isinstance(other, dict) else {})
+            if item is None and not sub.get("nullable") and sub:
+                continue
+            out[key] = _pruned(item, sub)
+        return out
+    if isinstance(value, list):
+        items = node.get("items") if isinstance(node.get("items"), dict) else {}
+        return [_pruned(item, items) for item in value]
+    return value
+
+
+@functools.cache
+def _validator_class() -> Any:
+    """Draft 4 with Kubernetes' keywords: `x-kubernetes-list-type` (map keys and set items
+    unique) and the integer formats' bounds."""
+    from jsonschema import Draft4Validator, FormatChecker, validators
+    from jsonschema.exceptions import ValidationError
+
+    def list_type(validator: Any, kind: str, instance: Any, node: dict[str, Any]) -> Any:
+        if kind not in ("map", "set") or not isinstance(instance, list):
+            return
+        keys = node.get("x-kubernetes-list-map-keys", [])
+        seen: set[str] = set()
+        for i, item in enumerate(instance):
+            if kind == "map" and not isinstance(item, dict):
+                continue  # (its type is refused by `items`)
+            defaults = (node.get("items") or {}).get("properties") or {}
+            key = (
+                item
+                if kind == "set"
+                else {k: item.get(k, defaults.get(k, {}).get("default")) for k in keys}
+            )
+            text = json.dumps(key, sort_keys=True)
+            if text in seen:
+                yield ValidationError(f"Duplicate value: {text}", path=[i], validator="duplicate")
+            seen.add(text)
+
+    checker = FormatChecker(())
+
+    @checker.checks("date-time", raises=ValueError)
+    def _date_time(value: Any) -> bool:
+        if isinstance(value, str):
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return True
+
+    def integer_format(validator: Any, format: str, instance: Any, node: dict[str, Any]) -> Any:
+        bound = INT_BOUNDS.get(format)
+        if bound and isinstance(instance, int) and not isinstance(instance, bool):
+            if not -bound - 1 <= instance <= bound:
+                yield ValidationError(
+                    f"should be between {-bound - 1} and {bound} ({format})", validator="format"
+                )
+        elif not bound:
+            yield from Draft4Validator.VALIDATORS["format"](validator, format, instance, node)
+
+    cls = validators.extend(
+        Draft4Validator, {"x-kubernetes-list-type": list_type, "format": integer_format}
+    )
+    return cls, checker
+
+
+def _schema_problems(
+    data: dict[str, Any], found: Schema, fixes: Mapping[str, str]
+) -> list[Problem]:
+    cls, checker = _validator_class()
+    validator = cls(found.root, format_checker=checker)
+    problems: list[Problem] = []
+    for error in validator.iter_errors(data):
+        problems += _problems_of(error, found, fixes)
+    defaulted = DEFAULTED.get(found.kind)
+    if defaulted is not None:
+        problems = [
+            p
+            for p in problems
+            if not (p.message.startswith("Required") and defaulted.fullmatch(p.path))
+        ]
+    return sorted(set(problems), key=lambda p: (p.path, p.message))
+
+
+def _problems_of(error: Any, found: Schema, fixes: Mapping[str, str]) -> list[Problem]:
+    """One jsonschema error in the API server's words (kube-openapi's), with a fix."""
+    path = [str(p) for p in error.absolute_path]
+    where = ".".join(path)
+    kind, node, value = error.validator, error.schema, error.instance
+    against = f"{found.kind}'s schema, {found.release}"
+    if kind == "additionalProperties":
+        known = sorted(node.get("properties") or {})
+        extra = [".".join([*path, str(k)]) for k in value if k not in known]
+        return [
+            Problem(
+                field,
+                f'unknown field "{field}" ({against}): '
+                + fixes.get(field, _unknown_fix(field.rsplit(".", 1)[-1], known)),
+            )
+            for field in extra
+        ]
+    if kind == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        return [Problem(".".join([*path, missing]), f"Required value ({against}): add it")]
+    if kind == "type":
+        wanted = node["type"] if isinstance(node["type"], str) else " or ".join(node["type"])
+        message = (
+            f"Invalid value: {_go_type(value)}: must be of type {wanted} ({against}): give "
+            f"{_article(wanted)} {wanted}"
+        )
+        return [Problem(where, message)]
+    if kind == "enum":
+        allowed = ", ".join(json.dumps(v) for v in node["enum"])
+        return [
+            Problem(
+                where,
+                f"Unsupported value: {json.dumps(value)}: supported values: {allowed} ({against})",
+            )
+        ]
+    if kind == "duplicate":  # (at the key, when one field is the key)
+        keys = node.get("x-kubernetes-list-map-keys", [])
+        at = f"{where}.{keys[0]}" if len(keys) == 1 else where
+        return [Problem(at, f"{error.message} ({against}): give each item once")]
+    if kind == "format":
+        return [Problem(where, f"Invalid value: {_short(value)}: {error.message} ({against})")]
+    if kind == "pattern" and node.get("x-kubernetes-int-or-string"):  # (a quantity's)
+        reason = "must be a quantity such as 500m, 2 or 4Gi"
+        return [Problem(where, f"Invalid value: {_short(value)}: {reason} ({against})")]
+    reason = _BOUNDS.get(kind)
+    if reason is not None:
+        limit = node.get(kind)
+        sentence = reason.format(limit=limit)
+        return [Problem(where, f"Invalid value: {_short(value)}: {sentence} ({against})")]
+    return [Problem(where, f"Invalid value: {_short(value)}: {error.message} ({against})")]
+
+
+_BOUNDS = {
+    "maxLength": "may not be longer than {limit} characters",
+    "minLength": "should be at least {limit} characters long",
+    "maximum": "should be less than or equal to {limit}",
+    "minimum": "should be greater than or equal to {limit}",
+    "maxItems": "must have at most {limit} items",
+    "minItems": "should have at least {limit} items",
+    "maxProperties": "must have at most {limit} fields",
+    "minProperties": "should have at least {limit} fields",
+    "pattern": "should match '{limit}'",
+}
+
+
+def _unknown_fix(key: str, known: list[str]) -> str:
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if near:
+        return f"did you mean '{near[0]}'?"
+    if not known:
+        return "this object has no fields: remove it"
+    return f"remove it (known: {', '.join(known)})"
+
+
+def _go_type(value: Any) -> str:
+    """A value's type as the API server names it in a type error."""
+    if isinstance(value, bool):
+        return '"boolean"'
+    if isinstance(value, int):
+        return '"integer"'
+    if isinstance(value, float):
+        return '"number"'
+    if isinstance(value, str):
+        return '"string"'
+    if isinstance(value, list):
+        return '"array"'
+    if value is None:
+        return '"null"'
+    return '"object"'
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+# -- CEL rules ---------------------------------------------------------------------------------
+
+
+def _cel_problems(data: Any, found: Schema, named: dict[str, Any]) -> list[Problem]:
+    """The CRD's CEL rules that a create can break (a rule on `oldSelf` only compares with a
+    stored object), evaluated where they are declared, as the API server evaluates them."""
+    problems: list[Problem] = []
+    todo: list[tuple[Any, dict[str, Any], tuple[str, ...]]] = [(named, found.root, ())]
+    while todo:
+        value, node, path = todo.pop()
+        for rule in node.get("x-kubernetes-validations", []):
+            if "oldSelf" not in rule["rule"] and not _holds(rule["rule"], value):
+                message = rule.get("message") or f"failed rule: {rule['rule']}"
+                narrowed = NARROWED[message](value) if message in NARROWED else None
+                problems += [
+                    Problem(
+                        ".".join((*path, *sub.strip(".").split("."))).strip("."),
+                        f"Invalid value: {_go_type(value)}: {message} ({found.kind}'s "
+                        f"schema, {found.release})",
+                    )
+                    for sub in narrowed or [rule.get("fieldPath", "")]
+                ]
+        if isinstance(value, dict):
+            properties = node.get("properties") or {}
+            other = node.get("additionalProperties")
+            for key, item in value.items():
+                sub = properties.get(key, other if isinstance(other, dict) else None)
+                if sub is not None:
+                    todo.append((item, sub, (*path, str(key))))
+        elif isinstance(value, list) and isinstance(node.get("items"), dict):
+            todo += [(item, node["items"], (*path, str(i))) for i, item in enumerate(value)]
+    return sorted(problems, key=lambda p: p.path)
+
+
+@functools.cache
+def _program(rule: str) -> Any:
+    import celpy
+
+    environment = celpy.Environment()
+    return environment.program(environment.compile(rule))
+
+
+def _holds(rule: str, value: Any) -> bool:
+    """Whether a CEL rule holds for `value` as `self`; a rule that cannot be evaluated on it
+    (a field it reads is absent) fails, as the API server's evaluation error does."""
+    import celpy
+
+    try:
+        return bool(_program(rule).evaluate({"self": celpy.json_to_cel(_decoded(value))}))
+    except celpy.CELEvalError:
+        return False
+
+
+def _decoded(value: Any) -> Any:
+    """A value as the API server decodes JSON for CEL: an integer past int64 a double."""
+    if isinstance(value, dict):
+        return {key: _decoded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decoded(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+        return float(value)
+    return value
