@@ -1,7 +1,11 @@
-"""A seeded manifest fuzzer: mutations of the examples (wrong types, huge and tiny numbers,
-unicode, shell metacharacters, empty and missing values, unknown, repeated and deep keys, other
-operators, and plausible edits — counts, resources, selectors, tolerations, env — that keep
-many manifests valid) run through what `aichor-iac validate` runs, each classified as
+"""A seeded fuzzer of every front door: half of the cases are mutations of the AIchor examples
+(wrong types, huge and tiny numbers, unicode, shell metacharacters, empty and missing values,
+unknown, repeated and deep keys, other operators, and plausible edits — counts, resources,
+selectors, tolerations, env — that keep many manifests valid), half mutations of whole custom
+resource files, every door's examples (Kubeflow, MPIJob, KubeRay, JobSet, TrainJob with its
+runtime and the objects beside it: wrong types, deleted keys, doubled items, odd values, shell
+payloads in data fields, plausible edits). Each runs through what `aichor-iac validate` runs,
+and is classified as
 
 - `accepted`: valid; a sample is also rendered through Pulumi's (mock) engine, as `render`
   does, and every object must pass `kubernetes-validate` strict and the API server's rules

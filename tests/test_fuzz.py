@@ -1,4 +1,5 @@
-"""The fuzzer in `make test` (tests/fuzz.py): 5,000 seeded mutations of the examples, each
+"""The fuzzer in `make test` (tests/fuzz.py): 5,000 seeded mutations of the examples and of
+every door's custom resource files, each
 accepted or refused with one clean line per problem; never a crash, a hang, a disagreement
 between `validate` and `render`, an object the API server would reject or a user's `$(...)`
 where a shell runs it. `make fuzz` runs 100,000."""
@@ -15,6 +16,9 @@ def test_five_thousand_hostile_manifests_end_cleanly():
     assert report.outcomes["accepted"] >= 500 and report.outcomes["refused"] >= 1000
     assert report.rendered >= 100  # both paths exercised, and many renders
     assert report.peak_growth <= MAX_CASE_MIB
+    doors = {door for door, _ in report.doors}
+    assert {"AIchorManifest", "PyTorchJob", "MPIJob", "RayJob", "RayCluster"} <= doors
+    assert {"JobSet", "TrainJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob"} <= doors
 
 
 @pytest.mark.parametrize(

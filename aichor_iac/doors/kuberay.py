@@ -340,7 +340,7 @@ def _kept(
                 "OnFailure" if template["spec"].get("restartPolicy") == "OnFailure" else "Never"
             )
             first = template["spec"]["containers"][0]["name"]
-            kept["Submitter"] = Kept(at, template, first, restart, backoff)
+            kept["Submitter"] = Kept(at, template, first, restart, backoff, template_path=at)
     return kept
 
 

@@ -236,10 +236,21 @@ def _validator_class() -> Any:
         elif not bound:
             yield from Draft4Validator.VALIDATORS["format"](validator, format, instance, node)
 
-    cls = validators.extend(
-        Draft4Validator, {"x-kubernetes-list-type": list_type, "format": integer_format}
-    )
-    return cls, checker
+    def pattern(validator: Any, regex: str, instance: Any, node: dict[str, Any]) -> Any:
+        if isinstance(instance, str) and _regex(regex).search(instance) is None:
+            yield ValidationError(f"{instance!r} does not match {regex!r}", validator="pattern")
+
+    keywords = {"x-kubernetes-list-type": list_type, "format": integer_format, "pattern": pattern}
+    return validators.extend(Draft4Validator, keywords), checker
+
+
+@functools.cache
+def _regex(pattern: str) -> Any:
+    """A schema's pattern as the API server matches it: RE2, as Go's regexp (linear time; `$`
+    is the end of the text, never before a final line break as in Python's `re`)."""
+    import re2
+
+    return re2.compile(pattern)
 
 
 def _schema_problems(

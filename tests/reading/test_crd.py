@@ -123,6 +123,11 @@ def problems(data: dict[str, Any]) -> dict[str, str]:
             f"{CONTAINER}.resources.limits.cpu",
             'Invalid value: "lots": must be a quantity such as 500m, 2 or 4Gi',
         ),
+        (  # a pattern, matched as RE2 matches it (`$` is the end of the text)
+            changed(PYTORCHJOB, f"{CONTAINER}.resources", {"limits": {"cpu": "2\n"}}),
+            f"{CONTAINER}.resources.limits.cpu",
+            "must be a quantity such as 500m, 2 or 4Gi",
+        ),
         (  # a list-map key given twice (at the key)
             changed(
                 JOBSET,
@@ -308,3 +313,20 @@ def test_the_shipped_schemas_are_what_the_script_makes() -> None:
         repo, tag = data["source"].removeprefix("github.com/").split("@")
         assert (repo, tag) in tags and path.stem.endswith(f"_{tag}")
         assert '"description"' not in path.read_text()
+
+
+def test_a_resource_beside_the_experiment_is_checked_against_its_own_crd() -> None:
+    """A RayJob on the RayCluster beside it: the cluster's problems name the cluster, at its
+    own lines; a runtime beside a TrainJob: `runtime:`."""
+    job = yaml.safe_load((ROOT / "tests/kuberay/ray-job.use-existing-raycluster.yaml").read_text())
+    text = (ROOT / "tests/kuberay/ray-cluster.sample.yaml").read_text()
+    cluster = next(d for d in yaml.safe_load_all(text) if d and d["kind"] == "RayCluster")
+    cluster["metadata"]["name"] = job["spec"]["clusterSelector"]["ray.io/cluster"]
+    cluster["spec"]["headGroupSpec"]["rayStartParam"] = {}
+    documents = [job, cluster]
+    with pytest.raises(ManifestError) as error:
+        doors.parse(yaml.safe_dump_all(documents, sort_keys=False), source="rj.yaml")
+    (problem,) = error.value.problems
+    name = cluster["metadata"]["name"]
+    assert problem.path == f"RayCluster {name}: spec.headGroupSpec.rayStartParam"
+    assert "did you mean 'rayStartParams'?" in problem.message and problem.line is not None
