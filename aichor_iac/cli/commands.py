@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     """The experiment's replicas as local processes (`aichor_iac.local`), their output as it
     comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
     and one for the result."""
-    from ..local import LocalUnavailable, run_experiment
+    from ..local import LocalRunFailed, LocalUnavailable, run_experiment
     from ..local.progress import progress
 
     inputs = inputs_of(args)
@@ -163,9 +163,10 @@ def run(args: argparse.Namespace) -> int:
     # the output is the pods' lines alone.
     live = Live(progress({}), console=console, transient=True, auto_refresh=False)
     shown = console.is_terminal and not as_json
+    status = 0
     try:
         with live if shown else contextlib.nullcontext():
-            status = run_experiment(
+            run_experiment(
                 inputs.manifest,
                 inputs.settings,
                 name=inputs.name,
@@ -179,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
             )
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
+    except LocalRunFailed as failed:  # (its lines were printed as they came)
+        status = failed.status
     result = "succeeded" if status == 0 else "failed"
     if as_json:
         print(json.dumps({"experiment": inputs.name, "result": result, "status": status}))

@@ -17,11 +17,12 @@ from .cluster import LocalCluster
 from .downward import container_argv, container_env, container_of, expand
 from .host import LocalUnavailable, missing
 from .jobs import KUEUE_QUEUE, gang_of, job_of
-from .run import run_experiment
+from .run import LocalRunFailed, run_experiment
 
 __all__ = [
     "KUEUE_QUEUE",
     "LocalCluster",
+    "LocalRunFailed",
     "LocalUnavailable",
     "container_argv",
     "container_env",

@@ -5,6 +5,7 @@ the first failure of one of those or of a pod the others wait for."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import glob
@@ -31,6 +32,22 @@ if TYPE_CHECKING:
     from ..engine import Rendering
 
 
+LAST_LINES = 80  # of the failing pod, in LocalRunFailed
+
+
+class LocalRunFailed(Exception):
+    """A local run that failed: its exit status (as a shell reports a process's), the pod
+    whose failure decided it (None: the run's timeout) and that pod's last lines."""
+
+    def __init__(self, experiment: str, status: int, pod: str | None, lines: list[str]):
+        self.experiment, self.status, self.pod, self.lines = experiment, status, pod, lines
+        why = f"{pod} failed first" if pod else "the run's timeout was reached"
+        shown = "".join(f"\n{pod} {line}" for line in lines)
+        super().__init__(
+            f"{experiment} failed ({status}): {why}{'; its last lines:' if shown else ''}{shown}"
+        )
+
+
 def run_experiment(
     manifest: Any,
     settings: Any = None,
@@ -41,17 +58,55 @@ def run_experiment(
     on_line: Callable[[str, str], None] | None = None,
     on_progress: Callable[[dict[str, str]], None] | None = None,
     entrypoints: dict[str, list[str]] | None = None,
-) -> int:
-    """Run every replica of the experiment (a manifest, custom resource or function's) as
-    local processes, with the env, host names, ordering, waiting and following they would
-    have on the cluster; `replicas` caps each group's count and masks GPUs off. The exit
-    status: 0 once every Job the experiment's success needs has succeeded, else the first
-    failure's. Commands run in the manifest's directory (AIchor builds the image from the
-    repository it is in), else here. As root, the pods' namespaces are made in this
+) -> list[tuple[str, str]]:
+    """Run every replica of the experiment (what `render` takes: an Experiment, or a
+    manifest's or custom resource's path) as local processes, with the env, host names,
+    ordering, waiting and following they would have on the cluster; `replicas` caps each
+    group's count and masks GPUs off. It succeeds once every Job the experiment's success
+    needs has succeeded; else LocalRunFailed, with the failing pod's last lines. Commands run
+    in the manifest's directory (AIchor builds the image from the repository it is in), else
+    here, with the programs of the Python environment running this first on PATH (as an
+    activated venv would give them). As root, the pods' namespaces are made in this
     machine's; otherwise in a user namespace of the run's own. LocalUnavailable when this
-    machine cannot (what it lacks). `on_line(pod, line)` gets each line as it is printed,
-    `on_progress(states)` each pod's state whenever one changes. No image is pulled here: a
-    container that gives no command runs `entrypoints[image]` (argv)."""
+    machine cannot (what it lacks). The pods' lines, `(pod, line)` in the order printed, are
+    returned — or, with `on_line(pod, line)`, handed to it as they come (nothing is kept).
+    `on_progress(states)` gets each pod's state whenever one changes. No image is pulled
+    here: a container that gives no command runs `entrypoints[image]` (argv)."""
+    from .. import doors
+    from ..experiment.model import Experiment
+
+    if not isinstance(manifest, Experiment):
+        manifest = doors.load(manifest)
+    kept: list[tuple[str, str]] = []
+    last: dict[str, collections.deque[str]] = {}
+
+    def line(pod: str, text: str) -> None:
+        last.setdefault(pod, collections.deque(maxlen=LAST_LINES)).append(text)
+        if on_line is None:
+            kept.append((pod, text))
+        else:
+            on_line(pod, text)
+
+    experiment = name or (settings and settings.experiment_name) or manifest.name_in("local")
+    status, pod = _run(
+        manifest, settings, experiment, replicas, timeout, line, on_progress, entrypoints
+    )
+    if status:
+        raise LocalRunFailed(experiment, status, pod, list(last.get(pod or "", ())))
+    return kept
+
+
+def _run(
+    manifest: Any,
+    settings: Any,
+    experiment: str,
+    replicas: int | None,
+    timeout: float,
+    on_line: Callable[[str, str], None],
+    on_progress: Callable[[dict[str, str]], None] | None,
+    entrypoints: dict[str, list[str]] | None,
+) -> tuple[int, str | None]:
+    """`run_experiment`'s run: its exit status and the pod whose failure decided it."""
     from .. import engine, planning
     from ..settings import Settings
 
@@ -60,7 +115,6 @@ def run_experiment(
     settings = settings or Settings()
     if replicas is not None:
         manifest = _capped(manifest, replicas)
-    experiment = name or settings.experiment_name or manifest.name_in("local")
     plan = planning.blueprint(manifest, settings, experiment).plan
     if plan.endless:
         raise LocalUnavailable(
@@ -97,7 +151,12 @@ def _base_env(masked: bool) -> dict[str, str]:
     """What every pod's processes start from; `masked`: a smoke test, in which no process
     takes a GPU of this machine (only where there are any: Paddle's launcher takes any
     CUDA_VISIBLE_DEVICES for a GPU job)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
+    # (this Python environment's programs first, as an activated venv has them: a replica's
+    # `torchrun` is the one installed beside aichor-iac, whatever the caller's PATH)
+    path = os.pathsep.join(
+        [str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")]
+    )
+    env = {"PATH": path, "HOME": os.environ.get("HOME", "/")}
     if masked and glob.glob("/dev/nvidia[0-9]*"):
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
@@ -137,8 +196,9 @@ class Run:
         on_line: Callable[[str, str], None] | None,
         on_progress: Callable[[dict[str, str]], None] | None,
         private: bool = False,
-    ) -> int:
-        """Create every Job, wait for the result, leave the cluster; the exit status."""
+    ) -> tuple[int, str | None]:
+        """Create every Job, wait for the result, leave the cluster; the exit status, and the
+        pod whose failure decided it."""
         workdir = Path(self.workdir)
         cluster = LocalCluster(
             self.objects,
@@ -166,7 +226,7 @@ class Run:
                 # A smoke test: the first failure of a deciding pod ends the run, even where
                 # its Job would make the pod again (a group restart runs within the pods)
                 failures = [
-                    r.returncode for p, r in results if r.returncode and role(p) in deciding
+                    (r.returncode, p) for p, r in results if r.returncode and role(p) in deciding
                 ]
                 if len(codes) == self.count or failures:
                     break
@@ -176,8 +236,9 @@ class Run:
             if on_progress is not None:
                 on_progress(dict(cluster.state))
         if failures:  # a signal's death as a shell reports it (128 + the signal)
-            return 128 - failures[0] if failures[0] < 0 else failures[0]
-        return 0 if len(codes) == self.count else 124  # done, or the timeout was reached
+            code, pod = failures[0]
+            return (128 - code if code < 0 else code), pod
+        return (0 if len(codes) == self.count else 124), None  # done, or the timeout
 
     @contextlib.contextmanager
     def _api(self, cluster: LocalCluster) -> Iterator[None]:
@@ -279,7 +340,7 @@ def _in_user_namespace(
     run: Run,
     on_line: Callable[[str, str], None] | None,
     on_progress: Callable[[dict[str, str]], None] | None,
-) -> int:
+) -> tuple[int, str | None]:
     """Without root: the run in a child process inside a user namespace (`_child`), the
     rendered experiment on its standard input, its lines and progress back as JSON lines. The
     child leaving (or being killed) ends every pod with it: they are in its PID namespace."""
@@ -304,6 +365,7 @@ def _in_user_namespace(
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write(json.dumps(dataclasses.asdict(run)))
         child.stdin.close()
+        failed = None
         try:
             for message in child.stdout:
                 kind, *value = json.loads(message)
@@ -311,13 +373,15 @@ def _in_user_namespace(
                     on_line(*value)
                 elif kind == "progress" and on_progress is not None:
                     on_progress(*value)
+                elif kind == "failed":
+                    failed = value[0]
                 elif kind == "unavailable":
                     raise LocalUnavailable(*value)
         finally:
             if child.poll() is None:
                 child.terminate()
             status = child.wait()
-    return status
+    return status, failed
 
 
 def _child(root: str) -> None:
@@ -332,11 +396,12 @@ def _child(root: str) -> None:
 
     _own_root(Path(root))
     try:
-        status = run.drive(
+        status, failed = run.drive(
             lambda pod, line: send("line", pod, line),
             lambda states: send("progress", states),
             private=True,
         )
+        send("failed", failed)
     except LocalUnavailable as error:
         send("unavailable", str(error))
         status = 2

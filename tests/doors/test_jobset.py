@@ -21,7 +21,7 @@ from pulumi_up import Model, up
 
 from aichor_iac import doors, limits, planning
 from aichor_iac.convert import convert
-from aichor_iac.local import run_experiment
+from aichor_iac.local import LocalRunFailed, run_experiment
 from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
 
@@ -312,7 +312,11 @@ def test_a_success_policy_that_ends_early_makes_the_others_follow() -> None:
             "spec.replicatedJobs.0.template.spec.backoffLimit",
             "must be of type integer",
         ),
-        (jobset(job("a", unknown=1)), "spec.replicatedJobs.0.template.spec.unknown", "unknown field"),
+        (
+            jobset(job("a", unknown=1)),
+            "spec.replicatedJobs.0.template.spec.unknown",
+            "unknown field",
+        ),
         (jobset(job("Bad_Name")), "spec.replicatedJobs.0.name", "names its Jobs"),
         (jobset(job("a"), network={"subdomain": "No"}), "spec.network.subdomain", "a DNS label"),
         (jobset(job("a"), unknown=1), "spec.unknown", ""),
@@ -489,12 +493,16 @@ def run_locally(
     path.write_text(yaml.safe_dump(data))
     lines: list[tuple[float, str, str]] = []
     begin = time.monotonic()
-    code = run_experiment(
-        doors.load(path),
-        name="js",
-        timeout=120,
-        on_line=lambda p, line: lines.append((time.monotonic(), p, line)),
-    )
+    try:
+        run_experiment(
+            doors.load(path),
+            name="js",
+            timeout=120,
+            on_line=lambda p, line: lines.append((time.monotonic(), p, line)),
+        )
+        code = 0
+    except LocalRunFailed as failed:
+        code = failed.status
     assert time.monotonic() - begin < 100
     return code, lines, time.monotonic()
 

@@ -20,7 +20,7 @@ from kube import LocalCluster
 from pulumi_up import Failed, Live, up
 
 from aichor_iac import doors
-from aichor_iac.local.run import run_experiment
+from aichor_iac.local.run import LocalRunFailed, run_experiment
 from aichor_iac.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -379,13 +379,17 @@ def test_an_mpi_job_restarts_as_a_group(tmp_path, monkeypatch, fails, succeeds):
     manifest = tmp_path / "mpi.yaml"
     manifest.write_text(json.dumps({"kind": "AIchorManifest", "apiVersion": "0.2.2", "spec": spec}))
     lines: list[tuple[str, str]] = []
-    code = run_experiment(
-        doors.load(manifest),
-        Settings(max_restarts=1),
-        name="exp",
-        timeout=240,
-        on_line=lambda *x: lines.append(x),
-    )
+    try:
+        run_experiment(
+            doors.load(manifest),
+            Settings(max_restarts=1),
+            name="exp",
+            timeout=240,
+            on_line=lambda *x: lines.append(x),
+        )
+        code = 0
+    except LocalRunFailed as failed:
+        code = failed.status
     said = [line for pod, line in lines if pod == "exp-launcher-0"]
     if succeeds:
         assert code == 0, lines[-60:]

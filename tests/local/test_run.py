@@ -81,13 +81,12 @@ def test_a_function_experiment_runs_locally() -> None:
     lines: list[tuple[str, str]] = []
     progress: list[dict[str, str]] = []
     model = experiment_from_function(fn_helpers.report, args={"count": 1})
-    status = local.run_experiment(
+    local.run_experiment(
         model,
         name="fn",
         on_line=lambda pod, line: lines.append((pod, line)),
         on_progress=progress.append,
     )
-    assert status == 0
     assert any(pod == "fn-master-0" and line.startswith("RESULT ") for pod, line in lines)
     # each change of a pod's state, in the order the kubelet goes through them
     order = ["pending", "init", "running", "succeeded"]
@@ -158,18 +157,50 @@ def test_without_root_the_run_happens_in_a_user_namespace_of_its_own(
     progress: list[dict[str, str]] = []
     args = {"count": 1} if fail < 0 else {"count": "not a number"}
     model = experiment_from_function(fn_helpers.report, args=args)
-    status = local.run_experiment(
-        model, name="fn", on_line=lambda *line: lines.append(line), on_progress=progress.append
-    )
+
+    def run() -> None:
+        local.run_experiment(
+            model, name="fn", on_line=lambda *line: lines.append(line), on_progress=progress.append
+        )
+
     if fail < 0:
-        assert status == 0
+        run()
         assert any(p == "fn-master-0" and line.startswith("RESULT ") for p, line in lines)
         assert progress[-1] == {"fn-master-0": "succeeded"}
     else:
-        assert status == 1 and progress[-1] == {"fn-master-0": "failed"}
-        assert any("Traceback" in line for _, line in lines), lines
+        with pytest.raises(local.LocalRunFailed) as failed:
+            run()
+        assert failed.value.status == 1 and failed.value.pod == "fn-master-0"
+        assert progress[-1] == {"fn-master-0": "failed"}
+        assert any("Traceback" in line for line in failed.value.lines), failed.value.lines
     assert not os.path.exists("/aichor")  # made in the namespace's own root only
     assert {p: set(os.listdir(p)) for p in before} == before
+
+
+@real
+def test_run_experiment_takes_a_path_returns_the_lines_and_raises_with_the_failing_pods(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Python API as `render` takes it: a manifest's path. Its pods find the programs of
+    the environment running aichor-iac without it being activated (a notebook kernel, or
+    `.venv/bin/aichor-iac`); a failure raises with the failing pod's last lines."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # (no venv on it)
+    path = batchjob(tmp_path, 2)
+    data = yaml.safe_load(path.read_text())
+    data["spec"]["command"] = "aichor-iac --version && echo index $JOB_COMPLETION_INDEX"
+    path.write_text(yaml.safe_dump(data))
+    lines = local.run_experiment(path, name="exp", timeout=120)
+    assert ("exp-worker-0", "aichor-iac 0.1.0") in lines and ("exp-worker-1", "index 1") in lines
+    with pytest.raises(local.LocalRunFailed) as failed:
+        local.run_experiment(batchjob(tmp_path, 3, fail=1), name="exp", timeout=120)
+    assert (failed.value.status, failed.value.pod, failed.value.lines) == (
+        3,
+        "exp-worker-1",
+        ["index 1"],
+    )
+    assert str(failed.value).endswith(
+        "exp failed (3): exp-worker-1 failed first; its last lines:\nexp-worker-1 index 1"
+    )
 
 
 def test_a_raycluster_never_ends_so_it_is_not_run_locally(monkeypatch: pytest.MonkeyPatch) -> None:
