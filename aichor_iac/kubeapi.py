@@ -1,8 +1,9 @@
-"""Reading an experiment from a cluster with the official Kubernetes client: its Jobs and pods
-(by the labels every object of the experiment carries), their events and the pods' logs — from
-the cluster the kubeconfig names (the stack's `kubernetes:kubeconfig` and
-`kubernetes:context` when it gives them), or from a local run's read API (`local/api.py`,
-found by the experiment's name), which speaks the same JSON.
+"""Reading an experiment from a cluster with lightkube, a light Kubernetes client: its Jobs and
+pods (by the labels every object of the experiment carries), their events and the pods' logs —
+from the cluster the kubeconfig names (the stack's `kubernetes:kubeconfig` and
+`kubernetes:context` when it gives them; else KUBECONFIG, ~/.kube/config, or the pod's service
+account inside a cluster; exec credential plugins as GKE and EKS use them), or from a local
+run's read API (`local/api.py`, found by the experiment's name), which speaks the same JSON.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
 
-SELECTOR = "app.kubernetes.io/instance={},app.kubernetes.io/part-of=aichor"
+PART_OF = {"app.kubernetes.io/part-of": "aichor"}  # (and `app.kubernetes.io/instance`)
 
 
 class Unreachable(Exception):
@@ -23,17 +23,35 @@ class Unreachable(Exception):
 
 
 def connect(url: str | None = None, kubeconfig: Any = None, context: str | None = None) -> Any:
-    """A client of the API at `url` (a local run's), else of the kubeconfig's cluster (a
-    path, or the config itself as a dict; None: KUBECONFIG, else ~/.kube/config)."""
+    """A client of the API at `url` (a local run's), else of the kubeconfig's cluster
+    (`config_of`)."""
+    import httpx2
+    from lightkube import Client, KubeConfig
+    from lightkube.config.kubeconfig import Cluster, User
+
+    timeout = httpx2.Timeout(10, read=None)  # (a followed log may be silent for long)
     if url is not None:
-        configuration = client.Configuration()
-        configuration.host = url
-        return client.ApiClient(configuration)
+        config = KubeConfig.from_one(cluster=Cluster(server=url), user=User()).get()
+        return Client(config, timeout=timeout)
+    return Client(config_of(kubeconfig, context), timeout=timeout)
+
+
+def config_of(kubeconfig: Any = None, context: str | None = None) -> Any:
+    """The kubeconfig's cluster and user for `context` (a path, or the config itself as a
+    dict; None: KUBECONFIG, else ~/.kube/config, else the pod's service account), or
+    Unreachable."""
+    from lightkube import KubeConfig
+    from lightkube.core.exceptions import ConfigError
+
     try:
         if isinstance(kubeconfig, dict):
-            return config.new_client_from_config_dict(kubeconfig, context=context)
-        return config.new_client_from_config(config_file=kubeconfig, context=context)
-    except (config.ConfigException, OSError) as error:
+            config = KubeConfig.from_dict(kubeconfig)
+        elif kubeconfig is not None:
+            config = KubeConfig.from_file(kubeconfig)
+        else:
+            config = KubeConfig.from_env()
+        return config.get(context_name=context)
+    except (ConfigError, OSError) as error:
         raise Unreachable(f"no cluster to read ({error}): set KUBECONFIG or --kubeconfig") from None
 
 
@@ -67,39 +85,34 @@ class Reader:
 
     def __init__(self, api: Any, namespace: str, experiment: str) -> None:
         self.api, self.namespace = api, namespace
-        self.selector = SELECTOR.format(experiment)
-        self.core, self.batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        self.labels = {"app.kubernetes.io/instance": experiment, **PART_OF}
 
-    def _plain(self, items: Any) -> list[dict[str, Any]]:
-        return [self.api.sanitize_for_serialization(item) for item in items]
+    def _list(self, kind: Any, **options: Any) -> list[dict[str, Any]]:
+        return [item.to_dict() for item in self.api.list(kind, namespace=self.namespace, **options)]
 
     def jobs(self) -> list[dict[str, Any]]:
-        found = self.batch.list_namespaced_job(self.namespace, label_selector=self.selector)
-        return self._plain(found.items)
+        from lightkube.resources.batch_v1 import Job
+
+        return self._list(Job, labels=self.labels)
 
     def pods(self) -> list[dict[str, Any]]:
-        found = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
-        return self._plain(found.items)
+        from lightkube.resources.core_v1 import Pod
+
+        return self._list(Pod, labels=self.labels)
 
     def events(self) -> list[dict[str, Any]]:
         """The events of the experiment's Jobs and pods, oldest first."""
+        from lightkube.resources.core_v1 import Event
+
         names = {o["metadata"]["name"] for o in [*self.jobs(), *self.pods()]}
-        found = self._plain(self.core.list_namespaced_event(self.namespace).items)
-        mine = [e for e in found if e["involvedObject"].get("name") in names]
+        mine = [e for e in self._list(Event) if e["involvedObject"].get("name") in names]
         return sorted(mine, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
     def lines(self, pod: str, follow: bool = False) -> Iterator[tuple[str, str]]:
         """The pod's main container's lines, each with the time the kubelet took it (RFC
         3339); with `follow`, as they come until the container ends."""
-        response = self.core.read_namespaced_pod_log(
-            pod, self.namespace, follow=follow, timestamps=True, _preload_content=False
-        )
-        partial = b""
-        for chunk in response.stream(1024, decode_content=True):
-            *whole, partial = (partial + chunk).split(b"\n")
-            for line in whole:
-                when, _, text = line.decode(errors="replace").partition(" ")
-                yield when, text
-        if partial:
-            when, _, text = partial.decode(errors="replace").partition(" ")
+        for line in self.api.log(
+            pod, namespace=self.namespace, follow=follow, timestamps=True, newlines=False
+        ):
+            when, _, text = line.partition(" ")
             yield when, text

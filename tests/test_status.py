@@ -119,8 +119,8 @@ def test_the_stack_s_kubernetes_config_is_read_as_the_provider_reads_it(tmp_path
     stack.write_text(yaml.safe_dump({"config": inline}))
     found, context = kubeapi.stack_connection(str(stack))
     assert found == kubeconfig and context == "ml"
-    api = kubeapi.connect(kubeconfig=found, context=context)
-    assert api.configuration.host == "https://k.example:6443"
+    assert kubeapi.config_of(found, context).cluster.server == "https://k.example:6443"
+    kubeapi.connect(kubeconfig=found, context=context)  # (a client; it connects when asked)
     with pytest.raises(kubeapi.Unreachable, match="--kubeconfig"):
         kubeapi.connect(kubeconfig=str(tmp_path / "missing"))
 

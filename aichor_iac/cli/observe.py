@@ -1,5 +1,5 @@
-"""`status`, `logs` and `events`: what an experiment is doing, read with the official Kubernetes
-client from the stack's cluster (its kubeconfig and context), or from a local run's read API
+"""`status`, `logs` and `events`: what an experiment is doing, read with a Kubernetes client
+(lightkube) from the stack's cluster (its kubeconfig and context), or from a local run's read API
 (`--local`, `aichor_iac/local/api.py`)."""
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ from .inputs import inputs_of
 @contextlib.contextmanager
 def answered(args: argparse.Namespace) -> Iterator[None]:
     """The cluster's refusals and silences as problems, and Ctrl-C as the end of a watch."""
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
+    from httpx2 import HTTPError
+    from lightkube.core.exceptions import ApiError
 
     where = f"aichor-iac {args.handler.__name__}"
     try:
         yield
-    except ApiException as error:
-        why = f"the cluster answered {error.status} {error.reason}"
+    except ApiError as error:
+        status = error.status
+        why = f"the cluster answered {status.code} {status.reason or status.message}"
         raise ManifestError(where, [Problem("", why)]) from None
     except HTTPError as error:
         raise ManifestError(where, [Problem("", f"cannot reach the cluster ({error})")]) from None

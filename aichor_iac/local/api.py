@@ -1,6 +1,6 @@
 """The local cluster's read API: the few endpoints of the Kubernetes API that `aichor-iac
 status`, `logs` and `events` read — pods, Jobs, events and a pod's log, in Kubernetes' own
-JSON — over HTTP on 127.0.0.1, so that the official client reads a local run as it reads a
+JSON — over HTTP on 127.0.0.1, so that the Kubernetes client reads a local run as it reads a
 cluster (`LocalApi`). A run announces its address in a file of this user's (`announce`), where
 `--local` finds it.
 """
