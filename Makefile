@@ -58,6 +58,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
 
 bench: $(STAMP)
+	$(BIN)/python benchmarks/weight.py
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/limits.py
 	$(BIN)/python benchmarks/lifecycle.py

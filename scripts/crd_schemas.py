@@ -7,6 +7,10 @@ version is kept: it is the one each door reads (an older served one is refused a
     python scripts/crd_schemas.py                       # from GitHub (raw.githubusercontent.com)
     python scripts/crd_schemas.py --mirror DIR          # from bare clones DIR/<owner>+<repo>
 
+It also writes aichor_iac/reading/kubernetes/: the strict OpenAPI schemas of the Kubernetes
+kinds a custom resource's templates and companions are checked against (`KINDS`), from the
+newest Kubernetes release kubernetes-validate (the test extra) ships, without descriptions.
+
 Bumping a release: change its tag in SOURCES, run this, then `python tests/render_corpus.py`
 to see which renders change, and update the docs' "Coming from" pages that name the tag.
 """
@@ -22,7 +26,24 @@ from typing import Any
 
 import yaml
 
-OUT = Path(__file__).resolve().parent.parent / "aichor_iac" / "reading" / "crds"
+READING = Path(__file__).resolve().parent.parent / "aichor_iac" / "reading"
+OUT = READING / "crds"
+KUBERNETES = READING / "kubernetes"
+# The Kubernetes kinds checked against their strict OpenAPI schema: pod and Job templates,
+# JobSet claims, and the objects a custom resource's file may give beside it
+KINDS = (
+    "podtemplate-v1",
+    "job-batch-v1",
+    "persistentvolumeclaim-v1",
+    "configmap-v1",
+    "secret-v1",
+    "service-v1",
+    "serviceaccount-v1",
+    "role-rbac-v1",
+    "rolebinding-rbac-v1",
+    "networkpolicy-networking-v1",
+    "ingress-networking-v1",
+)
 TRAINING_OPERATOR = ("kubeflow/trainer", "v1.9.4", "manifests/base/crds/kubeflow.org_{}.yaml")
 # (GitHub repository, tag, path, names) -> one schema file per CRD and tag
 SOURCES: list[tuple[str, str, str, tuple[str, ...]]] = [
@@ -80,16 +101,40 @@ def fetch(repo: str, tag: str, path: str, mirror: Path | None) -> str:
 
 
 def stripped(schema: Any) -> Any:
-    """A schema without the words that only document it (descriptions)."""
+    """A schema without the words that only document it (descriptions; a field of that name
+    in `properties` is kept)."""
     if isinstance(schema, dict):
         return {
-            key: value if key in ("default", "enum", "example") else stripped(value)
+            key: (
+                value
+                if key in ("default", "enum", "example")
+                else {k: stripped(v) for k, v in value.items()}
+                if key in ("properties", "$defs", "definitions") and isinstance(value, dict)
+                else stripped(value)
+            )
             for key, value in schema.items()
             if key not in DROPPED
         }
     if isinstance(schema, list):
         return [stripped(item) for item in schema]
     return schema
+
+
+def kubernetes() -> None:
+    """The Kubernetes kinds' strict schemas and their definitions, from kubernetes-validate."""
+    from kubernetes_validate.utils import latest_version, schema_contents
+
+    version = latest_version()
+    base = f"kubernetes-json-schema/v{version}-local-strict"
+    KUBERNETES.mkdir(parents=True, exist_ok=True)
+    for old in KUBERNETES.glob("*.json"):
+        old.unlink()
+    for name in ("_definitions", *KINDS):
+        data = stripped(schema_contents(f"{base}/{name}.json", version))
+        target = KUBERNETES / f"{name}.json"
+        target.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
+    (KUBERNETES / "VERSION").write_text(f"{version}\n")
+    print(f"{KUBERNETES.name}/: Kubernetes {version}, {len(KINDS)} kinds and their definitions")
 
 
 def schemas(crd: dict[str, Any], repo: str, tag: str) -> dict[str, Any]:
@@ -125,6 +170,7 @@ def main() -> int:
             target = OUT / f"{data['group']}_{data['kind']}_{tag}.json"
             target.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
             print(f"{target.name}: {', '.join(data['versions'])} ({target.stat().st_size:,} bytes)")
+    kubernetes()
     return 0
 
 

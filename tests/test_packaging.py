@@ -40,7 +40,8 @@ def test_the_wheel_holds_every_module_the_examples_and_the_schema(wheel):
     shipped = {f"aichor_iac/examples/{p.name}" for p in (ROOT / "examples").iterdir() if p.suffix in (".yaml", ".py")}
     assert shipped <= names, shipped - names
     assert {"aichor_iac/py.typed", "aichor_iac/schema/aichor-manifest.schema.json"} <= names
-    crds = {f"aichor_iac/reading/crds/{p.name}" for p in (ROOT / "aichor_iac/reading/crds").glob("*.json")}
+    reading = ROOT / "aichor_iac/reading"
+    crds = {str(p.relative_to(ROOT)) for p in [*(reading / "crds").iterdir(), *(reading / "kubernetes").iterdir()]}
     assert crds and crds <= names, crds - names  # (every custom resource is checked against its CRD)
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
     assert b"aichor-iac = aichor_iac.cli:main" in entry_points

@@ -7,6 +7,8 @@ What both front doors share; each applies its own operator's defaulting on top.
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -222,21 +224,27 @@ def schema_problems(template: dict[str, Any], where: str) -> list[Problem]:
     return problems
 
 
+# The strict OpenAPI schemas of the Kubernetes kinds checked here (`kubernetes/VERSION` says
+# which release; scripts/crd_schemas.py makes them from kubernetes-validate's)
+KUBERNETES = Path(__file__).resolve().parent / "kubernetes"
+
+
 @functools.cache
 def validator(name: str) -> Any:
-    """The strict schema of an object kind (`podtemplate-v1`) of the newest Kubernetes
-    kubernetes-validate ships, as one validator built once (its `validate()` reads the schema
-    files at every call)."""
+    """The strict schema of an object kind (`podtemplate-v1`), as one validator built once."""
     from jsonschema import Draft202012Validator
-    from kubernetes_validate.utils import latest_version, schema_contents
     from referencing import Registry, Resource
 
-    version = latest_version()
-    base = f"kubernetes-json-schema/v{version}-local-strict"
-    schema = schema_contents(f"{base}/{name}.json", version)
-    definitions = schema_contents(f"{base}/_definitions.json", version)
-    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    schema = json.loads((KUBERNETES / f"{name}.json").read_text())
+    registry = Resource.from_contents(_definitions()) @ (
+        Resource.from_contents(schema) @ Registry()
+    )
     return Draft202012Validator(schema, registry=registry)
+
+
+@functools.cache
+def _definitions() -> dict[str, Any]:
+    return json.loads((KUBERNETES / "_definitions.json").read_text())
 
 
 def resources(container: dict[str, Any]) -> Resources:

@@ -330,3 +330,22 @@ def test_a_resource_beside_the_experiment_is_checked_against_its_own_crd() -> No
     name = cluster["metadata"]["name"]
     assert problem.path == f"RayCluster {name}: spec.headGroupSpec.rayStartParam"
     assert "did you mean 'rayStartParams'?" in problem.message and problem.line is not None
+
+
+def test_the_shipped_kubernetes_schemas_are_kubernetes_validates_newest() -> None:
+    """The kinds' strict schemas shipped for runtime checks are those of the newest Kubernetes
+    kubernetes-validate (the test extra) ships, descriptions left out."""
+    import kubernetes_validate.utils as kv
+
+    from aichor_iac.reading import podtemplate
+
+    version = kv.latest_version()
+    assert (podtemplate.KUBERNETES / "VERSION").read_text().strip() == version
+    spec = importlib.util.spec_from_file_location("crd_schemas", ROOT / "scripts/crd_schemas.py")
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    base = f"kubernetes-json-schema/v{version}-local-strict"
+    for name in ("_definitions", *script.KINDS):
+        shipped = json.loads((podtemplate.KUBERNETES / f"{name}.json").read_text())
+        assert shipped == script.stripped(kv.schema_contents(f"{base}/{name}.json", version))
