@@ -25,6 +25,7 @@ measured (`peak MiB` in the table; MAX_CASE_MIB is the bound). `python tests/fuz
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import resource
@@ -286,7 +287,8 @@ def mutate_file(documents: list[dict], rng: random.Random) -> list[dict]:
         if action == 0:
             hostile(target, rng)
         elif action == 1:
-            plausible_resource(target, rng)
+            with contextlib.suppress(TypeError, AttributeError):  # (on an edit already mangled:
+                plausible_resource(target, rng)  # a field no longer a map or list, left as is)
         elif action == 2:
             doubled(target, rng)
         else:
