@@ -27,11 +27,12 @@ from ..limits import DNS_1035, INT32, MAX_INDEXED, dns_label, is_label_key
 from ..problems import Problem
 from ..reading import podtemplate as templates
 from . import jobset_claims, jobset_failures
+from .identities import JOBSET_KINDS
 from .jobset_spec import API_VERSION, CONTROLLER, JobSetSpec, ReplicatedJob, Resource
 
 __all__ = ["API_VERSION", "KINDS", "validate"]
 
-KINDS = ("JobSet",)
+KINDS = JOBSET_KINDS
 DEFAULT_BACKOFF = 6  # Kubernetes' default backoffLimit of a Job
 # Annotations of JobSet's exclusive placement (the topology; its node-selector strategy)
 EXCLUSIVE = (EXCLUSIVE_TOPOLOGY, EXCLUSIVE_NODES)

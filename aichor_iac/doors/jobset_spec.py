@@ -12,8 +12,9 @@ from pydantic import Field
 from ..experiment.groups import Model
 from ..limits import INT32
 from ..reading import podtemplate as templates
+from .identities import JOBSET
 
-API_VERSION = "jobset.x-k8s.io/v1alpha2"
+API_VERSION = JOBSET
 # The JobSet controller's name: a JobSet managed by another one is not run by it.
 CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 

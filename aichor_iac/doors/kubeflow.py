@@ -24,8 +24,9 @@ from ..limits import INT32, MAX_INDEXED
 from ..problems import Problem
 from ..reading import podtemplate as templates
 from ..reading.podtemplate import Template
+from .identities import KUBEFLOW
 
-GROUP = "kubeflow.org"
+GROUP = KUBEFLOW
 UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
 
 

@@ -26,6 +26,7 @@ from ..limits import INT32, dns_label
 from ..problems import Problem
 from ..reading import podtemplate as templates
 from ..reading.text import Document
+from .identities import RAY, RAY_KINDS
 from .kuberay_spec import (
     RayClusterSpec,
     RayJobSpec,
@@ -33,8 +34,7 @@ from .kuberay_spec import (
     SubmitterConfig,
 )
 
-API_VERSION = "ray.io/v1"
-KINDS = ("RayJob", "RayCluster")
+API_VERSION, KINDS = RAY, RAY_KINDS
 UNLIMITED = INT32  # a Job's backoffLimit for KubeRay's "recreate it whenever it fails"
 SUBMITTER = "ray-job-submitter"  # KubeRay's default submitter container
 SUBMITTER_BACKOFF = 2  # KubeRay's default `submitterConfig.backoffLimit`

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,23 @@ from typing import Any
 from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem, line_for, one_line
 from ..reading import companions, crd, text
-from . import aichor, jobset, kubeflow, kuberay, trainjob
+from . import aichor
+from .identities import (
+    DOORS,
+    JOBSET,
+    JOBSET_KINDS,
+    RAY,
+    RAY_KINDS,
+    RUNTIME_KINDS,
+    TRAINER,
+    TRAINER_KINDS,
+    is_runtime,
+)
 
-# The API groups of custom resources a file may hold, and the door that reads each.
-CR_DOORS = {"kubeflow.org/": kubeflow, "ray.io/": kuberay, "jobset.x-k8s.io/": jobset}
-TRAINER = "trainer.kubeflow.org/"  # (its door also takes the runtimes given beside it)
-CR_GROUPS = (*CR_DOORS, TRAINER)
+# The API groups of custom resources a file may hold (each read by its door, `DOORS`; the
+# Trainer's also takes the runtimes given beside the TrainJob)
+CR_GROUPS = tuple(DOORS)
+TRAINER_GROUP = "trainer.kubeflow.org/"
 # Retired versions of the custom resources the doors read, and the version that replaced each
 # (Kubeflow's operators served v1 from Kubeflow 1.0; the MPI Operator v2beta1; KubeRay ray.io/v1
 # from 1.0, v1alpha1 before).
@@ -36,8 +48,8 @@ RETIRED = {
 }
 # The Trainer v2 proposal's draft API (KEP-2170), which no release served
 DRAFTS = {
-    ("kubeflow.org/v2alpha1", kind): f"{trainjob.API_VERSION} {kind}"
-    for kind in (*trainjob.KINDS, *trainjob.RUNTIME_KINDS)
+    ("kubeflow.org/v2alpha1", kind): f"{TRAINER} {kind}"
+    for kind in (*TRAINER_KINDS, *RUNTIME_KINDS)
 }
 
 
@@ -54,11 +66,12 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
     if not documents or not all(isinstance(d.data, dict) for d in documents):
         raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
     documents = _every_checked(documents, source)  # (each custom resource by its own CRD)
-    runtimes = [d for d in documents if trainjob.is_runtime(d.data)]  # read with the TrainJob
+    runtimes = [d for d in documents if is_runtime(d.data)]  # read with the TrainJob
     documents = [d for d in documents if d not in runtimes] or runtimes[:1]
     custom = [i for i, d in enumerate(documents) if _api_version(d.data).startswith(CR_GROUPS)]
     if len(custom) == 2:  # a RayJob on the RayCluster beside it is one experiment
         a, b = (documents[i] for i in custom)
+        kuberay = _door("kuberay")
         if merged := kuberay.on_cluster(a, b) or kuberay.on_cluster(b, a):
             documents = [merged, *(d for i, d in enumerate(documents) if i not in custom)]
             custom = [0]
@@ -79,7 +92,7 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
         raise ManifestError(source, which)
     kept, invalid = companions.read(beside)
     document = documents[index]
-    if runtimes and not _api_version(document.data).startswith(TRAINER):
+    if runtimes and not _api_version(document.data).startswith(TRAINER_GROUP):
         reason = "a Trainer runtime is read beside the TrainJob that names it, not beside this"
         raise ManifestError(source, [Problem("kind", reason, d.line) for d in runtimes])
     try:
@@ -117,17 +130,17 @@ def _experiment(
     api_version = _api_version(data)
     if (api_version, str(data.get("kind"))) in RETIRED | DRAFTS:  # (a kind: any YAML value)
         raise ManifestError(source, [_retired(data, lines)])
-    if trainjob.is_runtime(data):
+    if is_runtime(data):
         reason = "a runtime is not an experiment: give the TrainJob that names it beside it"
         raise ManifestError(source, [Problem("kind", reason, line_for(("kind",), lines))])
     if not checked:
         data = _checked(document, source).data
         runtimes = [_checked(runtime, source, "runtime: ") for runtime in runtimes]
-    if api_version.startswith(TRAINER):
-        return trainjob.validate(data, source, lines, companions, runtimes)
-    for group, door in CR_DOORS.items():
+    if api_version.startswith(TRAINER_GROUP):
+        return _door("trainjob").validate(data, source, lines, companions, runtimes)
+    for group, door in DOORS.items():
         if api_version.startswith(group):
-            return door.validate(data, source, lines, companions)
+            return _door(door).validate(data, source, lines, companions)
     if "/" in api_version or api_version == "v1":  # a Kubernetes resource, not a manifest
         raise ManifestError(source, [_unread(data, lines)])
     return aichor.read(data, source, lines)
@@ -142,7 +155,7 @@ def _every_checked(documents: list[text.Document], source: str) -> list[text.Doc
     out, problems, first = [], [], True
     for document in documents:
         data, prefix = document.data, ""
-        if trainjob.is_runtime(data):
+        if is_runtime(data):
             prefix = "runtime: "
         elif crd.served(data.get("apiVersion"), data.get("kind")):
             if (main is not None and data.get("kind") != main) or (main is None and not first):
@@ -166,8 +179,11 @@ def _checked(document: text.Document, source: str, prefix: str = "") -> text.Doc
     data = document.data
     if not crd.served(data.get("apiVersion"), data.get("kind")):
         return document
-    release, fixes = None, kubeflow.FIXES if data["apiVersion"].startswith("kubeflow.org/") else {}
+    release, fixes = None, {}
+    if data["apiVersion"].startswith("kubeflow.org/"):  # (a field v1 moved: `FIXES`)
+        fixes = _door("kubeflow").FIXES
     if data["kind"] == "TrainJob":  # (one of an earlier release: its own CRD)
+        trainjob = _door("trainjob")
         release, fixes = trainjob.release(data), trainjob.FIXES
     written, problems = crd.check(data, document.lines, release, fixes)
     if problems:
@@ -198,10 +214,11 @@ def _retired(data: dict[str, Any], lines: dict) -> Problem:
 def _unread(data: dict[str, Any], lines: dict) -> Problem:
     """Why a Kubernetes resource no door reads is refused, and what is read."""
     api_version, kind = _api_version(data), data.get("kind")
+    kubeflow = _door("kubeflow")
     custom = [f"{kubeflow.GROUP}/{k.version} {name}" for name, k in kubeflow.KINDS.items()]
-    custom += [f"ray.io/v1 {name}" for name in kuberay.KINDS]
-    custom += [f"{jobset.API_VERSION} {name}" for name in jobset.KINDS]
-    custom += [f"{trainjob.API_VERSION} {name}" for name in trainjob.KINDS]
+    custom += [f"{RAY} {name}" for name in RAY_KINDS]
+    custom += [f"{JOBSET} {name}" for name in JOBSET_KINDS]
+    custom += [f"{TRAINER} {name}" for name in TRAINER_KINDS]
     return Problem(
         "kind",
         one_line(
@@ -210,6 +227,11 @@ def _unread(data: dict[str, Any], lines: dict) -> Problem:
         ),
         line_for(("kind",), lines) or line_for(("apiVersion",), lines),
     )
+
+
+def _door(name: str) -> Any:
+    """A front door's module, imported when a file needs it (each costs its import)."""
+    return importlib.import_module(f"{__package__}.{name}")
 
 
 def _api_version(document: dict[str, Any]) -> str:

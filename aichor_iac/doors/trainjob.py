@@ -37,6 +37,7 @@ from . import (
     trainer_shapes,
     trainer_torchtune,
 )
+from .identities import RUNTIME_KINDS, TRAINER, TRAINER_KINDS
 from .jobset_spec import JobSetSpec
 from .trainer_gang import PodGroupPolicy, with_queue
 from .trainer_initializers import STEPS, Initializer
@@ -54,9 +55,7 @@ from .trainer_runtimes import (
 )
 from .trainer_torchtune import ENTRYPOINT
 
-API_VERSION = "trainer.kubeflow.org/v1alpha1"
-KINDS = ("TrainJob",)
-RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+API_VERSION, KINDS, RUNTIME_KINDS = TRAINER, TRAINER_KINDS, RUNTIME_KINDS
 CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 KNOWN = {**RUNTIMES, **trainer_torchtune.RUNTIMES}  # Trainer's standard runtimes, by name
 FIXES = trainer_shapes.FIXES  # (a field of another shape or of the runtime, for reading.crd)
@@ -134,15 +133,6 @@ class Resource(Model):
 def release(data: dict[str, Any]) -> str | None:
     """The Trainer release whose TrainJob CRD checks `data` (None: the pinned v2.3.0's)."""
     return trainer_shapes.release(data.get("spec"))
-
-
-def is_runtime(data: Any) -> bool:
-    """Whether a document is a Trainer runtime (read with the TrainJob that names it)."""
-    return (
-        isinstance(data, dict)
-        and data.get("apiVersion") == API_VERSION
-        and data.get("kind") in RUNTIME_KINDS
-    )
 
 
 def validate(

@@ -1,0 +1,33 @@
+"""Which custom resources the front doors read — API versions and kinds, as data — so that the
+router picks a door, and refuses what none reads, without importing the doors it does not use.
+Each door takes its own names from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KUBEFLOW = "kubeflow.org"  # (its kinds' versions: `kubeflow.KINDS`)
+RAY = "ray.io/v1"
+RAY_KINDS = ("RayJob", "RayCluster")
+JOBSET = "jobset.x-k8s.io/v1alpha2"
+JOBSET_KINDS = ("JobSet",)
+TRAINER = "trainer.kubeflow.org/v1alpha1"
+TRAINER_KINDS = ("TrainJob",)
+RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+# The door (module of this package) of each API group a custom resource may be in
+DOORS = {
+    "kubeflow.org/": "kubeflow",
+    "ray.io/": "kuberay",
+    "jobset.x-k8s.io/": "jobset",
+    "trainer.kubeflow.org/": "trainjob",
+}
+
+
+def is_runtime(data: Any) -> bool:
+    """Whether a document is a Trainer runtime (read with the TrainJob that names it)."""
+    return (
+        isinstance(data, dict)
+        and data.get("apiVersion") == TRAINER
+        and data.get("kind") in RUNTIME_KINDS
+    )
