@@ -29,6 +29,13 @@ from .identities import (
 # The API groups of custom resources a file may hold (each read by its door, `DOORS`; the
 # Trainer's also takes the runtimes given beside the TrainJob)
 CR_GROUPS = tuple(DOORS)
+# The version and kinds read of each group but Kubeflow's (whose kinds have versions of
+# their own: `kubeflow.KINDS`)
+READ = {
+    "ray.io/": (RAY, RAY_KINDS),
+    "jobset.x-k8s.io/": (JOBSET, JOBSET_KINDS),
+    "trainer.kubeflow.org/": (TRAINER, TRAINER_KINDS),
+}
 TRAINER_GROUP = "trainer.kubeflow.org/"
 # Retired versions of the custom resources the doors read, and the version that replaced each
 # (Kubeflow's operators served v1 from Kubeflow 1.0; the MPI Operator v2beta1; KubeRay ray.io/v1
@@ -133,6 +140,8 @@ def _experiment(
     if is_runtime(data):
         reason = "a runtime is not an experiment: give the TrainJob that names it beside it"
         raise ManifestError(source, [Problem("kind", reason, line_for(("kind",), lines))])
+    if api_version.startswith(CR_GROUPS) and not crd.served(api_version, data.get("kind")):
+        raise ManifestError(source, [_not_read(data, lines)])  # (no door reads it unchecked)
     if not checked:
         data = _checked(document, source).data
         runtimes = [_checked(runtime, source, "runtime: ") for runtime in runtimes]
@@ -227,6 +236,20 @@ def _unread(data: dict[str, Any], lines: dict) -> Problem:
         ),
         line_for(("kind",), lines) or line_for(("apiVersion",), lines),
     )
+
+
+def _not_read(data: dict[str, Any], lines: dict) -> Problem:
+    """A resource of a door's API group that no CRD shipped serves: what that door reads."""
+    api_version, kind = _api_version(data), data.get("kind")
+    if api_version.startswith("kubeflow.org/"):
+        kubeflow = _door("kubeflow")
+        known = ", ".join(f"{kubeflow.GROUP}/{k.version} {n}" for n, k in kubeflow.KINDS.items())
+        known, kind = f"one of {known}", kind if isinstance(kind, str) else repr(kind)
+    else:
+        version, kinds = next(v for g, v in READ.items() if api_version.startswith(g))
+        known = " or ".join(f"{version} {k}" for k in kinds)
+    reason = f"{api_version} {kind!s} is not a custom resource aichor-iac reads: give {known}"
+    return Problem("kind", reason, line_for(("kind",), lines))
 
 
 def _door(name: str) -> Any:

@@ -32,12 +32,12 @@ DEFAULTED = {"JobSet": re.compile(r"spec\.failurePolicy\.rules\.\d+\.name")}
 NARROWED: dict[str, Any] = {
     "StartupPolicy and DependsOn APIs are mutually exclusive": lambda spec: [
         f"replicatedJobs.{i}.dependsOn.0"
-        for i, job in enumerate(spec["replicatedJobs"])
+        for i, job in enumerate(spec.get("replicatedJobs") or [])
         if job.get("dependsOn")
     ],
     "namespace cannot be set for VolumeClaimPolicies templates": lambda policy: [
         f"templates.{i}.metadata.namespace"
-        for i, template in enumerate(policy["templates"])
+        for i, template in enumerate(policy.get("templates") or [])
         if (template.get("metadata") or {}).get("namespace")
     ],
 }
@@ -382,17 +382,20 @@ def _cel_problems(data: Any, found: Schema, named: dict[str, Any]) -> list[Probl
     while todo:
         value, node, path = todo.pop()
         for rule in node.get("x-kubernetes-validations", []):
-            if "oldSelf" not in rule["rule"] and not _holds(rule["rule"], value):
-                message = rule.get("message") or f"failed rule: {rule['rule']}"
-                narrowed = NARROWED[message](value) if message in NARROWED else None
-                problems += [
-                    Problem(
-                        ".".join((*path, *sub.strip(".").split("."))).strip("."),
-                        f"Invalid value: {_go_type(value)}: {message} ({found.kind}'s "
-                        f"schema, {found.release})",
-                    )
-                    for sub in narrowed or [rule.get("fieldPath", "")]
-                ]
+            if "oldSelf" in rule["rule"] or (broken := _broken(rule["rule"], value)) is None:
+                continue
+            message = rule.get("message") or f"failed rule: {rule['rule']}"
+            if broken:  # (the rule could not be evaluated: a field it reads is absent)
+                message = f"{broken} evaluating rule: {message}"
+            narrowed = NARROWED[message](value) if message in NARROWED else None
+            problems += [
+                Problem(
+                    ".".join((*path, *sub.strip(".").split("."))).strip("."),
+                    f"Invalid value: {_go_type(value)}: {message} ({found.kind}'s schema, "
+                    f"{found.release})",
+                )
+                for sub in narrowed or [rule.get("fieldPath", "")]
+            ]
         if isinstance(value, dict):
             properties = node.get("properties") or {}
             other = node.get("additionalProperties")
@@ -413,15 +416,16 @@ def _program(rule: str) -> Any:
     return environment.program(environment.compile(rule))
 
 
-def _holds(rule: str, value: Any) -> bool:
-    """Whether a CEL rule holds for `value` as `self`; a rule that cannot be evaluated on it
-    (a field it reads is absent) fails, as the API server's evaluation error does."""
+def _broken(rule: str, value: Any) -> str | None:
+    """None if a CEL rule holds for `value` as `self`; else "" (it does not), or why it could
+    not be evaluated on it (a field it reads is absent), which the API server refuses too."""
     import celpy
 
     try:
-        return bool(_program(rule).evaluate({"self": celpy.json_to_cel(_decoded(value))}))
-    except celpy.CELEvalError:
-        return False
+        holds = _program(rule).evaluate({"self": celpy.json_to_cel(_decoded(value))})
+    except celpy.CELEvalError as error:
+        return str(error.args[0]) if error.args else "an evaluation error"
+    return None if holds else ""
 
 
 def _decoded(value: Any) -> Any:
