@@ -205,8 +205,7 @@ def render(
     stack: str = "dev",
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object for the manifest (a model or a path), in creation order."""
-    if not isinstance(manifest, Experiment):
-        manifest = doors.load(manifest)
+    manifest = doors.experiment_of(manifest)
     settings = settings or Settings()
     if namespace:
         settings = settings.updated("namespace", namespace=namespace)

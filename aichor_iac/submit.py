@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .doors import load
+from .doors import experiment_of
 from .experiment.model import Experiment
 from .settings import Settings
 
@@ -48,7 +48,7 @@ def up(
     from .k8s.context import Context
     from .planning import blueprint
 
-    manifest = experiment if isinstance(experiment, Experiment) else load(experiment)
+    manifest = experiment_of(experiment)
     settings = settings or Settings()
     experiment_name = name or settings.experiment_name or manifest.name_in(stack)
     # ManifestError now, naming every problem, rather than from inside the CLI's run.

@@ -3,6 +3,6 @@ custom resource, a Python function) into the neutral `aichor_iac.experiment.Expe
 `router` picks the door for a file; `load`, `parse` and `validate` are its three ways in.
 """
 
-from .router import load, parse, validate
+from .router import experiment_of, load, parse, validate
 
-__all__ = ["load", "parse", "validate"]
+__all__ = ["experiment_of", "load", "parse", "validate"]

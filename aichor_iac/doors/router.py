@@ -18,6 +18,7 @@ from .identities import (
     DOORS,
     JOBSET,
     JOBSET_KINDS,
+    KUBEFLOW,
     RAY,
     RAY_KINDS,
     RUNTIME_KINDS,
@@ -36,7 +37,7 @@ READ = {
     "jobset.x-k8s.io/": (JOBSET, JOBSET_KINDS),
     "trainer.kubeflow.org/": (TRAINER, TRAINER_KINDS),
 }
-TRAINER_GROUP = "trainer.kubeflow.org/"
+TRAINER_GROUP = TRAINER.split("/")[0] + "/"
 # Retired versions of the custom resources the doors read, and the version that replaced each
 # (Kubeflow's operators served v1 from Kubeflow 1.0; the MPI Operator v2beta1; KubeRay ray.io/v1
 # from 1.0, v1alpha1 before).
@@ -58,6 +59,11 @@ DRAFTS = {
     ("kubeflow.org/v2alpha1", kind): f"{TRAINER} {kind}"
     for kind in (*TRAINER_KINDS, *RUNTIME_KINDS)
 }
+
+
+def experiment_of(manifest: Experiment | str | Path) -> Experiment:
+    """What `render`, `up` and a local run take: an Experiment, or a file's path (`load`)."""
+    return manifest if isinstance(manifest, Experiment) else load(manifest)
 
 
 def load(path: str | Path) -> Experiment:
@@ -189,7 +195,7 @@ def _checked(document: text.Document, source: str, prefix: str = "") -> text.Doc
     if not crd.served(data.get("apiVersion"), data.get("kind")):
         return document
     release, fixes = None, {}
-    if data["apiVersion"].startswith("kubeflow.org/"):  # (a field v1 moved: `FIXES`)
+    if data["apiVersion"].startswith(f"{KUBEFLOW}/"):  # (a field v1 moved: `FIXES`)
         fixes = _door("kubeflow").FIXES
     if data["kind"] == "TrainJob":  # (one of an earlier release: its own CRD)
         trainjob = _door("trainjob")
@@ -241,7 +247,7 @@ def _unread(data: dict[str, Any], lines: dict) -> Problem:
 def _not_read(data: dict[str, Any], lines: dict) -> Problem:
     """A resource of a door's API group that no CRD shipped serves: what that door reads."""
     api_version, kind = _api_version(data), data.get("kind")
-    if api_version.startswith("kubeflow.org/"):
+    if api_version.startswith(f"{KUBEFLOW}/"):
         kubeflow = _door("kubeflow")
         known = ", ".join(f"{kubeflow.GROUP}/{k.version} {n}" for n, k in kubeflow.KINDS.items())
         known, kind = f"one of {known}", kind if isinstance(kind, str) else repr(kind)

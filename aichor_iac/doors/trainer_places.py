@@ -38,7 +38,8 @@ def onto(runtime_lines: dict) -> dict:
 
 def given(trainer: Any) -> dict[str, str]:
     """The node container's fields the TrainJob's trainer gives, and where (`spec.trainer.*`)."""
-    fields_set = {_camel(name) for name in (trainer.model_fields_set if trainer else ())}
+    names = trainer.model_fields_set if trainer else ()
+    fields_set = {type(trainer).model_fields[name].alias for name in names}
     return {
         field: f"spec.trainer.{key}" for field, key in TRAINER_FIELDS.items() if key in fields_set
     }
@@ -72,8 +73,3 @@ def kept(
         )
         for name, one in templates.items()
     }
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)

@@ -54,7 +54,7 @@ class Kept:
         steps = [s for s in re.split(r"\.|(\[[^\]]*\])", where) if s]
         node: Any = self.template
         out: list[str] = []
-        for step in steps:
+        for i, step in enumerate(steps):
             if step.startswith("[") and isinstance(node, list):
                 key = step[1:-1]
                 names = [item.get("name") if isinstance(item, dict) else None for item in node]
@@ -62,7 +62,7 @@ class Kept:
                 if not 0 <= index < len(node):
                     break
                 if out[-1:] == ["containers"] and key == self.container:
-                    field_name = steps[len(out) + 1] if len(steps) > len(out) + 1 else None
+                    field_name = steps[i + 1] if i + 1 < len(steps) else None
                     if field_name in self.given:
                         return self.given[field_name]
                 out.append(str(index))

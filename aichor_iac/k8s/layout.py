@@ -90,7 +90,7 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         kind, name = document["kind"], document["metadata"]["name"]
         args = services.companion(ctx, document)
         retain = origin is not None and kind == "PersistentVolumeClaim" and name in origin.retained
-        needed.append(add(kind, f"{kind.lower()}-{name}", args, first, retain=retain))
+        needed.append(add(kind, companion_suffix(document), args, first, retain=retain))
     if ctx.shared_volume_claim:
         args = services.shared_volume(ctx)
         needed.append(add("PersistentVolumeClaim", "shared-volume", args, first, retain=keep))
@@ -146,7 +146,7 @@ def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
     for child in found:
         obj = child.object
         problems += [
-            _placed(ctx, child, where, wrong) for _, where, wrong in limits.violations(obj)
+            _placed(ctx, child, obj, where, wrong) for _, where, wrong in limits.violations(obj)
         ]
     named = [(c.kind, c.object["metadata"]["name"]) for c in found]
     for kind, name in sorted({n for n in named if named.count(n) > 1}):
@@ -160,26 +160,23 @@ def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
     return found
 
 
-def _placed(ctx: Context, child: Child, where: str, wrong: str) -> Problem:
+def companion_suffix(document: dict[str, Any]) -> str:
+    """The resource name (after the component's) of an object given beside the resource."""
+    return f"{document['kind'].lower()}-{document['metadata']['name']}"
+
+
+def _placed(ctx: Context, child: Child, obj: dict[str, Any], where: str, wrong: str) -> Problem:
     """A rule an object breaks, at the input's field it comes from: for a custom resource, the
     field of its pod template (or the field that gave it, `Kept.placed`), of a Job's replica
     spec, of an object given beside it, or the name everything is named after; for a
     manifest, the replica type (its objects are aichor-iac's own, named in the sentence)."""
     origin = ctx.spec.origin
-    obj = child.object
     if origin is None:
         name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name', '?')}"
         path = f"spec.types.{child.group}" if child.group else "spec"
         return Problem(path, f"{name}: {where or 'the object'}: {wrong}")
     kept = origin.kept.get(child.group or "")
-    companion = next(
-        (
-            d
-            for d in origin.companions
-            if child.suffix == f"{d['kind'].lower()}-{d['metadata']['name']}"
-        ),
-        None,
-    )
+    companion = next((d for d in origin.companions if child.suffix == companion_suffix(d)), None)
     if companion is not None:
         return Problem(f"{companion['kind']} {companion['metadata']['name']}.{where}", wrong)
     if kept is not None and where.startswith("spec.template."):

@@ -72,11 +72,9 @@ def run_experiment(
     returned — or, with `on_line(pod, line)`, handed to it as they come (nothing is kept).
     `on_progress(states)` gets each pod's state whenever one changes. No image is pulled
     here: a container that gives no command runs `entrypoints[image]` (argv)."""
-    from .. import doors
-    from ..experiment.model import Experiment
+    from ..doors import experiment_of
 
-    if not isinstance(manifest, Experiment):
-        manifest = doors.load(manifest)
+    manifest = experiment_of(manifest)
     kept: list[tuple[str, str]] = []
     last: dict[str, collections.deque[str]] = {}
 

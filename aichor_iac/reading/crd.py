@@ -41,19 +41,19 @@ NARROWED: dict[str, Any] = {
         if (template.get("metadata") or {}).get("namespace")
     ],
 }
+STRING_META = ("name", "generateName", "namespace", "uid", "resourceVersion", "selfLink")
+STRING_META += ("creationTimestamp", "deletionTimestamp")
 # The fields of ObjectMeta a file may give (the rest the API server sets; strict: unknown)
 OBJECT_META = {
     "type": "object",
     "properties": {
-        **{k: {"type": "string"} for k in ("name", "generateName", "namespace", "uid")},
-        **{k: {"type": "string"} for k in ("resourceVersion", "creationTimestamp", "selfLink")},
+        **{key: {"type": "string"} for key in STRING_META},
         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
         "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
         "finalizers": {"type": "array", "items": {"type": "string"}},
         "generation": {"type": "integer", "format": "int64"},
         "ownerReferences": {"type": "array", "items": {"type": "object"}},
         "managedFields": {"type": "array", "items": {"type": "object"}},
-        "deletionTimestamp": {"type": "string"},
         "deletionGracePeriodSeconds": {"type": "integer", "format": "int64"},
     },
 }
@@ -73,7 +73,7 @@ class Schema(NamedTuple):
 
 @functools.cache
 def _index() -> dict[tuple[str, str, str], Path]:
-    """(apiVersion, kind, tag) -> the file of its schema."""
+    """(API group, kind, tag) -> the file of its schema."""
     found = {}
     for path in CRDS.glob("*.json"):
         group, kind, tag = path.stem.split("_")
@@ -203,11 +203,11 @@ def _validator_class() -> Any:
         if kind not in ("map", "set") or not isinstance(instance, list):
             return
         keys = node.get("x-kubernetes-list-map-keys", [])
+        defaults = (node.get("items") or {}).get("properties") or {}
         seen: set[str] = set()
         for i, item in enumerate(instance):
             if kind == "map" and not isinstance(item, dict):
                 continue  # (its type is refused by `items`)
-            defaults = (node.get("items") or {}).get("properties") or {}
             key = (
                 item
                 if kind == "set"
@@ -410,10 +410,16 @@ def _cel_problems(data: Any, found: Schema, named: dict[str, Any]) -> list[Probl
 
 @functools.cache
 def _program(rule: str) -> Any:
+    environment = _environment()
+    return environment.program(environment.compile(rule))
+
+
+@functools.cache
+def _environment() -> Any:
+    """cel-python's environment (its parser is built once, 0.1 s)."""
     import celpy
 
-    environment = celpy.Environment()
-    return environment.program(environment.compile(rule))
+    return celpy.Environment()
 
 
 def _broken(rule: str, value: Any) -> str | None:
