@@ -15,8 +15,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import jsonpath_rfc9535
-
 SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
 
 
@@ -55,6 +53,8 @@ def waitfor_holds(expression: str, live: dict[str, Any]) -> bool:
     Parse (`{…}` around the path, `$` added, one `=value` after it, `==` kept) and its Matches
     (the first node selected; a map or list matches when no value is asked; else the value
     printed as Go prints it equals the asked one), from provider/pkg/jsonpath."""
+    import jsonpath_rfc9535  # (only a waitFor needs it; `validate` builds objects without it)
+
     raw = expression.removeprefix("jsonpath=")
     parts = raw.replace("==", "\0").split("=")
     braced = re.search(r"\{\s*(.*?)\s*\}", parts[0].replace("\0", "=="))

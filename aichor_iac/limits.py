@@ -149,7 +149,8 @@ Image = Annotated[
 class Rule:
     """`test` applied at every place `path` reaches in an object of one of `kinds` (all when
     empty); it returns what is wrong, or None. Path steps: a key, or keys `a|b`; `*` every list
-    item or map value; `~` every map key (the value tested is the key); `**` any depth."""
+    item or map value; `~` every map key (the value tested is the key); a leading `**.` any depth
+    (then a key or keys)."""
 
     path: str
     test: Callable[[Any], str | None]
@@ -420,12 +421,48 @@ def check(objects: list[dict[str, Any]]) -> list[str]:
 def violations(obj: dict[str, Any]) -> Iterator[tuple[Rule, str, str]]:
     """(rule, path, what is wrong) for every place where `obj` breaks a rule."""
     kind = obj.get("kind", "")
+    keyed: dict[str, list[tuple[int, str, Any]]] | None = None  # (walked once, for every `**`)
     for rule in RULES:
         if rule.kinds and kind not in rule.kinds:
             continue
-        for where, value in _reach(obj, rule.path.split(".") if rule.path else [], ""):
+        steps = rule.path.split(".") if rule.path else []
+        if steps[:1] == ["**"]:
+            keyed = _keyed(obj) if keyed is None else keyed
+            places = _anywhere(keyed, steps[1:])
+        else:
+            places = _reach(obj, steps, "")
+        for where, value in places:
             if (wrong := rule.test(value)) is not None:
                 yield rule, where, wrong
+
+
+def _keyed(obj: Any) -> dict[str, list[tuple[int, str, Any]]]:
+    """Every map entry at any depth of `obj`, by key: (its map's rank in a walk from the top,
+    its path, its value)."""
+    keyed: dict[str, list[tuple[int, str, Any]]] = {}
+    pending = [("", obj)]
+    rank = 0
+    while pending:  # (depth first, children in order: the walk `_reach` makes)
+        where, node = pending.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                keyed.setdefault(key, []).append((rank, _join(where, key), value))
+        pending.extend(reversed(list(_children(node, where))))
+        rank += 1
+    return keyed
+
+
+def _anywhere(
+    keyed: dict[str, list[tuple[int, str, Any]]], steps: list[str]
+) -> Iterator[tuple[str, Any]]:
+    """`_reach` of `**.steps`: the first step's keys wherever they are, in the walk's order
+    (within a map, in the order the step names them)."""
+    keys = steps[0].split("|")
+    found = [
+        (rank, keys.index(k), where, value) for k in keys for rank, where, value in keyed.get(k, ())
+    ]
+    for _, _, where, value in sorted(found, key=lambda entry: entry[:2]):
+        yield from _reach(value, steps[1:], where)
 
 
 def _reach(node: Any, steps: list[str], where: str) -> Iterator[tuple[str, Any]]:
@@ -434,11 +471,7 @@ def _reach(node: Any, steps: list[str], where: str) -> Iterator[tuple[str, Any]]
         yield where, node
         return
     step, rest = steps[0], steps[1:]
-    if step == "**":
-        yield from _reach(node, rest, where)
-        for path, child in _children(node, where):
-            yield from _reach(child, steps, path)
-    elif step == "*":
+    if step == "*":
         for path, child in _children(node, where):
             yield from _reach(child, rest, path)
     elif step == "~":

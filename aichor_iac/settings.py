@@ -25,8 +25,13 @@ GangScheduler = Literal["none", "coscheduling", "volcano"]
 
 
 class _Concern(BaseModel):
+    # (defer_build: only `Settings` validates; its concerns never need a validator of their own)
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        defer_build=True,
     )
 
 

@@ -15,9 +15,6 @@ import threading
 from pathlib import Path
 
 import yaml
-from rich.console import Console
-from rich.live import Live
-from rich.markup import escape
 
 from .. import doors, output, planning
 from ..problems import ManifestError, Problem, one_line
@@ -82,6 +79,8 @@ def render(args: argparse.Namespace) -> int:
 
 
 def preview(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from .. import preview
 
     inputs = inputs_of(args)
@@ -137,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
     """The experiment's replicas as local processes (`aichor_iac.local`), their output as it
     comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
     and one for the result."""
+    from rich.console import Console
+    from rich.live import Live
+    from rich.markup import escape
+
     from ..local import LocalRunFailed, LocalUnavailable, run_experiment
     from ..local.progress import progress
 

@@ -13,10 +13,6 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from rich.console import Console
-from rich.live import Live
-from rich.markup import escape
-
 from ..problems import ManifestError, Problem
 from .inputs import inputs_of
 
@@ -72,6 +68,9 @@ def _lead(inputs: Any) -> str | None:
 
 def status(args: argparse.Namespace) -> int:
     """Per Job and pod, what the experiment is doing; `--watch` again every 2 seconds."""
+    from rich.console import Console
+    from rich.live import Live
+
     from ..status import report, restart_attempt, table
 
     source, lead = reader(args)
@@ -139,6 +138,9 @@ def _logs(args: argparse.Namespace, source: Any, _: Any) -> int:
 
 def events(args: argparse.Namespace) -> int:
     """The experiment's Kubernetes events, oldest first."""
+    from rich.console import Console
+    from rich.markup import escape
+
     source, _ = reader(args)
     with answered(args):
         found = source.events()

@@ -7,9 +7,6 @@ import argparse
 import json
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-
 from ..problems import Problem
 
 
@@ -38,6 +35,9 @@ def report(args: argparse.Namespace, source: str, problems: list[Problem]) -> No
 def print_problem(problem: Problem, source: str, warning: bool = False) -> None:
     """`FILE:LINE: PATH: MESSAGE` on stderr (a warning: `FILE:LINE: warning: PATH: MESSAGE`),
     whatever the output format: stdout stays the command's. Coloured on a terminal."""
+    from rich.console import Console  # (a clean `validate` prints no problem)
+    from rich.markup import escape
+
     where, _, rest = problem.format(source).partition(": ")
     text = f"[yellow bold]warning:[/] {escape(rest)}" if warning else f"[red]{escape(rest)}[/]"
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold]{escape(where)}:[/] {text}")

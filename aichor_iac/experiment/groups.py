@@ -54,6 +54,7 @@ class Model(BaseModel):
         populate_by_name=True,
         frozen=True,
         allow_inf_nan=False,  # .inf and .nan are YAML floats no quantity can be
+        defer_build=True,
     )
 
 
@@ -179,7 +180,7 @@ class Resources(Model):
         alias="shmSizeGB",
         description="Size of a memory-backed /dev/shm (GiB).",
     )
-    accelerators: Accelerators = Accelerators()
+    accelerators: Accelerators = Accelerators.model_construct()
     rdma: Rdma | None = None
     extra_selectors: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="Node selectors (node label keys and values)."

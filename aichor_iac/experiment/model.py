@@ -118,7 +118,7 @@ class Debug(Model):
     """AIchor's interactive debugging options."""
 
     jupyter: bool = Field(False, description="A Jupyter server beside the entry point.")
-    vscode: VsCode = VsCode()
+    vscode: VsCode = VsCode.model_construct()
 
 
 class Spec(Model):
@@ -126,7 +126,7 @@ class Spec(Model):
     image: Image = Field(description="Container image.")
     command: str = Field(min_length=1, description="One shell command line.")
     types: Types = Field(description="Replica types; which ones depends on the operator.")
-    tensorboard: Tensorboard = Tensorboard()
+    tensorboard: Tensorboard = Tensorboard.model_construct()
     timeout: str | None = Field(None, description='Deadline such as "4m", "6h", "1d".')
     active_deadline_seconds: int | None = Field(
         None,
@@ -134,10 +134,10 @@ class Spec(Model):
         le=INT32,
         description="Deadline in seconds (older form of timeout, which wins).",
     )
-    restart_policy: RestartPolicy = RestartPolicy()
+    restart_policy: RestartPolicy = RestartPolicy.model_construct()
     ray_version: str | None = None
-    storage: Storage = Storage()
-    security_context: SecurityContext = SecurityContext()
+    storage: Storage = Storage.model_construct()
+    security_context: SecurityContext = SecurityContext.model_construct()
     slots_per_worker: int | None = Field(None, ge=1, description="mpi: MPI slots per worker.")
     mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] = "OpenMPI"
     env: list[EnvVar] = Field(
@@ -145,7 +145,7 @@ class Spec(Model):
         description="Env of every replica: a map of names to values, or a list of "
         "{name, value} / {name, secretKeyRef} (extension).",
     )
-    debug: Debug = Debug()
+    debug: Debug = Debug.model_construct()
     engine_name: LabelValue | None = Field(
         None,
         description="AIchor's compute cluster: recorded as a label (the stack's Kubernetes "
