@@ -50,16 +50,18 @@ from aichor_iac.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
 # Kubeflow custom resources (the public examples) are manifests too: a quarter of the cases.
-RESOURCES = [
-    yaml.safe_load(p.read_text()) for p in sorted((ROOT / "tests/kubeflow").glob("*.yaml"))
-] + [  # KubeRay's samples: their RayJob or RayCluster
-    next(d for d in yaml.safe_load_all(p.read_text()) if d.get("apiVersion") == "ray.io/v1")
-    for p in sorted((ROOT / "tests/kuberay").glob("*.yaml"))
-] + [  # JobSet's examples and Trainer's TrainJobs (their first document), and our own seeds
-    next(yaml.safe_load_all(p.read_text()))
-    for folder in ("tests/jobset", "tests/trainer", "tests/fuzz_seeds")
-    for p in sorted((ROOT / folder).glob("*.yaml"))
-]
+RESOURCES = (
+    [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "tests/kubeflow").glob("*.yaml"))]
+    + [  # KubeRay's samples: their RayJob or RayCluster
+        next(d for d in yaml.safe_load_all(p.read_text()) if d.get("apiVersion") == "ray.io/v1")
+        for p in sorted((ROOT / "tests/kuberay").glob("*.yaml"))
+    ]
+    + [  # JobSet's examples and Trainer's TrainJobs (their first document), and our own seeds
+        next(yaml.safe_load_all(p.read_text()))
+        for folder in ("tests/jobset", "tests/trainer", "tests/fuzz_seeds")
+        for p in sorted((ROOT / folder).glob("*.yaml"))
+    ]
+)
 # Every custom resource file whole (a TrainJob with its runtime, a RayJob with its RayCluster, a
 # resource with its ConfigMaps): each door's examples, half of `run()`'s cases (issue 39)
 FILES = [
@@ -512,7 +514,9 @@ def table(report: Report, cases: int) -> str:
         counts = {o: report.doors[door, o] for o in OUTCOMES}
         bugs = sum(counts[o] for o in BUGS)
         total = sum(counts.values())
-        rows.append(f"| {door} | {total:,} | {counts['accepted']:,} | {counts['refused']:,} | {bugs} |")
+        rows.append(
+            f"| {door} | {total:,} | {counts['accepted']:,} | {counts['refused']:,} | {bugs} |"
+        )
     rows.append(
         f"\n{report.rendered:,} accepted cases rendered and checked; slowest case "
         f"{report.slowest:.2f} s; largest growth of peak memory in one case "

@@ -18,6 +18,13 @@ from aichor_iac.local import (  # noqa: F401  (what the tests import from here)
     expand,
     gang_of,
 )
+from aichor_iac.local.run import base_env
+
+
+def pod_env(**extra: str) -> dict[str, str]:
+    """What the local cluster's pods start from, as in `run --local` (`base_env`: this
+    Python environment's programs first on PATH), with a test's own variables."""
+    return {**base_env(), **extra}
 
 
 def run_container(

@@ -12,6 +12,7 @@ tests/test_render_corpus.py checks each case against the record.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -39,8 +40,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+@functools.cache
 def cases() -> dict[str, tuple[str, Settings, str]]:
-    """Case name -> (input text, settings, experiment name)."""
+    """Case name -> (input text, settings, experiment name); made once per process, when a
+    test first asks (the tests are named from the record: collecting them costs nothing)."""
     found: dict[str, tuple[str, Settings, str]] = {}
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         settings, _ = load_stack_file(ROOT / "stacks" / f"Pulumi.{path.stem}.yaml")

@@ -50,7 +50,13 @@ def edited(obj: dict, path: str, value: object) -> dict:
         # an Indexed Job's completions change with its parallelism (elastic Indexed Jobs)
         (edited(JOB, "spec.parallelism", 3), "spec.completions", 3, "update", ()),
         (JOB, "spec.completions", 3, "replace", ("spec.completions",)),
-        (edited(JOB, "spec.completionMode", None), "spec.completions", 3, "replace", ("spec.completions",)),
+        (
+            edited(JOB, "spec.completionMode", None),
+            "spec.completions",
+            3,
+            "replace",
+            ("spec.completions",),
+        ),
         (SERVICE, "spec.ports.0.port", 2, "update", ()),
         (SERVICE, "spec.clusterIP", "10.0.0.1", "replace", ("spec.clusterIP",)),
         (JOB, "metadata.labels.a", "1", "same", ()),
@@ -84,8 +90,8 @@ def test_field_changes_name_each_leaf_and_match_named_items_by_name():
     ]
     # a variable added first is one change, not a shift of all the others
     env = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
-    assert [(f.path, f.new) for f in changes.field_changes(env, [{"name": "Z", "value": "0"}, *env])] == [
-        ("[Z]", {"name": "Z", "value": "0"})
-    ]
+    assert [
+        (f.path, f.new) for f in changes.field_changes(env, [{"name": "Z", "value": "0"}, *env])
+    ] == [("[Z]", {"name": "Z", "value": "0"})]
     # items without distinct names: by position
     assert [f.path for f in changes.field_changes(["a", "b"], ["b", "a"])] == ["[0]", "[1]"]

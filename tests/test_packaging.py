@@ -28,7 +28,11 @@ def wheel(tmp_path_factory) -> Path:
     (sdist,) = out.glob("aichor_iac-*.tar.gz")
     with tarfile.open(sdist) as archive:
         shipped = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
-    assert {"examples/pytorch.yaml", "examples/train.py", "schema/aichor-manifest.schema.json"} <= shipped
+    assert {
+        "examples/pytorch.yaml",
+        "examples/train.py",
+        "schema/aichor-manifest.schema.json",
+    } <= shipped
     (built,) = out.glob("aichor_iac-*.whl")
     return built
 
@@ -37,20 +41,41 @@ def test_the_wheel_holds_every_module_the_examples_and_the_schema(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     modules = {str(p.relative_to(ROOT)) for p in (ROOT / "aichor_iac").rglob("*.py")}
     assert modules <= names, modules - names
-    shipped = {f"aichor_iac/examples/{p.name}" for p in (ROOT / "examples").iterdir() if p.suffix in (".yaml", ".py")}
+    shipped = {
+        f"aichor_iac/examples/{p.name}"
+        for p in (ROOT / "examples").iterdir()
+        if p.suffix in (".yaml", ".py")
+    }
     assert shipped <= names, shipped - names
     assert {"aichor_iac/py.typed", "aichor_iac/schema/aichor-manifest.schema.json"} <= names
     reading = ROOT / "aichor_iac/reading"
-    crds = {str(p.relative_to(ROOT)) for p in [*(reading / "crds").iterdir(), *(reading / "kubernetes").iterdir()]}
-    assert crds and crds <= names, crds - names  # (every custom resource is checked against its CRD)
-    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
+    crds = {
+        str(p.relative_to(ROOT))
+        for p in [*(reading / "crds").iterdir(), *(reading / "kubernetes").iterdir()]
+    }
+    assert crds and crds <= names, (
+        crds - names
+    )  # (every custom resource is checked against its CRD)
+    entry_points = zipfile.ZipFile(wheel).read(
+        next(n for n in names if n.endswith("entry_points.txt"))
+    )
     assert b"aichor-iac = aichor_iac.cli:main" in entry_points
 
 
 def test_the_installed_cli_finds_its_examples_away_from_the_checkout(wheel, tmp_path):
     site = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site), str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--quiet",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
         check=True,
         capture_output=True,
     )
@@ -59,21 +84,35 @@ def test_the_installed_cli_finds_its_examples_away_from_the_checkout(wheel, tmp_
     def run(*argv: str, stdin: str = "") -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "aichor_iac.cli", *argv],
-            input=stdin, capture_output=True, text=True, cwd=tmp_path, env=env, check=True,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            check=True,
         )
 
     where = subprocess.run(
         [sys.executable, "-c", "import aichor_iac; print(aichor_iac.__file__)"],
-        capture_output=True, text=True, cwd=tmp_path, env=env, check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=True,
     ).stdout
     assert where.startswith(str(site)), where  # the wheel's, not this checkout's
     listed = json.loads(run("examples", "--output", "json").stdout)
     assert {e["name"] for e in listed} == {p.stem for p in (ROOT / "examples").glob("*.yaml")}
     run("examples", "pytorch", "-o", "mine")
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["pytorch.yaml", "train.py"]
-    assert run("validate", "mine/pytorch.yaml").stdout == "mine/pytorch.yaml: valid pytorch manifest\n"
+    assert (
+        run("validate", "mine/pytorch.yaml").stdout == "mine/pytorch.yaml: valid pytorch manifest\n"
+    )
     trainjob = (ROOT / "tests/trainer/yaml.01-multi-node.yaml").read_text()
-    assert "valid trainer.kubeflow.org/v1alpha1 TrainJob" in run("validate", "-", stdin=trainjob).stdout
+    assert (
+        "valid trainer.kubeflow.org/v1alpha1 TrainJob"
+        in run("validate", "-", stdin=trainjob).stdout
+    )
     schema = site / "aichor_iac" / "schema" / "aichor-manifest.schema.json"
     assert json.loads(schema.read_text()) == json.loads(run("schema").stdout)
 

@@ -237,16 +237,28 @@ GPU = {"count": 1, "type": "gpu", "product": "NVIDIA-L4"}
     ("spec", "settings", "expected"),
     [
         ({}, {}, []),
-        ({"timeout": "5m"}, {}, ["test.yaml:25: spec.timeout: 300 s is shorter than aichor:peerWaitSeconds"]),
+        (
+            {"timeout": "5m"},
+            {},
+            ["test.yaml:25: spec.timeout: 300 s is shorter than aichor:peerWaitSeconds"],
+        ),
         ({"timeout": "5m"}, {"peer_wait_seconds": 120}, []),
         (
             {"env": [{"name": "DATA", "value": "gs://bucket/x"}]},
             {},
             ["spec.env.0.value: gs://bucket/x looks like object storage"],
         ),
-        ({"env": [{"name": "DATA", "value": "gs://bucket/x"}]}, {"egress_cidrs": ["0.0.0.0/0"]}, []),
+        (
+            {"env": [{"name": "DATA", "value": "gs://bucket/x"}]},
+            {"egress_cidrs": ["0.0.0.0/0"]},
+            [],
+        ),
         ({"env": [{"name": "DATA", "value": "gs://bucket/x"}]}, {"network_policy": False}, []),
-        ({}, {"gpu_product_label": "example.com/gpu"}, ["aichor:gpuProductLabel: example.com/gpu is no label"]),
+        (
+            {},
+            {"gpu_product_label": "example.com/gpu"},
+            ["aichor:gpuProductLabel: example.com/gpu is no label"],
+        ),
         ({}, {"gpu_product_label": "karpenter.k8s.aws/instance-gpu-name"}, []),
     ],
 )

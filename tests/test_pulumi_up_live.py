@@ -17,14 +17,13 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import EXAMPLES
-from kube import LocalCluster
+from kube import LocalCluster, pod_env
 from pulumi_up import Deadlock, Failed, Live, up
 from test_pulumi_up import SCHEDULING, data, stack_settings
 
@@ -35,11 +34,7 @@ pytestmark = pytest.mark.skipif(
     not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
 )
 
-ENV = {
-    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    "HOME": os.environ.get("HOME", "/root"),
-    "AICHOR_FOLLOW_INTERVAL": "0.2",
-}
+ENV = pod_env(AICHOR_FOLLOW_INTERVAL="0.2")
 SSHD = shutil.which("ssh-keygen") and Path("/usr/sbin/sshd").exists()
 
 RENDEZVOUS = """\
@@ -126,14 +121,34 @@ SHAPES = ["pytorch 0.2.3", "batchjob", "jobset parallelisms"]
 WAITS = ["none", "ready", "complete"]
 
 
+def covering(cases: list) -> list[tuple]:
+    """(case, wait, scheduling) runs in which each case meets every `aichor:wait` and every
+    scheduling, and each pair of a wait and a scheduling meets some case: 4 runs a case rather
+    than 12. The model's table (tests/test_pulumi_up.py) runs every combination; these real
+    runs check the model on real pods, and a combination's own ordering is the model's."""
+    schedulings = sorted(SCHEDULING)
+    return [
+        (case, WAITS[(i + j) % len(WAITS)], scheduling)
+        for i, case in enumerate(cases)
+        for j, scheduling in enumerate(schedulings)
+    ]
+
+
 def needs_sshd(name: str) -> None:
     if name.startswith("mpi") and not SSHD:
         pytest.skip("MPI workers run sshd: needs openssh-server (installed by `make test` as root)")
 
 
-@pytest.mark.parametrize("scheduling", sorted(SCHEDULING))
-@pytest.mark.parametrize("wait", WAITS)
-@pytest.mark.parametrize("case", SHAPES)
+@pytest.mark.parametrize("cases", [SHAPES, EXAMPLES])
+def test_the_real_runs_meet_every_wait_scheduling_and_pair(cases):
+    runs = covering(cases)
+    for case in cases:
+        assert {w for c, w, _ in runs if c == case} == set(WAITS)
+        assert {s for c, _, s in runs if c == case} == set(SCHEDULING)
+    assert {(w, s) for _, w, s in runs} == {(w, s) for w in WAITS for s in SCHEDULING}
+
+
+@pytest.mark.parametrize(("case", "wait", "scheduling"), covering(SHAPES))
 def test_pulumi_up_finishes_on_real_pods(case, wait, scheduling):
     spec = data(case)
     settings = Settings(wait=wait, **SCHEDULING[scheduling])
@@ -146,14 +161,14 @@ def test_pulumi_up_finishes_on_real_pods(case, wait, scheduling):
         assert all(jobs.index(role) < jobs.index(group.role) for role in group.after)
 
 
-@pytest.mark.parametrize("scheduling", sorted(SCHEDULING))
-@pytest.mark.parametrize("wait", WAITS)
 @pytest.mark.parametrize(
-    "path", [p for p in EXAMPLES if p.stem not in ("ray", "kuberay")], ids=lambda p: p.stem
+    ("path", "wait", "scheduling"),
+    covering([p for p in EXAMPLES if p.stem not in ("ray", "kuberay")]),
+    ids=lambda value: value.stem if isinstance(value, Path) else value,
 )
 def test_every_example_finishes_on_real_pods(path, wait, scheduling):
     """Every example with its stack file, under every `aichor:wait`, alone, in either gang
-    and queued by Kueue. The Ray examples are in the model's table (tests/test_pulumi_up.py)
+    and queued by Kueue (`covering`). The Ray examples are in the model's table (tests/test_pulumi_up.py)
     and run for real in tests/local/test_run.py: their nodes run Ray itself, whose start
     (~30 s a case here) the table's 24 cases would add to the suite, and their command is a
     Ray job, which the rendezvous stand-in is not."""

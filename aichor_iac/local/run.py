@@ -121,7 +121,7 @@ def _run(
     rendering = engine.expand(manifest, settings, name=experiment)
     objects = _with_secrets(rendering.objects, manifest)
     _check_entrypoints(objects, entrypoints := entrypoints or {})
-    env = _base_env(masked=replicas is not None)
+    env = base_env(masked=replicas is not None)
     secret = next((o for o in objects if o["kind"] == "Secret"), None)
     source = Path(manifest.source)
     run = Run(
@@ -145,7 +145,7 @@ def _run(
     return _in_user_namespace(run, on_line, on_progress)
 
 
-def _base_env(masked: bool) -> dict[str, str]:
+def base_env(masked: bool = False) -> dict[str, str]:
     """What every pod's processes start from; `masked`: a smoke test, in which no process
     takes a GPU of this machine (only where there are any: Paddle's launcher takes any
     CUDA_VISIBLE_DEVICES for a GPU job)."""
@@ -154,7 +154,14 @@ def _base_env(masked: bool) -> dict[str, str]:
     path = os.pathsep.join(
         [str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")]
     )
-    env = {"PATH": path, "HOME": os.environ.get("HOME", "/")}
+    env = {
+        "PATH": path,
+        "HOME": os.environ.get("HOME", "/"),
+        # A Ray node stopped here (its job has ended, or its group restarts) has nothing to
+        # drain: Ray's TERM handler would wait up to 30 s for it (ray/_private/node.py). A
+        # pod's own env still wins.
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+    }
     if masked and glob.glob("/dev/nvidia[0-9]*"):
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env

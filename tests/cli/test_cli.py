@@ -96,9 +96,21 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             "stacks/Pulumi.ray.yaml: warning: aichor:manifest: - is used, not the stack's "
             "examples/ray.yaml",
         ),
-        (["validate", "examples/ray.yaml", "--stack-config", "stacks/Pulumi.ray.yaml"], "", 0, "", ""),
+        (
+            ["validate", "examples/ray.yaml", "--stack-config", "stacks/Pulumi.ray.yaml"],
+            "",
+            0,
+            "",
+            "",
+        ),
         # render -o FILE: a usage error, not an internal one
-        (["render", "examples/pytorch.yaml", "-o", "README.md"], "", 2, "", "README.md: not a directory"),
+        (
+            ["render", "examples/pytorch.yaml", "-o", "README.md"],
+            "",
+            2,
+            "",
+            "README.md: not a directory",
+        ),
         # warnings: valid, said on stderr with the line, and the exit status stays 0
         (
             ["validate", "-"],
@@ -116,7 +128,12 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
         ),
         # the AICHOR_* paths the replicas certainly use: an error
         (
-            ["validate", "examples/pytorch.yaml", "--stack-config", "{stack:outputPath=gs://b/out}"],
+            [
+                "validate",
+                "examples/pytorch.yaml",
+                "--stack-config",
+                "{stack:outputPath=gs://b/out}",
+            ],
             "",
             2,
             "",
@@ -131,7 +148,12 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             "a common node labeller sets",
         ),
         (
-            ["validate", "-", "--stack-config", "{stack:gpuProductLabel=cloud.google.com/gke-accelerator}"],
+            [
+                "validate",
+                "-",
+                "--stack-config",
+                "{stack:gpuProductLabel=cloud.google.com/gke-accelerator}",
+            ],
             SMALL.format(""),
             0,
             "valid",
@@ -149,7 +171,13 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             "",
         ),
         (["render", "-", "--output", "json"], PYTORCH, 0, '"kind": "List"', ""),
-        (["preview", "-", "--output", "json"], PYTORCH, 0, '"changeSummary": {\n    "create": 6', ""),
+        (
+            ["preview", "-", "--output", "json"],
+            PYTORCH,
+            0,
+            '"changeSummary": {\n    "create": 6',
+            "",
+        ),
         (["schema", "--output", "json"], "", 0, '"$schema"', ""),
         (
             ["convert", "tests/kubeflow/pytorch-simple.yaml", "--output", "json"],
@@ -167,8 +195,20 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             "",
         ),
         (["preview", "-", "--diff", "{tmp}"], PYTORCH, 2, "", "holds no rendered objects"),
-        (["preview", "-", "--diff", "{tmp:01-job-x.yaml=a: [}"], PYTORCH, 2, "", "01-job-x.yaml: not an object render -o wrote"),
-        (["preview", "-", "--diff", "{tmp:01-job-x.yaml=kind: Job}"], PYTORCH, 2, "", "01-job-x.yaml: not a Kubernetes object"),
+        (
+            ["preview", "-", "--diff", "{tmp:01-job-x.yaml=a: [}"],
+            PYTORCH,
+            2,
+            "",
+            "01-job-x.yaml: not an object render -o wrote",
+        ),
+        (
+            ["preview", "-", "--diff", "{tmp:01-job-x.yaml=kind: Job}"],
+            PYTORCH,
+            2,
+            "",
+            "01-job-x.yaml: not a Kubernetes object",
+        ),
         # another framework: the old component goes with its objects
         (
             ["preview", "examples/pytorch.yaml", "--diff", "examples/jax.yaml"],
@@ -195,7 +235,13 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
         (["examples", "pytorch"], "", 0, 'command: "python -u train.py', ""),
         (["examples", "nope"], "", 2, "", "nope: no such example; the examples are jax, jobset"),
         (["examples", "mpi", "-o", "{tmp}"], "", 0, "", ""),
-        (["--print-completion", "bash"], "", 0, "complete -o bashdefault -F _shtab_aichor_iac aichor-iac", ""),
+        (
+            ["--print-completion", "bash"],
+            "",
+            0,
+            "complete -o bashdefault -F _shtab_aichor_iac aichor-iac",
+            "",
+        ),
     ],
 )
 def test_the_cli(argv, stdin, status, out, err, tmp_path) -> None:
@@ -213,7 +259,9 @@ def test_the_cli(argv, stdin, status, out, err, tmp_path) -> None:
 )
 def test_a_reader_that_stops_early_stops_the_cli_quietly(argv):
     """`aichor-iac render … | head`: no traceback, no "internal error"."""
-    reader = subprocess.Popen([CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    reader = subprocess.Popen(
+        [CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+    )
     assert reader.stdout is not None and reader.stderr is not None
     reader.stdout.close()  # gone before the CLI writes (it imports for a second first)
     assert reader.wait(timeout=60) == 141  # 128 + SIGPIPE, as `set -o pipefail` shells see it
@@ -248,7 +296,12 @@ def test_render_to_a_directory_replaces_an_earlier_render(tmp_path):
 
 def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_path):
     old = tmp_path / "old"
-    assert cli("render", "examples/pytorch.yaml", "-o", str(old), "--stack-config", PYTORCH_STACK).returncode == 0
+    assert (
+        cli(
+            "render", "examples/pytorch.yaml", "-o", str(old), "--stack-config", PYTORCH_STACK
+        ).returncode
+        == 0
+    )
     new = tmp_path / "new.yaml"
     new.write_text(PYTORCH.replace("count: 2", "count: 3").replace("runtime\n", "runtime-v2\n", 1))
     assert "runtime-v2" in new.read_text()
@@ -257,9 +310,18 @@ def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_pa
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     worker = next(line for line in lines if "pytorch-ddp-worker" in line and "replace" in line)
-    assert worker.startswith("+-") and "[diff: ~spec.completions, ~spec.parallelism, ~spec.template]" in worker
+    assert (
+        worker.startswith("+-")
+        and "[diff: ~spec.completions, ~spec.parallelism, ~spec.template]" in worker
+    )
     assert "    ~ spec.completions: 2 => 3" in lines
-    assert any(re.fullmatch(r'    ~ spec\.template\.spec\.containers\[pytorch\]\.image: ".*runtime" => ".*runtime-v2"', line) for line in lines)
+    assert any(
+        re.fullmatch(
+            r'    ~ spec\.template\.spec\.containers\[pytorch\]\.image: ".*runtime" => ".*runtime-v2"',
+            line,
+        )
+        for line in lines
+    )
     # named items (containers, env) by name, as a reviewer reads them
     assert '    ~ spec.template.spec.containers[pytorch].env[WORLD_SIZE].value: "3" => "4"' in lines
     assert "Resources:" in lines and "    +-2 to replace" in lines and "    5 unchanged" in lines
@@ -267,7 +329,9 @@ def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_pa
     (old / "09-service-gone.yaml").write_text(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: gone\n  namespace: ml-experiments\n"
     )
-    result = cli("preview", str(new), "--diff", str(old), "--stack-config", PYTORCH_STACK, "--output", "json")
+    result = cli(
+        "preview", str(new), "--diff", str(old), "--stack-config", PYTORCH_STACK, "--output", "json"
+    )
     document = json.loads(result.stdout)
     assert document["changeSummary"] == {"replace": 2, "delete": 1, "same": 5}
     gone = next(s for s in document["steps"] if s["op"] == "delete")
@@ -286,8 +350,15 @@ def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_pa
 def test_preview_layout(name, env):
     """`pulumi preview`'s layout: marks, the tree, plan and info columns, outputs, totals and
     the summary line; coloured on a terminal, plain when NO_COLOR is set."""
-    environment = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), "COLUMNS": "120", **env}
-    result = cli("preview", "examples/pytorch.yaml", "--stack-config", PYTORCH_STACK, env=environment)
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/"),
+        "COLUMNS": "120",
+        **env,
+    }
+    result = cli(
+        "preview", "examples/pytorch.yaml", "--stack-config", PYTORCH_STACK, env=environment
+    )
     assert result.returncode == 0, result.stderr
     golden = GOLDEN / name
     if UPDATE:
@@ -309,7 +380,9 @@ def test_bash_completes_commands_options_and_files(tmp_path):
             "COMP_LINE='" + line + "'; COMP_POINT=${#COMP_LINE}; "
             "_shtab_aichor_iac; printf '%s\\n' \"${COMPREPLY[@]}\""
         )
-        return subprocess.run(["bash", "-c", program], capture_output=True, text=True, cwd=ROOT).stdout.split()
+        return subprocess.run(
+            ["bash", "-c", program], capture_output=True, text=True, cwd=ROOT
+        ).stdout.split()
 
     assert set(COMMANDS) <= set(complete(""))
     assert complete("pre") == ["preview"]
@@ -332,7 +405,10 @@ def test_run_local_json_lines(tmp_path):
 HELP_BLOCK = re.compile(r"```text\n\$ (aichor-iac(?: \w+)? --help)\n(.*?)```", re.S)
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="argparse lays help out per version: the docs' is 3.11's")
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11),
+    reason="argparse lays help out per version: the docs' is 3.11's",
+)
 def test_the_docs_cli_page_is_the_cli_help():
     """docs/cli.md shows `aichor-iac --help` and each command's: the same text the CLI prints
     (100 columns), for every command."""
@@ -348,4 +424,6 @@ def test_the_docs_cli_page_is_the_cli_help():
         shown = {k: (v[1], v[1]) for k, v in shown.items()}
     assert set(shown) == {"aichor-iac --help", *(f"aichor-iac {c} --help" for c in COMMANDS)}
     for command, (in_readme, printed) in shown.items():
-        assert in_readme == printed, f"docs/cli.md's `{command}` differs (UPDATE_GOLDEN=1 rewrites it)"
+        assert in_readme == printed, (
+            f"docs/cli.md's `{command}` differs (UPDATE_GOLDEN=1 rewrites it)"
+        )

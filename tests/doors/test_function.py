@@ -18,7 +18,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from conftest import ROOT
-from kube import LocalCluster
+from kube import LocalCluster, pod_env
 
 import aichor_iac
 from aichor_iac import engine, experiment_from_function, limits
@@ -190,11 +190,7 @@ def test_the_notebook_example_runs_for_real() -> None:
     )
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "HOME": os.environ.get("HOME", "/root"),
-        "AICHOR_FOLLOW_INTERVAL": "0.5",
-    }
+    env = pod_env(AICHOR_FOLLOW_INTERVAL="0.5")
     with LocalCluster(aichor_iac.render(example.experiment(), name="exp"), env) as cluster:
         results = cluster.run(timeout=300)
     outputs = "".join(r.stdout for r in results.values())

@@ -6,17 +6,14 @@ shipped in a ConfigMap (mounted by a runtime patch) instead of pasted into a she
 from __future__ import annotations
 
 import importlib.util
-import os
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import fn_helpers
 import kubernetes_validate
 import pytest
 from conftest import ROOT
-from kube import LocalCluster
+from kube import LocalCluster, pod_env
 
 import aichor_iac
 from aichor_iac import engine, experiment_from_trainer, limits
@@ -157,10 +154,7 @@ def test_the_notebook_function_runs_as_a_trainjob_for_real() -> None:
         num_nodes=3,
         resources_per_node={"cpu": 1, "memory": "2Gi"},
     )
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "HOME": os.environ.get("HOME", "/root"),
-    }
+    env = pod_env()
     objects = aichor_iac.render(experiment_from_trainer(trainer, name="ddp"), name="ddp")
     with LocalCluster(objects, env) as cluster:
         results = cluster.run(timeout=300)

@@ -659,7 +659,7 @@ def _with(cr: dict, **spec: Any) -> dict:
         ),
         (
             _with(custom_resource("PyTorchJob", {"Worker": 2}), cleanPodPolicy="None"),
-            "spec.cleanPodPolicy: unknown field \"spec.cleanPodPolicy\" (PyTorchJob's schema, "
+            'spec.cleanPodPolicy: unknown field "spec.cleanPodPolicy" (PyTorchJob\'s schema, '
             "v1.9.4): it is under spec.runPolicy since kubeflow.org/v1 (v1beta2 had it here): "
             "move it to spec.runPolicy.cleanPodPolicy",
         ),
@@ -1051,7 +1051,9 @@ CPU_METRIC = {
 
 
 def test_an_elastic_policy_with_metrics_runs_its_workers_at_their_replicas() -> None:
-    cr = pytorchjob(1, 3, elasticPolicy={"minReplicas": 1, "maxReplicas": 8, "metrics": [CPU_METRIC]})
+    cr = pytorchjob(
+        1, 3, elasticPolicy={"minReplicas": 1, "maxReplicas": 8, "metrics": [CPU_METRIC]}
+    )
     experiment = doors.validate(cr, "cr.yaml")
     blueprint = planning.blueprint(experiment, Settings(), "exp")
     (warning,) = [w for w in planning.warnings(blueprint) if "HorizontalPodAutoscaler" in w.message]

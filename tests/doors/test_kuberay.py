@@ -7,7 +7,6 @@ and rules, or are refused naming the field and the fix."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -21,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from conftest import ROOT, expand
-from kube import LocalCluster
+from kube import LocalCluster, pod_env
 
 from aichor_iac import doors, limits, planning
 from aichor_iac.convert import convert
@@ -710,11 +709,7 @@ def test_real_rayjob_runs_its_entrypoint_on_the_cluster_then_the_cluster_ends(
     path = tmp_path / "rayjob.yaml"
     path.write_text(yaml.safe_dump_all([cr, code]))
     objects = expand(path).objects
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "HOME": os.environ.get("HOME", "/root"),
-        "AICHOR_FOLLOW_INTERVAL": "0.5",
-    }
+    env = pod_env(AICHOR_FOLLOW_INTERVAL="0.5")
     # The worker starts once the head's `ray start` has finished (two CPUs for every pod here:
     # Ray gives a joining raylet a fixed 30 s).
     held = {"exp-pool-0": ("exp-head-0", "Running subprocesses are monitored")}
@@ -754,10 +749,7 @@ def test_real_raycluster_is_reached_through_a_service_given_beside_it(tmp_path: 
     path.write_text(yaml.safe_dump_all([cluster, dashboard]))
     objects = expand(path).objects
     assert any(o["kind"] == "Service" and o["metadata"]["name"] == "ray-dashboard" for o in objects)
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "HOME": os.environ.get("HOME", "/root"),
-    }
+    env = pod_env()
     submit = [
         str(Path(sys.executable).parent / "ray"),
         "job",

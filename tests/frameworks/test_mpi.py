@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import ROOT, by_name, expand, wait_of
-from kube import LocalCluster, container_env
+from kube import LocalCluster, container_env, pod_env
 
 from aichor_iac import doors, engine
 from aichor_iac.k8s import shell
@@ -236,10 +236,7 @@ def test_mpirun_reaches_every_worker_over_ssh(tmp_path):
         "mpirun sh -c 'echo rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE on $(hostname -I)'"
     )
     objects = expand(mpi(workers=2, slotsPerWorker=2, command=command)).objects
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "AICHOR_FOLLOW_INTERVAL": "0.2",
-    }
+    env = pod_env(AICHOR_FOLLOW_INTERVAL="0.2")
     secrets = {
         "ssh-privatekey": key.read_text(),
         "ssh-publickey": key.with_suffix(".pub").read_text(),

@@ -3,7 +3,6 @@ every container, and real Ray clusters run from the rendered pods (aichor_iac/lo
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, by_name, expand, wait_of
-from kube import LocalCluster, container_env
+from kube import LocalCluster, container_env, pod_env
 from test_mpi import validate
 
 from aichor_iac import doors, engine
@@ -309,20 +308,19 @@ def run_cluster(
     if operator == "ray":
         types["Job"] = SMALL
     data = {"spec": {"operator": operator, "image": "img", "command": command, "types": types}}
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "HOME": os.environ.get("HOME", "/root"),
-        "AICHOR_FOLLOW_INTERVAL": "0.5",
-    }
+    env = pod_env(AICHOR_FOLLOW_INTERVAL="0.5")
     if settings:  # (Ray's `ray start --block` takes long to end on TERM on two cores)
         env["AICHOR_STOP_GRACE"] = "5"
     with LocalCluster(expand(data, **settings).objects, env, {"password": TOKEN}) as cluster:
         return cluster.run(timeout=300, held=held)
 
 
+# (a client with a wrong token is refused at once; RAY_gcs_server_port_wait_time_s: it does
+# not try again for Ray's 20 s)
 CHECK = """\
-if RAY_AUTH_TOKEN=wrong-token-wrong-token timeout 120 python3 -c 'import ray; ray.init()' >/dev/null 2>&1
-then echo "unprotected"; else echo "refused without the token"; fi
+out=$(RAY_AUTH_TOKEN=wrong-token-wrong-token RAY_gcs_server_port_wait_time_s=2 \\
+  timeout 120 python3 -c 'import ray; ray.init()' 2>&1)
+case $out in *uthentication*) echo "refused without the token";; *) echo "unprotected: $out";; esac
 python3 -c 'import ray; ray.init(); print("cpu-pool", ray.cluster_resources().get("cpu-pool"))'
 """
 

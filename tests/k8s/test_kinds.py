@@ -8,14 +8,12 @@ import importlib
 import json
 
 import pytest
-from render_corpus import cases
+from render_corpus import cases, recorded
 
 from aichor_iac import doors, planning
 from aichor_iac.k8s import kinds, layout
 from aichor_iac.k8s.context import Context
 from aichor_iac.problems import ManifestError
-
-CASES = cases()
 
 
 def objects(text: str, settings, name: str) -> str:
@@ -28,11 +26,11 @@ def objects(text: str, settings, name: str) -> str:
     return json.dumps([[c.kind, c.suffix, c.object] for c in children], sort_keys=True)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(recorded()))  # (every case: test_render_corpus.py)
 def test_the_stand_ins_give_the_typed_objects(case):
-    typed = objects(*CASES[case])
+    typed = objects(*cases()[case])
     with kinds.plain():
-        assert objects(*CASES[case]) == typed
+        assert objects(*cases()[case]) == typed
 
 
 def test_a_stand_in_is_not_a_typed_argument():

@@ -3,8 +3,10 @@ named within DNS limits, ordered by dependencies, and shaped by `resources` and 
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
+from collections.abc import Callable
 
 import kubernetes_validate
 import pytest
@@ -43,61 +45,77 @@ VARIANTS = {
 }
 
 
-def all_renderings():
-    for path in EXAMPLES:
-        yield path.name, expand(path).objects
+def renderings() -> dict[str, Callable[[], list[dict]]]:
+    """Label -> how to render it: the examples, the resource variants under every wait, and
+    the shapes no example has (rendered when a test asks, not when the suite is collected)."""
+    found: dict[str, Callable[[], list[dict]]] = {
+        path.name: functools.partial(expand, path) for path in EXAMPLES
+    }
     for label, resources in VARIANTS.items():
         data = with_resources(
             pytorch_manifest(1, 3, timeout="1d2h", securityContext={"ptrace": True}), **resources
         )
         for wait in ("none", "ready", "complete"):
-            yield (
-                f"{label}, wait {wait}",
-                expand(
-                    data,
-                    wait=wait,
-                    create_namespace=True,
-                    namespace="ml",
-                    image_pull_secrets=["reg"],
-                    experiment_id="e1",
-                    output_path="/out/$(not-expanded)",
-                ).objects,
+            found[f"{label}, wait {wait}"] = functools.partial(
+                expand,
+                data,
+                wait=wait,
+                create_namespace=True,
+                namespace="ml",
+                image_pull_secrets=["reg"],
+                experiment_id="e1",
+                output_path="/out/$(not-expanded)",
             )
-    yield "single worker", expand(pytorch_manifest(None, 3)).objects
+    found["single worker"] = functools.partial(expand, pytorch_manifest(None, 3))
     # TensorBoard's own volume and log shipper, Jupyter, RDMA NICs, TPU slices, jobset
     rdma = {"rdma": {"devices": ["sriov_a"]}, "accelerators": {"gpu": {"count": 8}}}
-    yield (
-        "tensorboard volume + jupyter + rdma",
-        expand(
-            with_resources(
-                pytorch_manifest(1, 2, tensorboard={"enabled": True}, debug={"jupyter": True}),
-                **rdma,
-            )
-        ).objects,
+    found["tensorboard volume + jupyter + rdma"] = functools.partial(
+        expand,
+        with_resources(
+            pytorch_manifest(1, 2, tensorboard={"enabled": True}, debug={"jupyter": True}),
+            **rdma,
+        ),
     )
     for path in sorted((ROOT / "tests" / "aichor").glob("*.yaml")):
-        yield f"aichor/{path.name}", expand(path).objects
+        found[f"aichor/{path.name}"] = functools.partial(expand, path)
+    return found
 
 
-RENDERINGS = dict(all_renderings())
+RENDERINGS = renderings()
+
+
+@functools.cache
+def objects_of(label: str) -> list[dict]:
+    return RENDERINGS[label]().objects
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("label", sorted(RENDERINGS))
 def test_every_object_is_valid_for_kubernetes(label, version):
-    for obj in RENDERINGS[label]:
+    for obj in objects_of(label):
         kubernetes_validate.validate(obj, version, strict=True)
 
 
+# `aichor-iac render` of each example, one after the other, in one process of its own
+CLI_RENDERS = """
+import sys
+from aichor_iac.cli import main
+for path in sys.argv[1:]:
+    assert main(["render", path]) == 0
+    print("\\0", flush=True)
+"""
+
+
 def test_two_renders_are_byte_identical():
-    for path in EXAMPLES:
-        first = subprocess.run(
-            [sys.executable, "-m", "aichor_iac.cli", "render", str(path)],
-            capture_output=True,
-            check=True,
-        ).stdout
+    """The CLI in another process (another hash seed) renders each example to the bytes this
+    one does."""
+    paths = [str(path) for path in EXAMPLES]
+    cli = subprocess.run(
+        [sys.executable, "-c", CLI_RENDERS, *paths], capture_output=True, check=True
+    ).stdout
+    for path, first in zip(EXAMPLES, cli.split(b"\0\n")[:-1], strict=True):
         second = output.to_yaml(expand(path, name=None).objects).encode()
-        assert first == second and first
+        assert first == second and first, path
 
 
 def test_service_is_headless_and_resolves_peers_before_ready(render):

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import expand
-from kube import LocalCluster
+from kube import LocalCluster, pod_env
 
 pytestmark = pytest.mark.skipif(
     not LocalCluster.available(),
@@ -24,10 +23,7 @@ R = {"cpus": 1, "ramRatio": 1}
 
 
 # What the test's own interpreter and tools need in the pods, and quick followers.
-ENV = {
-    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    "AICHOR_FOLLOW_INTERVAL": "0.2",
-}
+ENV = pod_env(AICHOR_FOLLOW_INTERVAL="0.2")
 
 
 def objects(operator: str, command: str, spec: dict | None = None, **counts: int | dict) -> list:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import expand
-from kube import LocalCluster
+from kube import LocalCluster, pod_env
 from pulumi_up import Failed, Live, up
 
 from aichor_iac import doors
@@ -96,13 +96,12 @@ def pods_env(tmp_path: Path, kills: str) -> dict[str, str]:
     ckpt = Path("/var/tmp") / f"aichor-ckpt-{os.getpid()}-{time.monotonic_ns()}"
     ckpt.mkdir()
     CHECKPOINTS.append(ckpt)
-    return {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "CKPT": str(ckpt),
-        "KILL_AT": "5",
-        "KILLS": kills,
-        "AICHOR_STOP_GRACE": "5",
-    }
+    return pod_env(
+        CKPT=str(ckpt),
+        KILL_AT="5",
+        KILLS=kills,
+        AICHOR_STOP_GRACE="5",
+    )
 
 
 def run(tmp_path: Path, kills: str, max_restarts: int = 2, evict: str | None = None):
@@ -320,12 +319,11 @@ def test_every_framework_restarts_as_a_group(operator):
     counts, entry, failing, port = SHAPES[operator]
     types = {t: {"count": n, "resources": {"cpus": 1, "ramRatio": 1}} for t, n in counts.items()}
     data = {"spec": {"operator": operator, "image": "i", "command": COMMAND, "types": types}}
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "ENTRY": entry,
-        "FAILING": failing,
-        "PORT_VAR": port or "",
-    }
+    env = pod_env(
+        ENTRY=entry,
+        FAILING=failing,
+        PORT_VAR=port or "",
+    )
     with LocalCluster(expand(data, max_restarts=1).objects, env) as cluster:
         results = cluster.run(timeout=120)
     assert {pod: r.returncode for pod, r in results.items()} == dict.fromkeys(results, 0)

@@ -7,17 +7,15 @@ import asyncio
 import io
 import json
 import os
-import sys
 import threading
 import time
 from contextlib import redirect_stdout
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 import yaml
 from conftest import expand
-from kube import LocalCluster
+from kube import LocalCluster, pod_env
 
 from aichor_iac import doors, engine, kubeapi
 from aichor_iac.cli import main
@@ -29,7 +27,7 @@ from aichor_iac.status import report
 pytestmark = pytest.mark.skipif(
     not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
 )
-ENV = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+ENV = pod_env()
 
 # A PyTorchJob whose master crashes (its replicas restart in place: OnFailure) and whose
 # worker asks for a GPU this machine does not have.
