@@ -59,12 +59,16 @@ def documents(text: str, source: str) -> list[Document]:
     """The YAML documents of a text (empty ones left out), or ManifestError: invalid YAML, a
     key given twice, a NUL, too deep or too large once aliases are expanded."""
     _bounded(len(text.encode("utf-8", "surrogatepass")), source)
+    loader = yaml.SafeLoader(text)  # (parsed once: the nodes give the lines, then the data)
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        nodes = []
+        while loader.check_node():
+            nodes.append(loader.get_node())
         problems = [p for n in nodes for p in _shape_problems(n)]  # before aliases expand
         if problems:
             raise ManifestError(source, problems)
-        data = list(yaml.safe_load_all(text))
+        lines = [_key_lines(n) for n in nodes]  # (before a merge key `<<` is flattened)
+        data = [loader.construct_document(n) for n in nodes]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         reason = getattr(error, "problem", None) or str(error)
@@ -75,9 +79,11 @@ def documents(text: str, source: str) -> list[Document]:
         raise ManifestError(source, [Problem("", f"invalid YAML: {reason}", line)]) from None
     except RecursionError:  # PyYAML's composer recurses once per level
         raise ManifestError(source, [Problem("", f"nested more than {MAX_DEPTH} levels")]) from None
+    finally:
+        loader.dispose()
     return [  # an empty document (`---` then nothing) is no document
-        Document(d, _key_lines(n), n.start_mark.line + 1)
-        for d, n in zip(data, nodes, strict=True)
+        Document(d, key_lines, n.start_mark.line + 1)
+        for d, key_lines, n in zip(data, lines, nodes, strict=True)
         if d is not None
     ]
 

@@ -6,7 +6,7 @@ namespace or cluster domain is refused before any script is written."""
 
 from __future__ import annotations
 
-import json
+import ast
 import os
 import shlex
 import subprocess
@@ -42,6 +42,14 @@ def program(plan, role: str) -> str:
     return next(g.program for g in plan.groups if g.role == role)
 
 
+# A `ray` that prints the arguments it was given, escaped (`python3 -S`: no site, quick)
+ECHO_ARGV = "python3 -S -c 'import sys; print(ascii(sys.argv[1:]))' \"$@\""
+
+
+def argv_of(result: subprocess.CompletedProcess) -> list[str]:
+    return ast.literal_eval(result.stdout.splitlines()[-1])
+
+
 def shim(directory: Path, name: str, body: str) -> None:
     """A stand-in for a tool of the image, first on PATH."""
     path = directory / name
@@ -63,10 +71,10 @@ def run(shell: str, script: str, directory: Path) -> subprocess.CompletedProcess
 def test_a_ray_start_param_reaches_ray_start_as_one_argument(value, tail, tmp_path):
     value = value + tail
     head = program(ray_plan(**{"plasma-directory": value}), "head")
-    shim(tmp_path, "ray", "python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \"$@\"")
+    shim(tmp_path, "ray", ECHO_ARGV)
     for shell in SHELLS:
         result = run(shell, head, tmp_path)
-        argv = json.loads(result.stdout.splitlines()[-1])
+        argv = argv_of(result)
         assert f"--plasma-directory={value}" in argv, (shell, result.stderr)
         assert "--node-ip-address=10.0.0.1" in argv  # the pod's own env still expands
         assert sorted(os.listdir(tmp_path)) == ["ray"]  # nothing else ran (no file made)
@@ -96,9 +104,9 @@ def test_a_kuberay_ray_start_param_runs_nothing(value, tail, quoted, tmp_path):
         assert not quoted and "rayStartParams.temp-dir" in str(error)
         return
     head = program(planning.blueprint(model, Settings(), "exp").plan, "head")
-    shim(tmp_path, "ray", "python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \"$@\"")
+    shim(tmp_path, "ray", ECHO_ARGV)
     result = run("/bin/sh", head, tmp_path)
-    argv = json.loads(result.stdout.splitlines()[-1])
+    argv = argv_of(result)
     if text.lower() in ("true", "false"):  # a switch, as written (KubeRay's convertParamMap)
         given = [word for word in argv if word.startswith("--temp-dir")]
         assert given == (["--temp-dir"] if text.lower() == "true" else [])
