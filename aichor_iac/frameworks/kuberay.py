@@ -19,10 +19,10 @@ from .ray import (
     DASHBOARD,
     GCS,
     HEAD_GROUP,
-    SUBMITTER,
     kuberay_env,
     retried,
     submit,
+    submitter,
 )
 
 ULIMIT = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}"  # before KubeRay's `ray start`
@@ -179,7 +179,7 @@ def _submitter(cluster: _Cluster, expected: int, after: tuple[str, ...]) -> Grou
     return Group(
         role="submitter",
         replica_type="Submitter",
-        spec=SUBMITTER,
+        spec=submitter(),
         env=(
             Env("PYTHONUNBUFFERED", "1"),
             Env("RAY_DASHBOARD_ADDRESS", dashboard),

@@ -16,6 +16,7 @@ later; earlier 2.x releases ignore it) otherwise.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shlex
@@ -40,8 +41,13 @@ HEAD_FLAGS = {
 }
 EVERY_NODE = '""'  # the kuberay entrypoint runs on the head: every node counts
 
-# What the kuberay submitter asks for (KubeRay's default submitter: 500m CPU, 1Gi).
-SUBMITTER = ReplicaType.model_validate({"count": 1, "resources": {"cpus": 0.5, "memory": 1}})
+
+@functools.cache
+def submitter() -> ReplicaType:
+    """What the kuberay submitter asks for (KubeRay's default submitter: 500m CPU, 1Gi); made
+    when first asked, not when a validation imports this module."""
+    return ReplicaType.model_validate({"count": 1, "resources": {"cpus": 0.5, "memory": 1}})
+
 
 # The job's wait: until `expected` nodes other than this one are alive, logged, bounded.
 # argv: expected node count, this node's IP ("" counts every node), deadline in seconds.
@@ -226,7 +232,7 @@ def _submitter(cluster: _Cluster, expected: int) -> Group:
     return Group(
         role="submitter",
         replica_type="Submitter",
-        spec=SUBMITTER,
+        spec=submitter(),
         env=(*cluster.env, *submitter_env),
         waits_for=(Endpoint(cluster.head_host, DASHBOARD),),
         program=program,

@@ -29,7 +29,6 @@ from ..problems import ManifestError, Problem
 from ..problems import located as at_lines
 from .errors import problem as pydantic_problem
 
-IMAGE = TypeAdapter(Image)
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the label that queues a workload in Kueue
 M = TypeVar("M", bound=BaseModel)
 S = TypeVar("S", bound=BaseModel)
@@ -131,6 +130,12 @@ def parsed(model: type[M], data: Any, prefix: tuple[str, ...], fail: Any) -> M:
         raise fail([located(e, model, prefix) for e in error.errors()]) from None
 
 
+@functools.cache
+def _image() -> TypeAdapter:
+    """The image rules a manifest's image is held to (built when a pod template is read)."""
+    return TypeAdapter(Image)
+
+
 def template_problems(template: dict[str, Any], where: str) -> list[Problem]:
     """What makes a pod template unusable: fields a template does not have, a break of the
     strict OpenAPI schema, containers without name or image, images the API server refuses,
@@ -162,7 +167,7 @@ def template_problems(template: dict[str, Any], where: str) -> list[Problem]:
     problems = []
     for i, c in enumerate(containers):  # the image rules a manifest's image is held to
         try:
-            IMAGE.validate_python(c["image"])
+            _image().validate_python(c["image"])
         except ValidationError as invalid_image:
             reason = invalid_image.errors()[0]["msg"].removeprefix("Value error, ")
             problems.append(Problem(f"{where}.spec.containers.{i}.image", reason))
