@@ -298,9 +298,10 @@ class Model:
 class Live:
     """The cluster's answers from real processes: `aichor_iac/local.py`'s `LocalCluster` runs each
     Job's pods from the moment `up()` creates it. Nothing can change any more once no pod has
-    changed state (and `up()` has created or seen nothing new) for `stall` seconds."""
+    changed state (and `up()` has created or seen nothing new) for `stall` seconds (a minute
+    unless a case says: a restart's stop and a framework's start can take 20 s on busy cores)."""
 
-    def __init__(self, local: Any, stall: float = 20.0) -> None:
+    def __init__(self, local: Any, stall: float = 60.0) -> None:
         self.local, self.stall = local, stall
         self.last_change, self.seen = time.monotonic(), dict(local.state)
 
