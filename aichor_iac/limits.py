@@ -421,7 +421,7 @@ def check(objects: list[dict[str, Any]]) -> list[str]:
 def violations(obj: dict[str, Any]) -> Iterator[tuple[Rule, str, str]]:
     """(rule, path, what is wrong) for every place where `obj` breaks a rule."""
     kind = obj.get("kind", "")
-    keyed: dict[str, list[tuple[int, str, Any]]] | None = None  # (walked once, for every `**`)
+    keyed: Keyed | None = None  # (walked once, for every `**`)
     for rule in RULES:
         if rule.kinds and kind not in rule.kinds:
             continue
@@ -436,10 +436,14 @@ def violations(obj: dict[str, Any]) -> Iterator[tuple[Rule, str, str]]:
                 yield rule, where, wrong
 
 
-def _keyed(obj: Any) -> dict[str, list[tuple[int, str, Any]]]:
-    """Every map entry at any depth of `obj`, by key: (its map's rank in a walk from the top,
-    its path, its value)."""
-    keyed: dict[str, list[tuple[int, str, Any]]] = {}
+# Every map entry of an object at any depth, by key: (its map's rank in a walk from the top,
+# its path, its value).
+Keyed = dict[str, list[tuple[int, str, Any]]]
+
+
+def _keyed(obj: Any) -> Keyed:
+    """`obj`'s map entries as `Keyed`."""
+    keyed: Keyed = {}
     pending = [("", obj)]
     rank = 0
     while pending:  # (depth first, children in order: the walk `_reach` makes)
@@ -452,9 +456,7 @@ def _keyed(obj: Any) -> dict[str, list[tuple[int, str, Any]]]:
     return keyed
 
 
-def _anywhere(
-    keyed: dict[str, list[tuple[int, str, Any]]], steps: list[str]
-) -> Iterator[tuple[str, Any]]:
+def _anywhere(keyed: Keyed, steps: list[str]) -> Iterator[tuple[str, Any]]:
     """`_reach` of `**.steps`: the first step's keys wherever they are, in the walk's order
     (within a map, in the order the step names them)."""
     keys = steps[0].split("|")

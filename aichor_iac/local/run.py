@@ -157,9 +157,7 @@ def base_env(masked: bool = False) -> dict[str, str]:
     env = {
         "PATH": path,
         "HOME": os.environ.get("HOME", "/"),
-        # A Ray node stopped here (its job has ended, or its group restarts) has nothing to
-        # drain: Ray's TERM handler would wait up to 30 s for it (ray/_private/node.py). A
-        # pod's own env still wins.
+        # (a Ray node stopped here has nothing to drain: Ray's TERM would wait up to 30 s)
         "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
     }
     if masked and glob.glob("/dev/nvidia[0-9]*"):
