@@ -121,7 +121,7 @@ class _Monitor(pulumi_mocks.MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
-        if request.type == "pulumi:pulumi:Stack":  # registered once per process, not per run
+        if request.type == "pulumi:pulumi:Stack":  # the program's root, not one of its own
             return response
         timeouts = request.customTimeouts
         self.registrations.append(
@@ -158,6 +158,9 @@ def run(
     recorder = _Recorder()
     monitor = _Monitor(recorder)
     logs = _Logs()
+    # A root stack of this run's own: set_mocks keeps the process's first one, whose URN
+    # would name the stack of the first rendering as the parent of every later one.
+    pulumi.runtime.reset_options(project=PROJECT, stack=stack)
     pulumi.runtime.set_mocks(
         recorder, project=PROJECT, stack=stack, preview=False, monitor=monitor, logger=logs.logger
     )

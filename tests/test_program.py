@@ -81,6 +81,15 @@ def test_main_and_cli_render_the_same_objects(monkeypatch):
     assert program.objects == render(ROOT / "examples/pytorch.yaml", settings=settings, stack=stack)
 
 
+def test_each_rendering_in_a_process_has_its_own_stacks_root():
+    # Renderings of several stacks in one process (a notebook, a test run): each top
+    # component's parent is its own stack's root, whatever was rendered before it.
+    model = doors.load(ROOT / "examples/pytorch.yaml")
+    for stack in ("first", "second", "first"):
+        (top, *_) = engine.expand(model, stack=stack).resources
+        assert top.parent == f"urn:pulumi:{stack}::aichor::pulumi:pulumi:Stack::aichor-{stack}"
+
+
 def test_every_example_has_a_stack():
     assert sorted(p.stem for p in EXAMPLES) == sorted(
         p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS
