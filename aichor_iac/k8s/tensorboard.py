@@ -70,11 +70,15 @@ http.server.ThreadingHTTPServer(("0.0.0.0", port), Receiver).serve_forever()
 # The replica's sidecar: every few seconds, and a last time when the pod stops (TERM), send
 # the bytes added to each file under the log directory to the receiver.
 # argv: log directory, receiver URL, interval, seconds allowed for the last round.
+# The TERM handler comes first: a container's first process ignores a signal it does not
+# handle, and a main container that ends at once sends TERM while urllib is still importing.
 SHIPPER = """\
-import os, signal, sys, time, urllib.error, urllib.parse, urllib.request
-root, url, interval, final = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-sent, stopping, warned = {}, [], set()
+import signal
+stopping = []
 signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+import os, sys, time, urllib.error, urllib.parse, urllib.request
+root, url, interval, final = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+sent, warned = {}, set()
 print(f"aichor: shipping TensorBoard logs from {root} to {url}", flush=True)
 
 def ship():

@@ -71,7 +71,8 @@ class LocalCluster:
         self.services = [o for o in objects if o["kind"] == "Service"]
         self.env = env
         self.on_line = on_line  # (pod[/container], line) as each line is printed
-        self.tails: list[threading.Thread] = []  # the threads handing lines to on_line
+        # each container's process and the thread handing its lines to on_line
+        self.tails: list[tuple[subprocess.Popen, threading.Thread]] = []
         self.workdir = workdir or Path.cwd()  # where commands run (an image's working dir)
         self.entrypoints = entrypoints or {}  # image -> what it runs without a command
         self.results: dict[str, subprocess.CompletedProcess] = {}
@@ -155,8 +156,9 @@ class LocalCluster:
         for threads in list(self.started.values()):
             for thread in threads:
                 thread.join(timeout)
-        for tail in list(self.tails):
-            tail.join(5)
+        for process, tail in list(self.tails):
+            if process.poll() is not None:  # (a server's container runs until the cluster is left)
+                tail.join(5)
 
     def start(
         self, name: str, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
@@ -367,7 +369,7 @@ class LocalCluster:
         tail = threading.Thread(target=containers.tail, args=args, daemon=True)
         tail.start()
         with self.lock:
-            self.tails.append(tail)
+            self.tails.append((process, tail))
         return process
 
     def _kill(self, pod: str) -> None:

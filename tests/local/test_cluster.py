@@ -354,3 +354,29 @@ def test_pytorchjob_custom_resource_runs_gloo_all_reduce():
         results = cluster.run()
     lines = printed(results, "rank")
     assert sorted(lines.values()) == [f"rank {r} of 3 sum 6.0" for r in range(3)]
+
+
+def test_settling_waits_for_the_lines_of_ended_containers_not_for_servers():
+    # A run ends once its Jobs have: the lines of their containers are all handed on, while
+    # a Deployment's server (TensorBoard) runs on until the cluster is left, unwaited for.
+    class Container:
+        def __init__(self, ended: bool) -> None:
+            self.ended = ended
+
+        def poll(self) -> int | None:
+            return 0 if self.ended else None
+
+    joined = []
+
+    class Tail:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def join(self, timeout: float) -> None:
+            joined.append(self.name)
+
+    cluster = LocalCluster.__new__(LocalCluster)
+    cluster.started = {}
+    cluster.tails = [(Container(True), Tail("job")), (Container(False), Tail("server"))]
+    cluster.settle(timeout=1)
+    assert joined == ["job"]

@@ -253,7 +253,9 @@ def test_commands_run_in_the_manifests_directory(
                 f"shards-shard-{j}-{s} processed job {j + 1} (index {j} of its type), shard {s}"
                 for j in range(2)
                 for s in range(2)
-            ],
+            ]
+            # each replica's sidecar heeds the TERM that follows its main container's end
+            + ["shards-heavy-0-0/tensorboard-logs aichor: shipped "],
         ),
         (  # examples/train_mpi.py: mpirun over ssh, 2 ranks per worker, gradients all-reduced
             "mpi",
