@@ -17,6 +17,7 @@ from test_mpi import validate
 
 from aichor_iac import doors, engine
 from aichor_iac.frameworks import ray as ray_framework
+from aichor_iac.k8s.regroup import GAVE_UP
 
 EXAMPLES = {"ray": ROOT / "examples" / "ray.yaml", "kuberay": ROOT / "examples" / "kuberay.yaml"}
 HEAD = "exp-head.default.svc.cluster.local"
@@ -315,78 +316,74 @@ def run_cluster(
         return cluster.run(timeout=300, held=held)
 
 
-# (a client with a wrong token is refused at once; RAY_gcs_server_port_wait_time_s: it does
-# not try again for Ray's 20 s)
-CHECK = """\
+# Each attempt checks the cluster: a client with a wrong token is refused at once
+# (RAY_gcs_server_port_wait_time_s: it does not try again for Ray's 20 s), a bare ray.init()
+# reaches every node and the pool's custom resource. Attempt 0 then fails.
+ATTEMPT = """\
 out=$(RAY_AUTH_TOKEN=wrong-token-wrong-token RAY_gcs_server_port_wait_time_s=2 \\
   timeout 120 python3 -c 'import ray; ray.init()' 2>&1)
 case $out in *uthentication*) echo "refused without the token";; *) echo "unprotected: $out";; esac
-python3 -c 'import ray; ray.init(); print("cpu-pool", ray.cluster_resources().get("cpu-pool"))'
+python3 -c 'import ray; ray.init(); print("nodes", len(ray.nodes()), "cpu-pool", ray.cluster_resources().get("cpu-pool"))'
+echo "attempt $AICHOR_RESTART_ATTEMPT"; [ "$AICHOR_RESTART_ATTEMPT" != 0 ] || exit 3
 """
 
 
 @real
-def test_real_ray_job_waits_for_every_node_then_the_cluster_ends():
-    # The pool's pod stays pending (a node scaling up) until the job has seen the cluster
-    # incomplete: the job must wait for it.
-    results = run_cluster("ray", CHECK, held={"exp-cpu-pool-0": ("exp-job-0", "retrying in 2s")})
+def test_real_ray_job_waits_for_every_node_and_restarts_with_its_cluster():
+    """The pool's pod stays pending (a node scaling up) until the job has seen the cluster
+    incomplete: the job must wait for it. The job fails in attempt 0: the head, the pool and
+    the job start again in their pods, the head's Ray processes stopped first, and attempt 1
+    runs on a fresh cluster of every node; then the cluster stops, the job having ended."""
+    held = {"exp-cpu-pool-0": ("exp-job-0", "retrying in 2s")}
+    results = run_cluster("ray", ATTEMPT, held=held, max_restarts=1)
     job = results["exp-job-0"]
-    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    out = job.stdout
+    assert job.returncode == 0, out[-3000:] + job.stderr[-3000:]
+    before, _, after = out.partition("restart attempt 1 (1 of 1 counted)")
     address = f"ray_address={HEAD}:6379"
-    assert f"{address}, node_count=1, expected_node_count=2" in job.stdout
-    assert "retrying in 2s" in job.stdout
-    assert f"{address}, node_count=2, expected_node_count=2" in job.stdout
-    assert "refused without the token" in job.stdout
-    assert "cpu-pool 1.0" in job.stdout  # a bare ray.init() reached the pool's custom resource
-    for pod in ("exp-head-0", "exp-cpu-pool-0"):  # the cluster stops once the job has ended
+    assert f"{address}, node_count=1, expected_node_count=2" in before, out[-3000:]
+    assert "retrying in 2s" in before
+    for attempt, lines in enumerate((before, after)):
+        assert f"{address}, node_count=2, expected_node_count=2" in lines, out[-3000:]
+        assert "refused without the token" in lines
+        assert "nodes 3 cpu-pool 1.0" in lines  # the head, the pool, the job's own node
+        assert f"attempt {attempt}" in lines
+    for pod in ("exp-head-0", "exp-cpu-pool-0"):
         assert results[pod].returncode == 0, results[pod].stderr[-3000:]
-        assert "exp-job-0.exp.default.svc.cluster.local (it has ended)" in results[pod].stdout
+        assert "restart attempt 1" in results[pod].stdout
+        assert "exp-job-0.exp.default.svc.cluster.local has ended" in results[pod].stdout
 
 
 # Pulumi creates the pools once the head is Ready; here every pod shares two CPUs, so the pool
 # waits until the head's `ray start` has finished: Ray gives a new node's raylet a fixed 30 s to
 # register, which a head still starting its dashboard and agents can make it miss.
 HEAD_STARTED = {"exp-cpu-pool-0": ("exp-head-0", "Running subprocesses are monitored")}
-
-
-@real
-def test_real_kuberay_submitter_fails_when_the_ray_job_fails():
-    results = run_cluster(
-        "kuberay", "python3 -c 'import ray; ray.init()' && exit 3", held=HEAD_STARTED
-    )
-    submitter = results["exp-submitter-0"]
-    assert submitter.returncode == 1, submitter.stdout[-3000:] + submitter.stderr[-3000:]
-    assert "aichor: submitted Ray job exp" in submitter.stdout
-    assert "expected_node_count=2" in submitter.stdout  # the wait ran on the head
-    assert "aichor: Ray job exp FAILED" in submitter.stdout
-    for pod in ("exp-head-0", "exp-cpu-pool-0"):
-        assert results[pod].returncode == 0, results[pod].stderr[-3000:]
-        assert "(it has ended); stopping this replica" in results[pod].stdout
-
-
-AGAIN = """\
+FAILING = """\
 python3 -c 'import ray; ray.init(); print("nodes", len(ray.nodes()))'
-echo "attempt $AICHOR_RESTART_ATTEMPT"; [ "$AICHOR_RESTART_ATTEMPT" != 0 ] || exit 3
+echo "attempt $AICHOR_RESTART_ATTEMPT"; exit 3
 """
 
 
 @real
-@pytest.mark.parametrize("operator", ["ray", "kuberay"])
-def test_real_ray_cluster_restarts_with_its_job(operator):
-    """The job fails in attempt 0: the head, the pool and the job (KubeRay: the submitter)
-    start again in their pods, the head's Ray processes stopped first, and attempt 1 runs
-    on a fresh cluster of every node."""
-    results = run_cluster(operator, AGAIN, held=HEAD_STARTED, max_restarts=1)
-    entry = results["exp-job-0" if operator == "ray" else "exp-submitter-0"]
-    out = entry.stdout
-    assert entry.returncode == 0, out[-3000:] + entry.stderr[-3000:]
+def test_real_kuberay_cluster_restarts_with_its_job_then_the_submitter_fails_with_it():
+    """The Ray job fails in each attempt: after attempt 0 the head, the pool and the
+    submitter start again, and attempt 1 runs on a fresh cluster of every node; its failure
+    is the experiment's: the submitter gives up, and the cluster with it."""
+    results = run_cluster("kuberay", FAILING, held=HEAD_STARTED, max_restarts=1)
+    submitter = results["exp-submitter-0"]
+    out = submitter.stdout
+    assert submitter.returncode == GAVE_UP, out[-3000:] + submitter.stderr[-3000:]
     before, _, after = out.partition("restart attempt 1 (1 of 1 counted)")
-    nodes = "nodes 3" if operator == "ray" else "nodes 2"  # (every node joined, each time)
-    assert nodes in before and "attempt 0" in before, out[-3000:]
-    assert nodes in after and "attempt 1" in after, out[-3000:]
-    for pod in ("exp-head-0", "exp-cpu-pool-0"):
-        assert results[pod].returncode == 0, results[pod].stdout[-3000:]
+    for attempt, lines in enumerate((before, after)):
+        assert "aichor: submitted Ray job exp" in lines, out[-3000:]
+        assert "expected_node_count=2" in lines  # the wait ran on the head
+        assert "nodes 2" in lines and f"attempt {attempt}" in lines  # every node joined
+        assert "aichor: Ray job exp FAILED" in lines
+    assert "aichor: the experiment has failed" in after
+    for pod in ("exp-head-0", "exp-cpu-pool-0"):  # the group's failure is every replica's
+        assert results[pod].returncode == GAVE_UP, results[pod].stdout[-3000:]
         assert "restart attempt 1" in results[pod].stdout
+        assert "aichor: the experiment has failed" in results[pod].stdout
 
 
 @pytest.mark.parametrize(
