@@ -27,6 +27,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from .places import Places
+
 # Numbers.
 INT32 = 2**31 - 1  # int32 fields: ports, counts, probe periods, backoffLimit, ...
 MAX_INDEXED = 100_000  # completions and parallelism of an Indexed Job
@@ -147,10 +149,8 @@ Image = Annotated[
 
 @dataclass(frozen=True)
 class Rule:
-    """`test` applied at every place `path` reaches in an object of one of `kinds` (all when
-    empty); it returns what is wrong, or None. Path steps: a key, or keys `a|b`; `*` every list
-    item or map value; `~` every map key (the value tested is the key); a leading `**.` any depth
-    (then a key or keys)."""
+    """`test` applied at every place `path` reaches (`places.Places`) in an object of one of
+    `kinds` (all when empty); it returns what is wrong, or None."""
 
     path: str
     test: Callable[[Any], str | None]
@@ -421,82 +421,13 @@ def check(objects: list[dict[str, Any]]) -> list[str]:
 def violations(obj: dict[str, Any]) -> Iterator[tuple[Rule, str, str]]:
     """(rule, path, what is wrong) for every place where `obj` breaks a rule."""
     kind = obj.get("kind", "")
-    keyed: Keyed | None = None  # (walked once, for every `**`)
+    places = Places(obj)
     for rule in RULES:
         if rule.kinds and kind not in rule.kinds:
             continue
-        steps = rule.path.split(".") if rule.path else []
-        if steps[:1] == ["**"]:
-            keyed = _keyed(obj) if keyed is None else keyed
-            places = _anywhere(keyed, steps[1:])
-        else:
-            places = _reach(obj, steps, "")
-        for where, value in places:
+        for where, value in places.of(rule.path):
             if (wrong := rule.test(value)) is not None:
                 yield rule, where, wrong
-
-
-# Every map entry of an object at any depth, by key: (its map's rank in a walk from the top,
-# its path, its value).
-Keyed = dict[str, list[tuple[int, str, Any]]]
-
-
-def _keyed(obj: Any) -> Keyed:
-    """`obj`'s map entries as `Keyed`."""
-    keyed: Keyed = {}
-    pending = [("", obj)]
-    rank = 0
-    while pending:  # (depth first, children in order: the walk `_reach` makes)
-        where, node = pending.pop()
-        if isinstance(node, dict):
-            for key, value in node.items():
-                keyed.setdefault(key, []).append((rank, _join(where, key), value))
-        pending.extend(reversed(list(_children(node, where))))
-        rank += 1
-    return keyed
-
-
-def _anywhere(keyed: Keyed, steps: list[str]) -> Iterator[tuple[str, Any]]:
-    """`_reach` of `**.steps`: the first step's keys wherever they are, in the walk's order
-    (within a map, in the order the step names them)."""
-    keys = steps[0].split("|")
-    found = [
-        (rank, keys.index(k), where, value) for k in keys for rank, where, value in keyed.get(k, ())
-    ]
-    for _, _, where, value in sorted(found, key=lambda entry: entry[:2]):
-        yield from _reach(value, steps[1:], where)
-
-
-def _reach(node: Any, steps: list[str], where: str) -> Iterator[tuple[str, Any]]:
-    """(path, value) of every place the steps lead to from `node`."""
-    if not steps:
-        yield where, node
-        return
-    step, rest = steps[0], steps[1:]
-    if step == "*":
-        for path, child in _children(node, where):
-            yield from _reach(child, rest, path)
-    elif step == "~":
-        if isinstance(node, dict):
-            yield from ((f"{where}[{key!r}]", key) for key in node)
-    elif isinstance(node, dict):
-        for key in step.split("|"):
-            if key in node:
-                yield from _reach(node[key], rest, _join(where, key))
-
-
-def _children(node: Any, where: str) -> Iterator[tuple[str, Any]]:
-    """A list's items (named by their `name` where they have one) or a map's values."""
-    if isinstance(node, dict):
-        yield from ((_join(where, key), value) for key, value in node.items())
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            name = item.get("name") if isinstance(item, dict) else None
-            yield f"{where}[{name if isinstance(name, str) else i}]", item
-
-
-def _join(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
 
 
 SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
