@@ -20,7 +20,7 @@ MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 500, 150, 60
 # A name is a module or a package (all of its modules).
 FLOORS: tuple[tuple[str, ...], ...] = (
     # rules and words every floor uses
-    ("limits", "naming", "problems", "output", "changes", "awaits"),
+    ("limits", "places", "naming", "problems", "output", "changes", "awaits"),
     ("experiment", "settings"),  # the neutral experiment and the stack's settings
     ("reading", "frameworks"),  # reading input below the doors; each framework's plan
     ("doors", "planning", "failures", "gangs"),  # front doors; an experiment's plan, gang, restart
