@@ -1,5 +1,5 @@
 """What this machine must have for a local run (Linux, root or user namespaces, iproute2,
-util-linux), and the refusal when it does not."""
+util-linux), the refusal when it does not, and a user namespace's own root."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 
 class LocalUnavailable(RuntimeError):
@@ -58,3 +59,27 @@ def network_namespaces() -> bool:
     if made:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
     return made
+
+
+def own_root(root: Path) -> None:
+    """Change root to a tmpfs holding a bind mount of each entry of `/` (an empty tmpfs at
+    /run, for `ip netns`): this namespace's root may then make directories at the top, where volumes
+    are mounted. The tmpfs is unbindable, so that binding /var (where it is) skips it."""
+    subprocess.run(["mount", "-t", "tmpfs", "aichor-root", root], check=True)
+    subprocess.run(["mount", "--make-unbindable", root], check=True)
+    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+        target = root / entry.name
+        if entry.is_symlink():
+            target.symlink_to(os.readlink(entry.path))
+        elif entry.name == "run":  # (a mount of its own: `ip netns` binds /run/netns)
+            target.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "aichor-run", target], check=True)
+        elif not entry.is_dir():
+            target.touch()
+            subprocess.run(["mount", "--bind", entry.path, target], check=True)
+        else:
+            target.mkdir()
+            subprocess.run(["mount", "--rbind", entry.path, target], check=True)
+    cwd = os.getcwd()
+    os.chroot(root)
+    os.chdir(cwd)

@@ -397,7 +397,7 @@ def _child(root: str) -> None:
         with lock:
             print(json.dumps(message), flush=True)
 
-    _own_root(Path(root))
+    host.own_root(Path(root))
     try:
         status, failed = run.drive(
             lambda pod, line: send("line", pod, line),
@@ -409,30 +409,6 @@ def _child(root: str) -> None:
         send("unavailable", str(error))
         status = 2
     sys.exit(status)
-
-
-def _own_root(root: Path) -> None:
-    """Change root to a tmpfs holding a bind mount of each entry of `/` (an empty tmpfs at
-    /run, for `ip netns`): this namespace's root may then make directories at the top, where volumes
-    are mounted. The tmpfs is unbindable, so that binding /var (where it is) skips it."""
-    subprocess.run(["mount", "-t", "tmpfs", "aichor-root", root], check=True)
-    subprocess.run(["mount", "--make-unbindable", root], check=True)
-    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-        target = root / entry.name
-        if entry.is_symlink():
-            target.symlink_to(os.readlink(entry.path))
-        elif entry.name == "run":  # (a mount of its own: `ip netns` binds /run/netns)
-            target.mkdir()
-            subprocess.run(["mount", "-t", "tmpfs", "aichor-run", target], check=True)
-        elif not entry.is_dir():
-            target.touch()
-            subprocess.run(["mount", "--bind", entry.path, target], check=True)
-        else:
-            target.mkdir()
-            subprocess.run(["mount", "--rbind", entry.path, target], check=True)
-    cwd = os.getcwd()
-    os.chroot(root)
-    os.chdir(cwd)
 
 
 @contextlib.contextmanager
