@@ -131,11 +131,17 @@ def test_logs_interleave_the_pods_in_time_order_and_status_reads_a_local_run(tmp
         for job in ("obs-master", "obs-worker"):
             cluster.start(job)
         with announce(name, api.url, api.namespace):
-            until(lambda: "tick 2 from 2" in cluster.logs("obs-worker-1", "pytorch"), 30)
-            out = io.StringIO()
-            with redirect_stdout(out):
-                assert main(["logs", "--local", str(path), "--name", name]) == 0
-            ticks = [line for line in out.getvalue().splitlines() if " tick " in line]
+
+            def every_tick() -> list[str] | None:
+                """The ticks `logs` shows, once it shows all 9: the API serves a line once the
+                kubelet's log has it, a moment after it is printed."""
+                out = io.StringIO()
+                with redirect_stdout(out):
+                    assert main(["logs", "--local", str(path), "--name", name]) == 0
+                found = [line for line in out.getvalue().splitlines() if " tick " in line]
+                return found if len(found) == 9 else None
+
+            ticks = until(every_tick, 30)
             pods = ["obs-master-0", "obs-worker-0", "obs-worker-1"]
             assert ticks == [f"{pods[m]} tick {t} from {m}" for t in range(3) for m in range(3)]
             out = io.StringIO()
