@@ -74,7 +74,7 @@ class ExperimentComponent(pulumi.ComponentResource):
                 f"{type(self).__name__} runs operator {', '.join(self.OPERATORS)}, not "
                 f"'{operator}': use components.experiment() to pick the component"
             )
-        settings = settings or Settings()
+        settings = settings or Settings.default()
         # Every problem is raised here, before anything is registered: nothing is half-created.
         ctx = Context(planning.blueprint(manifest, settings, name))
         children = layout.checked(ctx, settings.create_namespace)

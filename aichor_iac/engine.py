@@ -194,7 +194,7 @@ def expand(
     """The experiment's resources, exactly as `__main__.py` would create them."""
     from .components import experiment
 
-    settings = settings or Settings()
+    settings = settings or Settings.default()
     experiment_name = name or settings.experiment_name or manifest.name_in(stack)
     return run(lambda: experiment(experiment_name, manifest, settings).outputs, stack)
 
@@ -209,7 +209,7 @@ def render(
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object for the manifest (a model or a path), in creation order."""
     manifest = doors.experiment_of(manifest)
-    settings = settings or Settings()
+    settings = settings or Settings.default()
     if namespace:
         settings = settings.updated("namespace", namespace=namespace)
     return expand(manifest, settings, stack, name).objects

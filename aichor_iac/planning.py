@@ -99,7 +99,7 @@ class Blueprint:
 def blueprint(manifest: Experiment, settings: Settings | None = None, name: str = "") -> Blueprint:
     """The experiment named `name` (shortened if host names derived from it would not be DNS
     labels), or ManifestError naming each problem with the manifest's file and line."""
-    settings = settings or Settings()
+    settings = settings or Settings.default()
     spec = manifest.spec
     planner = PLANNERS[spec.operator]
     draft = planner(spec, Names("x", settings.namespace, settings.cluster_domain))

@@ -301,6 +301,12 @@ class Settings(Security, Network, Scheduling, Storage, Platform, Failures, Waiti
     """Everything about an experiment that is not in its manifest: the stack's `aichor:*`
     config, one concern per base class."""
 
+    @classmethod
+    def default(cls) -> Settings:
+        """What a stack that sets nothing gets: `Settings()`, without building the validator
+        (`validate` and `render` without a stack config need none)."""
+        return cls.model_construct()
+
     def updated(self, source: str = "command line", **changes: Any) -> Settings:
         """A copy with `changes`, validated as the stack config is (`model_copy` is not)."""
         data = self.model_dump(by_alias=True)  # aliases: errors name the `aichor:` keys

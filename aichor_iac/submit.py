@@ -49,7 +49,7 @@ def up(
     from .planning import blueprint
 
     manifest = experiment_of(experiment)
-    settings = settings or Settings()
+    settings = settings or Settings.default()
     experiment_name = name or settings.experiment_name or manifest.name_in(stack)
     # ManifestError now, naming every problem, rather than from inside the CLI's run.
     layout.checked(Context(blueprint(manifest, settings, experiment_name)))

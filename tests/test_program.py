@@ -15,7 +15,7 @@ import yaml
 from conftest import EXAMPLES, ROOT, expand, pytorch_manifest
 
 from aichor_iac import cli, doors, engine, render
-from aichor_iac.settings import CONFIG_KEYS, Settings, load_stack_file
+from aichor_iac.settings import CONFIG_KEYS, Settings, from_config, load_stack_file
 
 OUTPUTS = [
     "experiment",
@@ -88,6 +88,14 @@ def test_each_rendering_in_a_process_has_its_own_stacks_root():
     for stack in ("first", "second", "first"):
         (top, *_) = engine.expand(model, stack=stack).resources
         assert top.parent == f"urn:pulumi:{stack}::aichor::pulumi:pulumi:Stack::aichor-{stack}"
+
+
+def test_the_default_settings_are_those_of_an_empty_stack_config():
+    # (made without building the validator: `Settings.default`)
+    default = Settings.default()
+    assert default == Settings() == from_config({})
+    assert default.model_dump() == Settings().model_dump()
+    assert default.model_fields_set == Settings().model_fields_set == set()
 
 
 def test_every_example_has_a_stack():

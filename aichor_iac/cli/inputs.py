@@ -28,7 +28,7 @@ class Inputs:
 def inputs_of(args: argparse.Namespace) -> Inputs:
     """The manifest (MANIFEST, else the stack's aichor:manifest), the settings, the
     experiment's name and the stack the options give."""
-    settings, stack = Settings(), "dev"
+    settings, stack = Settings.default(), "dev"
     if args.stack_config:
         settings, stack = load_stack_file(args.stack_config)
     if args.namespace:

@@ -8,9 +8,11 @@ import shutil
 import textwrap
 from typing import Any
 
-import shtab
-
 from . import commands, observe
+
+# What an argument completes to (shtab's FILE or DIRECTORY, looked up when a completion script
+# is asked for: shtab and the logging it imports cost every command 7 ms)
+FILE, DIRECTORY = "FILE", "DIRECTORY"
 
 EXAMPLES = {
     "validate": """
@@ -152,7 +154,7 @@ class _Commands:
         if manifest:
             sub.add_argument(
                 "manifest", metavar="MANIFEST", nargs="?", help=manifest
-            ).complete = shtab.FILE
+            ).complete = FILE
         sub.set_defaults(handler=handler)
         return sub
 
@@ -162,7 +164,7 @@ def _stack_options(sub: argparse.ArgumentParser) -> None:
         "--stack-config",
         metavar="FILE",
         help="a Pulumi.<stack>.yaml to take aichor:* settings and the stack name from",
-    ).complete = shtab.FILE
+    ).complete = FILE
     sub.add_argument(
         "--name",
         help="experiment name (default: stack config, manifest name, else the stack name)",
@@ -177,7 +179,7 @@ def _render_options(sub: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write one file per object into DIR instead (removing the files an "
         "earlier render wrote there)",
-    ).complete = shtab.DIRECTORY
+    ).complete = DIRECTORY
 
 
 def _preview_options(sub: argparse.ArgumentParser) -> None:
@@ -186,7 +188,7 @@ def _preview_options(sub: argparse.ArgumentParser) -> None:
         metavar="OLD",
         help="compare with OLD (a manifest, or a directory render -o wrote): create, "
         "update, replace or delete, and each field that changes",
-    ).complete = shtab.FILE
+    ).complete = FILE
 
 
 def _run_options(sub: argparse.ArgumentParser) -> None:
@@ -224,7 +226,7 @@ def _observe_options(sub: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the cluster's kubeconfig (default: the stack's kubernetes:kubeconfig, else "
         "KUBECONFIG, else ~/.kube/config)",
-    ).complete = shtab.FILE
+    ).complete = FILE
     sub.add_argument(
         "--context", help="its context (default: the stack's kubernetes:context, else current)"
     )
@@ -244,7 +246,7 @@ def _examples_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("example", metavar="NAME", nargs="?", help="e.g. pytorch")
     sub.add_argument(
         "-o", "--output-dir", metavar="DIR", help="copy the example and its scripts into DIR"
-    ).complete = shtab.DIRECTORY
+    ).complete = DIRECTORY
 
 
 OPTIONS = {
@@ -263,8 +265,24 @@ class _Completion(argparse.Action):
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: Any, shell: Any, *_: Any
     ) -> None:
+        import shtab
+
+        for action in _every_action(parser):
+            if getattr(action, "complete", None) in (FILE, DIRECTORY):
+                action.complete = getattr(shtab, action.complete)  # type: ignore[attr-defined]
         print(shtab.complete(parser, shell))
         parser.exit(0)
+
+
+def _every_action(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The actions of `parser` and of its commands' parsers."""
+    found = []
+    for action in parser._actions:
+        found.append(action)
+        if isinstance(action, argparse._SubParsersAction):
+            for command in dict.fromkeys(action.choices.values()):  # (aliases: once)
+                found += _every_action(command)
+    return found
 
 
 class _Formatter(argparse.HelpFormatter):

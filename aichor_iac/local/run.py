@@ -110,7 +110,7 @@ def _run(
 
     if lacks := host.missing():
         raise LocalUnavailable("a local run needs " + ", ".join(lacks))
-    settings = settings or Settings()
+    settings = settings or Settings.default()
     if replicas is not None:
         manifest = _capped(manifest, replicas)
     plan = planning.blueprint(manifest, settings, experiment).plan

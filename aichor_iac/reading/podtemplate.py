@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import (
     AfterValidator,
     BaseModel,
+    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
@@ -38,6 +39,9 @@ class Metadata(BaseModel):
     """A custom resource's metadata: its name (or its generateName) names the experiment; the
     rest is not used (the stack places the experiment in its namespace, the objects carry
     aichor-iac's labels)."""
+
+    # (built within the custom resources' models that hold it, when a door first reads one)
+    model_config = ConfigDict(defer_build=True)
 
     generate_name: str | None = Field(None, alias="generateName", min_length=1)
     # (read as the API server reads them: string maps; the experiment's objects carry their own)
