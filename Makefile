@@ -51,11 +51,11 @@ system-packages:
 	fi
 
 # Two processes (most slow tests wait on real processes: two cores are half idle, but with
-# three, real runs' last lines were lost under the load), a process that is done taking tests
-# from the other (their times differ a thousandfold); the tests that look at the whole
+# three, real runs' last lines were lost under the load); the real Ray clusters in one of them,
+# one at a time (tests/kube.py: ONE_RAY_CLUSTER_AT_A_TIME); the tests that look at the whole
 # machine's state run alone afterwards.
 test: $(STAMP) lint system-packages
-	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not exclusive"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not exclusive"
 	$(BIN)/python -m pytest -m exclusive
 
 # The documentation site into site/, strictly: a broken link, anchor or API reference fails

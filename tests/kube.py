@@ -8,6 +8,8 @@ import os
 import subprocess
 from typing import Any
 
+import pytest
+
 from aichor_iac.k8s import shell
 from aichor_iac.local import (  # noqa: F401  (what the tests import from here)
     KUEUE_QUEUE,
@@ -19,6 +21,11 @@ from aichor_iac.local import (  # noqa: F401  (what the tests import from here)
     gang_of,
 )
 from aichor_iac.local.run import base_env
+
+# Real Ray clusters run one at a time (`make test` runs the suite with --dist loadgroup): Ray
+# gives a starting node 30 s to register, which two clusters starting at once on two cores
+# (a dozen Python processes each) made it miss.
+ONE_RAY_CLUSTER_AT_A_TIME = pytest.mark.xdist_group("ray")
 
 
 def pod_env(**extra: str) -> dict[str, str]:

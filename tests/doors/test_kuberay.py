@@ -20,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from conftest import ROOT, expand
-from kube import LocalCluster, pod_env
+from kube import ONE_RAY_CLUSTER_AT_A_TIME, LocalCluster, pod_env
 
 from aichor_iac import doors, limits, planning
 from aichor_iac.convert import convert
@@ -683,6 +683,7 @@ print("counter_name", os.environ["counter_name"], "nodes", len(ray.nodes()), flu
 
 
 @real
+@ONE_RAY_CLUSTER_AT_A_TIME
 def test_real_rayjob_runs_its_entrypoint_on_the_cluster_then_the_cluster_ends(
     tmp_path: Path,
 ) -> None:
@@ -726,6 +727,7 @@ def test_real_rayjob_runs_its_entrypoint_on_the_cluster_then_the_cluster_ends(
 
 
 @real
+@ONE_RAY_CLUSTER_AT_A_TIME
 def test_real_raycluster_is_reached_through_a_service_given_beside_it(tmp_path: Path) -> None:
     """A RayCluster with a ClusterIP Service of the user's for its dashboard (as KubeRay users
     expose one): the stack creates the Service, which selects the head by KubeRay's labels; a

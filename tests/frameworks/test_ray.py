@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, by_name, expand, wait_of
-from kube import LocalCluster, container_env, pod_env
+from kube import ONE_RAY_CLUSTER_AT_A_TIME, LocalCluster, container_env, pod_env
 from test_mpi import validate
 
 from aichor_iac import doors, engine
@@ -329,6 +329,7 @@ echo "attempt $AICHOR_RESTART_ATTEMPT"; [ "$AICHOR_RESTART_ATTEMPT" != 0 ] || ex
 
 
 @real
+@ONE_RAY_CLUSTER_AT_A_TIME
 def test_real_ray_job_waits_for_every_node_and_restarts_with_its_cluster():
     """The pool's pod stays pending (a node scaling up) until the job has seen the cluster
     incomplete: the job must wait for it. The job fails in attempt 0: the head, the pool and
@@ -365,6 +366,7 @@ echo "attempt $AICHOR_RESTART_ATTEMPT"; exit 3
 
 
 @real
+@ONE_RAY_CLUSTER_AT_A_TIME
 def test_real_kuberay_cluster_restarts_with_its_job_then_the_submitter_fails_with_it():
     """The Ray job fails in each attempt: after attempt 0 the head, the pool and the
     submitter start again, and attempt 1 runs on a fresh cluster of every node; its failure

@@ -18,7 +18,7 @@ from typing import Any
 import fn_helpers
 import pytest
 import yaml
-from kube import LocalCluster
+from kube import ONE_RAY_CLUSTER_AT_A_TIME, LocalCluster
 from rich.console import Console
 
 from aichor_iac import cli, experiment_from_function, local
@@ -292,13 +292,14 @@ def test_commands_run_in_the_manifests_directory(
                 for i in range(2)
             ],
         ),
-        (  # examples/batch_inference.py: Ray Data over the pool, submitted by the submitter
+        pytest.param(  # examples/batch_inference.py: Ray Data over the pool, submitted
             "kuberay",
             "ray.data",
             [  # on the pool's nodes (Ray may pack both actors on one of them)
                 "kuberay-batch-submitter-0 scored 10000 rows on kuberay-batch-cpu-workers-",
                 "kuberay-batch succeeded",
             ],
+            marks=ONE_RAY_CLUSTER_AT_A_TIME,
         ),
         (  # examples/train_paddle.py: paddle.distributed.launch from the env, gloo on CPUs
             "paddle",
@@ -350,6 +351,7 @@ def importable(module: str) -> None:
 
 
 @real
+@ONE_RAY_CLUSTER_AT_A_TIME
 def test_the_ray_example_runs_locally(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
