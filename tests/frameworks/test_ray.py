@@ -4,6 +4,7 @@ every container, and real Ray clusters run from the rendered pods (aichor_iac/lo
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -229,6 +230,70 @@ def test_kuberay_submits_to_the_head_and_follows_the_job():
     for name in ("exp-head", "exp-small-cpu-workers"):  # they end with the submitter
         script = jobs[f"Job/{name}"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
         assert "aichor_lookup exp-submitter-0.exp.default.svc.cluster.local" in script
+
+
+# A stand-in for Ray's Jobs API (ray.job_submission): the dashboard refuses the first
+# submissions as Ray's does while the head's job agent has not registered, or refuses them all.
+FAKE_JOB_SUBMISSION = """\
+import enum, os
+from pathlib import Path
+class JobStatus(str, enum.Enum):
+    SUCCEEDED, FAILED, STOPPED = "SUCCEEDED", "FAILED", "STOPPED"
+class JobSubmissionClient:
+    def __init__(self, url):
+        self.tries = Path(os.environ["TRIES"])
+    def get_job_status(self, job):
+        if not self.tries.read_text().endswith("submitted"):
+            raise RuntimeError(f"Request failed with status code 404: Job {job} does not exist.")
+        return JobStatus.SUCCEEDED
+    def submit_job(self, entrypoint, submission_id, **options):
+        tries = self.tries.read_text()
+        self.tries.write_text(tries + "x")
+        if len(tries) < int(os.environ["REFUSALS"]):
+            raise RuntimeError(os.environ["REFUSAL"])
+        self.tries.write_text(tries + "submitted")
+"""
+AGENT_NOT_UP = (
+    "Request failed with status code 500: No available agent to submit job, please try again later."
+)
+
+
+@pytest.mark.parametrize(
+    ("refusals", "refusal", "code", "said"),
+    [
+        (0, "", 0, "aichor: Ray job exp SUCCEEDED"),
+        (2, AGENT_NOT_UP, 0, "aichor: Ray job exp SUCCEEDED"),  # the agent registers late
+        (1, "Request failed with status code 400: bad env", 1, "submitting Ray job exp failed"),
+        (99, AGENT_NOT_UP, 1, "aichor: gave up submitting Ray job exp"),  # past the deadline
+    ],
+    ids=["accepted", "agent-late", "bad-request", "agent-never"],
+)
+def test_the_submitter_retries_a_submission_the_head_is_not_ready_for(
+    tmp_path: Path, refusals: int, refusal: str, code: int, said: str
+) -> None:
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text("")
+    (tmp_path / "ray" / "job_submission.py").write_text(FAKE_JOB_SUBMISSION)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "ray").write_text('#!/bin/sh\necho following "$@"\n')
+    (tmp_path / "bin" / "ray").chmod(0o755)
+    (tmp_path / "tries").write_text("")
+    program = main(by_name(expand(ray("kuberay")).objects)["Job/exp-submitter"])
+    argv = shlex.split(program)  # python3 -c SUBMIT url job entrypoint deadline options
+    argv[0], argv[6] = sys.executable, "5"  # a deadline 5 s away
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "PYTHONPATH": str(tmp_path),
+        "TRIES": str(tmp_path / "tries"),
+        "REFUSALS": str(refusals),
+        "REFUSAL": refusal,
+    }
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert said in done.stdout + done.stderr
+    if code == 0:  # submitted once accepted, and followed
+        assert (tmp_path / "tries").read_text() == "x" * refusals + "submitted"
+        assert "following job logs --address http://exp-head" in done.stdout
 
 
 def test_examples_render():
