@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import schemas
 import yaml
 
 from aichor_iac import doors, engine, limits, planning
@@ -403,7 +404,7 @@ def check(text: str, render_it: bool) -> tuple[str, str]:
         problems = limits.check(objects)
         for obj in objects:
             try:
-                kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+                schemas.validate(obj)
             except kubernetes_validate.ValidationError as invalid:
                 problems.append(str(invalid))
         return ("api-rejected", "\n".join(problems)) if problems else ("accepted", "")

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import fn_helpers
-import kubernetes_validate
 import pytest
+import schemas
 import yaml
 from conftest import ROOT
 from kube import LocalCluster, pod_env
@@ -100,7 +100,7 @@ def test_each_framework_is_the_resource_the_sdk_would_create(
     assert model.spec.origin.kind == kind
     rendered = objects(model)
     for obj in rendered:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(rendered) == []
     found = {o["metadata"]["name"]: o for o in rendered if o["kind"] == "Job"}
     assert {n: j["spec"]["completions"] for n, j in found.items()} == jobs

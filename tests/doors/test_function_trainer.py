@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fn_helpers
-import kubernetes_validate
 import pytest
+import schemas
 from conftest import ROOT
 from kube import LocalCluster, pod_env
 
@@ -37,7 +37,7 @@ class CustomTrainer:
 def rendered(trainer: Any, **options: Any) -> dict[str, dict[str, Any]]:
     objects = engine.render(experiment_from_trainer(trainer, name="fn", **options), name="fn")
     for obj in objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(objects) == []
     return {f"{o['kind']}/{o['metadata']['name']}": o for o in objects}
 

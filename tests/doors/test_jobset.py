@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
+import schemas
 import yaml
 from conftest import ROOT, expand
 from pulumi_up import Model, up
@@ -89,7 +89,7 @@ def test_jobs_host_names_and_service_are_the_controllers() -> None:
         "js-leader-0-0.net.default.svc.cluster.local"
     )
     for obj in objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(objects) == []
 
 
@@ -447,7 +447,7 @@ def test_public_examples_render_valid_objects_or_are_refused_as_documented(path:
         return
     objects = expand(path).objects
     for obj in objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(objects) == []
     resource = yaml.safe_load(path.read_text())
     name = "exp"  # (the stack's experiment name in these tests)
@@ -626,7 +626,7 @@ def test_exclusive_placement_keeps_a_topology_domain_per_job() -> None:
             {"key": "jobset.sigs.k8s.io/priority", "operator": "In", "values": ["0"]},
         ]
     for obj in expand(data, name="js").objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
 
 
 def test_the_node_selector_strategy_uses_the_labelled_nodes() -> None:

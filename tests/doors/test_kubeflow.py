@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
+import schemas
 import yaml
 from conftest import KUBEFLOW_EXAMPLES as EXAMPLES
 from conftest import ROOT, by_name, expand, runnable, specs, wait_of
@@ -698,7 +698,7 @@ def test_public_examples_render_valid_objects(path: Path) -> None:
     assert fixes == FIXES.get(path.stem, set())
     objects = expand(cr).objects
     for obj in objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(objects) == []
     jobs = [o for o in objects if o["kind"] == "Job"]
     pods: dict[str, int] = {}  # replica type -> pods of its Jobs

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import kubernetes_validate
 import pytest
+import schemas
 from conftest import expand
 from test_trainjob import container, env, trainjob
 
@@ -51,7 +51,7 @@ def tune(runtime: str = "torchtune-llama3.2-1b", **trainer: Any) -> dict[str, An
 def rendered(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     objects = expand(data, name="tj").objects
     for obj in objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(objects) == []
     return {f"{o['kind']}/{o['metadata']['name']}": o for o in objects}
 

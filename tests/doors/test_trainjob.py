@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
+import schemas
 import yaml
 from conftest import ROOT, expand
 
@@ -86,7 +86,7 @@ def test_torch_distributed_gives_trainers_jobset_and_pet_env() -> None:
     labels = job["spec"]["template"]["metadata"]["labels"]
     assert labels["jobset.sigs.k8s.io/jobset-name"] == "tj"
     for obj in expand(data, name="tj").objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(expand(data, name="tj").objects) == []
 
 
@@ -536,7 +536,7 @@ def test_public_examples_render_or_are_refused_as_documented(path: Path) -> None
     objects = expand(path, **gang).objects
     for obj in objects:
         if obj["kind"] != "PodGroup":  # (Volcano's: not in Kubernetes' schemas)
-            kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+            schemas.validate(obj)
     assert limits.check(objects) == []
     (job,) = [o for o in objects if o["kind"] == "Job"]
     assert "PET_MASTER_ADDR" in env(container(job))

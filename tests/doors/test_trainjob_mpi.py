@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
+import schemas
 import yaml
 from conftest import expand
 from test_trainjob import container, env, node_jobs, run_locally, trainjob
@@ -87,7 +87,7 @@ def test_an_mpi_runtime_gives_sshd_nodes_and_the_trainers_launcher(runtime: str)
     (secret,) = [o for o in objects if o["kind"] == "Secret"]
     assert secret["type"] == "kubernetes.io/ssh-auth"
     for obj in objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(objects) == []
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import kubernetes_validate
 import pytest
+import schemas
 from conftest import EXAMPLES, ROOT, expand, pytorch_manifest, with_resources
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,7 +94,42 @@ def objects_of(label: str) -> list[dict]:
 @pytest.mark.parametrize("label", sorted(RENDERINGS))
 def test_every_object_is_valid_for_kubernetes(label, version):
     for obj in objects_of(label):
-        kubernetes_validate.validate(obj, version, strict=True)
+        schemas.validate(obj, version)
+
+
+JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "a"},
+    "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}},
+}
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize(
+    "obj",
+    [
+        JOB,
+        {**JOB, "spek": {}},  # strict: no field the schema does not name
+        {**JOB, "spec": {"template": {"spec": {"containers": [{"name": "a", "image": 1}]}}}},
+        {**JOB, "spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}},  # no name
+        {**JOB, "kind": "Jobb"},  # no schema
+    ],
+    ids=["valid", "unknown-field", "wrong-type", "missing-field", "unknown-kind"],
+)
+def test_the_suites_schema_check_is_kubernetes_validates(obj, version):
+    """tests/schemas.py (each kind's validator built once) says what kubernetes_validate says."""
+
+    def outcome(validate: Callable[[], object]) -> str:
+        try:
+            validate()
+        except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError) as e:
+            return f"{type(e).__name__}: {e}"
+        return "valid"
+
+    expected = outcome(lambda: kubernetes_validate.validate(obj, version, strict=True))
+    assert outcome(lambda: schemas.validate(obj, version)) == expected
+    assert (expected == "valid") is (obj is JOB)
 
 
 # `aichor-iac render` of each example, one after the other, in one process of its own

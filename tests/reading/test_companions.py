@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
+import schemas
 import yaml
 from conftest import expand
 
@@ -122,7 +122,7 @@ def test_every_namespaced_kind_is_created_first_in_the_experiments_namespace(
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "aichor"
         for key in set(given) - {"metadata", "data", "stringData", "subjects"}:
             assert obj[key] == given[key], key
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert made["Service", "ray-client"]["metadata"]["labels"]["team"] == "a"
     assert limits.check(objects) == []
     # The pods are created after every companion (Pulumi's dependencies)
