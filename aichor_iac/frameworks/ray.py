@@ -294,9 +294,9 @@ def kuberay_env(
     controllers/ray/common/pod.go), in its order: for a worker the head's Service (`FQ_RAY_IP`,
     and `RAY_IP` its first label); the cluster's name and namespace, the pod's name, its group
     (`headgroup` for the head), the generated `ray start` command; then, unless the container
-    sets them (`user`), the GCS port, `address` as RAY_ADDRESS, the dashboard's disk usage.
-    Left out: KubeRay's own usage-stats tags (`RAY_USAGE_STATS_*`), which would report this
-    cluster as KubeRay's."""
+    sets them (`user`), the GCS port, `address` as RAY_ADDRESS, the dashboard's disk usage,
+    and (ours, not KubeRay's) no drain on TERM. Left out: KubeRay's own usage-stats tags
+    (`RAY_USAGE_STATS_*`), which would report this cluster as KubeRay's."""
     env = []
     if head_service is not None:
         head = names.service_host(head_service)
@@ -312,6 +312,11 @@ def kuberay_env(
         Env("RAY_PORT", str(port)),
         *([Env("RAY_ADDRESS", address)] if address else []),
         Env("RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1"),
+        # A node is stopped (TERM to its process group) only when its whole cluster ends or
+        # restarts. Since ray-project/ray#64454, `ray start --block` first drains the node
+        # through the GCS (30 s by default in Ray 2.60), for Serve replicas that a cluster
+        # ending with its job has no use for; its GCS stopped too, it waited out the 30 s.
+        Env("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0"),
     ]
     return (*env, *(e for e in unless_set if e.name not in user))
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
+import schemas
 import yaml
 from conftest import ROOT, expand
 from kube import ONE_RAY_CLUSTER_AT_A_TIME, LocalCluster, pod_env
@@ -98,7 +98,8 @@ def env(job: dict[str, Any]) -> dict[str, str]:
 
 
 def kuberay_env(group: str, start: str, worker: bool) -> dict[str, str]:
-    """What KubeRay v1.7.0's `setContainerEnvVars` gives a Ray container (usage stats aside)."""
+    """What KubeRay v1.7.0's `setContainerEnvVars` gives a Ray container (usage stats aside),
+    and ours: no drain before a node stops (it stops only when its whole cluster does)."""
     return {
         **({"FQ_RAY_IP": HEAD, "RAY_IP": "exp-head"} if worker else {}),
         "RAY_CLUSTER_NAME": "exp",
@@ -109,6 +110,7 @@ def kuberay_env(group: str, start: str, worker: bool) -> dict[str, str]:
         "RAY_PORT": "6379",
         "RAY_ADDRESS": f"{HEAD if worker else '127.0.0.1'}:6379",
         "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE": "1",
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
     }
 
 
@@ -140,13 +142,20 @@ def test_each_node_and_the_submitter_see_kuberays_env() -> None:
 
 def test_the_users_env_wins_where_kuberay_defers_to_it() -> None:
     # KubeRay adds RAY_PORT, RAY_ADDRESS and the disk usage flag only when the container does
-    # not set them (`EnvVarExists`); the rest it always appends.
+    # not set them (`EnvVarExists`); the rest it always appends. So does our no-drain default
+    # (a cluster serving Ray Serve traffic may want its nodes drained).
     cr = rayjob()
     head = cr["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
-    head["env"] = [{"name": "RAY_ADDRESS", "value": "mine:1"}, {"name": "X", "value": "y"}]
-    declared = main(jobs(cr)["exp-head"])["env"]
-    assert [e["name"] for e in declared].count("RAY_ADDRESS") == 1
+    head["env"] = [
+        {"name": "RAY_ADDRESS", "value": "mine:1"},
+        {"name": "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "value": "20"},
+        {"name": "X", "value": "y"},
+    ]
+    declared = [e["name"] for e in main(jobs(cr)["exp-head"])["env"]]
+    assert declared.count("RAY_ADDRESS") == declared.count("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S")
+    assert declared.count("RAY_ADDRESS") == 1
     assert env(jobs(cr)["exp-head"])["RAY_ADDRESS"] == "mine:1"
+    assert env(jobs(cr)["exp-head"])["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] == "20"
 
 
 @pytest.mark.parametrize(
@@ -621,7 +630,7 @@ def test_public_samples_render_valid_objects(path: Path, tmp_path: Path) -> None
     assert fixes == FIXES.get(path.stem, set())
     objects = expand(fixed).objects
     for obj in objects:
-        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        schemas.validate(obj)
     assert limits.check(objects) == []
     cr = next(d for d in yaml.safe_load_all(fixed.read_text()) if d["apiVersion"] == "ray.io/v1")
     cluster = cr["spec"].get("rayClusterSpec", cr["spec"])
