@@ -62,7 +62,26 @@ def documents(text: str, source: str) -> list[Document]:
     """The YAML documents of a text (empty ones left out), or ManifestError: invalid YAML, a
     key given twice, a NUL, too deep or too large once aliases are expanded."""
     _bounded(len(text.encode("utf-8", "surrogatepass")), source)
-    loader = _Loader(text)  # (parsed once: the nodes give the lines, then the data)
+    try:  # (parsed once: the nodes give the lines, then the data)
+        nodes, lines, data = _parsed(text, source)
+    except yaml.YAMLError as error:
+        raise ManifestError(source, [_invalid(error, text)]) from None
+    except UnicodeEncodeError as error:  # (a str from Python, not from a file's bytes)
+        reason = f"not UTF-8 text (a lone surrogate at offset {error.start})"
+        raise ManifestError(source, [Problem("", reason)]) from None
+    except RecursionError:  # PyYAML's own composer recurses once per level
+        raise ManifestError(source, [Problem("", f"nested more than {MAX_DEPTH} levels")]) from None
+    return [  # an empty document (`---` then nothing) is no document
+        Document(d, key_lines, n.start_mark.line + 1)
+        for d, key_lines, n in zip(data, lines, nodes, strict=True)
+        if d is not None
+    ]
+
+
+def _parsed(text: str, source: str) -> tuple[list[yaml.Node], list[dict], list[Any]]:
+    """The text's YAML nodes, the line of each key, and the data, once the nodes' shape holds
+    (the loader reads its first characters as it is made: it may refuse them at once)."""
+    loader = _Loader(text)
     try:
         nodes = []
         while loader.check_node():
@@ -71,27 +90,27 @@ def documents(text: str, source: str) -> list[Document]:
         if problems:
             raise ManifestError(source, problems)
         lines = [_key_lines(n) for n in nodes]  # (before a merge key `<<` is flattened)
-        data = [loader.construct_document(n) for n in nodes]
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        reason = getattr(error, "problem", None) or str(error)
-        if "exceeded maximum nesting depth" in str(reason):  # libyaml's limit: 1,000 levels
-            nested = Problem("", f"nested more than {MAX_DEPTH} levels")
-            raise ManifestError(source, [nested]) from None
-        line = mark.line + 1 if mark else None
-        reason = " ".join(str(reason).split())  # one line per problem
-        if "{{" in text:  # a Helm chart's (or Go) template, not yet rendered
-            reason += "; it looks like a template ({{ ... }}): render it first (helm template)"
-        raise ManifestError(source, [Problem("", f"invalid YAML: {reason}", line)]) from None
-    except RecursionError:  # PyYAML's composer recurses once per level
-        raise ManifestError(source, [Problem("", f"nested more than {MAX_DEPTH} levels")]) from None
+        return nodes, lines, [loader.construct_document(n) for n in nodes]
     finally:
         loader.dispose()
-    return [  # an empty document (`---` then nothing) is no document
-        Document(d, key_lines, n.start_mark.line + 1)
-        for d, key_lines, n in zip(data, lines, nodes, strict=True)
-        if d is not None
-    ]
+
+
+def _invalid(error: yaml.YAMLError, text: str) -> Problem:
+    """What YAML refused, on one line, at its line where it says."""
+    mark = getattr(error, "problem_mark", None)
+    line = mark.line + 1 if mark else None
+    reason = getattr(error, "problem", None) or str(error)
+    if "exceeded maximum nesting depth" in str(reason):  # libyaml's limit: 1,000 levels
+        return Problem("", f"nested more than {MAX_DEPTH} levels")
+    if isinstance(error, yaml.reader.ReaderError):  # a character YAML allows nowhere
+        at = error.position  # libyaml counts the text's UTF-8 bytes, PyYAML's own characters
+        before = text.encode("utf-8")[:at] if _Loader is not yaml.SafeLoader else text[:at]
+        line = before.count(b"\n" if isinstance(before, bytes) else "\n") + 1
+        reason = f"{error.reason} (character #x{error.character:04x})"
+    reason = " ".join(str(reason).split())
+    if "{{" in text:  # a Helm chart's (or Go) template, not yet rendered
+        reason += "; it looks like a template ({{ ... }}): render it first (helm template)"
+    return Problem("", f"invalid YAML: {reason}", line)
 
 
 def _shape_problems(root: yaml.Node | None) -> list[Problem]:

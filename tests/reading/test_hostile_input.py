@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from aichor_iac import cli
+from aichor_iac import cli, doors
+from aichor_iac.problems import ManifestError
 
 MINIMAL = "spec:\n  operator: batchjob\n  image: i\n  command: c\n"
 
@@ -33,6 +34,10 @@ def bomb() -> bytes:
         (b"spec: " + b"[" * 70 + b"]" * 70 + b"\n", "x.yaml: nested more than 64 levels"),
         (b"spec:\n  image: \xff\xfe\n", "x.yaml: not UTF-8 text (byte 0xff at offset 15)"),
         (b"spec: [\n", "x.yaml:2: invalid YAML: did not find expected node content"),
+        (  # (libyaml counts bytes: the line is counted in them too)
+            "a: \u00e9\u00e9\n\nspec: \x07\n".encode(),
+            "x.yaml:3: invalid YAML: control characters are not allowed (character #x0007)",
+        ),
         (MINIMAL.encode() + b"#" * 2**20, "x.yaml: larger than 1,048,576 bytes"),
         (
             (MINIMAL.replace("command: c", 'command: "echo a\\0b"')).encode(),
@@ -47,6 +52,7 @@ def bomb() -> bytes:
         "deeper than 64",
         "not utf-8",
         "yaml",
+        "control character",
         "too large",
         "nul",
     ],
@@ -58,6 +64,14 @@ def test_a_hostile_manifest_gets_one_clean_error(content, expected, tmp_path, ca
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert err.replace(str(tmp_path) + "/", "").startswith(expected), err
+
+
+def test_a_lone_surrogate_from_python_is_refused_as_not_utf8() -> None:
+    # (only a str made in Python holds one: a file's bytes decode strictly)
+    with pytest.raises(
+        ManifestError, match=r"^x.yaml: not UTF-8 text \(a lone surrogate at offset 9\)"
+    ):
+        doors.parse("spec: a: \udc80\n", source="x.yaml")
 
 
 @pytest.mark.parametrize(
