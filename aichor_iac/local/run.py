@@ -157,8 +157,6 @@ def base_env(masked: bool = False) -> dict[str, str]:
     env = {
         "PATH": path,
         "HOME": os.environ.get("HOME", "/"),
-        # (a Ray node stopped here has nothing to drain: Ray's TERM would wait up to 30 s)
-        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
     }
     if masked and glob.glob("/dev/nvidia[0-9]*"):
         env["CUDA_VISIBLE_DEVICES"] = ""
