@@ -21,16 +21,20 @@ def validate(obj: dict[str, Any], desired_version: str = LATEST) -> None:
     """Raise `kubernetes_validate.ValidationError` where `obj` breaks the strict schema of its
     kind in the newest Kubernetes release not newer than `desired_version` (its default: the
     newest kubernetes-validate knows)."""
-    version = [
-        v
-        for v in utils.all_versions()
-        if utils.major_minor(v) <= utils.major_minor(desired_version.lstrip("v"))
-    ][-1]
+    version = _release(desired_version)
     validator = _validator(version, obj["kind"], obj["apiVersion"])
     try:
         validator.validate(obj)
     except jsonschema.ValidationError as error:
         raise kubernetes_validate.ValidationError(error, utils.major_minor(version)) from None
+
+
+@functools.cache
+def _release(desired_version: str) -> str:
+    """The newest release kubernetes-validate has a schema of, not newer than the one asked
+    for (its own choice; it lists its schema folders on every call)."""
+    wanted = utils.major_minor(desired_version.lstrip("v"))
+    return [v for v in utils.all_versions() if utils.major_minor(v) <= wanted][-1]
 
 
 @functools.cache

@@ -104,8 +104,10 @@ def _invalid(error: yaml.YAMLError, text: str) -> Problem:
         return Problem("", f"nested more than {MAX_DEPTH} levels")
     if isinstance(error, yaml.reader.ReaderError):  # a character YAML allows nowhere
         at = error.position  # libyaml counts the text's UTF-8 bytes, PyYAML's own characters
-        before = text.encode("utf-8")[:at] if _Loader is not yaml.SafeLoader else text[:at]
-        line = before.count(b"\n" if isinstance(before, bytes) else "\n") + 1
+        before = (
+            text[:at].encode("utf-8") if _Loader is yaml.SafeLoader else text.encode("utf-8")[:at]
+        )
+        line = before.count(b"\n") + 1
         reason = f"{error.reason} (character #x{error.character:04x})"
     reason = " ".join(str(reason).split())
     if "{{" in text:  # a Helm chart's (or Go) template, not yet rendered
