@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="Run `aichor-iac COMMAND --help` for a command's options and examples.",
         formatter_class=_Formatter,
     )
-    main_parser.add_argument("--version", action="version", version=f"aichor-iac {_version()}")
+    main_parser.add_argument("--version", action=_Version)
     main_parser.add_argument(
         "--print-completion",
         choices=("bash", "zsh", "tcsh"),
@@ -257,6 +257,14 @@ OPTIONS = {
     "logs": _logs_options,
     "events": _observe_options,
 }
+
+
+class _Version(argparse._VersionAction):
+    """`--version`: the installed distribution's, looked up only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        self.version = f"aichor-iac {_version()}"
+        super().__call__(parser, *args)
 
 
 class _Completion(argparse.Action):

@@ -60,6 +60,14 @@ class Context:
         plan = self.plan
         return group.role == plan.entry_point and any(g.follows for g in plan.groups)
 
+    def lingers_for(self) -> int:
+        """How many followers the entry point stays for after its end (0: it ends at once):
+        all of them, when some count it gone only once they have seen it."""
+        followers = [g for g in self.plan.groups if g.follows]
+        if all(g.sees_entry_first for g in followers):
+            return 0
+        return sum(g.count for g in followers)
+
     def listens(self, group: Group) -> bool:
         """Whether the group's replicas listen on the lifeline's port: the entry point
         followers follow; every replica under the group restart (members answer a new lead)."""
@@ -74,14 +82,14 @@ class Context:
         """A replica's container command: `command` after its wait for peers, followed or
         holding the lifeline as its group says (`restarts`: its Job retries a failure), or
         its part in the group restart."""
-        followed, groups, regroup = self.followed(group), self.plan.groups, self.regroup
+        followed, regroup = self.followed(group), self.regroup
         deadline = self.settings.peer_wait_seconds
         return shell.main_command(
             command,
             group.env,
             group.follows,
             group.sees_entry_first,
-            linger=followed and any(g.follows and not g.sees_entry_first for g in groups),
+            linger=self.lingers_for() if followed else 0,
             lifeline=followed,
             restarts=restarts,
             waits=group.waits,

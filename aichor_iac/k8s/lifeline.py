@@ -41,6 +41,14 @@ END_GRACE = {END_GRACE_SECONDS}
 GRACE = int(os.environ.get("AICHOR_STOP_GRACE", "30"))
 def say(text):
     print("aichor: " + text, flush=True)
+def background(target, *args):
+    # TERM and INT blocked in the thread (it inherits the mask of the thread starting it): the
+    # kernel gives them to the main thread, whose handler runs even while it waits for the child.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGTERM, signal.SIGINT))
+    try:
+        threading.Thread(target=target, args=args, daemon=True).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 child = subprocess.Popen(["/bin/sh", "-c", sys.argv[1]], start_new_session=True)
 def stop(grace=GRACE):
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
@@ -59,21 +67,41 @@ def status():
 """
 )
 
-# argv: the command, whether its Job may start it again after a failure (1/0), whether to
-# stay one follow interval (+2 s) after it ended (1/0: for followers that count the entry gone
-# only once they have seen it), the port.
+# argv: the command, whether its Job may start it again after a failure (1/0), how many
+# followers (by host name) to tell of its end before it ends (0: none; for followers that count
+# the entry gone only once they have seen it: it stays at most one follow interval + 2 s), the
+# port.
 ENTRY = (
     _COMMON
     + """\
-restarts, linger, port = sys.argv[2] == "1", sys.argv[3] == "1", int(sys.argv[4])
-clients, lock, final = [], threading.Lock(), []
+restarts, linger, port = sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
+clients, lock, final, names, told = [], threading.Lock(), [], {}, set()
 def send(message, to=None):
     with lock:
         for conn in list(clients if to is None else [to]):
             try:
                 conn.sendall(message.encode())
+                if message.startswith("end"):
+                    told.add(conn)
             except OSError:
                 clients.remove(conn) if conn in clients else None
+def hello(conn):
+    # A follower names itself first (`hello HOST`): a lingering entry point counts the hosts told.
+    data = b""
+    try:
+        while b"\\n" not in data and len(data) < 256:
+            chunk = conn.recv(64)
+            if not chunk:
+                return
+            data += chunk
+    except OSError:
+        return
+    if data.startswith(b"hello "):
+        with lock:
+            names[conn] = data[6:].split(b"\\n")[0]
+def all_told():
+    with lock:
+        return len({names[conn] for conn in told if conn in names}) >= linger
 def listen():
     try:
         if socket.has_dualstack_ipv6():
@@ -89,16 +117,17 @@ def listen():
             clients.append(conn)
         if final:
             send(final[0], conn)
+        background(hello, conn)
 def beat():
     while not final:
         send("ok\\n")
         time.sleep(HEARTBEAT)
-threading.Thread(target=listen, daemon=True).start()
-threading.Thread(target=beat, daemon=True).start()
+background(listen)
+background(beat)
 stopped = []
 def on_term(signum, frame):
     stopped.append(signum)
-    threading.Thread(target=stop, daemon=True).start()
+    background(stop)
 signal.signal(signal.SIGTERM, on_term)
 signal.signal(signal.SIGINT, on_term)
 code = status()
@@ -107,7 +136,9 @@ code = status()
 final.append("end %d\\n" % code if (code == 0 or not restarts) and not stopped else "failed\\n")
 send(final[0])
 if not stopped and linger:
-    time.sleep(float(os.environ.get("AICHOR_FOLLOW_INTERVAL", "10")) + 2)
+    until = time.time() + float(os.environ.get("AICHOR_FOLLOW_INTERVAL", "10")) + 2
+    while time.time() < until and not all_told():
+        time.sleep(0.1)
 sys.exit(code)
 """
 )
@@ -142,6 +173,10 @@ def lifeline():
             conn = None
         if conn is not None:
             seen, linked, refused_since, delay = True, True, None, 0.1
+            try:
+                conn.sendall(("hello %s\\n" % me).encode())
+            except OSError:
+                pass
             conn.settimeout(SILENCE)
             message = b""
             try:
@@ -183,12 +218,12 @@ def watch():
     stop()
 def on_term(signum, frame):
     gone.set()
-    threading.Thread(target=stop, daemon=True).start()
+    background(stop)
 signal.signal(signal.SIGTERM, on_term)
 signal.signal(signal.SIGINT, on_term)
 me = os.environ.get("HOSTNAME") or socket.gethostname()
 if not host.startswith(me + "."):  # (rank 0 of a group the entry point belongs to)
-    threading.Thread(target=watch, daemon=True).start()
+    background(watch)
 code = status()
 sys.exit(0 if gone.is_set() else code)
 """

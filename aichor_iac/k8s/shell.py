@@ -227,7 +227,7 @@ def main_command(
     env: tuple[Env, ...],
     follows: str | None,
     seen: bool = True,
-    linger: bool = False,
+    linger: int = 0,
     lifeline: bool = False,
     restarts: bool = False,
     waits: tuple[Endpoint, ...] = (),
@@ -242,8 +242,10 @@ def main_command(
     `lifeline`, this is an entry point that followers keep a connection to (`restarts`: its
     Job starts it again after a failure, so only success, or a failure with no retry left, is
     its end). With `linger` (an entry point some followers only count gone once they have
-    seen it), the replica stays one follow interval (+2 s) after its command has ended, so
-    that every follower finds it at least once, however quickly it ended. Without python3 the
+    seen it: how many followers there are), the replica stays one follow interval (+2 s)
+    after its command has ended, so that every follower finds it at least once, however
+    quickly it ended; its lifeline ends that stay once `linger` followers (told apart by host
+    name) have been told. Without python3 the
     POSIX shell programs do the same with DNS only (lifeline.py says how). With `regroup`
     (its arguments, `restart.Regroup`), the replica runs the group restart's program instead
     (`regroup.py`), which needs python3.
@@ -257,7 +259,7 @@ def main_command(
         args = [shlex.quote(follows), str(LIFELINE_PORT), flag[seen], flag[restarts]]
         lines += [_python(FOLLOW, args), follow_script(follows, seen)]
     elif lifeline:
-        lines.append(_python(ENTRY, [flag[restarts], flag[linger], str(LIFELINE_PORT)]))
+        lines.append(_python(ENTRY, [flag[restarts], str(linger), str(LIFELINE_PORT)]))
         lines.append(LINGER if linger else 'exec /bin/sh -c "$1"')
     elif linger:
         lines.append(LINGER)

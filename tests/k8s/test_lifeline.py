@@ -28,22 +28,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def entry(command: str, port: int, restarts: bool = False, linger: bool = False):
-    args = [command, str(int(restarts)), str(int(linger)), str(port)]
+def entry(command: str, port: int, restarts: bool = False, linger: int = 0, **env: str):
+    args = [command, str(int(restarts)), str(linger), str(port)]
     return subprocess.Popen(
         [sys.executable, "-c", lifeline.ENTRY, *args],
-        env=ENV,
+        env={**ENV, **env},
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
 
 
-def follower(port: int, command: str = "sleep 600", restarts: bool = False, seen: bool = True):
+def follower(
+    port: int,
+    command: str = "sleep 600",
+    restarts: bool = False,
+    seen: bool = True,
+    name: str = "follower-0",
+):
     args = [command, "127.0.0.1", str(port), str(int(seen)), str(int(restarts))]
     return subprocess.Popen(
         [sys.executable, "-c", lifeline.FOLLOW, *args],
-        env={**ENV, "HOSTNAME": "follower-0"},
+        env={**ENV, "HOSTNAME": name},
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -177,10 +183,10 @@ def test_a_stopped_entry_point_says_it_may_come_back(processes):
     processes.append(main := entry("sleep 600", port))
     connected(port)
     with socket.create_connection(("127.0.0.1", port), 5) as conn:
+        conn.settimeout(5)
+        received = conn.recv(64)  # (once the entry point has taken the connection)
         main.send_signal(signal.SIGTERM)
         assert main.wait(10) == 143
-        conn.settimeout(5)
-        received = b""
         while chunk := conn.recv(64):
             received += chunk
     assert received.endswith(b"failed\n") and b"end" not in received
@@ -188,12 +194,40 @@ def test_a_stopped_entry_point_says_it_may_come_back(processes):
 
 def test_a_lingering_entry_point_tells_late_followers_it_has_ended(processes):
     port = free_port()
-    processes.append(main := entry("exit 0", port, linger=True))
+    processes.append(main := entry("exit 0", port, linger=1))
     time.sleep(0.5)  # the command has ended; the entry point lingers (interval 1 s + 2 s)
     processes.append(f := follower(port, seen=False))
     out, _ = f.communicate(timeout=10)
     assert f.returncode == 0 and "(it has ended)" in out
     assert main.wait(10) == 0
+
+
+@pytest.mark.parametrize(
+    ("names", "linger", "stays"),
+    [
+        (["worker-0", "worker-1"], 2, False),  # both told: no need to stay
+        (["worker-0"], 2, True),  # one of two told: the other may not have looked yet
+        (["worker-0", "worker-0"], 2, True),  # one follower redialled is still one
+    ],
+)
+def test_a_lingering_entry_point_ends_once_every_follower_has_been_told(
+    processes, names: list[str], linger: int, stays: bool
+):
+    # A 20 s follow interval: staying for it (22 s) and not staying (a second) are far apart.
+    port = free_port()
+    processes.append(main := entry("sleep 1", port, linger=linger, AICHOR_FOLLOW_INTERVAL="20"))
+    connected(port)
+    followers = [follower(port, name=name) for name in names]
+    processes.extend(followers)
+    for f in followers:
+        out, _ = f.communicate(timeout=15)
+        assert f.returncode == 0 and "(it has ended)" in out
+    ended = time.monotonic()
+    if stays:
+        with pytest.raises(subprocess.TimeoutExpired):
+            main.wait(3)
+    else:
+        assert main.wait(5) == 0 and time.monotonic() - ended < 2
 
 
 def test_the_rendered_commands_run_the_lifeline_when_python3_is_there():

@@ -192,7 +192,7 @@ def test_an_entry_point_lingers_one_follow_interval_with_its_own_status():
     # gone only once they have seen it: an entry point that ends at once stays in DNS long
     # enough for one lookup of each of them (a launcher that failed at once left MPI workers
     # running forever).
-    script = shell.main_command("exit 7", (), None, linger=True)[2].replace("$$", "$")
+    script = shell.main_command("exit 7", (), None, linger=1)[2].replace("$$", "$")
     began = time.monotonic()
     result = sh(script, "exit 7", env={"AICHOR_FOLLOW_INTERVAL": "1"})
     assert result.returncode == 7
@@ -203,7 +203,7 @@ def test_a_stopped_entry_point_does_not_linger():
     import os
     import signal
 
-    script = shell.main_command("sleep 607", (), None, linger=True)[2].replace("$$", "$")
+    script = shell.main_command("sleep 607", (), None, linger=1)[2].replace("$$", "$")
     process = subprocess.Popen(
         ["/bin/sh", "-c", script, "aichor", "sleep 607"],
         env={"PATH": os.environ["PATH"], "AICHOR_FOLLOW_INTERVAL": "60"},
