@@ -1,4 +1,4 @@
-"""The Pulumi program: stack config -> experiment component -> stack outputs.
+"""The Pulumi program: stack config -> a component per experiment -> stack outputs.
 
 pulumi stack select pytorch && pulumi up
 """
@@ -11,8 +11,7 @@ from aichor_iac.problems import ManifestError
 config = pulumi.Config("aichor")
 try:
     stack_settings = settings.from_pulumi_config(config)
-    experiment_manifest = doors.load(config.require("manifest"))
-    name = stack_settings.experiment_name or experiment_manifest.name_in(pulumi.get_stack())
-    experiment = components.export(name, experiment_manifest, stack_settings)
+    manifests = doors.load_all(config.require("manifest"))  # (a file or a directory)
+    experiments = components.export_all(manifests, stack_settings, pulumi.get_stack())
 except ManifestError as error:
     raise pulumi.RunError(str(error)) from None  # one line per problem, no traceback

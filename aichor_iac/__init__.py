@@ -6,10 +6,10 @@ objects = render("examples/pytorch.yaml", namespace="ml")
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .doors import load
+from .doors import load, load_all
 from .experiment.model import Experiment
 from .problems import ManifestError
 from .settings import Settings
@@ -25,6 +25,7 @@ __all__ = [
     "experiment_from_function",
     "experiment_from_trainer",
     "load",
+    "load_all",
     "logs",
     "render",
     "up",
@@ -32,8 +33,11 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def render(manifest: Experiment | str | Path, **options: Any) -> list[dict[str, Any]]:
-    """Every Kubernetes object for a manifest, in creation order (see `engine.render`)."""
+def render(
+    manifest: Experiment | Sequence[Experiment] | str | Path, **options: Any
+) -> list[dict[str, Any]]:
+    """Every Kubernetes object for a manifest (or the experiments of a file or directory of
+    several), in creation order (see `engine.render`)."""
     from .engine import render as _render  # Pulumi is imported only when rendering
 
     return _render(manifest, **options)

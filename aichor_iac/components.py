@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import pulumi
@@ -18,6 +18,7 @@ from .experiment.model import Experiment
 from .frameworks import Plan
 from .k8s import jupyter, layout, tensorboard
 from .k8s.context import Context
+from .problems import ManifestError, Problem
 from .settings import Settings
 
 # The resource each kind of child is registered as (a PodGroup is a custom resource), as
@@ -67,7 +68,10 @@ class ExperimentComponent(pulumi.ComponentResource):
         manifest: Experiment,
         settings: Settings | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        after: Sequence[pulumi.Resource] = (),
     ) -> None:
+        """`after`: resources every object waits for (the namespace another experiment of
+        the stack creates)."""
         operator = manifest.spec.operator
         if operator not in self.OPERATORS:
             raise ValueError(
@@ -88,10 +92,8 @@ class ExperimentComponent(pulumi.ComponentResource):
         self.secrets = self._secret_data(name, ctx)
         registered: dict[layout.Child, pulumi.Resource] = {}
         for child in children:
-            args, options = (
-                child.args,
-                self._child([registered[c] for c in child.after], child.timeout, child.retain),
-            )
+            depends_on = [*after, *(registered[c] for c in child.after)]
+            args, options = child.args, self._child(depends_on, child.timeout, child.retain)
             resource_name = f"{name}-{child.suffix}"
             if child.kind == "Namespace":
                 # Named for the namespace, not the experiment: renaming the experiment on a
@@ -110,6 +112,9 @@ class ExperimentComponent(pulumi.ComponentResource):
                 args = {k: pulumi.Output.secret(v) if k in values else v for k, v in args.items()}
             registered[child] = resource_class(child.kind)(resource_name, **args, opts=options)
         self.jobs = {c.suffix: registered[c] for c in children if c.kind == "Job"}
+        self.created_namespace = next(
+            (registered[c] for c in children if c.kind == "Namespace"), None
+        )
         self.outputs = self._outputs(ctx)
         self.register_outputs(self.outputs)
 
@@ -292,6 +297,31 @@ def export(
     """The Pulumi program's body (`__main__.py`, `aichor_iac.up`): the experiment's component,
     a warning about what `pulumi destroy` keeps, its outputs as the stack's."""
     component = experiment(name, manifest, settings)
+    _warn_kept(component)
+    for key, value in component.outputs.items():
+        pulumi.export(key, value)
+    return component
+
+
+def export_all(
+    manifests: Sequence[Experiment], settings: Settings | None = None, stack: str = "dev"
+) -> dict[str, ExperimentComponent]:
+    """`export` for the experiments of a stack's manifest: one alone as `export` does; several
+    (`experiments`) each with its outputs as one stack output named for it."""
+    settings = settings or Settings.default()
+    if len(manifests) == 1:
+        (manifest,) = manifests
+        name = settings.experiment_name or manifest.name_in(stack)
+        return {name: export(name, manifest, settings)}
+    found = experiments(manifests, settings, stack)
+    for name, component in found.items():
+        _warn_kept(component)
+        pulumi.export(name, component.outputs)
+    return found
+
+
+def _warn_kept(component: ExperimentComponent) -> None:
+    """What `pulumi destroy` keeps, and how a later `pulumi up` finds it again."""
     if component.kept and not pulumi.Config("kubernetes").get_bool("upsertExistingObjects"):
         # pulumi-kubernetes 4.29+ refuses to create what exists: a later `pulumi up` of this
         # stack would fail on what `pulumi destroy` leaves, instead of finding it again.
@@ -300,9 +330,6 @@ def export(
             "`pulumi up` of this stack, run `pulumi config set kubernetes:upsertExistingObjects "
             "true` (or set aichor:deleteSharedVolume true to delete it)"
         )
-    for key, value in component.outputs.items():
-        pulumi.export(key, value)
-    return component
 
 
 def experiment(
@@ -310,6 +337,31 @@ def experiment(
     manifest: Experiment,
     settings: Settings | None = None,
     opts: pulumi.ResourceOptions | None = None,
+    after: Sequence[pulumi.Resource] = (),
 ) -> ExperimentComponent:
     """The component for the manifest's operator."""
-    return COMPONENTS[manifest.spec.operator](name, manifest, settings, opts)
+    return COMPONENTS[manifest.spec.operator](name, manifest, settings, opts, after)
+
+
+def experiments(
+    manifests: Sequence[Experiment], settings: Settings | None = None, stack: str = "dev"
+) -> dict[str, ExperimentComponent]:
+    """A component for each experiment of a stack, keyed by its name (each its own,
+    `Experiment.name_in`): the stack's namespace, when the stack creates it, is created with
+    the first and the others' objects wait for it."""
+    settings = settings or Settings.default()
+    if len(manifests) > 1 and settings.experiment_name:
+        reason = (
+            f"names one experiment, and the manifest holds {len(manifests)}: remove it (each "
+            "experiment is named by its own name)"
+        )
+        raise ManifestError("Pulumi config", [Problem("aichor:experimentName", reason)])
+    found: dict[str, ExperimentComponent] = {}
+    after: list[pulumi.Resource] = []
+    for manifest in manifests:
+        name = settings.experiment_name or manifest.name_in(stack)
+        own = settings if not found else settings.updated("", create_namespace=False)
+        found[name] = component = experiment(name, manifest, own, after=after)
+        if component.created_namespace is not None:
+            after = [component.created_namespace]
+    return found

@@ -8,7 +8,7 @@ and secrets wrapped in a sentinel (DESIGN §7); `normalise` undoes that, redacti
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,29 +186,43 @@ def run(
 
 
 def expand(
-    manifest: Experiment,
+    manifest: Experiment | Sequence[Experiment],
     settings: Settings | None = None,
     stack: str = "dev",
     name: str | None = None,
 ) -> Rendering:
-    """The experiment's resources, exactly as `__main__.py` would create them."""
-    from .components import experiment
+    """The resources of the experiment (or of the experiments of one stack), exactly as
+    `__main__.py` would create them; `name` names one experiment alone."""
+    from .components import experiment, experiments
 
     settings = settings or Settings.default()
-    experiment_name = name or settings.experiment_name or manifest.name_in(stack)
-    return run(lambda: experiment(experiment_name, manifest, settings).outputs, stack)
+    manifests = [manifest] if isinstance(manifest, Experiment) else list(manifest)
+    if len(manifests) > 1:
+        if name:
+            raise ValueError(f"a name names one experiment: these are {len(manifests)}")
+
+        def several() -> dict[str, Any]:
+            found = experiments(manifests, settings, stack)
+            return {key: component.outputs for key, component in found.items()}
+
+        return run(several, stack)
+    (one,) = manifests
+    experiment_name = name or settings.experiment_name or one.name_in(stack)
+    return run(lambda: experiment(experiment_name, one, settings).outputs, stack)
 
 
 def render(
-    manifest: Experiment | str | Path,
+    manifest: Experiment | Sequence[Experiment] | str | Path,
     *,
     name: str | None = None,
     namespace: str | None = None,
     settings: Settings | None = None,
     stack: str = "dev",
 ) -> list[dict[str, Any]]:
-    """Every Kubernetes object for the manifest (a model or a path), in creation order."""
-    manifest = doors.experiment_of(manifest)
+    """Every Kubernetes object for the manifest (a model, several, or a path: a file of one
+    or several experiments, a directory of them), in creation order."""
+    if isinstance(manifest, str | Path):
+        manifest = doors.load_all(manifest)
     settings = settings or Settings.default()
     if namespace:
         settings = settings.updated("namespace", namespace=namespace)

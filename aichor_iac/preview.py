@@ -130,7 +130,24 @@ def steps(rendering: Rendering, stack: str, old: Rendering | None = None) -> lis
             gone = old_by_key[change.key]
             parent = gone.parent if gone.parent and gone.parent in shown else component
             rows.append(Step("delete", gone.type, change.key[2], "", parent, change=change))
-    return rows
+    return _depth_first(rows)
+
+
+def _depth_first(rows: list[Step]) -> list[Step]:
+    """The rows as a tree shows them: each one's children right below it (in creation
+    order), so that a stack of several experiments shows each one's objects under it."""
+    children: dict[str, list[Step]] = {}
+    for row in rows[1:]:
+        children.setdefault(row.parent, []).append(row)
+    ordered: list[Step] = []
+
+    def visit(row: Step) -> None:
+        ordered.append(row)
+        for child in children.pop(row.urn, []) if row.urn else []:
+            visit(child)
+
+    visit(rows[0])
+    return ordered + [row for rest in children.values() for row in rest]
 
 
 def _direct_dependencies(rendering: Rendering) -> dict[str, list[str]]:
@@ -200,10 +217,11 @@ def show(console: Console, rows: list[Step], rendering: Rendering, stack: str, d
         for key, value in outputs.items():
             text = value if isinstance(value, str) else json.dumps(value, sort_keys=False)
             console.print(f"    {escape(key.ljust(width))}: {escape(text)}")
-    gpus = ", ".join(f"{n} × {k}" for k, n in outputs.get("gpus", {}).items()) or "none"
+    totals = _totals(outputs)
+    gpus = ", ".join(f"{n} × {k}" for k, n in totals.get("gpus", {}).items()) or "none"
     console.print(
-        f"\n[bold]Totals:[/] {outputs.get('pods')} pods, GPUs: {escape(gpus)}, "
-        f"{outputs.get('cpus')} CPUs, {outputs.get('memoryGiB')} GiB memory"
+        f"\n[bold]Totals:[/] {totals.get('pods')} pods, GPUs: {escape(gpus)}, "
+        f"{totals.get('cpus')} CPUs, {totals.get('memoryGiB')} GiB memory"
     )
     console.print("\n[bold]Resources:[/]")
     for op, n in changes.counts(s.op for s in rows).items():
@@ -212,6 +230,20 @@ def show(console: Console, rows: list[Step], rendering: Rendering, stack: str, d
             console.print(f"    {n} unchanged")
         else:
             console.print(f"    [{colour}]{mark.strip().ljust(2)}{n} {SUMMARY[op]}[/]")
+
+
+def _totals(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The experiment's totals, or the sums of several (each experiment's outputs under its
+    name)."""
+    if "pods" in outputs or not outputs:
+        return outputs
+    each = [o for o in outputs.values() if isinstance(o, dict) and "pods" in o]
+    gpus: dict[str, int] = {}
+    for found in each:
+        for product, n in found.get("gpus", {}).items():
+            gpus[product] = gpus.get(product, 0) + n
+    sums = {k: sum(o[k] for o in each) for k in ("pods", "cpus", "memoryGiB")}
+    return {**sums, "gpus": gpus}
 
 
 def _aligned(rows: list[tuple[Any, ...]]) -> list[str]:

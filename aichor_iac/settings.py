@@ -41,12 +41,15 @@ class Placement(_Concern):
     manifest: str | None = Field(
         None,
         description="Path of the experiment's file (an AIchor manifest, a Kubeflow or KubeRay "
-        "custom resource), relative to the Pulumi project (required).",
+        "custom resource), or of a file or directory of several experiments, relative to the "
+        "Pulumi project (required).",
     )
     namespace: str = Field("default", description="Namespace of every object.")
     create_namespace: bool = Field(False, description="Create the namespace with the stack.")
     experiment_name: str | None = Field(
-        None, description="Experiment name (default: the manifest `name`, else the stack name)."
+        None,
+        description="Experiment name (default: the manifest `name`, else the stack name); "
+        "unset for a manifest of several experiments (each has its own).",
     )
     cluster_domain: str = Field("cluster.local", description="The cluster's DNS domain.")
     gpu_product_label: LabelKey = Field(

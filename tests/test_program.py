@@ -32,6 +32,13 @@ OUTPUTS = [
 STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 
+def program() -> dict:
+    """__main__.py's body: the outputs of its experiments (of one alone: its own)."""
+    found = runpy.run_path(str(ROOT / "__main__.py"))["experiments"]
+    outputs = {name: component.outputs for name, component in found.items()}
+    return next(iter(outputs.values())) if len(outputs) == 1 else outputs
+
+
 def run_program(stack_file: Path, monkeypatch) -> tuple[dict, engine.Rendering]:
     """Run __main__.py as `pulumi up` would, with the stack file's config, under mocks."""
     config = yaml.safe_load(stack_file.read_text())["config"]
@@ -42,7 +49,7 @@ def run_program(stack_file: Path, monkeypatch) -> tuple[dict, engine.Rendering]:
     monkeypatch.chdir(ROOT)
     stack = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     rendering = engine.run(
-        lambda: runpy.run_path(str(ROOT / "__main__.py"))["experiment"].outputs,
+        program,
         stack=stack,
         config=values,
     )
@@ -197,7 +204,7 @@ def test_main_reports_manifest_problems_without_a_traceback(tmp_path, monkeypatc
     monkeypatch.chdir(ROOT)
     with pytest.raises(pulumi.RunError) as caught:
         engine.run(
-            lambda: runpy.run_path(str(ROOT / "__main__.py"))["experiment"].outputs,
+            program,
             config={"aichor:manifest": str(bad)},
         )
     assert str(caught.value) == (

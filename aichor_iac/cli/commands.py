@@ -12,13 +12,14 @@ import shlex
 import shutil
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
 from .. import doors, output, planning
 from ..problems import ManifestError, Problem, one_line
-from .inputs import Inputs, expand, inputs_of, name_of, show_warnings
+from .inputs import Inputs, expand, inputs_of, names_of, show_warnings
 from .report import print_json
 
 # The files `render -o DIR` writes (`output.file_name`): the ones a new render replaces.
@@ -34,17 +35,28 @@ def validate(args: argparse.Namespace) -> int:
     from ..k8s.context import Context
 
     inputs = inputs_of(args)
-    blueprint = planning.blueprint(inputs.manifest, inputs.settings, inputs.name)
-    with kinds.plain():
-        layout.checked(Context(blueprint), inputs.settings.create_namespace)
-    origin = inputs.manifest.spec.origin
-    what = f"{inputs.manifest.spec.operator} manifest" if origin is None else origin.source
-    warnings = show_warnings(inputs, blueprint)
+    blueprints, documents = [], []
+    for manifest, name in inputs.each():
+        blueprint = planning.blueprint(manifest, inputs.settings, name)
+        with kinds.plain():
+            layout.checked(Context(blueprint), inputs.settings.create_namespace)
+        origin = manifest.spec.origin
+        what = f"{manifest.spec.operator} manifest" if origin is None else origin.source
+        blueprints.append(blueprint)
+        documents.append({"file": manifest.source, "valid": True, "kind": what})
+    warnings = show_warnings(inputs, *blueprints)
     if args.output == "json":
-        document = {"file": inputs.manifest.source, "valid": True, "kind": what}
-        print_json({**document, "problems": [], "warnings": warnings})
+        if len(documents) == 1:
+            print_json({**documents[0], "problems": [], "warnings": warnings})
+        else:
+            experiments = [{"name": n, **d} for n, d in zip(inputs.names, documents, strict=True)]
+            print_json(
+                {"valid": True, "experiments": experiments, "problems": [], "warnings": warnings}
+            )
         return 0
-    print(f"{inputs.manifest.source}: valid {what}")
+    for name, document in zip(inputs.names, documents, strict=True):
+        named = f" ({name})" if len(documents) > 1 else ""
+        print(f"{document['file']}: valid {document['kind']}{named}")
     return 0
 
 
@@ -105,9 +117,17 @@ def _old(args: argparse.Namespace, inputs: Inputs):
     from ..engine import Rendering, Resource
 
     path = args.diff
-    if not Path(path).is_dir():
-        manifest = doors.load(path)
-        return expand(inputs, manifest, name_of(args, inputs.settings, manifest, inputs.stack))
+    # (a directory of experiments, unless `render -o` wrote it)
+    files = [f.name for f in Path(path).iterdir()] if Path(path).is_dir() else []
+    experiments = not any(RENDERED.match(f) for f in files) and any(
+        f.endswith((".yaml", ".yml")) for f in files
+    )
+    if not Path(path).is_dir() or experiments:
+        manifests = doors.load_all(path)
+        names = names_of(args, inputs.settings, manifests, inputs.stack)
+        if len(manifests) == 1:
+            return expand(replace(inputs, manifests=manifests, names=names))
+        return expand(inputs, manifests)
     resources = []
     for file in sorted(Path(path).iterdir()):
         if not RENDERED.match(file.name):

@@ -18,11 +18,33 @@ from .report import print_problem, problem_json
 
 @dataclass(frozen=True)
 class Inputs:
-    manifest: Experiment
+    manifests: tuple[Experiment, ...]  # the file's (or directory's) experiments
     settings: Settings
-    name: str  # the experiment's
+    names: tuple[str, ...]  # each one's
     stack: str
     stack_file: str | None
+
+    @property
+    def manifest(self) -> Experiment:
+        """The experiment, for the commands that take one."""
+        return self._one()[0]
+
+    @property
+    def name(self) -> str:
+        return self._one()[1]
+
+    def _one(self) -> tuple[Experiment, str]:
+        if len(self.manifests) > 1:
+            reason = (
+                f"holds {len(self.manifests)} experiments ({', '.join(self.names)}): run "
+                "--local, status, logs, events and convert take one; give its own file"
+            )
+            raise ManifestError(self.manifests[0].source, [Problem("", reason)])
+        return self.manifests[0], self.names[0]
+
+    def each(self) -> list[tuple[Experiment, str]]:
+        """Each experiment and its name."""
+        return list(zip(self.manifests, self.names, strict=True))
 
 
 def inputs_of(args: argparse.Namespace) -> Inputs:
@@ -46,14 +68,26 @@ def inputs_of(args: argparse.Namespace) -> Inputs:
             "leave MANIFEST out to check the stack's"
         )
         print_problem(Problem("aichor:manifest", reason), args.stack_config, warning=True)
-    manifest = doors.load(path)
-    name = name_of(args, settings, manifest, stack)
-    return Inputs(manifest, settings, name, stack, args.stack_config)
+    manifests = doors.load_all(path)
+    names = names_of(args, settings, manifests, stack)
+    return Inputs(manifests, settings, names, stack, args.stack_config)
 
 
-def name_of(args: argparse.Namespace, settings: Settings, manifest: Experiment, stack: str) -> str:
-    """The experiment's name: --name, else the stack's, else the manifest's, else the stack."""
-    return args.name or settings.experiment_name or manifest.name_in(stack)
+def names_of(
+    args: argparse.Namespace, settings: Settings, manifests: tuple[Experiment, ...], stack: str
+) -> tuple[str, ...]:
+    """The experiment's name: --name, else the stack's, else the manifest's, else the stack;
+    of several, each its own."""
+    if len(manifests) == 1:
+        return (args.name or settings.experiment_name or manifests[0].name_in(stack),)
+    given = "--name" if args.name else "aichor:experimentName" if settings.experiment_name else ""
+    if given:
+        reason = (
+            f"names one experiment, and {manifests[0].source} holds {len(manifests)}: leave "
+            "it out (each is named by its own name)"
+        )
+        raise ManifestError("aichor-iac", [Problem(given, reason)])
+    return tuple(m.name_in(stack) for m in manifests)
 
 
 def _stack_manifest(stack_file: str | None, settings: Settings) -> Path | None:
@@ -72,22 +106,24 @@ def _stack_manifest(stack_file: str | None, settings: Settings) -> Path | None:
     return path  # no project around it: as given, from here
 
 
-def expand(inputs: Inputs, manifest: Experiment | None = None, name: str | None = None):
+def expand(inputs: Inputs, manifests: tuple[Experiment, ...] | None = None):
+    """The experiments' resources (`manifests`, else the inputs'), as the stack creates them."""
     from ..engine import expand  # imports Pulumi: keep `validate` fast
 
-    manifest = manifest or inputs.manifest
-    return expand(manifest, inputs.settings, inputs.stack, name or inputs.name)
+    if manifests is None and len(inputs.manifests) == 1:
+        return expand(inputs.manifest, inputs.settings, inputs.stack, inputs.name)
+    return expand(manifests or inputs.manifests, inputs.settings, inputs.stack)
 
 
-def show_warnings(
-    inputs: Inputs, blueprint: planning.Blueprint | None = None
-) -> list[dict[str, Any]]:
-    """The experiment's warnings on stderr, each with the file it is about (the stack file
+def show_warnings(inputs: Inputs, *blueprints: planning.Blueprint) -> list[dict[str, Any]]:
+    """The experiments' warnings on stderr, each with the file it is about (the stack file
     for an `aichor:` key); as JSON for the commands whose document holds them."""
-    blueprint = blueprint or planning.blueprint(inputs.manifest, inputs.settings, inputs.name)
     found = []
-    for warning in planning.warnings(blueprint):
-        source = planning.about(warning, inputs.manifest.source, inputs.stack_file)
-        print_problem(warning, source, warning=True)
-        found.append(problem_json(warning, source, "warning"))
+    for manifest, name in inputs.each():
+        blueprint = next((b for b in blueprints if b.manifest is manifest), None)
+        blueprint = blueprint or planning.blueprint(manifest, inputs.settings, name)
+        for warning in planning.warnings(blueprint):
+            source = planning.about(warning, manifest.source, inputs.stack_file)
+            print_problem(warning, source, warning=True)
+            found.append(problem_json(warning, source, "warning"))
     return found

@@ -13,7 +13,7 @@ from typing import Any
 from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem, line_for, one_line
 from ..reading import companions, crd, text
-from . import aichor
+from . import aichor, several
 from .identities import (
     DOORS,
     JOBSET,
@@ -26,6 +26,7 @@ from .identities import (
     TRAINER_KINDS,
     is_runtime,
 )
+from .several import AICHOR
 
 # The API groups of custom resources a file may hold (each read by its door, `DOORS`; the
 # Trainer's also takes the runtimes given beside the TrainJob)
@@ -72,28 +73,48 @@ def load(path: str | Path) -> Experiment:
     return parse(data, source=source)
 
 
+def load_all(path: str | Path) -> tuple[Experiment, ...]:
+    """Every experiment in a file (`parse_all`), or in the YAML files of a directory (each
+    file's own, in the order of their names); their names differ."""
+    if str(path) == "-" or not Path(path).is_dir():
+        data, source = text.read(path)
+        return parse_all(data, source)
+    files = sorted(f for f in Path(path).iterdir() if f.suffix in (".yaml", ".yml"))
+    if not files:
+        reason = "holds no YAML file (*.yaml, *.yml): give a directory of experiments"
+        raise ManifestError(str(path), [Problem("", reason)])
+    found: list[Experiment] = []
+    for file in files:
+        found += load_all(file)
+    problems = _same_names(found)
+    if problems:
+        raise ManifestError(str(path), problems)
+    return tuple(found)
+
+
 def parse(data: str, source: str = "<manifest>") -> Experiment:
     """The experiment a YAML text describes: one document, or a custom resource with the
     ConfigMaps its pods mount beside it (KubeRay's samples ship their code so)."""
+    experiments = parse_all(data, source)
+    if len(experiments) > 1:
+        raise ManifestError(source, [several.refusal(experiments)])
+    return experiments[0]
+
+
+def parse_all(data: str, source: str = "<manifest>") -> tuple[Experiment, ...]:
+    """Every experiment a YAML text describes: each AIchor manifest, and each custom resource
+    (a RayJob with the RayCluster it selects is one) with the objects given beside it that
+    it uses (`several.users`)."""
     documents = text.documents(data, source)
     if not documents or not all(isinstance(d.data, dict) for d in documents):
         raise ManifestError(source, [Problem("", "a manifest is a YAML mapping with a spec")])
     documents = _every_checked(documents, source)  # (each custom resource by its own CRD)
     runtimes = [d for d in documents if is_runtime(d.data)]  # read with the TrainJob
-    documents = [d for d in documents if d not in runtimes] or runtimes[:1]
-    custom = [i for i, d in enumerate(documents) if _api_version(d.data).startswith(CR_GROUPS)]
-    if len(custom) == 2:  # a RayJob on the RayCluster beside it is one experiment
-        a, b = (documents[i] for i in custom)
-        kuberay = _door("kuberay")
-        if merged := kuberay.on_cluster(a, b) or kuberay.on_cluster(b, a):
-            documents = [merged, *(d for i, d in enumerate(documents) if i not in custom)]
-            custom = [0]
-    if len(custom) > 1:
-        first = documents[custom[0]]
-        raise ManifestError(source, [_second(first, documents[i]) for i in custom[1:]])
-    index = custom[0] if custom else 0
-    beside = [d for i, d in enumerate(documents) if i != index]
+    documents = _with_clusters([d for d in documents if d not in runtimes] or runtimes[:1])
+    mains = [d for d in documents if _is_experiment(d.data)] or documents[:1]
+    beside = [d for d in documents if d not in mains]
     others = [d for d in beside if not companions.is_companion(d.data)]
+    custom = any(_api_version(d.data).startswith(CR_GROUPS) for d in mains)
     if beside and (others or not custom):
         problems = [Problem("", companions.refusal(d.data), d.line) for d in others]
         reason = (
@@ -101,20 +122,67 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
             "(kubeflow.org, ray.io, jobset.x-k8s.io) with the objects its pods use (ConfigMaps, "
             "Services, …)"
         )
-        which = problems if custom else [Problem("", reason, documents[1].line)]
+        which = problems if custom else [Problem("", reason, beside[0].line)]
         raise ManifestError(source, which)
     kept, invalid = companions.read(beside)
-    document = documents[index]
-    if runtimes and not _api_version(document.data).startswith(TRAINER_GROUP):
+    trainer = [d for d in mains if _api_version(d.data).startswith(TRAINER_GROUP)]
+    if runtimes and not trainer:
         reason = "a Trainer runtime is read beside the TrainJob that names it, not beside this"
         raise ManifestError(source, [Problem("kind", reason, d.line) for d in runtimes])
-    try:
-        experiment = _experiment(document, source, list(kept), runtimes, checked=True)
-    except ManifestError as error:  # (every problem of the file at once)
-        raise ManifestError(source, [*error.problems, *invalid]) from None
-    if invalid:
-        raise ManifestError(source, invalid)
-    return experiment
+    uses, problems = several.users(mains, beside, list(kept))
+    found, problems = [], problems + invalid
+    for document, used in zip(mains, uses, strict=True):
+        given = runtimes if document in trainer else []
+        try:  # (every problem of the file at once)
+            found.append(_experiment(document, source, used, given, checked=True))
+        except ManifestError as error:
+            problems = [*error.problems, *problems]
+    if len(found) == len(mains):
+        problems += several.unnamed(found, mains) + _same_names(found, [d.line for d in mains])
+    if problems:
+        raise ManifestError(source, problems)
+    return tuple(found)
+
+
+def _is_experiment(data: dict[str, Any]) -> bool:
+    """Whether a document of a file is an experiment of its own: a custom resource a door
+    reads, or an AIchor manifest."""
+    return _api_version(data).startswith(CR_GROUPS) or data.get("kind", AICHOR) == AICHOR
+
+
+def _with_clusters(documents: list[text.Document]) -> list[text.Document]:
+    """The documents with each RayJob and the RayCluster beside it that it selects merged
+    into one (`kuberay.on_cluster`): one experiment."""
+    kinds = [d.data.get("kind") for d in documents]
+    if "RayJob" not in kinds or "RayCluster" not in kinds:
+        return documents
+    kuberay, out, used = _door("kuberay"), [], set()
+    for job in documents:
+        if job.data.get("kind") != "RayJob":
+            continue
+        for i, cluster in enumerate(documents):
+            if i not in used and (merged := kuberay.on_cluster(job, cluster)):
+                used.add(i)
+                out.append((documents.index(job), merged))
+                break
+    merged_at = dict(out)
+    return [merged_at.get(i, d) for i, d in enumerate(documents) if i not in used or i in merged_at]
+
+
+def _same_names(experiments: list[Experiment], lines: list[int] | None = None) -> list[Problem]:
+    """A problem for each experiment named as an earlier one (at `lines`, each one's): the
+    experiments of a stack differ in name."""
+    problems, first = [], {}
+    for experiment, line in zip(experiments, lines or [None] * len(experiments), strict=True):
+        name = experiment.name or experiment.generate_name
+        if name and name in first:
+            reason = (
+                f"a second experiment named {name!r} (the first is in {first[name]}): the "
+                "experiments of a stack have names of their own; rename one"
+            )
+            problems.append(Problem("name", reason, line))
+        first.setdefault(name, experiment.source if line is None else f"line {line}")
+    return problems
 
 
 def validate(
@@ -265,21 +333,3 @@ def _door(name: str) -> Any:
 
 def _api_version(document: dict[str, Any]) -> str:
     return str(document.get("apiVersion", ""))
-
-
-def _second(first: text.Document, other: text.Document) -> Problem:
-    """Why a second custom resource in a file is refused: a file is one experiment."""
-
-    def named(document: text.Document) -> str:
-        metadata = document.data.get("metadata")
-        name = metadata.get("name") if isinstance(metadata, dict) else None
-        return f"{document.data.get('kind')} {name or '(no name)'}"
-
-    return Problem(
-        "",
-        f"a second experiment ({named(other)}; the first is {named(first)} at line "
-        f"{first.line}): a file is one experiment, run by one stack; give each its own file "
-        "and stack (stacks/Pulumi.<experiment>.yaml), or, in a Pulumi program of your own, "
-        "one component per file (aichor_iac.load, then aichor_iac.components.experiment)",
-        other.line,
-    )

@@ -379,8 +379,8 @@ def test_a_rayjob_runs_on_the_raycluster_its_selector_names_beside_it(tmp_path: 
         ),
         (
             [{**rayjob(), "metadata": {"name": "other"}}],
-            "a second experiment (RayJob other; the first is RayJob exp at line 1): a file is one "
-            "experiment, run by one stack",
+            "holds 2 experiments (exp, other): read them with aichor_iac.load_all (a stack "
+            "runs every experiment of its file)",
         ),
         (
             [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Bad_Name"}}],
