@@ -37,7 +37,7 @@ class Inputs:
         if len(self.manifests) > 1:
             reason = (
                 f"holds {len(self.manifests)} experiments ({', '.join(self.names)}): run "
-                "--local, status, logs, events and convert take one; give its own file"
+                "--local and convert take one; give its own file"
             )
             raise ManifestError(self.manifests[0].source, [Problem("", reason)])
         return self.manifests[0], self.names[0]

@@ -1,6 +1,6 @@
-"""`status`, `logs` and `events`: what an experiment is doing, read with a Kubernetes client
-(lightkube) from the stack's cluster (its kubeconfig and context), or from a local run's read API
-(`--local`, `aichor_iac/local/api.py`)."""
+"""`status`, `logs` and `events`: what an experiment (or each of a stack's) is doing, read
+with a Kubernetes client (lightkube) from the stack's cluster (its kubeconfig and context), or
+from a local run's read API (`--local`, `aichor_iac/local/api.py`)."""
 
 from __future__ import annotations
 
@@ -36,77 +36,93 @@ def answered(args: argparse.Namespace) -> Iterator[None]:
         pass
 
 
-def reader(args: argparse.Namespace) -> Any:
-    """The experiment's objects, where the options say: a local run's, else the cluster's."""
+def readers(args: argparse.Namespace) -> list[tuple[str, Any, str | None]]:
+    """Each experiment's name, the reader of its objects where the options say (a local
+    run's, else the cluster's) and the pod that leads its group restart (if it has one)."""
     from .. import kubeapi
 
     inputs = inputs_of(args)
+    found = []
     try:
-        if args.local:
-            url, namespace = kubeapi.local_url(inputs.name)
-            api = kubeapi.connect(url=url)
-        else:
+        if not args.local:
             kubeconfig, context = kubeapi.stack_connection(inputs.stack_file)
             api = kubeapi.connect(
                 kubeconfig=args.kubeconfig or kubeconfig, context=args.context or context
             )
+        for manifest, name in inputs.each():
             namespace = inputs.settings.namespace
+            if args.local:  # (each experiment's run, as it announced itself)
+                url, namespace = kubeapi.local_url(name)
+                api = kubeapi.connect(url=url)
+            reader = kubeapi.Reader(api, namespace, name)
+            found.append((name, reader, _lead(manifest, inputs.settings, name)))
     except kubeapi.Unreachable as error:
         where = f"aichor-iac {args.handler.__name__}"
         raise ManifestError(where, [Problem("", str(error))]) from None
-    return kubeapi.Reader(api, namespace, inputs.name), _lead(inputs)
+    return found
 
 
-def _lead(inputs: Any) -> str | None:
+def _lead(manifest: Any, settings: Any, name: str) -> str | None:
     """The pod that leads the group restart, if the experiment restarts as a group."""
     from .. import planning
     from ..k8s.restart import regroup_of
 
-    regroup = regroup_of(planning.blueprint(inputs.manifest, inputs.settings, inputs.name))
+    regroup = regroup_of(planning.blueprint(manifest, settings, name))
     return regroup.lead.split(".", 1)[0] if regroup else None
 
 
 def status(args: argparse.Namespace) -> int:
-    """Per Job and pod, what the experiment is doing; `--watch` again every 2 seconds."""
-    from rich.console import Console
+    """Per Job and pod, what each experiment is doing; `--watch` again every 2 seconds."""
+    from rich.console import Console, Group
     from rich.live import Live
+    from rich.text import Text
 
     from ..status import report, restart_attempt, table
 
-    source, lead = reader(args)
+    sources = readers(args)
 
-    def now() -> dict[str, Any]:
+    def now(source: Any, lead: str | None) -> dict[str, Any]:
         pods = source.pods()
         attempt = None
         if lead and any(p["metadata"]["name"] == lead for p in pods):
             attempt = restart_attempt([text for _, text in source.lines(lead)])
         return report(source.jobs(), pods, datetime.now(timezone.utc), attempt)
 
+    def shown() -> Any:
+        if len(sources) == 1:
+            return table(now(*sources[0][1:]))
+        parts = [
+            (Text(name, style="bold underline"), table(now(s, lead))) for name, s, lead in sources
+        ]
+        return Group(*(item for part in parts for item in part))
+
     with answered(args):
         if args.output == "json":
-            print(json.dumps(now(), indent=2))
+            found = {name: now(source, lead) for name, source, lead in sources}
+            document = found.popitem()[1] if len(found) == 1 else {"experiments": found}
+            print(json.dumps(document, indent=2))
             return 0
         console = Console(highlight=False)
         if not args.watch:
-            console.print(table(now()))
+            console.print(shown())
             return 0
-        with Live(table(now()), console=console, auto_refresh=False) as live:
+        with Live(shown(), console=console, auto_refresh=False) as live:
             while True:  # (until interrupted)
                 time.sleep(2)
-                live.update(table(now()), refresh=True)
+                live.update(shown(), refresh=True)
     return 0
 
 
 def logs(args: argparse.Namespace) -> int:
-    """Every pod's lines, each after its pod's name, in the order they were printed; with
-    `-f`, as they come."""
+    """Every pod's lines (of each experiment), each after its pod's name, in the order they
+    were printed; with `-f`, as they come."""
     with answered(args):
-        return _logs(args, *reader(args))
+        return _logs(args, [source for _, source, _ in readers(args)])
     return 0
 
 
-def _logs(args: argparse.Namespace, source: Any, _: Any) -> int:
-    pods = sorted(p["metadata"]["name"] for p in source.pods())
+def _logs(args: argparse.Namespace, sources: list[Any]) -> int:
+    pods = sorted((p["metadata"]["name"], s) for s in sources for p in s.pods())
     as_json = args.output == "json"
     lock = threading.Lock()
 
@@ -118,16 +134,16 @@ def _logs(args: argparse.Namespace, source: Any, _: Any) -> int:
                 print(f"{pod} {text}", flush=True)
 
     if not args.follow:
-        lines = [(when, pod, text) for pod in pods for when, text in source.lines(pod)]
+        lines = [(when, pod, text) for pod, s in pods for when, text in s.lines(pod)]
         for when, pod, text in sorted(lines, key=lambda line: line[0]):
             say(pod, when, text)
         return 0
     threads = [
         threading.Thread(
-            target=lambda pod=pod: [say(pod, *line) for line in source.lines(pod, True)],
+            target=lambda pod=pod, s=s: [say(pod, *line) for line in s.lines(pod, True)],
             daemon=True,
         )
-        for pod in pods
+        for pod, s in pods
     ]
     for thread in threads:
         thread.start()
@@ -141,9 +157,12 @@ def events(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    source, _ = reader(args)
+    sources = readers(args)
     with answered(args):
-        found = source.events()
+        found = sorted(
+            (event for _, source, _ in sources for event in source.events()),
+            key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
+        )
         if args.output == "json":
             print(json.dumps(found, indent=2))
             return 0

@@ -208,3 +208,49 @@ def test_status_reads_a_run_without_root(tmp_path, monkeypatch):
     run.join(120)
     with pytest.raises(kubeapi.Unreachable):
         kubeapi.local_url("nr")
+
+
+def test_status_logs_and_events_of_a_file_of_two_experiments(tmp_path):
+    # Two experiments of one file, each run announced under its name (as two `run --local`
+    # would): `status` reports each under its name, `logs` shows the pods of both.
+    r = {"cpus": 1, "ramRatio": 1}
+    spec = {"operator": "pytorch", "image": "img", "types": {"Master": {"resources": r}}}
+    documents = [
+        {"name": name, "spec": {**spec, "command": f'echo "{name} up"; sleep 600'}}
+        for name in ("seed-1", "seed-2")
+    ]
+    path = tmp_path / "seeds.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    objects = engine.expand(doors.load_all(path), Settings(), "t").objects
+    with (
+        LocalCluster(objects, ENV) as cluster,
+        LocalApi(cluster, "default") as api,
+        announce("seed-1", api.url, api.namespace),
+        announce("seed-2", api.url, api.namespace),
+    ):
+        for job in ("seed-1-master", "seed-2-master"):
+            cluster.start(job)
+
+        def both_up() -> str | None:
+            out = io.StringIO()
+            with redirect_stdout(out):
+                assert main(["logs", "--local", str(path)]) == 0
+            text = out.getvalue()
+            return text if "seed-1 up" in text and "seed-2 up" in text else None
+
+        lines = until(both_up, 30).splitlines()
+        assert sorted(lines) == ["seed-1-master-0 seed-1 up", "seed-2-master-0 seed-2 up"]
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main(["status", "--local", str(path), "--output", "json"]) == 0
+        found = json.loads(out.getvalue())["experiments"]
+        assert list(found) == ["seed-1", "seed-2"]
+        assert [[g["job"] for g in f["groups"]] for f in found.values()] == [
+            ["seed-1-master"],
+            ["seed-2-master"],
+        ]
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main(["status", "--local", str(path)]) == 0
+        text = out.getvalue()
+        assert text.index("seed-1\n") < text.index("seed-1-master") < text.index("seed-2\n")
