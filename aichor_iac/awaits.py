@@ -16,6 +16,11 @@ import re
 from typing import Any
 
 SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
+# A Job that has ended, succeeded or failed: its Complete or Failed condition is True (a
+# trial that a later trial of its sweep waits for; a failure must not stop the sweep)
+ENDED = (
+    'jsonpath={$.status.conditions[?@.status=="True" && (@.type=="Complete" || @.type=="Failed")]}'
+)
 
 
 class AwaitFailed(Exception):

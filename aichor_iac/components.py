@@ -115,6 +115,12 @@ class ExperimentComponent(pulumi.ComponentResource):
         self.created_namespace = next(
             (registered[c] for c in children if c.kind == "Namespace"), None
         )
+        # (what a later trial of a sweep waits for: `awaits.ENDED`)
+        self.entry_job = next(
+            registered[c]
+            for c in children
+            if c.kind == "Job" and c.object["metadata"]["name"] == _entry_job(ctx)
+        )
         self.outputs = self._outputs(ctx)
         self.register_outputs(self.outputs)
 
@@ -160,8 +166,7 @@ class ExperimentComponent(pulumi.ComponentResource):
     def _outputs(self, ctx: Context) -> dict[str, Any]:
         """The stack outputs contract (docs/outputs.md)."""
         names = ctx.names
-        first = next(g for g in self.plan.groups if g.role == self.plan.entry_point)
-        entry = ctx.job_name(first, ctx.replicas(first)[0])
+        entry = _entry_job(ctx)
         outputs: dict[str, Any] = {
             "experiment": names.experiment,
             "namespace": names.namespace,
@@ -193,6 +198,13 @@ class ExperimentComponent(pulumi.ComponentResource):
             )
             outputs["jupyterToken"] = self.secrets[jupyter.TOKEN_KEY]
         return outputs
+
+
+def _entry_job(ctx: Context) -> str:
+    """The name of the Job whose end is the experiment's end (its first, if the entry
+    point's replicas have a Job each)."""
+    first = next(g for g in ctx.plan.groups if g.role == ctx.plan.entry_point)
+    return ctx.job_name(first, ctx.replicas(first)[0])
 
 
 class PyTorchJob(ExperimentComponent):
@@ -357,11 +369,17 @@ def experiments(
         )
         raise ManifestError("Pulumi config", [Problem("aichor:experimentName", reason)])
     found: dict[str, ExperimentComponent] = {}
+    trials: dict[tuple[str, int], ExperimentComponent] = {}
     after: list[pulumi.Resource] = []
     for manifest in manifests:
         name = settings.experiment_name or manifest.name_in(stack)
         own = settings if not found else settings.updated("", create_namespace=False)
-        found[name] = component = experiment(name, manifest, own, after=after)
+        trial, waits = manifest.trial, list(after)
+        if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
+            waits.append(trials[trial.sweep, trial.waits_for].entry_job)
+        found[name] = component = experiment(name, manifest, own, after=waits)
+        if trial is not None:
+            trials[trial.sweep, trial.index] = component
         if component.created_namespace is not None:
             after = [component.created_namespace]
     return found

@@ -69,6 +69,11 @@ FILES = [
     [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
     for folder in ("kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes", "fuzz_seeds")
     for p in sorted((ROOT / "tests" / folder).glob("*.yaml"))
+] + [  # Katib's examples as sweeps of 3 trials that run whatever fails (issue 41)
+    [{**d, "spec": {**d["spec"], "maxTrialCount": 3, "maxFailedTrialCount": 3}}]
+    for p in sorted((ROOT / "tests" / "katib").glob("*.yaml"))
+    for d in yaml.safe_load_all(p.read_text())
+    if d is not None
 ]
 CR_GROUPS = ("kubeflow.org/", "ray.io/", "jobset.x-k8s.io/", "trainer.kubeflow.org/")
 CASE_SECONDS = 60  # a case slower than this is a hang (rendering 1,000 jobset Jobs takes ~13 s)
@@ -339,7 +344,7 @@ def door_of(text: str) -> str:
 
 
 KINDS = ("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob", "RayJob")
-KINDS += ("RayCluster", "JobSet", "TrainJob")
+KINDS += ("RayCluster", "JobSet", "TrainJob", "Experiment")
 
 
 def text_of(document: dict, rng: random.Random) -> str:
@@ -364,9 +369,11 @@ def _alarm(signum: int, frame: Any) -> None:
 def validate(text: str) -> str:
     """'' if `aichor-iac validate` accepts the text, else its error (ManifestError)."""
     try:
-        model = doors.parse(text, source="fuzz.yaml")
+        models = doors.parse_all(text, source="fuzz.yaml")
         settings = Settings()
-        layout.checked(Context(planning.blueprint(model, settings, "fuzz")))
+        for model in models:
+            name = "fuzz" if len(models) == 1 else model.name_in("fuzz")
+            layout.checked(Context(planning.blueprint(model, settings, name)))
     except ManifestError as error:
         return str(error)
     return ""
@@ -375,8 +382,9 @@ def validate(text: str) -> str:
 def render(text: str) -> tuple[str, list[dict[str, Any]]]:
     """What `aichor-iac render` gives: (error, objects)."""
     try:
-        model = doors.parse(text, source="fuzz.yaml")
-        return "", engine.expand(model, Settings(), name="fuzz").objects
+        models = doors.parse_all(text, source="fuzz.yaml")
+        name = "fuzz" if len(models) == 1 else None
+        return "", engine.expand(list(models), Settings(), name=name).objects
     except ManifestError as error:
         return str(error), []
 

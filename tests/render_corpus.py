@@ -58,6 +58,16 @@ def cases() -> dict[str, tuple[str, Settings, str]]:
     for folder in ("aichor", "kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes"):
         for path in sorted((ROOT / "tests" / folder).glob("*.yaml")):
             found[f"tests/{folder}/{path.name}"] = (path.read_text(), Settings(), "exp")
+    for path in sorted((ROOT / "tests" / "katib").glob("*.yaml")):
+        text = path.read_text()
+        found[f"tests/katib/{path.name}"] = (text, Settings(), "exp")
+        sweep = yaml.safe_load(text)  # (as the tests run it: every trial runs whatever fails)
+        sweep["spec"].pop("maxFailedTrialCount", None)
+        found[f"tests/katib/{path.name} running every trial"] = (
+            yaml.safe_dump(sweep),
+            Settings(wait="complete"),
+            "exp",
+        )
     for path, fixed in _runnable():
         found[f"tests/kubeflow/{path.name} as the tests run it"] = (
             yaml.safe_dump(fixed),
@@ -102,8 +112,11 @@ def _fuzzed(count: int) -> list[str]:
 def outcome(text: str, settings: Settings, name: str) -> str:
     """Everything the case gives, as canonical JSON text (or its error)."""
     try:
-        model = doors.parse(text, source="case.yaml")
-        rendering = engine.expand(model, settings, name=name)
+        models = doors.parse_all(text, source="case.yaml")
+        if len(models) == 1:
+            rendering = engine.expand(models[0], settings, name=name)
+        else:  # (a sweep's trials, several experiments: each named by its own name)
+            rendering = engine.expand(list(models), settings)
     except ManifestError as error:
         return f"error: {error}"
     resources = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 KUBEFLOW = "kubeflow.org"  # (its kinds' versions: `kubeflow.KINDS`)
+KATIB = ("kubeflow.org/v1beta1", "Experiment")  # a sweep of trials (`katib`), in Kubeflow's group
 RAY = "ray.io/v1"
 RAY_KINDS = ("RayJob", "RayCluster")
 JOBSET = "jobset.x-k8s.io/v1alpha2"

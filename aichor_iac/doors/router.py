@@ -18,6 +18,7 @@ from .identities import (
     DOORS,
     JOBSET,
     JOBSET_KINDS,
+    KATIB,
     KUBEFLOW,
     RAY,
     RAY_KINDS,
@@ -130,18 +131,55 @@ def parse_all(data: str, source: str = "<manifest>") -> tuple[Experiment, ...]:
         reason = "a Trainer runtime is read beside the TrainJob that names it, not beside this"
         raise ManifestError(source, [Problem("kind", reason, d.line) for d in runtimes])
     uses, problems = several.users(mains, beside, list(kept))
-    found, problems = [], problems + invalid
+    found: list[tuple[Experiment, text.Document]] = []
+    problems, read = problems + invalid, []
     for document, used in zip(mains, uses, strict=True):
         given = runtimes if document in trainer else []
         try:  # (every problem of the file at once)
-            found.append(_experiment(document, source, used, given, checked=True))
+            if _is_sweep(document.data):
+                found += [(trial, document) for trial in _sweep(document, source, used)]
+            else:
+                found.append((_experiment(document, source, used, given, checked=True), document))
         except ManifestError as error:
-            problems = [*error.problems, *problems]
-    if len(found) == len(mains):
-        problems += several.unnamed(found, mains) + _same_names(found, [d.line for d in mains])
+            read += error.problems
+    problems = read + problems
+    if not read:  # (every experiment read: their names)
+        experiments, documents = [e for e, _ in found], [d for _, d in found]
+        problems += several.unnamed(experiments, documents)
+        problems += _same_names(experiments, [d.line for d in documents])
     if problems:
         raise ManifestError(source, problems)
-    return tuple(found)
+    return tuple(e for e, _ in found)
+
+
+def _is_sweep(data: dict[str, Any]) -> bool:
+    return (_api_version(data), data.get("kind")) == KATIB
+
+
+def _sweep(
+    document: text.Document, source: str, companions: list[dict[str, Any]]
+) -> list[Experiment]:
+    """A Katib Experiment's trials, each read by the door of its custom resource (the
+    template's problems, found in the first trial, at the template's lines)."""
+    where = ("spec", "trialTemplate", "trialSpec")
+    if companions:
+        names = ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in companions)
+        reason = f"uses {names}: objects beside a Katib Experiment are not created yet"
+        raise ManifestError(source, [Problem("spec.trialTemplate", reason, document.line)])
+    lines = {path[3:]: n for path, n in document.lines.items() if path[:3] == where}
+    found = []
+    for data, place in _door("katib").trials(document.data, source, document.lines):
+        trial = text.Document(data, lines, line_for(where, document.lines) or document.line)
+        try:
+            experiment = _experiment(trial, source, [], [], checked=False)
+        except ManifestError as error:
+            prefix = ".".join(where)
+            raise ManifestError(
+                source, [replace(p, path=f"{prefix}.{p.path}".rstrip(".")) for p in error.problems]
+            ) from None
+        experiment._trial = place
+        found.append(experiment)
+    return found
 
 
 def _is_experiment(data: dict[str, Any]) -> bool:
@@ -211,6 +249,9 @@ def _experiment(
     api_version = _api_version(data)
     if (api_version, str(data.get("kind"))) in RETIRED | DRAFTS:  # (a kind: any YAML value)
         raise ManifestError(source, [_retired(data, lines)])
+    if _is_sweep(data):
+        reason = "a Katib Experiment is a sweep of several trials: read it with load_all"
+        raise ManifestError(source, [Problem("kind", reason, line_for(("kind",), lines))])
     if is_runtime(data):
         reason = "a runtime is not an experiment: give the TrainJob that names it beside it"
         raise ManifestError(source, [Problem("kind", reason, line_for(("kind",), lines))])
@@ -318,6 +359,7 @@ def _not_read(data: dict[str, Any], lines: dict) -> Problem:
     if api_version.startswith(f"{KUBEFLOW}/"):
         kubeflow = _door("kubeflow")
         known = ", ".join(f"{kubeflow.GROUP}/{k.version} {n}" for n, k in kubeflow.KINDS.items())
+        known += f", {' '.join(KATIB)} (Katib's, a sweep)"
         known, kind = f"one of {known}", kind if isinstance(kind, str) else repr(kind)
     else:
         version, kinds = next(v for g, v in READ.items() if api_version.startswith(g))

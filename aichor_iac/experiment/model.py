@@ -16,6 +16,7 @@ from ..limits import INT32, Image, LabelValue
 from ..problems import ManifestError, Problem, located
 from .groups import RULES, Model, Operator, Types, types_model
 from .origin import Origin
+from .trial import Trial
 
 DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
 DURATION_UNITS = (86400, 3600, 60, 1)
@@ -220,6 +221,11 @@ class Experiment(Model):
 
     _source: str = PrivateAttr("<manifest>")
     _lines: dict[tuple[str, ...], int] = PrivateAttr(default_factory=dict)
+    _trial: Trial | None = PrivateAttr(None)  # its place in a sweep, if it is a trial
+
+    @property
+    def trial(self) -> Trial | None:
+        return self._trial
 
     def read_from(self, source: str, lines: dict[tuple[str, ...], int]) -> Experiment:
         """This experiment, noted as read from `source`, whose keys are on `lines`."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..awaits import SKIP_AWAIT, WAIT_FOR
+from ..awaits import ENDED, SKIP_AWAIT, WAIT_FOR
 from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Resources
 from ..experiment.model import Spec
 from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
@@ -64,6 +64,11 @@ def await_annotations(ctx: Context, group: Group, pods: int | None = None) -> di
     mode = ctx.settings.wait
     if ctx.spec.origin and ctx.spec.origin.suspend:  # no pod runs until someone resumes it
         return {SKIP_AWAIT: "true"}
+    if (trial := ctx.blueprint.manifest.trial) and group.role == ctx.plan.entry_point:
+        if trial.stops_sweep and (trial.gates or mode == "complete"):
+            return {}  # a failure fails `pulumi up`: no later trial is created
+        if trial.gates or mode == "complete":  # a later trial waits for its end, whatever it is
+            return {WAIT_FOR: ENDED}
     # Independent pods (jobset, batchjob) may end before all have run, or run a few at a time
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
     if group.gate == "complete":  # the Jobs after it wait until it completes
@@ -103,7 +108,7 @@ def await_timeout(ctx: Context, group: Group) -> int | None:
     awaited."""
     annotations = await_annotations(ctx, group)
     deadline = ctx.spec.timeout_seconds
-    if WAIT_FOR in annotations:
+    if WAIT_FOR in annotations and annotations[WAIT_FOR] != ENDED:
         return min(deadline or ctx.settings.peer_wait_seconds, ctx.settings.peer_wait_seconds)
     if SKIP_AWAIT not in annotations:  # awaited until it completes
         return deadline + COMPLETION_MARGIN if deadline else ctx.settings.wait_timeout_seconds

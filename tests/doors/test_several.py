@@ -227,4 +227,7 @@ def test_the_cli_validates_renders_and_previews_each(
     assert cli.main(["render", str(manifest), "--name", "x"]) == 2
     assert "--name: names one experiment" in capsys.readouterr().err
     assert cli.main(["run", "--local", str(manifest)]) == 2
-    assert "holds 2 experiments (lr-1, lr-2): run --local and convert take one" in capsys.readouterr().err
+    assert (
+        "holds 2 experiments (lr-1, lr-2): run --local and convert take one"
+        in capsys.readouterr().err
+    )

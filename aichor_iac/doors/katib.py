@@ -1,0 +1,289 @@
+"""Katib's Experiment (`kubeflow.org/v1beta1`, Katib v0.19) as a sweep (issue 41): the trials
+Katib would run for a grid or random search, each the trial template with its values put in
+as Katib's controller puts them (`manifest/generator.go`), named for the trial. The router
+reads each trial's custom resource by its own door; the trials are created at most
+`parallelTrialCount` at once (`components.experiments`).
+
+Katib's CRD has no schema (it keeps unknown fields): its webhook's rules are checked here.
+Algorithms that learn from finished trials, early stopping and neural architecture search
+need Katib's suggestion service and are refused by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from ..experiment.groups import Model
+from ..experiment.trial import Trial
+from ..limits import INT32
+from ..problems import Problem
+from ..reading import podtemplate as templates
+from .katib_space import Parameter, grid, grid_size, random_search, seed_of
+
+API_VERSION = "kubeflow.org/v1beta1"
+KIND = "Experiment"
+FIXED = ("grid", "random")  # the algorithms whose trials are fixed before the first runs
+# Katib's other algorithms: each suggests from the trials that have ended
+LEARNING = (
+    "bayesianoptimization",
+    "tpe",
+    "multivariate-tpe",
+    "hyperband",
+    "cmaes",
+    "pbt",
+    "enas",
+    "darts",
+)
+PARAMETER = re.compile(r"\$\{trialParameters\.(.+?)\}")
+META = re.compile(r"\$\{trialSpec\.(.+?)\}")
+INDEXED = re.compile(r"(.+)\[(.+)]")
+ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' rand.String, which Katib's names use
+MAX_TRIALS = 1000  # of one sweep in one stack (each trial is several objects Pulumi tracks)
+
+
+class Objective(Model):
+    type: Literal["minimize", "maximize"]
+    goal: float | None = None
+    objective_metric_name: str = Field(min_length=1)
+    additional_metric_names: list[str] = Field(default_factory=list)
+    metric_strategies: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _not_twice(self) -> Objective:
+        if self.objective_metric_name in self.additional_metric_names:
+            raise ValueError("additionalMetricNames should not contain objectiveMetricName")
+        return self
+
+
+class Setting(Model):
+    name: str
+    value: str
+
+
+class Algorithm(Model):
+    algorithm_name: str = Field(min_length=1)
+    algorithm_settings: list[Setting] = Field(default_factory=list)
+
+
+class TrialParameter(Model):
+    name: str = Field(min_length=1)
+    description: str | None = None
+    reference: str = Field(min_length=1)
+
+
+class TrialTemplate(Model):
+    primary_container_name: str | None = None
+    primary_pod_labels: dict[str, str] | None = None
+    trial_parameters: list[TrialParameter] = Field(min_length=1)
+    trial_spec: dict[str, Any] | None = None
+    config_map: dict[str, Any] | None = None
+    success_condition: str | None = None
+    failure_condition: str | None = None
+    retain: bool = False
+
+
+class Spec(Model):
+    parameters: list[Parameter] = Field(min_length=1)
+    objective: Objective
+    algorithm: Algorithm
+    trial_template: TrialTemplate
+    parallel_trial_count: int = Field(3, gt=0, le=INT32)  # (Katib's default)
+    max_trial_count: int | None = Field(None, gt=0, le=INT32)
+    max_failed_trial_count: int | None = Field(None, ge=0, le=INT32)
+    metrics_collector_spec: dict[str, Any] | None = None
+    resume_policy: Literal["Never", "LongRunning", "FromVolume"] = "Never"
+    early_stopping: dict[str, Any] | None = None
+    nas_config: dict[str, Any] | None = None
+
+
+class Resource(Model):
+    api_version: Literal["kubeflow.org/v1beta1"]
+    kind: Literal["Experiment"]
+    metadata: templates.Metadata
+    spec: dict[str, Any]
+    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
+
+
+def trials(data: dict[str, Any], source: str, lines: dict) -> list[tuple[dict[str, Any], Trial]]:
+    """The trials' custom resources, in the order they are created, each with its place in
+    the sweep; or ManifestError naming every problem with its path and line."""
+    fail = functools.partial(templates.error, source, lines=lines)
+    resource, spec = templates.resource_and_spec(data, fail, KIND, API_VERSION, (Resource, Spec))
+    name = resource.metadata.name or ""
+    problems = [*resource.metadata.problems("Katib"), *_refused(spec), *_template_problems(spec)]
+    if not name:
+        problems.append(Problem("metadata.name", "give the sweep a name: its trials take it"))
+    if problems:
+        raise fail(problems)
+    count, values = _values(spec, name, fail)
+    template = spec.trial_template
+    found = []
+    for index, assigned in enumerate(values):
+        trial = _name(name, index)
+        document = _substituted(template, assigned, trial, data, fail)
+        parallel, stops = spec.parallel_trial_count, spec.max_failed_trial_count == 0
+        place = Trial(name, index, count, parallel, tuple(assigned.items()), stops)
+        found.append((document, place))
+    return found
+
+
+def _refused(spec: Spec) -> list[Problem]:
+    """What needs Katib's own services, and counts a sweep cannot keep."""
+    problems = []
+    algorithm = spec.algorithm.algorithm_name
+    if algorithm == "sobol":
+        reason = (
+            "sobol (goptuna's Sobol sequence) is not made here yet: use random (or grid), "
+            "whose trials are fixed beforehand too"
+        )
+        problems.append(Problem("spec.algorithm.algorithmName", reason))
+    elif algorithm not in FIXED:
+        how = "learns from the trials that have ended" if algorithm in LEARNING else "unknown"
+        problems.append(
+            Problem(
+                "spec.algorithm.algorithmName",
+                f"{algorithm} {how}: it needs Katib's suggestion service; aichor-iac runs the "
+                "algorithms whose trials are fixed beforehand: grid or random",
+            )
+        )
+    if spec.early_stopping is not None:
+        name = spec.early_stopping.get("algorithmName", "")
+        reason = f"early stopping ({name}) needs Katib's controller to stop trials: remove it"
+        problems.append(Problem("spec.earlyStopping", reason))
+    if spec.nas_config is not None:
+        reason = "neural architecture search (ENAS, DARTS) needs Katib's suggestion service"
+        problems.append(Problem("spec.nasConfig", reason))
+    limit, total = spec.max_failed_trial_count, spec.max_trial_count
+    if limit is not None and total is not None and limit > total:
+        reason = f"{limit} is above maxTrialCount {total}"
+        problems.append(Problem("spec.maxFailedTrialCount", reason))
+    elif limit not in (None, 0) and (total is None or limit < total):
+        reason = (
+            f"{limit}: a sweep either stops at its first failed trial (0: pulumi up fails and "
+            "creates no later trial) or runs every trial whatever fails (leave it out, or "
+            "set it to maxTrialCount); stopping after some failures needs Katib's controller"
+        )
+        problems.append(Problem("spec.maxFailedTrialCount", reason))
+    return problems
+
+
+def _template_problems(spec: Spec) -> list[Problem]:
+    """Katib's rules for the trial template, and the sources read here."""
+    template, where = spec.trial_template, "spec.trialTemplate"
+    if template.config_map is not None:
+        reason = "a template in a ConfigMap is not read yet: give it as trialSpec"
+        return [Problem(f"{where}.configMap", reason)]
+    if template.trial_spec is None:
+        return [Problem(f"{where}.trialSpec", "give the trial's custom resource")]
+    problems = []
+    kind = (template.trial_spec.get("apiVersion"), template.trial_spec.get("kind"))
+    if kind == ("batch/v1", "Job"):
+        reason = (
+            "a batch/v1 Job trial is not read yet: give the trial as a PyTorchJob, TFJob, "
+            "XGBoostJob, JAXJob, MPIJob, TrainJob or RayJob"
+        )
+        return [Problem(f"{where}.trialSpec.kind", reason)]
+    metadata = template.trial_spec.get("metadata")
+    if isinstance(metadata, dict) and ({"name", "namespace"} & set(metadata)):
+        reason = "metadata.name and metadata.namespace must be omitted (Katib names each trial)"
+        problems.append(Problem(f"{where}.trialSpec.metadata", reason))
+    names = {p.name for p in spec.parameters}
+    declared = set()
+    for i, parameter in enumerate(template.trial_parameters):
+        reference = parameter.reference
+        if parameter.name in declared:
+            problems.append(Problem(f"{where}.trialParameters.{i}.name", "is given twice"))
+        declared.add(parameter.name)
+        if not META.search(reference) and reference not in names:
+            reason = (
+                f"{reference!r} is no parameter of spec.parameters ({', '.join(sorted(names))})"
+            )
+            problems.append(Problem(f"{where}.trialParameters.{i}.reference", reason))
+    used = set(PARAMETER.findall(str(template.trial_spec)))
+    for missing in sorted(used - declared):
+        reason = f"${{trialParameters.{missing}}} is used and not declared in trialParameters"
+        problems.append(Problem(f"{where}.trialSpec", reason))
+    return problems
+
+
+def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]]:
+    """How many trials, and each one's values."""
+    algorithm = spec.algorithm.algorithm_name
+    settings = {s.name: s.value for s in spec.algorithm.algorithm_settings}
+    try:
+        seed = seed_of(settings, algorithm, name)
+        if algorithm == "grid":
+            size = grid_size(spec.parameters)
+            count = min(spec.max_trial_count or size, size)
+        elif spec.max_trial_count is None:
+            reason = "random search has no end of its own: give the number of trials"
+            raise fail([Problem("spec.maxTrialCount", reason)])
+        else:
+            count = spec.max_trial_count
+        if count > MAX_TRIALS:
+            reason = f"{count:,} trials: a stack runs at most {MAX_TRIALS:,} of one sweep"
+            raise fail([Problem("spec.maxTrialCount", reason)])
+        if algorithm == "grid":
+            return count, grid(spec.parameters, count, seed)
+        return count, random_search(spec.parameters, count, seed)
+    except ValueError as error:
+        raise fail([Problem("spec.parameters", str(error))]) from None
+
+
+def _name(experiment: str, index: int) -> str:
+    """Katib names a trial `<experiment>-<8 random characters>`; here the characters come from
+    the experiment's name and the trial's index, so every render names it alike."""
+    digest = hashlib.sha256(f"{experiment}/{index}".encode()).digest()
+    return f"{experiment}-" + "".join(ALPHABET[b % len(ALPHABET)] for b in digest[:8])
+
+
+def _substituted(
+    template: TrialTemplate, values: dict[str, str], trial: str, data: dict[str, Any], fail: Any
+) -> dict[str, Any]:
+    """The trial's custom resource: each `${trialParameters.<name>}` in a string of the
+    template replaced by its parameter's value or the trial's metadata (as Katib replaces
+    them in the template's text), named for the trial."""
+    spec = template.trial_spec or {}
+    metadata = spec.get("metadata") if isinstance(spec.get("metadata"), dict) else {}
+    namespace = (data.get("metadata") or {}).get("namespace") or "default"
+    meta = {
+        "Name": trial,
+        "Namespace": namespace,
+        "Kind": str(spec.get("kind", "")),
+        "APIVersion": str(spec.get("apiVersion", "")),
+    }
+    filled: dict[str, str] = {}
+    for i, parameter in enumerate(template.trial_parameters):
+        found = META.search(parameter.reference)
+        if not found:
+            filled[parameter.name] = values[parameter.reference]
+            continue
+        key, index = found[1], None
+        if indexed := INDEXED.fullmatch(key):
+            key, index = indexed[1], indexed[2]
+        if index is not None and key in ("Labels", "Annotations"):
+            value = templates.mapping(metadata.get(key.lower())).get(index)
+        else:
+            value = meta.get(key) if index is None else None
+        if value is None:
+            where = f"spec.trialTemplate.trialParameters.{i}.reference"
+            raise fail([Problem(where, f"illegal reference of trial metadata: {found[0]}")])
+        filled[parameter.name] = str(value)
+
+    def put(value: Any) -> Any:
+        if isinstance(value, str):
+            return PARAMETER.sub(lambda m: filled.get(m[1], m[0]), value)
+        if isinstance(value, dict):
+            return {k: put(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [put(v) for v in value]
+        return value
+
+    document = put(spec)
+    document["metadata"] = {**(document.get("metadata") or {}), "name": trial}
+    return document

@@ -1,0 +1,26 @@
+"""A trial of a sweep (issue 41): one experiment among those a sweep fixes beforehand, with
+its place in the sweep (which decides what it waits for) and the values it was given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Trial:
+    sweep: str  # the sweep's name (a Katib Experiment's)
+    index: int  # 0, 1, …: the order trials are created in
+    count: int  # how many trials the sweep has
+    parallel: int  # at most this many of its trials at once
+    values: tuple[tuple[str, str], ...]  # parameter -> value, as the trial got it
+    stops_sweep: bool = False  # its failure ends the sweep (Katib's maxFailedTrialCount: 0)
+
+    @property
+    def waits_for(self) -> int | None:
+        """The trial whose end this one is created after (None: it starts with the sweep)."""
+        return self.index - self.parallel if self.index >= self.parallel else None
+
+    @property
+    def gates(self) -> bool:
+        """Whether a later trial is created only once this one has ended."""
+        return self.index + self.parallel < self.count

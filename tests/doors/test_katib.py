@@ -1,0 +1,294 @@
+"""Katib's Experiment as a sweep (issue 41): Katib's own examples (tests/katib/, kubeflow/katib
+v1beta1 examples, unchanged) render their trials as Katib's controller would make them —
+every placeholder replaced, every value in its feasible space, the same trials on every
+render — or are refused naming what needs Katib's own services; the trials are created at
+most `parallelTrialCount` at once, each later one after an earlier one has ended."""
+
+from __future__ import annotations
+
+import copy
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemas
+import yaml
+from conftest import ROOT
+
+from aichor_iac import doors, engine
+from aichor_iac.awaits import ENDED, SKIP_AWAIT, WAIT_FOR
+from aichor_iac.problems import ManifestError
+from aichor_iac.settings import Settings
+
+EXAMPLES = ROOT / "tests" / "katib"
+# The examples whose trials are custom resources read here, and the parameter each passes
+# on the command line (name in the trial, parameter of the search space).
+RUNNABLE = {
+    "pytorchjob-mnist.yaml": {"lr": "--lr=", "momentum": "--momentum="},
+    "tfjob-mnist-with-summaries.yaml": {
+        "learning_rate": "--learning-rate=",
+        "batch_size": "--batch-size=",
+    },
+    "xgboostjob-lightgbm.yaml": {"lr": "--learning_rate=", "num-leaves": "--num_leaves="},
+    "trainjob-pytorch.yaml": {"lr": "--lr=", "momentum": "--momentum="},
+}
+
+
+def example(name: str, **spec: Any) -> dict[str, Any]:
+    """An example as written, its spec's fields changed by `spec` (None: removed)."""
+    data = yaml.safe_load((EXAMPLES / name).read_text())
+    for key, value in spec.items():
+        if value is None:
+            data["spec"].pop(key, None)
+        else:
+            data["spec"][key] = value
+    return data
+
+
+def sweep(data: dict[str, Any]) -> tuple:
+    return doors.parse_all(yaml.safe_dump(data, sort_keys=False), "katib.yaml")
+
+
+def problems(data: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(ManifestError) as caught:
+        sweep(data)
+    return {p.path: p.message for p in caught.value.problems}
+
+
+@pytest.mark.parametrize("name", sorted(RUNNABLE))
+def test_katibs_examples_render_their_trials(name: str) -> None:
+    # As written, they give up after 3 failed trials: refused (below); without it, every
+    # trial runs whatever fails.
+    data = example(name, maxFailedTrialCount=None)
+    trials = sweep(data)
+    spec = data["spec"]
+    count = spec["maxTrialCount"]
+    assert len(trials) == count and [t.trial.index for t in trials] == list(range(count))
+    assert len({t.name for t in trials}) == count
+    assert all(re.fullmatch(rf"{data['metadata']['name']}-[a-z0-9]{{8}}", t.name) for t in trials)
+    spaces = {p["name"]: p["feasibleSpace"] for p in spec["parameters"]}
+    objects = engine.render(list(trials))
+    text = yaml.safe_dump_all(objects)
+    assert "${trialParameters" not in text and "${trialSpec" not in text
+    for trial in trials:
+        values = dict(trial.trial.values)
+        assert set(values) == set(spaces)
+        for parameter, value in values.items():
+            space = spaces[parameter]
+            if "list" in space:
+                assert value in space["list"]
+            else:
+                assert Decimal(space["min"]) <= Decimal(value) <= Decimal(space["max"])
+        commands = [
+            " ".join(c.get("command", []) + c.get("args", []))
+            for o in objects
+            if o["kind"] == "Job" and o["metadata"]["name"].startswith(trial.name)
+            for c in o["spec"]["template"]["spec"]["containers"]
+        ]
+        for parameter, flag in RUNNABLE[name].items():
+            assert any(f"{flag}{values[parameter]}" in c for c in commands), (parameter, commands)
+    for obj in objects:
+        schemas.validate(obj)
+    assert engine.render(list(sweep(data))) == objects  # the same trials on every render
+
+
+def test_more_trials_keep_the_earlier_ones() -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None)
+    twelve = sweep(data)
+    more = sweep(example("pytorchjob-mnist.yaml", maxFailedTrialCount=None, maxTrialCount=20))
+    assert [(t.name, t.trial.values) for t in more[:12]] == [
+        (t.name, t.trial.values) for t in twelve
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "message"),
+    [
+        ("tpe.yaml", "spec.algorithm.algorithmName", "tpe learns from the trials that have ended"),
+        (
+            "bayesian-optimization.yaml",
+            "spec.algorithm.algorithmName",
+            "bayesianoptimization learns",
+        ),
+        ("hyperband.yaml", "spec.algorithm.algorithmName", "hyperband learns"),
+        ("cma-es.yaml", "spec.algorithm.algorithmName", "cmaes learns"),
+        ("simple-pbt.yaml", "spec.algorithm.algorithmName", "pbt learns"),
+        (
+            "sobol.yaml",
+            "spec.algorithm.algorithmName",
+            "sobol (goptuna's Sobol sequence) is not made",
+        ),
+        ("median-stop.yaml", "spec.earlyStopping", "early stopping (medianstop) needs Katib's"),
+        (
+            "random.yaml",
+            "spec.trialTemplate.trialSpec.kind",
+            "a batch/v1 Job trial is not read yet",
+        ),
+        ("grid.yaml", "spec.maxFailedTrialCount", "3: a sweep either stops at its first failed"),
+        ("pytorchjob-mnist.yaml", "spec.maxFailedTrialCount", "stopping after some failures"),
+    ],
+)
+def test_what_needs_katibs_own_services_is_refused_by_name(name, path, message) -> None:
+    found = problems(example(name))
+    assert message in found.get(path, ""), found
+
+
+def test_the_trials_are_created_at_most_parallel_at_once_each_after_an_earlier_one_ended() -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None, parallelTrialCount=3)
+    trials = sweep(data)
+    for wait in ("none", "ready", "complete"):
+        rendering = engine.expand(list(trials), Settings(wait=wait), "dev")
+        by_name = {
+            r.inputs["metadata"]["name"]: r
+            for r in rendering.resources
+            if r.is_kubernetes and r.kind == "Job"
+        }
+        for trial in trials:
+            master = by_name[f"{trial.name}-master"]
+            annotations = master.inputs["metadata"].get("annotations", {})
+            if trial.trial.gates or wait == "complete":
+                assert annotations.get(WAIT_FOR) == ENDED, (wait, trial.trial)
+            else:
+                assert annotations.get(WAIT_FOR) != ENDED
+            own = [
+                r
+                for r in rendering.resources
+                if r.is_kubernetes and r.inputs["metadata"]["name"].startswith(trial.name)
+            ]
+            earlier = trial.trial.waits_for
+            gate = None if earlier is None else by_name[f"{trials[earlier].name}-master"].urn
+            for r in own:
+                assert (gate in r.dependencies) == (gate is not None), (r.name, gate)
+    assert [t.trial.waits_for for t in trials] == [None, None, None, *range(9)]
+
+
+def test_a_sweep_that_stops_at_its_first_failure_awaits_each_trial_to_succeed() -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=0)
+    trials = sweep(data)
+    rendering = engine.expand(list(trials), Settings(), "dev")
+    masters = {
+        r.inputs["metadata"]["name"]: r
+        for r in rendering.resources
+        if r.is_kubernetes and r.kind == "Job" and r.inputs["metadata"]["name"].endswith("-master")
+    }
+    for trial in trials:
+        annotations = masters[f"{trial.name}-master"].inputs["metadata"].get("annotations", {})
+        if trial.trial.gates:  # the provider's Job await: Complete, and a Failed fails `up`
+            assert WAIT_FOR not in annotations and SKIP_AWAIT not in annotations
+        else:
+            assert annotations.get(SKIP_AWAIT) == "true"
+
+
+def test_trial_metadata_is_substituted_as_katib_does() -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None, maxTrialCount=2)
+    data["metadata"]["namespace"] = "team-a"
+    template = data["spec"]["trialTemplate"]
+    template["trialParameters"] += [
+        {"name": "trialName", "reference": "${trialSpec.Name}"},
+        {"name": "trialNamespace", "reference": "${trialSpec.Namespace}"},
+        {"name": "trialKind", "reference": "${trialSpec.Kind}"},
+        {"name": "trialAPIVersion", "reference": "${trialSpec.APIVersion}"},
+        {"name": "custom", "reference": "${trialSpec.Labels[custom-key]}"},
+    ]
+    template["trialSpec"]["metadata"] = {"labels": {"custom-key": "custom-label"}}
+    master = template["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
+    container = master["template"]["spec"]["containers"][0]
+    container["env"] = [
+        {"name": key.upper(), "value": f"${{trialParameters.{key}}}"}
+        for key in ("trialName", "trialNamespace", "trialKind", "trialAPIVersion", "custom")
+    ]
+    (first, _) = sweep(data)
+    (job,) = [
+        o
+        for o in engine.render([first])
+        if o["kind"] == "Job" and o["metadata"]["name"].endswith("-master")
+    ]
+    env = {
+        e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TRIALNAME"] == first.name and env["TRIALNAMESPACE"] == "team-a"
+    assert env["TRIALKIND"] == "PyTorchJob" and env["TRIALAPIVERSION"] == "kubeflow.org/v1"
+    assert env["CUSTOM"] == "custom-label"
+    template["trialParameters"].append({"name": "bad", "reference": "${trialSpec.Labels[none]}"})
+    found = problems(data)
+    assert (
+        "illegal reference of trial metadata: ${trialSpec.Labels[none]}"
+        in found["spec.trialTemplate.trialParameters.7.reference"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "message"),
+    [
+        (
+            lambda d: d["spec"]["trialTemplate"]["trialParameters"][0].update(reference="nope"),
+            "spec.trialTemplate.trialParameters.0.reference",
+            "'nope' is no parameter",
+        ),
+        (
+            lambda d: d["spec"]["trialTemplate"]["trialParameters"].pop(0),
+            "spec.trialTemplate.trialSpec",
+            "${trialParameters.learningRate} is used and not declared",
+        ),
+        (
+            lambda d: d["spec"]["trialTemplate"]["trialSpec"].update(metadata={"name": "x"}),
+            "spec.trialTemplate.trialSpec.metadata",
+            "must be omitted",
+        ),
+        (
+            lambda d: d["spec"].update(parallelTrialCount=0),
+            "spec.parallelTrialCount",
+            "greater than 0",
+        ),
+        (
+            lambda d: d["spec"].pop("maxTrialCount"),
+            "spec.maxTrialCount",
+            "random search has no end",
+        ),
+        (
+            lambda d: d["spec"]["objective"].update(additionalMetricNames=["loss"]),
+            "spec.objective",
+            "should not contain objectiveMetricName",
+        ),
+        (
+            lambda d: d["spec"]["parameters"][0]["feasibleSpace"].update(min="0.09"),
+            "spec.parameters.0",
+            "above max",
+        ),
+        (
+            lambda d: d["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"][
+                "Master"
+            ].update(replicas=-1),
+            "spec.trialTemplate.trialSpec.spec.pytorchReplicaSpecs.Master.replicas",
+            "",
+        ),
+    ],
+)
+def test_a_sweeps_problems_name_its_field(change, path, message) -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None)
+    change(data)
+    found = problems(data)
+    assert path in found and message in found[path], found
+
+
+def test_a_sweep_is_read_with_load_all_and_renders_beside_another_experiment(
+    tmp_path: Path,
+) -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None, maxTrialCount=2)
+    control = copy.deepcopy(data["spec"]["trialTemplate"]["trialSpec"])
+    control = yaml.safe_load(
+        yaml.safe_dump(control)
+        .replace("${trialParameters.learningRate}", "0.01")
+        .replace("${trialParameters.momentum}", "0.5")
+    )
+    control["metadata"] = {"name": "control"}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump_all([data, control], sort_keys=False))
+    assert [e.name for e in doors.load_all(path)][-1] == "control"
+    assert len(doors.load_all(path)) == 3
+    with pytest.raises(ManifestError, match="holds 3 experiments"):
+        doors.load(path)
+    with pytest.raises(ManifestError, match="a Katib Experiment is a sweep of several trials"):
+        doors.validate(data)
