@@ -1,0 +1,104 @@
+"""`pulumi up` of a Katib sweep against real pods (issue 41): four 3-second trials with
+`parallelTrialCount: 2` under the await model of tests/pulumi_up.py (each object created once
+its dependencies' awaits hold) on the local cluster — never more than two trials run at once, a
+failed trial does not stop the others, and `up` returns when `aichor:wait` says."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import yaml
+from kube import LocalCluster, pod_env
+from pulumi_up import Live, up
+
+from aichor_iac import doors, engine
+from aichor_iac.settings import Settings
+
+pytestmark = pytest.mark.skipif(
+    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
+)
+ENV = pod_env(AICHOR_FOLLOW_INTERVAL="0.2")
+# Each trial: its seed, 3 s, then exit 1 for seed 3 (a failed trial)
+COMMAND = (
+    'echo "start $(date +%s.%N) seed ${trialParameters.seed}"; sleep 3; '
+    'echo "end $(date +%s.%N)"; [ "${trialParameters.seed}" != 3 ]'
+)
+SWEEP = {
+    "apiVersion": "kubeflow.org/v1beta1",
+    "kind": "Experiment",
+    "metadata": {"name": "seeds"},
+    "spec": {
+        "objective": {"type": "minimize", "objectiveMetricName": "loss"},
+        "algorithm": {"algorithmName": "grid"},
+        "parallelTrialCount": 2,
+        "maxTrialCount": 4,
+        "parameters": [
+            {
+                "name": "seed",
+                "parameterType": "categorical",
+                "feasibleSpace": {"list": ["1", "2", "3", "4"]},
+            }
+        ],
+        "trialTemplate": {
+            "primaryContainerName": "pytorch",
+            "trialParameters": [{"name": "seed", "reference": "seed"}],
+            "trialSpec": {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "spec": {
+                    "pytorchReplicaSpecs": {
+                        "Master": {
+                            "replicas": 1,
+                            "restartPolicy": "Never",
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "pytorch",
+                                            "image": "img",
+                                            "command": ["sh", "-c", COMMAND],
+                                        }
+                                    ]
+                                }
+                            },
+                        }
+                    }
+                },
+            },
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("wait", ["none", "complete"])
+def test_a_sweep_runs_at_most_parallel_trials_at_once_and_a_failure_does_not_stop_it(wait):
+    trials = doors.parse_all(yaml.safe_dump(SWEEP), "seeds.yaml")
+    rendering = engine.expand(list(trials), Settings(wait=wait), "dev")
+    with LocalCluster(rendering.objects, ENV) as local:
+        started = time.monotonic()
+        order = up(rendering, Live(local, stall=60))
+        returned = time.monotonic() - started
+        deadline = time.monotonic() + 120
+        for thread in (t for threads in local.started.values() for t in threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        results = dict(local.results)
+    masters = [f"{t.name}-master" for t in trials]
+    assert sorted(o for o in order if o.startswith("Job/")) == sorted(f"Job/{m}" for m in masters)
+    spans, codes = {}, {}
+    for trial, master in zip(trials, masters, strict=True):
+        result = results[f"{master}-0"]
+        start = re.search(r"^start (\S+) seed", result.stdout, re.M)
+        end = re.search(r"^end (\S+)", result.stdout, re.M)
+        assert start and end, result.stdout + result.stderr
+        spans[trial.trial.index] = (float(start[1]), float(end[1]))
+        codes[dict(trial.trial.values)["seed"]] = result.returncode
+    assert codes == {"1": 0, "2": 0, "3": 1, "4": 0}  # the failed one did not stop the rest
+    for moment in sorted(t for span in spans.values() for t in span):
+        running = sum(start <= moment < end for start, end in spans.values())
+        assert running <= 2, spans
+    # Trial k + 2 starts once trial k has ended: two rounds of 3 s
+    assert spans[2][0] >= spans[0][1] and spans[3][0] >= spans[1][1]
+    if wait == "complete":  # every trial awaited to its end
+        assert returned >= max(end for _, end in spans.values()) - min(s for s, _ in spans.values())
