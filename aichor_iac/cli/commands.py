@@ -236,7 +236,19 @@ def convert(args: argparse.Namespace) -> int:
 
     if args.manifest is None:
         raise ManifestError("aichor-iac convert", [Problem("", "give the custom resource's file")])
-    resource = doors.load(args.manifest)
+    found = doors.load_all(args.manifest)
+    if (trial := found[0].trial) is not None:
+        reason = (
+            f"a sweep ({trial.sweep}: {trial.count} trials, at most {trial.parallel} at once): an "
+            "AIchor manifest cannot say a sweep, only one of its trials; keep the Katib "
+            "Experiment (aichor-iac runs it as it is), or convert one trial's resource"
+        )
+        raise ManifestError(found[0].source, [Problem("kind", reason)])
+    if len(found) > 1:
+        names = ", ".join(e.name or "(no name)" for e in found)
+        reason = f"holds {len(found)} experiments ({names}): convert takes one; give its own file"
+        raise ManifestError(found[0].source, [Problem("", reason)])
+    resource = found[0]
     conversion = converted(resource)
     doors.validate(conversion.manifest, f"{resource.source} (converted)")
     lost = [one_line(item) for item in conversion.lost]

@@ -17,7 +17,7 @@ import schemas
 import yaml
 from conftest import ROOT
 
-from aichor_iac import doors, engine
+from aichor_iac import cli, doors, engine
 from aichor_iac.awaits import ENDED, SKIP_AWAIT, WAIT_FOR
 from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
@@ -292,3 +292,15 @@ def test_a_sweep_is_read_with_load_all_and_renders_beside_another_experiment(
         doors.load(path)
     with pytest.raises(ManifestError, match="a Katib Experiment is a sweep of several trials"):
         doors.validate(data)
+
+
+def test_convert_says_an_aichor_manifest_cannot_say_a_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "sweep.yaml"
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None)
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["convert", str(path)]) == 2
+    assert "a sweep (pytorchjob-mnist: 12 trials, at most 3 at once): an AIchor manifest " in (
+        capsys.readouterr().err
+    )
