@@ -119,7 +119,7 @@ class ExperimentComponent(pulumi.ComponentResource):
         self.entry_job = next(
             registered[c]
             for c in children
-            if c.kind == "Job" and c.object["metadata"]["name"] == _entry_job(ctx)
+            if c.kind == "Job" and c.object["metadata"]["name"] == ctx.entry_job()
         )
         self.outputs = self._outputs(ctx)
         self.register_outputs(self.outputs)
@@ -166,7 +166,7 @@ class ExperimentComponent(pulumi.ComponentResource):
     def _outputs(self, ctx: Context) -> dict[str, Any]:
         """The stack outputs contract (docs/outputs.md)."""
         names = ctx.names
-        entry = _entry_job(ctx)
+        entry = ctx.entry_job()
         outputs: dict[str, Any] = {
             "experiment": names.experiment,
             "namespace": names.namespace,
@@ -198,13 +198,6 @@ class ExperimentComponent(pulumi.ComponentResource):
             )
             outputs["jupyterToken"] = self.secrets[jupyter.TOKEN_KEY]
         return outputs
-
-
-def _entry_job(ctx: Context) -> str:
-    """The name of the Job whose end is the experiment's end (its first, if the entry
-    point's replicas have a Job each)."""
-    first = next(g for g in ctx.plan.groups if g.role == ctx.plan.entry_point)
-    return ctx.job_name(first, ctx.replicas(first)[0])
 
 
 class PyTorchJob(ExperimentComponent):

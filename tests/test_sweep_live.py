@@ -5,8 +5,13 @@ failed trial does not stop the others, and `up` returns when `aichor:wait` says.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import io
+import json
 import re
 import time
+from contextlib import redirect_stdout
 
 import pytest
 import yaml
@@ -14,6 +19,8 @@ from kube import LocalCluster, pod_env
 from pulumi_up import Live, up
 
 from aichor_iac import doors, engine
+from aichor_iac.cli import main
+from aichor_iac.local.api import LocalApi, announce
 from aichor_iac.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -102,3 +109,43 @@ def test_a_sweep_runs_at_most_parallel_trials_at_once_and_a_failure_does_not_sto
     assert spans[2][0] >= spans[0][1] and spans[3][0] >= spans[1][1]
     if wait == "complete":  # every trial awaited to its end
         assert returned >= max(end for _, end in spans.values()) - min(s for s, _ in spans.values())
+
+
+def test_status_of_a_sweep_names_each_trials_values_state_and_objective_and_the_best(tmp_path):
+    sweep = copy.deepcopy(SWEEP)
+    spec = sweep["spec"]
+    spec["objective"]["additionalMetricNames"] = ["accuracy"]
+    container = spec["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
+    container["template"]["spec"]["containers"][0]["command"][2] = (
+        'echo "epoch 1 loss=0.9 accuracy=0.5"; '
+        'echo "epoch 2 loss=0.${trialParameters.seed} accuracy=0.${trialParameters.seed}"; '
+        '[ "${trialParameters.seed}" != 3 ]'
+    )
+    path = tmp_path / "seeds.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    trials = doors.load_all(path)
+    rendering = engine.expand(list(trials), Settings(wait="complete"), "dev")
+    with LocalCluster(rendering.objects, ENV) as local, LocalApi(local, "default") as api:
+        up(rendering, Live(local, stall=60))
+        with contextlib.ExitStack() as stack:
+            for trial in trials:
+                stack.enter_context(announce(trial.name, api.url, api.namespace))
+            out = io.StringIO()
+            with redirect_stdout(out):
+                assert main(["status", "--local", str(path), "--output", "json"]) == 0
+            found = json.loads(out.getvalue())["sweeps"]["seeds"]
+            text = io.StringIO()
+            with redirect_stdout(text):
+                assert main(["status", "--local", str(path)]) == 0
+    rows = {r["parameters"]["seed"]: r for r in found["trials"]}
+    assert {s: r["state"] for s, r in rows.items()} == {
+        "1": "Succeeded",
+        "2": "Succeeded",
+        "3": "Failed",
+        "4": "Succeeded",
+    }
+    # min of each trial's losses (minimize: Katib's default strategy), and of its accuracies
+    assert {s: r["objective"] for s, r in rows.items()} == {"1": 0.1, "2": 0.2, "3": 0.3, "4": 0.4}
+    assert rows["4"]["metrics"] == {"accuracy": 0.4}
+    assert found["best"] == rows["1"]["trial"] and found["direction"] == "minimize"
+    assert f"best trial {rows['1']['trial']} (*)" in " ".join(text.getvalue().split())

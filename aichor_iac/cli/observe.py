@@ -36,9 +36,10 @@ def answered(args: argparse.Namespace) -> Iterator[None]:
         pass
 
 
-def readers(args: argparse.Namespace) -> list[tuple[str, Any, str | None]]:
+def readers(args: argparse.Namespace) -> list[tuple[str, Any, str | None, Any]]:
     """Each experiment's name, the reader of its objects where the options say (a local
-    run's, else the cluster's) and the pod that leads its group restart (if it has one)."""
+    run's, else the cluster's), the pod that leads its group restart (if it has one) and the
+    experiment."""
     from .. import kubeapi
 
     inputs = inputs_of(args)
@@ -55,7 +56,7 @@ def readers(args: argparse.Namespace) -> list[tuple[str, Any, str | None]]:
                 url, namespace = kubeapi.local_url(name)
                 api = kubeapi.connect(url=url)
             reader = kubeapi.Reader(api, namespace, name)
-            found.append((name, reader, _lead(manifest, inputs.settings, name)))
+            found.append((name, reader, _lead(manifest, inputs.settings, name), manifest))
     except kubeapi.Unreachable as error:
         where = f"aichor-iac {args.handler.__name__}"
         raise ManifestError(where, [Problem("", str(error))]) from None
@@ -78,8 +79,10 @@ def status(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from ..status import report, restart_attempt, table
+    from ..sweeps import table as sweep_table
 
     sources = readers(args)
+    settings = inputs_of(args).settings
 
     def now(source: Any, lead: str | None) -> dict[str, Any]:
         pods = source.pods()
@@ -88,18 +91,28 @@ def status(args: argparse.Namespace) -> int:
             attempt = restart_attempt([text for _, text in source.lines(lead)])
         return report(source.jobs(), pods, datetime.now(timezone.utc), attempt)
 
+    def everything() -> tuple[dict[str, Any], dict[str, Any]]:
+        found = {name: now(source, lead) for name, source, lead, _ in sources}
+        return found, _sweeps(sources, found, settings)
+
     def shown() -> Any:
-        if len(sources) == 1:
-            return table(now(*sources[0][1:]))
-        parts = [
-            (Text(name, style="bold underline"), table(now(s, lead))) for name, s, lead in sources
+        found, sweeps = everything()
+        if len(found) == 1 and not sweeps:
+            return table(found.popitem()[1])
+        parts = [(Text(name, style="bold underline"), table(f)) for name, f in found.items()]
+        parts += [
+            (Text(name, style="bold underline"), sweep_table(f)) for name, f in sweeps.items()
         ]
         return Group(*(item for part in parts for item in part))
 
     with answered(args):
         if args.output == "json":
-            found = {name: now(source, lead) for name, source, lead in sources}
-            document = found.popitem()[1] if len(found) == 1 else {"experiments": found}
+            found, sweeps = everything()
+            document = (
+                found.popitem()[1] if len(found) == 1 and not sweeps else {"experiments": found}
+            )
+            if sweeps:
+                document["sweeps"] = sweeps
             print(json.dumps(document, indent=2))
             return 0
         console = Console(highlight=False)
@@ -113,11 +126,33 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweeps(sources: list[Any], found: dict[str, Any], settings: Any) -> dict[str, Any]:
+    """Each sweep's results (`sweeps.report`): its trials' states from their entry-point
+    Jobs, their metrics from the output of those Jobs' first pods."""
+    from .. import planning, sweeps
+    from ..k8s.context import Context
+
+    trials: dict[str, list[Any]] = {}
+    for name, source, _, manifest in sources:
+        if manifest.trial is None:
+            continue
+        entry = Context(planning.blueprint(manifest, settings, name)).entry_job()
+        group = next((g for g in found[name]["groups"] if g["job"] == entry), None)
+        if group is None:  # (created once an earlier trial has ended)
+            state, lines = "Waiting", []
+        else:
+            state = {"Complete": "Succeeded", "Failed": "Failed"}.get(group["condition"], "Running")
+            ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
+            lines = [text for _, text in source.lines(ran[0])] if ran else []
+        trials.setdefault(manifest.trial.sweep, []).append((name, manifest.trial, state, lines))
+    return {sweep: sweeps.report(found) for sweep, found in trials.items()}
+
+
 def logs(args: argparse.Namespace) -> int:
     """Every pod's lines (of each experiment), each after its pod's name, in the order they
     were printed; with `-f`, as they come."""
     with answered(args):
-        return _logs(args, [source for _, source, _ in readers(args)])
+        return _logs(args, [source for _, source, _, _ in readers(args)])
     return 0
 
 
@@ -160,7 +195,7 @@ def events(args: argparse.Namespace) -> int:
     sources = readers(args)
     with answered(args):
         found = sorted(
-            (event for _, source, _ in sources for event in source.events()),
+            (event for _, source, _, _ in sources for event in source.events()),
             key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
         )
         if args.output == "json":

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ..experiment.groups import Model
+from ..experiment.trial import Objective as Aim
 from ..experiment.trial import Trial
 from ..limits import INT32
 from ..problems import Problem
@@ -42,8 +43,16 @@ LEARNING = (
 PARAMETER = re.compile(r"\$\{trialParameters\.(.+?)\}")
 META = re.compile(r"\$\{trialSpec\.(.+?)\}")
 INDEXED = re.compile(r"(.+)\[(.+)]")
+# Katib's StdOut collector's filter (metricscollector/v1beta1/common/const.go DefaultFilter)
+DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
+TWO_GROUPS = re.compile(r".*\(.*\).*\(.*\).*")
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' rand.String, which Katib's names use
 MAX_TRIALS = 1000  # of one sweep in one stack (each trial is several objects Pulumi tracks)
+
+
+class MetricStrategy(Model):
+    name: str
+    value: Literal["min", "max", "latest"]
 
 
 class Objective(Model):
@@ -51,13 +60,46 @@ class Objective(Model):
     goal: float | None = None
     objective_metric_name: str = Field(min_length=1)
     additional_metric_names: list[str] = Field(default_factory=list)
-    metric_strategies: list[dict[str, Any]] = Field(default_factory=list)
+    metric_strategies: list[MetricStrategy] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_twice(self) -> Objective:
         if self.objective_metric_name in self.additional_metric_names:
             raise ValueError("additionalMetricNames should not contain objectiveMetricName")
         return self
+
+
+class Collector(Model):
+    kind: Literal["StdOut", "File", "TensorFlowEvent", "PrometheusMetric", "Custom", "None"] = (
+        "StdOut"
+    )
+    custom_collector: dict[str, Any] | None = None
+
+
+class Filter(Model):
+    metrics_format: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _two_groups(self) -> Filter:
+        for form in self.metrics_format:  # (Katib's webhook: it compiles, two subexpressions)
+            try:
+                re.compile(form)
+            except re.error as error:
+                raise ValueError(f"metricsFormat {form!r}: invalid filter: {error}") from None
+            if not TWO_GROUPS.match(form):
+                raise ValueError(f"metricsFormat {form!r}: two top subexpressions are required")
+        return self
+
+
+class Source(Model):
+    filter: Filter | None = None
+    file_system_path: dict[str, Any] | None = None
+    http_get: dict[str, Any] | None = None
+
+
+class MetricsCollector(Model):
+    collector: Collector = Field(default_factory=Collector)
+    source: Source | None = None
 
 
 class Setting(Model):
@@ -95,7 +137,7 @@ class Spec(Model):
     parallel_trial_count: int = Field(3, gt=0, le=INT32)  # (Katib's default)
     max_trial_count: int | None = Field(None, gt=0, le=INT32)
     max_failed_trial_count: int | None = Field(None, ge=0, le=INT32)
-    metrics_collector_spec: dict[str, Any] | None = None
+    metrics_collector_spec: MetricsCollector = Field(default_factory=MetricsCollector)
     resume_policy: Literal["Never", "LongRunning", "FromVolume"] = "Never"
     early_stopping: dict[str, Any] | None = None
     nas_config: dict[str, Any] | None = None
@@ -121,15 +163,35 @@ def trials(data: dict[str, Any], source: str, lines: dict) -> list[tuple[dict[st
     if problems:
         raise fail(problems)
     count, values = _values(spec, name, fail)
-    template = spec.trial_template
+    template, objective = spec.trial_template, _objective(spec)
     found = []
     for index, assigned in enumerate(values):
         trial = _name(name, index)
         document = _substituted(template, assigned, trial, data, fail)
         parallel, stops = spec.parallel_trial_count, spec.max_failed_trial_count == 0
-        place = Trial(name, index, count, parallel, tuple(assigned.items()), stops)
+        place = Trial(name, index, count, parallel, tuple(assigned.items()), stops, objective)
         found.append((document, place))
     return found
+
+
+def _objective(spec: Spec) -> Aim:
+    """The objective with Katib's defaults (`setDefaultObjective`: a metric without a
+    strategy takes min when minimizing, max when maximizing) and where its values are read:
+    the StdOut collector's filters (its default one unless given), else nowhere here."""
+    objective, collector = spec.objective, spec.metrics_collector_spec
+    default = "min" if objective.type == "minimize" else "max"
+    given = {s.name: s.value for s in objective.metric_strategies}
+    metrics = [objective.objective_metric_name, *objective.additional_metric_names]
+    source = collector.source
+    forms = source.filter.metrics_format if source and source.filter else []
+    return Aim(
+        objective.objective_metric_name,
+        objective.type,
+        objective.goal,
+        tuple(objective.additional_metric_names),
+        tuple((m, given.get(m, default)) for m in metrics),
+        tuple(forms or [DEFAULT_FORMAT]) if collector.collector.kind == "StdOut" else None,
+    )
 
 
 def _refused(spec: Spec) -> list[Problem]:

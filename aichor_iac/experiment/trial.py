@@ -7,6 +7,22 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Objective:
+    """What a sweep's trials are compared by, and how their metrics are read (Katib's
+    ObjectiveSpec and StdOut metrics collector)."""
+
+    metric: str  # the objective metric's name
+    direction: str  # "minimize" or "maximize"
+    goal: float | None = None  # a trial that reaches it is good enough
+    additional: tuple[str, ...] = ()  # other metrics reported beside it
+    # metric -> "min", "max" or "latest": which of a trial's values is its value
+    strategies: tuple[tuple[str, str], ...] = ()
+    # regular expressions, each a metric's name then its value, looked for in every line of
+    # the trial's entry point (None: the metrics are not in its output)
+    formats: tuple[str, ...] | None = ()
+
+
+@dataclass(frozen=True)
 class Trial:
     sweep: str  # the sweep's name (a Katib Experiment's)
     index: int  # 0, 1, …: the order trials are created in
@@ -14,6 +30,7 @@ class Trial:
     parallel: int  # at most this many of its trials at once
     values: tuple[tuple[str, str], ...]  # parameter -> value, as the trial got it
     stops_sweep: bool = False  # its failure ends the sweep (Katib's maxFailedTrialCount: 0)
+    objective: Objective | None = None
 
     @property
     def waits_for(self) -> int | None:

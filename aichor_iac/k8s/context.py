@@ -55,6 +55,12 @@ class Context:
         role = group.role
         return self.names.job(role) if replica is None else self.names.pod_host(role, replica)
 
+    def entry_job(self) -> str:
+        """The name of the Job whose end is the experiment's end (its first, if the entry
+        point's replicas have a Job each)."""
+        first = next(g for g in self.plan.groups if g.role == self.plan.entry_point)
+        return self.job_name(first, self.replicas(first)[0])
+
     def followed(self, group: Group) -> bool:
         """Whether `group` is the entry point other groups follow (it holds the lifeline)."""
         plan = self.plan
