@@ -253,6 +253,13 @@ def test_trial_metadata_is_substituted_as_katib_does() -> None:
             "should not contain objectiveMetricName",
         ),
         (
+            lambda d: d["spec"].update(
+                metricsCollectorSpec={"source": {"filter": {"metricsFormat": ["loss=(.*)"]}}}
+            ),
+            "spec.metricsCollectorSpec.source.filter",
+            "two top subexpressions are required",
+        ),
+        (
             lambda d: d["spec"]["parameters"][0]["feasibleSpace"].update(min="0.09"),
             "spec.parameters.0",
             "above max",
