@@ -23,6 +23,7 @@ __all__ = [
     "Settings",
     "destroy",
     "experiment_from_function",
+    "experiment_from_optimizer",
     "experiment_from_trainer",
     "load",
     "load_all",
@@ -57,6 +58,15 @@ def experiment_from_trainer(trainer: Any, **options: Any) -> Experiment:
     from .doors.function import experiment_from_trainer as _from_trainer
 
     return _from_trainer(trainer, **options)
+
+
+def experiment_from_optimizer(trial_template: Any, **options: Any) -> tuple[Experiment, ...]:
+    """The sweep of Kubeflow's v2 SDK `OptimizerClient().optimize(trial_template, ...)`, its
+    trials in order (see `aichor_iac.optimizer.experiment_from_optimizer`: `search_space`,
+    `trial_config`, `objectives`, `algorithm`, `name`)."""
+    from .optimizer import experiment_from_optimizer as _from_optimizer
+
+    return _from_optimizer(trial_template, **options)
 
 
 def up(experiment: Experiment | str | Path, stack: str, **options: Any) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def experiment_from_function(
         raise ManifestError(source, [Problem("nproc_per_node", "is PyTorch's (torchrun)")])
     program, arguments = _program(func, source), _arguments(args, source)
     kind, replica_types, container_name, default_image = FRAMEWORKS[framework]
-    experiment = name or _name(func.__name__)
+    experiment = name or experiment_name(func.__name__)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -326,7 +326,7 @@ def _arguments(args: Mapping[str, Any] | None, source: str) -> str:
         raise ManifestError(source, [Problem("args", reason)]) from None
 
 
-def _name(text: str) -> str:
+def experiment_name(text: str) -> str:
     """A function's name as an experiment name (a DNS-1035 label)."""
     name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
     return (name if name[:1].isalpha() else f"fn-{name}")[:63].rstrip("-") or "function"

@@ -166,7 +166,7 @@ def trials(data: dict[str, Any], source: str, lines: dict) -> list[tuple[dict[st
     template, objective = spec.trial_template, _objective(spec)
     found = []
     for index, assigned in enumerate(values):
-        trial = _name(name, index)
+        trial = trial_name(name, index)
         document = _substituted(template, assigned, trial, data, fail)
         parallel, stops = spec.parallel_trial_count, spec.max_failed_trial_count == 0
         place = Trial(name, index, count, parallel, tuple(assigned.items()), stops, objective)
@@ -297,7 +297,7 @@ def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]
         raise fail([Problem("spec.parameters", str(error))]) from None
 
 
-def _name(experiment: str, index: int) -> str:
+def trial_name(experiment: str, index: int) -> str:
     """Katib names a trial `<experiment>-<8 random characters>`; here the characters come from
     the experiment's name and the trial's index, so every render names it alike."""
     digest = hashlib.sha256(f"{experiment}/{index}".encode()).digest()
