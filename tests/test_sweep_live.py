@@ -79,7 +79,7 @@ SWEEP = {
 }
 
 
-@pytest.mark.parametrize("wait", ["none", "complete"])
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
 def test_a_sweep_runs_at_most_parallel_trials_at_once_and_a_failure_does_not_stop_it(wait):
     trials = doors.parse_all(yaml.safe_dump(SWEEP), "seeds.yaml")
     rendering = engine.expand(list(trials), Settings(wait=wait), "dev")

@@ -17,7 +17,7 @@ import schemas
 import yaml
 from conftest import ROOT
 
-from aichor_iac import cli, doors, engine
+from aichor_iac import cli, doors, engine, preview
 from aichor_iac.awaits import ENDED, SKIP_AWAIT, WAIT_FOR
 from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
@@ -311,3 +311,20 @@ def test_convert_says_an_aichor_manifest_cannot_say_a_sweep(
     assert "a sweep (pytorchjob-mnist: 12 trials, at most 3 at once): an AIchor manifest " in (
         capsys.readouterr().err
     )
+
+
+def test_a_second_up_changes_nothing_and_more_trials_only_add() -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None, maxTrialCount=4)
+    first = engine.expand(list(sweep(data)), Settings(), "dev")
+    again = engine.expand(list(sweep(data)), Settings(), "dev")
+    assert {s.op for s in preview.steps(again, "dev", first)} == {"same"}
+    data["spec"]["maxTrialCount"] = 6
+    more = engine.expand(list(sweep(data)), Settings(), "dev")
+    steps = [s for s in preview.steps(more, "dev", first) if s.op != "same"]
+    # the two new trials' objects are created; trials 1 and 2, now followed by trials 4 and 5
+    # (3 at once), are awaited to their end (their masters' annotation): updated in place
+    created = {s.name for s in steps if s.op == "create"}
+    names = [t.name for t in sweep(data)]
+    assert created == {f"{n}{suffix}" for n in names[4:] for suffix in ("", "-master", "-worker")}
+    changed = {(s.op, s.name) for s in steps if s.op != "create"}
+    assert changed == {("update", f"{names[1]}-master"), ("update", f"{names[2]}-master")}
