@@ -16,13 +16,14 @@ import hashlib
 import re
 from typing import Any, Literal
 
+import yaml
 from pydantic import Field, model_validator
 
 from ..experiment.groups import Model
 from ..experiment.trial import Objective as Aim
 from ..experiment.trial import Trial
 from ..limits import INT32
-from ..problems import Problem
+from ..problems import Problem, one_line
 from ..reading import podtemplate as templates
 from .katib_space import Parameter, grid, grid_size, random_search, seed_of
 
@@ -151,11 +152,19 @@ class Resource(Model):
     status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
-def trials(data: dict[str, Any], source: str, lines: dict) -> list[tuple[dict[str, Any], Trial]]:
+def trials(
+    data: dict[str, Any], source: str, lines: dict, beside: tuple[dict[str, Any], ...] = ()
+) -> list[tuple[dict[str, Any], Trial]]:
     """The trials' custom resources, in the order they are created, each with its place in
-    the sweep; or ManifestError naming every problem with its path and line."""
+    the sweep (the template inline, or in a ConfigMap `beside` it); or ManifestError naming
+    every problem with its path and line."""
     fail = functools.partial(templates.error, source, lines=lines)
     resource, spec = templates.resource_and_spec(data, fail, KIND, API_VERSION, (Resource, Spec))
+    if spec.trial_template.config_map is not None:
+        given = _from_config_map(spec.trial_template, beside, fail)
+        spec = spec.model_copy(
+            update={"trial_template": spec.trial_template.model_copy(update={"trial_spec": given})}
+        )
     name = resource.metadata.name or ""
     problems = [*resource.metadata.problems("Katib"), *_refused(spec), *_template_problems(spec)]
     if not name:
@@ -237,9 +246,6 @@ def _refused(spec: Spec) -> list[Problem]:
 def _template_problems(spec: Spec) -> list[Problem]:
     """Katib's rules for the trial template, and the sources read here."""
     template, where = spec.trial_template, "spec.trialTemplate"
-    if template.config_map is not None:
-        reason = "a template in a ConfigMap is not read yet: give it as trialSpec"
-        return [Problem(f"{where}.configMap", reason)]
     if template.trial_spec is None:
         return [Problem(f"{where}.trialSpec", "give the trial's custom resource")]
     problems = []
@@ -271,6 +277,42 @@ def _template_problems(spec: Spec) -> list[Problem]:
         reason = f"${{trialParameters.{missing}}} is used and not declared in trialParameters"
         problems.append(Problem(f"{where}.trialSpec", reason))
     return problems
+
+
+def _from_config_map(
+    template: TrialTemplate, beside: tuple[dict[str, Any], ...], fail: Any
+) -> dict[str, Any] | None:
+    """The trial template a ConfigMap given beside the Experiment holds at `templatePath`
+    (Katib reads it from the cluster; here the file gives it). Katib substitutes the
+    template's text; its strings take the values here, so a placeholder must stand where a
+    string does (quote it)."""
+    where = "spec.trialTemplate.configMap"
+    source = template.config_map or {}
+    keys = ("configMapName", "configMapNamespace", "templatePath")
+    if template.trial_spec is not None:
+        reason = "only one of spec.trialTemplate.trialSpec or spec.trialTemplate.configMap"
+        raise fail([Problem(where, reason)])
+    if not all(isinstance(source.get(k), str) and source.get(k) for k in keys):
+        raise fail(
+            [Problem(where, "configMapName, configMapNamespace and templatePath must be specified")]
+        )
+    name, path = source["configMapName"], source["templatePath"]
+    found = next(
+        (c for c in beside if c["kind"] == "ConfigMap" and c["metadata"]["name"] == name), None
+    )
+    text = ((found or {}).get("data") or {}).get(path)
+    if not isinstance(text, str):
+        reason = f"give the ConfigMap {name} beside the Experiment, with the template at {path}"
+        raise fail([Problem(where, reason)])
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise fail(
+            [Problem(where, f"{name} {path}: invalid YAML: {one_line(str(error))}")]
+        ) from None
+    if not isinstance(loaded, dict):
+        raise fail([Problem(where, f"{name} {path}: not a custom resource (a YAML mapping)")])
+    return loaded
 
 
 def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]]:

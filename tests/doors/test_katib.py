@@ -328,3 +328,29 @@ def test_a_second_up_changes_nothing_and_more_trials_only_add() -> None:
     assert created == {f"{n}{suffix}" for n in names[4:] for suffix in ("", "-master", "-worker")}
     changed = {(s.op, s.name) for s in steps if s.op != "create"}
     assert changed == {("update", f"{names[1]}-master"), ("update", f"{names[2]}-master")}
+
+
+def test_a_template_in_a_configmap_beside_the_experiment_is_read_as_one_inline() -> None:
+    inline = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None, maxTrialCount=3)
+    data = copy.deepcopy(inline)
+    template = data["spec"]["trialTemplate"]
+    spec = template.pop("trialSpec")
+    template["configMap"] = {
+        "configMapName": "trial-templates",
+        "configMapNamespace": "kubeflow",
+        "templatePath": "pytorchJobTemplate.yaml",
+    }
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "trial-templates"},
+        "data": {"pytorchJobTemplate.yaml": yaml.safe_dump(spec)},
+    }
+    read = doors.parse_all(yaml.safe_dump_all([data, config_map]), "katib.yaml")
+    assert engine.render(list(read)) == engine.render(list(sweep(inline)))
+    config_map["data"] = {"other.yaml": "{}"}
+    with pytest.raises(ManifestError, match="give the ConfigMap trial-templates beside the"):
+        doors.parse_all(yaml.safe_dump_all([data, config_map]), "katib.yaml")
+    template["trialSpec"] = spec
+    with pytest.raises(ManifestError, match=re.escape("only one of spec.trialTemplate.trialSpec")):
+        doors.parse_all(yaml.safe_dump_all([data, config_map]), "katib.yaml")
