@@ -160,6 +160,15 @@ def trials(
     every problem with its path and line."""
     fail = functools.partial(templates.error, source, lines=lines)
     resource, spec = templates.resource_and_spec(data, fail, KIND, API_VERSION, (Resource, Spec))
+    source_map = spec.trial_template.config_map or {}
+    others = [  # (the template's ConfigMap is read, not created)
+        f"{c['kind']} {c['metadata']['name']}"
+        for c in beside
+        if (c["kind"], c["metadata"]["name"]) != ("ConfigMap", source_map.get("configMapName"))
+    ]
+    if others:
+        reason = f"uses {', '.join(others)}: objects beside a Katib Experiment are not created yet"
+        raise fail([Problem("spec.trialTemplate", reason)])
     if spec.trial_template.config_map is not None:
         given = _from_config_map(spec.trial_template, beside, fail)
         spec = spec.model_copy(

@@ -162,13 +162,6 @@ def _sweep(
     """A Katib Experiment's trials, each read by the door of its custom resource (the
     template's problems, found in the first trial, at the template's lines)."""
     where = ("spec", "trialTemplate", "trialSpec")
-    template = ((document.data.get("spec") or {}).get("trialTemplate") or {}).get("configMap")
-    name = template.get("configMapName") if isinstance(template, dict) else None
-    others = [c for c in companions if (c["kind"], c["metadata"]["name"]) != ("ConfigMap", name)]
-    if others:
-        names = ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in others)
-        reason = f"uses {names}: objects beside a Katib Experiment are not created yet"
-        raise ManifestError(source, [Problem("spec.trialTemplate", reason, document.line)])
     lines = {path[3:]: n for path, n in document.lines.items() if path[:3] == where}
     found = []
     trials = _door("katib").trials(document.data, source, document.lines, tuple(companions))

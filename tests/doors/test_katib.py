@@ -259,6 +259,11 @@ def test_trial_metadata_is_substituted_as_katib_does() -> None:
             "spec.metricsCollectorSpec.source.filter",
             "two top subexpressions are required",
         ),
+        (  # (the fuzzer's: a template that is not a mapping, read before its check)
+            lambda d: d["spec"].update(trialTemplate="0.0.0.0/0"),
+            "spec.trialTemplate",
+            "Input should be a valid dictionary",
+        ),
         (
             lambda d: d["spec"]["parameters"][0]["feasibleSpace"].update(min="0.09"),
             "spec.parameters.0",
@@ -354,3 +359,10 @@ def test_a_template_in_a_configmap_beside_the_experiment_is_read_as_one_inline()
     template["trialSpec"] = spec
     with pytest.raises(ManifestError, match=re.escape("only one of spec.trialTemplate.trialSpec")):
         doors.parse_all(yaml.safe_dump_all([data, config_map]), "katib.yaml")
+
+
+def test_objects_beside_a_sweep_other_than_its_templates_configmap_are_refused() -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None)
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pytorchjob-mnist"}}
+    with pytest.raises(ManifestError, match="uses Secret pytorchjob-mnist: objects beside a"):
+        doors.parse_all(yaml.safe_dump_all([data, secret]), "katib.yaml")
