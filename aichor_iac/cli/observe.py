@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -36,11 +37,22 @@ def answered(args: argparse.Namespace) -> Iterator[None]:
         pass
 
 
-def readers(args: argparse.Namespace) -> list[tuple[str, Any, str | None, Any]]:
-    """Each experiment's name, the reader of its objects where the options say (a local
-    run's, else the cluster's), the pod that leads its group restart (if it has one) and the
-    experiment."""
-    from .. import kubeapi
+@dataclass(frozen=True)
+class Source:
+    """An experiment as `status`, `logs` and `events` read it."""
+
+    name: str
+    reader: Any  # its objects, where the options say
+    lead: str | None  # the pod that leads its group restart, if it restarts as a group
+    entry: str  # the Job whose end is its end
+    trial: Any  # its place in a sweep, if it is a trial
+
+
+def readers(args: argparse.Namespace) -> list[Source]:
+    """Each experiment, read where the options say: a local run's, else the cluster's."""
+    from .. import kubeapi, planning
+    from ..k8s.context import Context
+    from ..k8s.restart import regroup_of
 
     inputs = inputs_of(args)
     found = []
@@ -55,21 +67,16 @@ def readers(args: argparse.Namespace) -> list[tuple[str, Any, str | None, Any]]:
             if args.local:  # (each experiment's run, as it announced itself)
                 url, namespace = kubeapi.local_url(name)
                 api = kubeapi.connect(url=url)
+            blueprint = planning.blueprint(manifest, inputs.settings, name)
+            regroup = regroup_of(blueprint)
+            lead = regroup.lead.split(".", 1)[0] if regroup else None
+            entry = Context(blueprint).entry_job()
             reader = kubeapi.Reader(api, namespace, name)
-            found.append((name, reader, _lead(manifest, inputs.settings, name), manifest))
+            found.append(Source(name, reader, lead, entry, manifest.trial))
     except kubeapi.Unreachable as error:
         where = f"aichor-iac {args.handler.__name__}"
         raise ManifestError(where, [Problem("", str(error))]) from None
     return found
-
-
-def _lead(manifest: Any, settings: Any, name: str) -> str | None:
-    """The pod that leads the group restart, if the experiment restarts as a group."""
-    from .. import planning
-    from ..k8s.restart import regroup_of
-
-    regroup = regroup_of(planning.blueprint(manifest, settings, name))
-    return regroup.lead.split(".", 1)[0] if regroup else None
 
 
 def status(args: argparse.Namespace) -> int:
@@ -82,7 +89,6 @@ def status(args: argparse.Namespace) -> int:
     from ..sweeps import table as sweep_table
 
     sources = readers(args)
-    settings = inputs_of(args).settings
 
     def now(source: Any, lead: str | None) -> dict[str, Any]:
         pods = source.pods()
@@ -92,8 +98,8 @@ def status(args: argparse.Namespace) -> int:
         return report(source.jobs(), pods, datetime.now(timezone.utc), attempt)
 
     def everything() -> tuple[dict[str, Any], dict[str, Any]]:
-        found = {name: now(source, lead) for name, source, lead, _ in sources}
-        return found, _sweeps(sources, found, settings)
+        found = {s.name: now(s.reader, s.lead) for s in sources}
+        return found, _sweeps(sources, found)
 
     def shown() -> Any:
         found, sweeps = everything()
@@ -126,33 +132,30 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sweeps(sources: list[Any], found: dict[str, Any], settings: Any) -> dict[str, Any]:
+def _sweeps(sources: list[Source], found: dict[str, Any]) -> dict[str, Any]:
     """Each sweep's results (`sweeps.report`): its trials' states from their entry-point
-    Jobs, their metrics from the output of those Jobs' first pods."""
-    from .. import planning, sweeps
-    from ..k8s.context import Context
+    Jobs (`found`: each experiment's report), their metrics from the output of those Jobs'
+    first pods."""
+    from .. import sweeps
 
     trials: dict[str, list[Any]] = {}
-    for name, source, _, manifest in sources:
-        if manifest.trial is None:
-            continue
-        entry = Context(planning.blueprint(manifest, settings, name)).entry_job()
-        group = next((g for g in found[name]["groups"] if g["job"] == entry), None)
+    for source in (s for s in sources if s.trial is not None):
+        group = next((g for g in found[source.name]["groups"] if g["job"] == source.entry), None)
         if group is None:  # (created once an earlier trial has ended)
             state, lines = "Waiting", []
         else:
             state = {"Complete": "Succeeded", "Failed": "Failed"}.get(group["condition"], "Running")
             ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
-            lines = [text for _, text in source.lines(ran[0])] if ran else []
-        trials.setdefault(manifest.trial.sweep, []).append((name, manifest.trial, state, lines))
-    return {sweep: sweeps.report(found) for sweep, found in trials.items()}
+            lines = [text for _, text in source.reader.lines(ran[0])] if ran else []
+        trials.setdefault(source.trial.sweep, []).append((source.name, source.trial, state, lines))
+    return {sweep: sweeps.report(each) for sweep, each in trials.items()}
 
 
 def logs(args: argparse.Namespace) -> int:
     """Every pod's lines (of each experiment), each after its pod's name, in the order they
     were printed; with `-f`, as they come."""
     with answered(args):
-        return _logs(args, [source for _, source, _, _ in readers(args)])
+        return _logs(args, [source.reader for source in readers(args)])
     return 0
 
 
@@ -195,7 +198,7 @@ def events(args: argparse.Namespace) -> int:
     sources = readers(args)
     with answered(args):
         found = sorted(
-            (event for _, source, _, _ in sources for event in source.events()),
+            (event for source in sources for event in source.reader.events()),
             key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
         )
         if args.output == "json":
