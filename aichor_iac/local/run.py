@@ -131,9 +131,7 @@ def _run(
         # (as AIchor's image: the manifest's directory)
         workdir=str(source.resolve().parent if source.is_file() else Path.cwd()),
         needed=sorted(plan.completes),
-        # The pods others wait to be up (a Ray head, MPI's workers) decide too: their failure
-        # leaves the rest waiting, on a cluster up to aichor:peerWaitSeconds.
-        gates=sorted(g.role for g in plan.groups if g.gates),
+        gates=_awaited(plan),
         count=sum(g.count for g in plan.groups if g.role in plan.completes),
         timeout=timeout,
         entrypoints=entrypoints,
@@ -143,6 +141,15 @@ def _run(
     if os.geteuid() == 0:
         return run.drive(on_line, on_progress)
     return _in_user_namespace(run, on_line, on_progress)
+
+
+def _awaited(plan: Any) -> list[str]:
+    """The groups whose pods others wait to be up, which decide a run too: their failure
+    leaves the rest waiting (on a cluster up to aichor:peerWaitSeconds or the experiment's
+    timeout). A Ray head, MPI's workers (gates), and the Ray nodes the entry point waits for:
+    the groups it is created after (a node that never joins holds its node wait)."""
+    entry = next(g for g in plan.groups if g.role == plan.entry_point)
+    return sorted(g.role for g in plan.groups if g.gates or g.role in entry.after)
 
 
 def base_env(masked: bool = False) -> dict[str, str]:

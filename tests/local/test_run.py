@@ -340,7 +340,9 @@ def test_the_examples_run_locally_as_a_smoke_test(
         path.write_text(
             text.replace("batch_inference.py", "batch_inference.py --blocks 2 --actors 1")
         )
-    assert cli.main(["run", "--local", str(path), "--replicas", "2"]) == 0
+    # (a bound: a run that can no longer end fails here rather than waiting out its hour)
+    run = ["run", "--local", str(path), "--replicas", "2", "--timeout", "600"]
+    assert cli.main(run) == 0
     out = capsys.readouterr().out
     for line in lines:
         assert line in out, out[-3000:]
@@ -377,6 +379,27 @@ def test_the_ray_example_runs_locally(
         "ray-tune succeeded",
     ):
         assert line in out, out[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("example", "awaited"),
+    [
+        # A Ray head (a gate), and the nodes the submitter's or job's node wait counts: a pool
+        # whose pods fail leaves that wait holding (a run once hung on such nodes)
+        ("kuberay", ["cpu-workers", "head"]),
+        ("ray", ["big-cpu-workers", "head", "small-cpu-workers"]),
+        ("mpi", ["worker"]),  # the launcher connects to every worker
+        ("pytorch", []),  # every replica must succeed anyway
+    ],
+)
+def test_a_local_run_ends_at_the_failure_of_a_group_others_wait_for(
+    example: str, awaited: list[str]
+) -> None:
+    from aichor_iac import doors, planning
+    from aichor_iac.local.run import _awaited
+
+    manifest = doors.load(Path(__file__).parents[2] / "examples" / f"{example}.yaml")
+    assert _awaited(planning.blueprint(manifest).plan) == awaited
 
 
 @real
