@@ -20,7 +20,7 @@ from aichor_iac.local import (  # noqa: F401  (what the tests import from here)
     expand,
     gang_of,
 )
-from aichor_iac.local.run import base_env
+from aichor_iac.local.prepare import base_env
 
 # Real Ray clusters run one at a time (`make test` runs the suite with --dist loadgroup): Ray
 # gives a starting node 30 s to register, which two clusters starting at once on two cores

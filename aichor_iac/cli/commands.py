@@ -155,26 +155,29 @@ def _old(args: argparse.Namespace, inputs: Inputs):
 def run(args: argparse.Namespace) -> int:
     """The experiment's replicas as local processes (`aichor_iac.local`), their output as it
     comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
-    and one for the result."""
+    and one for the result. Several experiments (a sweep's trials) run together, in the order
+    `pulumi up` creates them, each with its result, and each sweep's table at the end."""
     from rich.console import Console
     from rich.live import Live
     from rich.markup import escape
 
-    from ..local import LocalRunFailed, LocalUnavailable, run_experiment
+    from ..local import LocalUnavailable
     from ..local.progress import progress
 
     inputs = inputs_of(args)
     if args.replicas is not None and args.replicas < 1:
         raise ManifestError("--replicas", [Problem("", "give 1 or more")])
-    entrypoints = _entrypoints(args.entrypoint)
     show_warnings(inputs)
     as_json = args.output == "json"
     console = Console(highlight=False)
     colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
     seen: dict[str, str] = {}
     lock = threading.Lock()
+    kept: dict[str, list[str]] = {}  # each pod's lines, for a sweep's metrics
 
     def line(pod: str, text: str) -> None:
+        if len(inputs.manifests) > 1:
+            kept.setdefault(pod, []).append(text)
         if as_json:  # (pods print from threads of their own: one whole line at a time)
             with lock:
                 print(json.dumps({"pod": pod, "line": text}, ensure_ascii=False), flush=True)
@@ -186,31 +189,80 @@ def run(args: argparse.Namespace) -> int:
     # the output is the pods' lines alone.
     live = Live(progress({}), console=console, transient=True, auto_refresh=False)
     shown = console.is_terminal and not as_json
-    status = 0
     try:
         with live if shown else contextlib.nullcontext():
-            run_experiment(
-                inputs.manifest,
-                inputs.settings,
-                name=inputs.name,
-                replicas=args.replicas,
-                timeout=args.timeout,
-                entrypoints=entrypoints,
-                on_line=line,
-                on_progress=(lambda states: live.update(progress(states), refresh=True))
-                if shown
-                else None,
+            outcomes = _run_locally(
+                args,
+                inputs,
+                line,
+                (lambda states: live.update(progress(states), refresh=True)) if shown else None,
             )
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
+    return _results(inputs, outcomes, kept, console if not as_json else None)
+
+
+def _run_locally(args: argparse.Namespace, inputs: Inputs, line, on_progress) -> dict:
+    """Each experiment's outcome (exit status, deciding pod) from the local run."""
+    from ..local import LocalRunFailed, run_experiment, run_experiments
+
+    options = {
+        "replicas": args.replicas,
+        "timeout": args.timeout,
+        "entrypoints": _entrypoints(args.entrypoint),
+        "on_line": line,
+        "on_progress": on_progress,
+    }
+    if len(inputs.manifests) > 1:
+        return run_experiments(inputs.manifests, inputs.settings, stack=inputs.stack, **options)
+    try:
+        run_experiment(inputs.manifest, inputs.settings, name=inputs.name, **options)
     except LocalRunFailed as failed:  # (its lines were printed as they came)
-        status = failed.status
-    result = "succeeded" if status == 0 else "failed"
-    if as_json:
-        print(json.dumps({"experiment": inputs.name, "result": result, "status": status}))
-    else:
-        print(f"aichor-iac: {inputs.name} {result if status == 0 else f'failed ({status})'}")
-    return status
+        return {inputs.name: (failed.status, failed.pod)}
+    return {inputs.name: (0, None)}
+
+
+def _results(inputs: Inputs, outcomes: dict, kept: dict[str, list[str]], console) -> int:
+    """Each experiment's result (a line each, JSON without `console`), each sweep's table;
+    the exit status: the first failure's, else 0."""
+    from ..local.parts import HELD_BACK, TIMED_OUT, first_failure
+    from ..sweeps import table
+
+    for _, name in inputs.each():
+        status = outcomes[name][0]
+        result = "succeeded" if status == 0 else "failed"
+        why = {HELD_BACK: ": not created, a Job it waits for failed", TIMED_OUT: ": timed out"}
+        if console is None:
+            print(json.dumps({"experiment": name, "result": result, "status": status}))
+        else:
+            said = result if status == 0 else f"failed ({status}){why.get(outcomes[name], '')}"
+            print(f"aichor-iac: {name} {said}", flush=True)
+    for sweep, found in _sweeps(inputs, outcomes, kept).items():
+        if console is None:
+            print(json.dumps({"sweep": sweep, **found}))
+        else:
+            console.print(table(found))
+    return first_failure(outcomes)[0]
+
+
+def _sweeps(inputs: Inputs, outcomes: dict, kept: dict[str, list[str]]) -> dict:
+    """Each sweep's results (`sweeps.report`) from the run: each trial's state from its
+    outcome, its metrics from the lines of its entry-point Job's first pod."""
+    from .. import sweeps
+    from ..k8s.context import Context
+    from ..local.parts import TIMED_OUT
+
+    trials: dict[str, list] = {}
+    for manifest, name in inputs.each():
+        if manifest.trial is None:
+            continue
+        entry = Context(planning.blueprint(manifest, inputs.settings, name)).entry_job()
+        lines = kept.get(entry) or kept.get(f"{entry}-0") or []  # (its own Job, or Indexed)
+        state = "Succeeded" if outcomes[name][0] == 0 else "Failed"
+        if outcomes[name] == TIMED_OUT:
+            state = "Running" if lines else "Waiting"
+        trials.setdefault(manifest.trial.sweep, []).append((name, manifest.trial, state, lines))
+    return {sweep: sweeps.report(each) for sweep, each in trials.items()}
 
 
 def _entrypoints(given: list[str]) -> dict[str, list[str]]:

@@ -36,8 +36,8 @@ class Inputs:
     def _one(self) -> tuple[Experiment, str]:
         if len(self.manifests) > 1:
             reason = (
-                f"holds {len(self.manifests)} experiments ({', '.join(self.names)}): run "
-                "--local and convert take one; give its own file"
+                f"holds {len(self.manifests)} experiments ({', '.join(self.names)}): convert "
+                "takes one; give its own file"
             )
             raise ManifestError(self.manifests[0].source, [Problem("", reason)])
         return self.manifests[0], self.names[0]

@@ -31,6 +31,7 @@ EXAMPLES = {
     "run": """
   aichor-iac run --local experiment.yaml
   aichor-iac run --local experiment.yaml --replicas 1 --timeout 600   # a smoke test
+  aichor-iac run --local sweep.yaml --replicas 1   # a Katib sweep's trials, then its table
   aichor-iac run --local experiment.yaml --output json | jq -r 'select(.pod) | .line'""",
     "status": """
   aichor-iac status --stack-config stacks/Pulumi.dev.yaml      # the stack's cluster

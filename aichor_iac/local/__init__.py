@@ -17,7 +17,7 @@ from .cluster import LocalCluster
 from .downward import container_argv, container_env, container_of, expand
 from .host import LocalUnavailable, missing
 from .jobs import KUEUE_QUEUE, gang_of, job_of
-from .run import LocalRunFailed, run_experiment
+from .run import LocalRunFailed, run_experiment, run_experiments
 
 __all__ = [
     "KUEUE_QUEUE",
@@ -32,4 +32,5 @@ __all__ = [
     "job_of",
     "missing",
     "run_experiment",
+    "run_experiments",
 ]

@@ -211,6 +211,8 @@ class LocalCluster:
         with self.controllers.slots[job["metadata"]["name"]]:  # the Job controller makes it
             pod, gang = pod_name(job, index), gang_of(job)
             with self.lock:
+                if self.controllers.condition(job["metadata"]["name"]):
+                    return  # (failed before this pod was made)
                 self.controllers.created.add(pod)
             while True:  # the pod, then each one made again after a failure
                 self.records.created(job["metadata"]["name"], pod)
@@ -297,6 +299,25 @@ class LocalCluster:
             self.disrupted.add(pod)
             running = [p for p in self.processes[pod] if p.poll() is None]
         self.records.event("Pod", pod, "Killing", "Stopping pod (DisruptionTarget)")
+        threading.Thread(
+            target=containers.stop, args=(running, self.GRACE_SECONDS), daemon=True
+        ).start()
+
+    def fail_job(self, name: str, reason: str) -> None:
+        """Fail the Job as the Job controller fails one past its activeDeadlineSeconds: its
+        Failed condition (`reason`), its running pods stopped (TERM, then KILL after the grace
+        period), none made again."""
+        with self.lock:
+            if self.controllers.condition(name):
+                return
+            self.controllers.fail(name, reason)
+            pods = [
+                p
+                for p, job in self.controllers.job_by_pod.items()
+                if job["metadata"]["name"] == name
+            ]
+            running = [r for p in pods for r in self.processes[p] if r.poll() is None]
+        self.records.job_ended(name, "Failed", reason)
         threading.Thread(
             target=containers.stop, args=(running, self.GRACE_SECONDS), daemon=True
         ).start()

@@ -180,6 +180,11 @@ class Controllers:
             return f"unschedulable: PodGroup {gang} has {self.gang_count(gang)} of {size} pods"
         return "scheduled"
 
+    def fail(self, name: str, reason: str) -> None:
+        """The Job fails (under `lock`) whatever its pods do: its deadline, say."""
+        self.failed.add(name)
+        self.reasons.setdefault(name, reason)
+
     def ended(self, pod: str, code: int, disrupted: bool = False) -> bool:
         """A pod's end (under `lock`): its state, its Job's failure as its pod failure policy
         and backoffLimit say, its Workload freed once the Job is done; whether the Job

@@ -1,14 +1,13 @@
-"""A local run of an experiment (`aichor-iac run --local`): render it, run its pods on a
-`LocalCluster` (as root here, else in a user namespace of the run's own), and decide its
-result as the cluster would: done once the Jobs its success needs have succeeded, failed at
-the first failure of one of those or of a pod the others wait for."""
+"""A local run of an experiment, or of a stack's experiments (`aichor-iac run --local`):
+render them, run their pods on a `LocalCluster` (as root here, else in a user namespace of
+the run's own) in the order `pulumi up` creates them, and decide each one's result as the
+cluster would (`parts`)."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
 import dataclasses
-import glob
 import json
 import os
 import shutil
@@ -18,19 +17,24 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import awaits
 from . import host
 from .api import LocalApi, announce, forwarded
 from .cluster import LocalCluster
 from .host import UNSHARE, LocalUnavailable
-
-if TYPE_CHECKING:
-    from ..engine import Rendering
-
+from .parts import HELD_BACK, TIMED_OUT, Outcome, Part, first_failure
+from .prepare import (
+    base_env,
+    capped_to,
+    check_entrypoints,
+    job_order,
+    secret_values,
+    with_secrets,
+)
 
 LAST_LINES = 80  # of the failing pod, in LocalRunFailed
 
@@ -41,7 +45,13 @@ class LocalRunFailed(Exception):
 
     def __init__(self, experiment: str, status: int, pod: str | None, lines: list[str]):
         self.experiment, self.status, self.pod, self.lines = experiment, status, pod, lines
-        why = f"{pod} failed first" if pod else "the run's timeout was reached"
+        why = (
+            f"{pod} failed first"
+            if pod
+            else "a Job it waits for failed first"
+            if (status, pod) == HELD_BACK
+            else "the run's timeout was reached"
+        )
         shown = "".join(f"\n{pod} {line}" for line in lines)
         super().__init__(
             f"{experiment} failed ({status}): {why}{'; its last lines:' if shown else ''}{shown}"
@@ -86,25 +96,61 @@ def run_experiment(
             on_line(pod, text)
 
     experiment = name or (settings and settings.experiment_name) or manifest.name_in("local")
-    status, pod = _run(
-        manifest, settings, experiment, replicas, timeout, line, on_progress, entrypoints
-    )
+    ((status, pod),) = _run(
+        [manifest], settings, [experiment], replicas, timeout, line, on_progress, entrypoints
+    ).values()
     if status:
         raise LocalRunFailed(experiment, status, pod, list(last.get(pod or "", ())))
     return kept
 
 
+def run_experiments(
+    manifests: Sequence[Any],
+    settings: Any = None,
+    *,
+    stack: str = "local",
+    replicas: int | None = None,
+    timeout: float = 3600,
+    on_line: Callable[[str, str], None] | None = None,
+    on_progress: Callable[[dict[str, str]], None] | None = None,
+    entrypoints: dict[str, list[str]] | None = None,
+) -> dict[str, Outcome]:
+    """The experiments of one stack (`doors.load_all`'s: a sweep's trials, a directory's
+    experiments) in one local run, as `run_experiment` runs one, each named by its own name
+    and created in the order `pulumi up` creates them: a sweep's trial once the trial it
+    waits for has ended (at most parallelTrialCount at once). A failed experiment does not
+    stop the others: its Jobs fail, as a Job past its deadline does. Each experiment's
+    outcome — (exit status, the pod whose failure decided it) — in the order decided."""
+    if len(manifests) == 1:
+        experiment = (settings and settings.experiment_name) or manifests[0].name_in(stack)
+        names = [experiment]
+    else:  # (each named by its own name, as `components.experiments` names them)
+        names = [m.name_in(stack) for m in manifests]
+    return _run(
+        list(manifests),
+        settings,
+        names,
+        replicas,
+        timeout,
+        on_line,
+        on_progress,
+        entrypoints,
+        stack,
+    )
+
+
 def _run(
-    manifest: Any,
+    manifests: list[Any],
     settings: Any,
-    experiment: str,
+    names: list[str],
     replicas: int | None,
     timeout: float,
-    on_line: Callable[[str, str], None],
+    on_line: Callable[[str, str], None] | None,
     on_progress: Callable[[dict[str, str]], None] | None,
     entrypoints: dict[str, list[str]] | None,
-) -> tuple[int, str | None]:
-    """`run_experiment`'s run: its exit status and the pod whose failure decided it."""
+    stack: str = "dev",
+) -> dict[str, Outcome]:
+    """The run of the experiments (`names`: theirs, in `stack`): each one's outcome."""
     from .. import engine, planning
     from ..settings import Settings
 
@@ -112,62 +158,37 @@ def _run(
         raise LocalUnavailable("a local run needs " + ", ".join(lacks))
     settings = settings or Settings.default()
     if replicas is not None:
-        manifest = _capped(manifest, replicas)
-    plan = planning.blueprint(manifest, settings, experiment).plan
-    if plan.endless:
+        manifests = [capped_to(m, replicas) for m in manifests]
+    plans = [planning.blueprint(m, settings, n).plan for m, n in zip(manifests, names, strict=True)]
+    if any(plan.endless for plan in plans):
         raise LocalUnavailable(
             "a RayCluster runs until destroyed: run a RayJob (or a manifest) locally"
         )
-    rendering = engine.expand(manifest, settings, name=experiment)
-    objects = _with_secrets(rendering.objects, manifest)
-    _check_entrypoints(objects, entrypoints := entrypoints or {})
-    env = base_env(masked=replicas is not None)
-    secret = next((o for o in objects if o["kind"] == "Secret"), None)
-    source = Path(manifest.source)
+    if len(manifests) == 1:
+        rendering = engine.expand(manifests[0], settings, name=names[0])
+    else:
+        rendering = engine.expand(manifests, settings, stack)
+    objects = rendering.objects
+    for manifest in manifests:
+        objects = with_secrets(objects, manifest)
+    check_entrypoints(objects, entrypoints := entrypoints or {})
+    keys = {k for o in objects if o["kind"] == "Secret" for k in o.get("stringData", {})}
+    source = Path(manifests[0].source)
     run = Run(
         objects=objects,
-        env=env,
-        secrets=_secret_values(list((secret or {}).get("stringData", {}))),
+        env=base_env(masked=replicas is not None),
+        secrets=secret_values(sorted(keys)),
         # (as AIchor's image: the manifest's directory)
         workdir=str(source.resolve().parent if source.is_file() else Path.cwd()),
-        needed=sorted(plan.completes),
-        gates=_awaited(plan),
-        count=sum(g.count for g in plan.groups if g.role in plan.completes),
+        parts=[Part.of(name, plan) for name, plan in zip(names, plans, strict=True)],
         timeout=timeout,
         entrypoints=entrypoints,
-        after=_job_order(rendering),
-        announced=experiment,
+        after=job_order(rendering),
+        announced=True,
     )
     if os.geteuid() == 0:
         return run.drive(on_line, on_progress)
     return _in_user_namespace(run, on_line, on_progress)
-
-
-def _awaited(plan: Any) -> list[str]:
-    """The groups whose pods others wait to be up, which decide a run too: their failure
-    leaves the rest waiting (on a cluster up to aichor:peerWaitSeconds or the experiment's
-    timeout). A Ray head, MPI's workers (gates), and the Ray nodes the entry point waits for:
-    the groups it is created after (a node that never joins holds its node wait)."""
-    entry = next(g for g in plan.groups if g.role == plan.entry_point)
-    return sorted(g.role for g in plan.groups if g.gates or g.role in entry.after)
-
-
-def base_env(masked: bool = False) -> dict[str, str]:
-    """What every pod's processes start from; `masked`: a smoke test, in which no process
-    takes a GPU of this machine (only where there are any: Paddle's launcher takes any
-    CUDA_VISIBLE_DEVICES for a GPU job)."""
-    # (this Python environment's programs first, as an activated venv has them: a replica's
-    # `torchrun` is the one installed beside aichor-iac, whatever the caller's PATH)
-    path = os.pathsep.join(
-        [str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")]
-    )
-    env = {
-        "PATH": path,
-        "HOME": os.environ.get("HOME", "/"),
-    }
-    if masked and glob.glob("/dev/nvidia[0-9]*"):
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
 
 
 @dataclasses.dataclass
@@ -182,18 +203,19 @@ class Run:
     env: dict[str, str]
     secrets: dict[str, str]
     workdir: str
-    needed: list[str]
-    gates: list[str]
-    count: int
+    parts: list[Part]  # its experiments, and what decides each
     timeout: float
     entrypoints: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     # Job -> the Jobs it is created after, once their awaits hold (as `pulumi up` does)
     after: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    # The experiment's name, under which the run announces its read API for `status --local`
-    announced: str | None = None
+    # Whether the run announces its read API for `status --local` (under each part's name)
+    announced: bool = False
     # Where a run in a user namespace of its own (a network of its own) serves that API: a
     # Unix socket its parent forwards from this side's 127.0.0.1 and announces
     api_socket: str | None = None
+
+    def __post_init__(self) -> None:
+        self.parts = [p if isinstance(p, Part) else Part(**p) for p in self.parts]  # (JSON)
 
     @property
     def namespace(self) -> str:
@@ -204,49 +226,59 @@ class Run:
         on_line: Callable[[str, str], None] | None,
         on_progress: Callable[[dict[str, str]], None] | None,
         private: bool = False,
-    ) -> tuple[int, str | None]:
-        """Create every Job, wait for the result, leave the cluster; the exit status, and the
-        pod whose failure decided it."""
-        workdir = Path(self.workdir)
+    ) -> dict[str, Outcome]:
+        """Create every Job, wait for each experiment's outcome, leave the cluster; the
+        outcomes, in the order they were decided (an experiment undecided at the timeout
+        last). One experiment's failure ends a run of one; of several (a sweep), its Jobs
+        fail as a Job past its deadline does, and the others go on."""
         cluster = LocalCluster(
             self.objects,
             self.env,
             self.secrets,
             on_line,
-            workdir,
+            Path(self.workdir),
             private,
             entrypoints=self.entrypoints,
         )
         with _terminated_as_exit(), cluster, self._api(cluster):
             creating = _Creation(cluster, self.after, self.timeout)
             deadline, states = time.monotonic() + self.timeout, {}
-            codes: list[int] = []  # the exit codes of the pods that must succeed
-            failures: list[int] = []  # the deciding pods' failures, in the order they ended
-            deciding = {*self.needed, *self.gates}
-            role = cluster.controllers.role_of
-            while time.monotonic() < deadline:  # until the result is known: done, or a failure
+            outcomes: dict[str, Outcome] = {}
+            while time.monotonic() < deadline and len(outcomes) < len(self.parts):
                 creating.advance()
                 if on_progress is not None and states != cluster.state:
                     states = dict(cluster.state)
                     on_progress(states)
-                results = list(cluster.results.items())
-                codes = [r.returncode for p, r in results if role(p) in self.needed]
-                # A smoke test: the first failure of a deciding pod ends the run, even where
-                # its Job would make the pod again (a group restart runs within the pods)
-                failures = [
-                    (r.returncode, p) for p, r in results if r.returncode and role(p) in deciding
-                ]
-                if len(codes) == self.count or failures:
+                if self._decide(cluster, outcomes) and len(self.parts) == 1:
                     break
+                for job in (cluster.controllers.job(n) for n in creating.held_back()):
+                    outcomes.setdefault(_instance_and_role(job)[0], HELD_BACK)
                 time.sleep(0.2)
-            if not failures:  # the followers stop by themselves: let them, briefly
-                cluster.settle(timeout=10)
+            if not any(code for code, _ in outcomes.values()):  # the followers stop by
+                cluster.settle(timeout=10)  # themselves: let them, briefly
             if on_progress is not None:
                 on_progress(dict(cluster.state))
-        if failures:  # a signal's death as a shell reports it (128 + the signal)
-            code, pod = failures[0]
-            return (128 - code if code < 0 else code), pod
-        return (0 if len(codes) == self.count else 124), None  # done, or the timeout
+        return {**outcomes, **{p.name: TIMED_OUT for p in self.parts if p.name not in outcomes}}
+
+    def _decide(self, cluster: LocalCluster, outcomes: dict[str, Outcome]) -> bool:
+        """Each undecided experiment's outcome, where the pods' results give it (`outcomes`,
+        added to); whether one has failed. The Jobs of one that failed (of several) fail."""
+        of = cluster.controllers.job_of_pod
+        results = [
+            (pod, result.returncode, *_instance_and_role(of(pod)))
+            for pod, result in list(cluster.results.items())
+        ]
+        failed = False
+        for part in (p for p in self.parts if p.name not in outcomes):
+            if (outcome := part.outcome(results)) is None:
+                continue
+            outcomes[part.name] = outcome
+            failed = failed or bool(outcome[0])
+            if outcome[0] and len(self.parts) > 1:
+                for job in cluster.jobs:
+                    if _instance_and_role(job)[0] == part.name:
+                        cluster.fail_job(job["metadata"]["name"], "ExperimentFailed")
+        return failed
 
     @contextlib.contextmanager
     def _api(self, cluster: LocalCluster) -> Iterator[None]:
@@ -254,11 +286,8 @@ class Run:
         if self.api_socket is not None:  # (announced by the parent: `_in_user_namespace`)
             with LocalApi(cluster, self.namespace, self.api_socket):
                 yield
-        elif self.announced is not None:
-            with (
-                LocalApi(cluster, self.namespace) as api,
-                announce(self.announced, api.url, self.namespace),
-            ):
+        elif self.announced:
+            with LocalApi(cluster, self.namespace) as api, _announced(self, api.url):
                 yield
         else:
             yield
@@ -274,81 +303,52 @@ class _Creation:
         self.waiting = [job["metadata"]["name"] for job in cluster.jobs]
         self.created: list[str] = []
         self.held: set[str] = set()
+        self.failed: set[str] = set()  # created, and their awaits failed
 
     def advance(self) -> None:
-        for name in [n for n in self.created if n not in self.held]:
-            with contextlib.suppress(awaits.AwaitFailed):
-                job = self.cluster.controllers.job(name)
+        for name in [n for n in self.created if n not in self.held | self.failed]:
+            job = self.cluster.controllers.job(name)
+            try:
                 if awaits.holds(job, self.cluster.job_status(name)):
                     self.held.add(name)
+            except awaits.AwaitFailed:
+                self.failed.add(name)
         for name in list(self.waiting):
             if set(self.after.get(name, ())) <= self.held:
                 self.cluster.start(name, self.timeout)
                 self.waiting.remove(name)
                 self.created.append(name)
 
-
-def _job_order(rendering: Rendering) -> dict[str, list[str]]:
-    """Each Job's Jobs it is created after (its Pulumi dependencies that are Jobs; the other
-    objects it depends on hold at once)."""
-    jobs = {r.urn: r.inputs["metadata"]["name"] for r in rendering.resources if r.kind == "Job"}
-    return {
-        jobs[r.urn]: [jobs[d] for d in r.dependencies if d in jobs]
-        for r in rendering.resources
-        if r.urn in jobs
-    }
+    def held_back(self) -> set[str]:
+        """The Jobs that will never be created: one they wait for failed its await."""
+        back = set(self.failed)
+        while grown := {
+            n for n in self.waiting if n not in back and back & set(self.after.get(n, ()))
+        }:
+            back |= grown
+        return back - self.failed
 
 
-def _with_secrets(objects: list[dict[str, Any]], manifest: Any) -> list[dict[str, Any]]:
-    """The rendered objects with the values of the Secrets given beside a custom resource
-    (render redacts them; the local cluster's pods need them, and nothing here prints them)."""
-    origin = manifest.spec.origin
-    given = {
-        c["metadata"]["name"]: c
-        for c in (origin.companions if origin else ())
-        if c["kind"] == "Secret"
-    }
-    return [
-        {
-            **o,
-            **{
-                k: given[o["metadata"]["name"]][k]
-                for k in ("data", "stringData")
-                if k in given[o["metadata"]["name"]]
-            },
-        }
-        if o["kind"] == "Secret" and o["metadata"]["name"] in given
-        else o
-        for o in objects
-    ]
+def _instance_and_role(job: dict[str, Any]) -> tuple[str, str]:
+    """The experiment a Job belongs to and its group (role), from its labels."""
+    labels = job["metadata"]["labels"]
+    return labels["app.kubernetes.io/instance"], labels["app.kubernetes.io/component"]
 
 
-def _check_entrypoints(objects: list[dict[str, Any]], entrypoints: dict[str, list[str]]) -> None:
-    """LocalUnavailable naming each container that runs its image's entrypoint, where it is
-    not given (no image is pulled here)."""
-    unknown = []
-    for job in (o for o in objects if o["kind"] == "Job"):
-        spec = job["spec"]["template"]["spec"]
-        for container in spec["containers"] + spec.get("initContainers", []):
-            if "command" not in container and container["image"] not in entrypoints:
-                unknown.append(
-                    f"container {container['name']} of Job {job['metadata']['name']} runs "
-                    f"the entrypoint of {container['image']}"
-                )
-    if unknown:
-        raise LocalUnavailable(
-            "no image is pulled here, and "
-            + "; ".join(unknown)
-            + ": say what it runs with --entrypoint IMAGE=COMMAND (docker inspect --format "
-            "'{{json .Config.Entrypoint}}' IMAGE)"
-        )
+@contextlib.contextmanager
+def _announced(run: Run, url: str) -> Iterator[None]:
+    """The run's read API announced under each of its experiments' names."""
+    with contextlib.ExitStack() as stack:
+        for part in run.parts:
+            stack.enter_context(announce(part.name, url, run.namespace))
+        yield
 
 
 def _in_user_namespace(
     run: Run,
     on_line: Callable[[str, str], None] | None,
     on_progress: Callable[[dict[str, str]], None] | None,
-) -> tuple[int, str | None]:
+) -> dict[str, Outcome]:
     """Without root: the run in a child process inside a user namespace (`_child`), the
     rendered experiment on its standard input, its lines and progress back as JSON lines. The
     child leaving (or being killed) ends every pod with it: they are in its PID namespace."""
@@ -362,9 +362,9 @@ def _in_user_namespace(
     with contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, root, ignore_errors=True)  # (the mount was the child's)
         stack.callback(shutil.rmtree, sockets, ignore_errors=True)
-        if run.announced is not None and run.api_socket is not None:
+        if run.announced and run.api_socket is not None:
             url = stack.enter_context(forwarded(run.api_socket))
-            stack.enter_context(announce(run.announced, url, run.namespace))
+            stack.enter_context(_announced(run, url))
         child = stack.enter_context(
             subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
@@ -373,7 +373,7 @@ def _in_user_namespace(
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write(json.dumps(dataclasses.asdict(run)))
         child.stdin.close()
-        failed = None
+        outcomes: dict[str, Outcome] = {}
         try:
             for message in child.stdout:
                 kind, *value = json.loads(message)
@@ -381,15 +381,16 @@ def _in_user_namespace(
                     on_line(*value)
                 elif kind == "progress" and on_progress is not None:
                     on_progress(*value)
-                elif kind == "failed":
-                    failed = value[0]
+                elif kind == "outcomes":
+                    outcomes = {name: (code, pod) for name, code, pod in value[0]}
                 elif kind == "unavailable":
                     raise LocalUnavailable(*value)
         finally:
             if child.poll() is None:
                 child.terminate()
             status = child.wait()
-    return status, failed
+    # (a child killed before it could tell: its status, for every experiment)
+    return outcomes or {p.name: (status, None) for p in run.parts}
 
 
 def _child(root: str) -> None:
@@ -404,12 +405,13 @@ def _child(root: str) -> None:
 
     host.own_root(Path(root))
     try:
-        status, failed = run.drive(
+        outcomes = run.drive(
             lambda pod, line: send("line", pod, line),
             lambda states: send("progress", states),
             private=True,
         )
-        send("failed", failed)
+        send("outcomes", [[name, code, pod] for name, (code, pod) in outcomes.items()])
+        status = first_failure(outcomes)[0]
     except LocalUnavailable as error:
         send("unavailable", str(error))
         status = 2
@@ -433,51 +435,3 @@ def _terminated_as_exit() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
-
-
-def _capped(manifest: Any, replicas: int) -> Any:
-    """The experiment with at most `replicas` replicas per group (pool; a jobset type's Jobs
-    and pods per Job) and no GPUs (a Ray node then offers none), nothing else changed."""
-
-    spec = manifest.spec
-
-    def capped(group: Any) -> Any:
-        accelerators = group.resources.accelerators.model_copy(update={"gpu": None})
-        update = {
-            "count": min(group.count, replicas),
-            "resources": group.resources.model_copy(update={"accelerators": accelerators}),
-        }
-        if hasattr(group, "completions"):  # a jobset type: pods per Job too
-            update["completions"] = min(group.completions, replicas)
-            update["parallelisms"] = min(group.parallelisms, update["completions"])
-        return group.model_copy(update=update)
-
-    types = spec.types.model_copy()
-    for type_name, group in spec.types.present().items():
-        value = [capped(g) for g in group] if isinstance(group, list) else capped(group)
-        if type_name in type(types).model_fields:
-            types.__dict__[type_name] = value  # (the models are frozen)
-        else:  # a jobset's own type names are the model's extra fields
-            types.__pydantic_extra__[type_name] = value
-    capped_spec = spec.model_copy(update={"types": types})
-    capped_spec._origin = spec.origin
-    result = manifest.model_copy(update={"spec": capped_spec})
-    return result.read_from(manifest.source, manifest._lines)
-
-
-def _secret_values(keys: list[str]) -> dict[str, str]:
-    """Values for the experiment's generated Secret (Pulumi generates them on a cluster)."""
-    import secrets as random
-
-    values = {key: random.token_hex(24) for key in keys}
-    if "ssh-privatekey" in keys:
-        if shutil.which("ssh-keygen") is None:
-            raise LocalUnavailable("an MPI experiment's key pair needs `ssh-keygen` (openssh)")
-        with tempfile.TemporaryDirectory() as directory:
-            key = Path(directory) / "id"
-            subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
-            )
-            values["ssh-privatekey"] = key.read_text()
-            values["ssh-publickey"] = key.with_suffix(".pub").read_text()
-    return values

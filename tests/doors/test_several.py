@@ -226,8 +226,5 @@ def test_the_cli_validates_renders_and_previews_each(
     assert "Totals: 6 pods" in out and out.index("lr-1-worker") < out.index("lr-2 ")
     assert cli.main(["render", str(manifest), "--name", "x"]) == 2
     assert "--name: names one experiment" in capsys.readouterr().err
-    assert cli.main(["run", "--local", str(manifest)]) == 2
-    assert (
-        "holds 2 experiments (lr-1, lr-2): run --local and convert take one"
-        in capsys.readouterr().err
-    )
+    assert cli.main(["convert", str(manifest)]) == 2
+    assert "holds 2 experiments (lr-1, lr-2): convert takes one" in capsys.readouterr().err

@@ -382,7 +382,7 @@ def test_the_ray_example_runs_locally(
 
 
 @pytest.mark.parametrize(
-    ("example", "awaited"),
+    ("example", "expected"),
     [
         # A Ray head (a gate), and the nodes the submitter's or job's node wait counts: a pool
         # whose pods fail leaves that wait holding (a run once hung on such nodes)
@@ -393,13 +393,13 @@ def test_the_ray_example_runs_locally(
     ],
 )
 def test_a_local_run_ends_at_the_failure_of_a_group_others_wait_for(
-    example: str, awaited: list[str]
+    example: str, expected: list[str]
 ) -> None:
     from aichor_iac import doors, planning
-    from aichor_iac.local.run import _awaited
+    from aichor_iac.local.parts import awaited
 
     manifest = doors.load(Path(__file__).parents[2] / "examples" / f"{example}.yaml")
-    assert _awaited(planning.blueprint(manifest).plan) == awaited
+    assert awaited(planning.blueprint(manifest).plan) == expected
 
 
 @real

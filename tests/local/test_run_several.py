@@ -1,0 +1,88 @@
+"""`aichor-iac run --local` of several experiments (issue 41): a Katib sweep's trials run in the
+order `pulumi up` creates them — at most parallelTrialCount at once, a failed trial leaving
+the others to run — each with its result, and the sweep's table at the end; a file of two
+experiments runs both, one's failure not stopping the other."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from kube import LocalCluster
+from test_sweep_live import SWEEP
+
+from aichor_iac import cli
+
+pytestmark = pytest.mark.skipif(
+    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
+)
+# Each trial: its seed, a loss that falls with it, 3 s; seed 3 fails.
+COMMAND = (
+    'echo "start $(date +%s.%N) seed ${trialParameters.seed}"; sleep 3; '
+    'echo "loss=0.${trialParameters.seed}"; echo "end $(date +%s.%N)"; '
+    '[ "${trialParameters.seed}" != 3 ]'
+)
+
+
+def sweep_file(tmp_path: Path) -> Path:
+    sweep = copy.deepcopy(SWEEP)
+    master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
+    master["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", COMMAND]
+    path = tmp_path / "seeds.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    return path
+
+
+def test_a_sweep_runs_locally_two_trials_at_a_time_and_ends_with_its_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", "--local", str(sweep_file(tmp_path)), "--timeout", "300"]) == 1
+    out = capsys.readouterr().out
+    spans = {
+        pod: (float(start), float(end))
+        for pod, start in re.findall(r"^(\S+) start (\S+) seed", out, re.M)
+        for other, end in re.findall(r"^(\S+) end (\S+)", out, re.M)
+        if other == pod
+    }
+    assert len(spans) == 4, out  # the failed trial did not stop the others
+    for moment in sorted(t for span in spans.values() for t in span):
+        assert sum(start <= moment < end for start, end in spans.values()) <= 2, spans
+    results = re.findall(r"^aichor-iac: (seeds-\S+) (succeeded|failed \(1\))$", out, re.M)
+    assert sorted(r for _, r in results) == ["failed (1)", "succeeded", "succeeded", "succeeded"]
+    # The table: each trial's seed, state and loss; the best (seed 1: loss 0.1) marked
+    rows = {m[2]: m for m in re.findall(r"^(seeds-\S+)( \*)?\s+(\d)\s+(\w+)\s+(\S+)", out, re.M)}
+    assert {seed: (row[3], row[4]) for seed, row in rows.items()} == {
+        "1": ("Succeeded", "0.1"),
+        "2": ("Succeeded", "0.2"),
+        "3": ("Failed", "0.3"),
+        "4": ("Succeeded", "0.4"),
+    }
+    assert rows["1"][1] == " *"
+    assert re.search(rf"best trial\s+{rows['1'][0]} \(\*\)", out), out  # (the caption wraps)
+
+
+def test_a_file_of_two_experiments_runs_both_and_reports_each_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def manifest(name: str, command: str) -> dict:
+        worker = {"count": 1, "resources": {"cpus": 1, "ramRatio": 1}}
+        spec = {"operator": "batchjob", "image": "i", "command": command}
+        return {
+            "kind": "AIchorManifest",
+            "name": name,
+            "spec": {**spec, "types": {"Worker": worker}},
+        }
+
+    path = tmp_path / "two.yaml"
+    path.write_text(
+        yaml.safe_dump_all([manifest("fails", "sleep 1; exit 3"), manifest("works", "sleep 3")])
+    )
+    argv = ["run", "--local", str(path), "--output", "json", "--timeout", "120"]
+    assert cli.main(argv) == 3
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    results = {d["experiment"]: d["status"] for d in lines if "experiment" in d}
+    assert results == {"fails": 3, "works": 0}  # the failure did not stop the other
