@@ -250,7 +250,7 @@ def _sweeps(inputs: Inputs, outcomes: dict, kept: dict[str, list[str]]) -> dict:
     outcome, its metrics from the lines of its entry-point Job's first pod."""
     from .. import sweeps
     from ..k8s.context import Context
-    from ..local.parts import TIMED_OUT
+    from ..local.parts import HELD_BACK, TIMED_OUT
 
     trials: dict[str, list] = {}
     for manifest, name in inputs.each():
@@ -261,6 +261,8 @@ def _sweeps(inputs: Inputs, outcomes: dict, kept: dict[str, list[str]]) -> dict:
         state = "Succeeded" if outcomes[name][0] == 0 else "Failed"
         if outcomes[name] == TIMED_OUT:
             state = "Running" if lines else "Waiting"
+        elif outcomes[name] == HELD_BACK:
+            state = "Not created"
         trials.setdefault(manifest.trial.sweep, []).append((name, manifest.trial, state, lines))
     return {sweep: sweeps.report(each) for sweep, each in trials.items()}
 

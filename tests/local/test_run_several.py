@@ -86,3 +86,26 @@ def test_a_file_of_two_experiments_runs_both_and_reports_each_as_json(
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     results = {d["experiment"]: d["status"] for d in lines if "experiment" in d}
     assert results == {"fails": 3, "works": 0}  # the failure did not stop the other
+
+
+def test_with_max_failed_trial_count_0_the_first_failure_holds_the_later_trials_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One trial at a time, the first (seed 2, in the grid's seeded order) failing: as `pulumi
+    # up` fails at its Job's await, the later trials are never created.
+    path = sweep_file(tmp_path)
+    sweep = yaml.safe_load(path.read_text())
+    sweep["spec"].update(parallelTrialCount=1, maxFailedTrialCount=0)
+    path.write_text(yaml.safe_dump(sweep).replace("!= 3", "!= 2"))
+    assert cli.main(["run", "--local", str(path), "--timeout", "120"]) == 1
+    out = capsys.readouterr().out
+    assert re.findall(r"^\S+ start \S+ seed (\d)$", out, re.M) == ["2"], out
+    results = re.findall(r"^aichor-iac: seeds-\S+ (.*)$", out, re.M)
+    assert sorted(results) == [
+        "failed (1)",
+        *["failed (125): not created, a Job it waits for failed"] * 3,
+    ]
+    states = dict(
+        re.findall(r"^seeds-\S+(?: \*)?\s+(\d)\s+(Succeeded|Failed|Not created)", out, re.M)
+    )
+    assert states == {"2": "Failed", "1": "Not created", "3": "Not created", "4": "Not created"}
