@@ -136,7 +136,8 @@ def test_status_of_a_sweep_names_each_trials_values_state_and_objective_and_the_
             found = json.loads(out.getvalue())["sweeps"]["seeds"]
             text = io.StringIO()
             with redirect_stdout(text):
-                assert main(["status", "--local", str(path)]) == 0
+                picture = tmp_path / "seeds.svg"
+                assert main(["status", "--local", str(path), "--plot", str(picture)]) == 0
     rows = {r["parameters"]["seed"]: r for r in found["trials"]}
     assert {s: r["state"] for s, r in rows.items()} == {
         "1": "Succeeded",
@@ -149,3 +150,4 @@ def test_status_of_a_sweep_names_each_trials_values_state_and_objective_and_the_
     assert rows["4"]["metrics"] == {"accuracy": 0.4}
     assert found["best"] == rows["1"]["trial"] and found["direction"] == "minimize"
     assert f"best trial {rows['1']['trial']} (*)" in " ".join(text.getvalue().split())
+    assert "<!-- seeds: loss (minimize) -->" in picture.read_text()  # (its picture: drawn)

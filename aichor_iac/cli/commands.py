@@ -12,8 +12,10 @@ import shlex
 import shutil
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -21,6 +23,11 @@ from .. import doors, output, planning
 from ..problems import ManifestError, Problem, one_line
 from .inputs import Inputs, expand, inputs_of, names_of, show_warnings
 from .report import print_json
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..local.parts import Outcome
 
 # The files `render -o DIR` writes (`output.file_name`): the ones a new render replaces.
 RENDERED = re.compile(r"^\d{2,}-[a-z0-9]+-[a-z0-9.-]+\.(yaml|json)$")
@@ -167,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = inputs_of(args)
     if args.replicas is not None and args.replicas < 1:
         raise ManifestError("--replicas", [Problem("", "give 1 or more")])
+    if args.plot and not any(m.trial for m in inputs.manifests):
+        raise ManifestError("--plot", [Problem("", "the manifest holds no sweep to plot")])
     show_warnings(inputs)
     as_json = args.output == "json"
     console = Console(highlight=False)
@@ -199,10 +208,15 @@ def run(args: argparse.Namespace) -> int:
             )
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
-    return _results(inputs, outcomes, kept, console if not as_json else None)
+    return _results(inputs, outcomes, kept, console if not as_json else None, args.plot)
 
 
-def _run_locally(args: argparse.Namespace, inputs: Inputs, line, on_progress) -> dict:
+def _run_locally(
+    args: argparse.Namespace,
+    inputs: Inputs,
+    line: Callable[[str, str], None],
+    on_progress: Callable[[dict[str, str]], None] | None,
+) -> dict[str, Outcome]:
     """Each experiment's outcome (exit status, deciding pod) from the local run."""
     from ..local import LocalRunFailed, run_experiment, run_experiments
 
@@ -222,10 +236,17 @@ def _run_locally(args: argparse.Namespace, inputs: Inputs, line, on_progress) ->
     return {inputs.name: (0, None)}
 
 
-def _results(inputs: Inputs, outcomes: dict, kept: dict[str, list[str]], console) -> int:
-    """Each experiment's result (a line each, JSON without `console`), each sweep's table;
-    the exit status: the first failure's, else 0."""
+def _results(
+    inputs: Inputs,
+    outcomes: dict[str, Outcome],
+    kept: dict[str, list[str]],
+    console: Console | None,
+    plotted: str | None,
+) -> int:
+    """Each experiment's result (a line each, JSON without `console`), each sweep's table
+    (and picture, to `plotted`); the exit status: the first failure's, else 0."""
     from ..local.parts import HELD_BACK, TIMED_OUT, first_failure
+    from ..sweep_plot import plot
     from ..sweeps import table
 
     for _, name in inputs.each():
@@ -237,22 +258,27 @@ def _results(inputs: Inputs, outcomes: dict, kept: dict[str, list[str]], console
         else:
             said = result if status == 0 else f"failed ({status}){why.get(outcomes[name], '')}"
             print(f"aichor-iac: {name} {said}", flush=True)
-    for sweep, found in _sweeps(inputs, outcomes, kept).items():
+    sweeps = _sweeps(inputs, outcomes, kept)
+    for sweep, found in sweeps.items():
         if console is None:
             print(json.dumps({"sweep": sweep, **found}))
         else:
             console.print(table(found))
+    if plotted:
+        plot(sweeps, plotted)
     return first_failure(outcomes)[0]
 
 
-def _sweeps(inputs: Inputs, outcomes: dict, kept: dict[str, list[str]]) -> dict:
+def _sweeps(
+    inputs: Inputs, outcomes: dict[str, Outcome], kept: dict[str, list[str]]
+) -> dict[str, Any]:
     """Each sweep's results (`sweeps.report`) from the run: each trial's state from its
     outcome, its metrics from the lines of its entry-point Job's first pod."""
     from .. import sweeps
     from ..k8s.context import Context
     from ..local.parts import HELD_BACK, TIMED_OUT
 
-    trials: dict[str, list] = {}
+    trials: dict[str, list[Any]] = {}
     for manifest, name in inputs.each():
         if manifest.trial is None:
             continue

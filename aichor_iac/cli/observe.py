@@ -86,6 +86,7 @@ def status(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from ..status import report, restart_attempt, table
+    from ..sweep_plot import plot
     from ..sweeps import table as sweep_table
 
     sources = readers(args)
@@ -99,7 +100,10 @@ def status(args: argparse.Namespace) -> int:
 
     def everything() -> tuple[dict[str, Any], dict[str, Any]]:
         found = {s.name: now(s.reader, s.lead) for s in sources}
-        return found, _sweeps(sources, found)
+        sweeps = _sweeps(sources, found)
+        if args.plot:  # (again on each --watch refresh)
+            plot(sweeps, args.plot)
+        return found, sweeps
 
     def shown() -> Any:
         found, sweeps = everything()

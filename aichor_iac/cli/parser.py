@@ -36,6 +36,7 @@ EXAMPLES = {
     "status": """
   aichor-iac status --stack-config stacks/Pulumi.dev.yaml      # the stack's cluster
   aichor-iac status --local experiment.yaml --watch            # a run --local, elsewhere
+  aichor-iac status --local sweep.yaml --plot sweep.png        # a sweep's objective, drawn
   aichor-iac status --stack-config stacks/Pulumi.dev.yaml --output json | jq .gpus""",
     "logs": """
   aichor-iac logs --stack-config stacks/Pulumi.dev.yaml -f
@@ -214,6 +215,16 @@ def _run_options(sub: argparse.ArgumentParser) -> None:
         help="what IMAGE runs where a container gives no command (its Entrypoint, then its Cmd "
         "unless the container has args): no image is pulled here",
     )
+    _plot_option(sub)
+
+
+def _plot_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="a sweep's objective against each parameter, as a picture (.png, .svg, .pdf; "
+        "needs the plot extra: matplotlib)",
+    ).complete = FILE
 
 
 def _observe_options(sub: argparse.ArgumentParser) -> None:
@@ -236,6 +247,7 @@ def _observe_options(sub: argparse.ArgumentParser) -> None:
 def _status_options(sub: argparse.ArgumentParser) -> None:
     _observe_options(sub)
     sub.add_argument("--watch", action="store_true", help="show it again every 2 seconds")
+    _plot_option(sub)
 
 
 def _logs_options(sub: argparse.ArgumentParser) -> None:

@@ -40,7 +40,10 @@ def sweep_file(tmp_path: Path) -> Path:
 def test_a_sweep_runs_locally_two_trials_at_a_time_and_ends_with_its_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["run", "--local", str(sweep_file(tmp_path)), "--timeout", "300"]) == 1
+    picture = tmp_path / "seeds.png"
+    argv = ["run", "--local", str(sweep_file(tmp_path)), "--timeout", "300", "--plot", str(picture)]
+    assert cli.main(argv) == 1
+    assert picture.read_bytes()[:4] == b"\x89PNG"  # (what the table says, drawn)
     out = capsys.readouterr().out
     spans = {
         pod: (float(start), float(end))
@@ -82,6 +85,8 @@ def test_a_file_of_two_experiments_runs_both_and_reports_each_as_json(
         yaml.safe_dump_all([manifest("fails", "sleep 1; exit 3"), manifest("works", "sleep 3")])
     )
     argv = ["run", "--local", str(path), "--output", "json", "--timeout", "120"]
+    assert cli.main([*argv, "--plot", "x.png"]) == 2  # (no sweep to plot: said before it runs)
+    assert "the manifest holds no sweep to plot" in capsys.readouterr().out  # (as JSON)
     assert cli.main(argv) == 3
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     results = {d["experiment"]: d["status"] for d in lines if "experiment" in d}
