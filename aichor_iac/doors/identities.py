@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 KUBEFLOW = "kubeflow.org"  # (its kinds' versions: `kubeflow.KINDS`)
+JOB = ("batch/v1", "Job")  # a Katib trial's most common kind (`job`)
 KATIB = ("kubeflow.org/v1beta1", "Experiment")  # a sweep of trials (`katib`), in Kubeflow's group
 RAY = "ray.io/v1"
 RAY_KINDS = ("RayJob", "RayCluster")

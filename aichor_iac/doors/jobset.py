@@ -30,7 +30,7 @@ from . import jobset_claims, jobset_failures
 from .identities import JOBSET_KINDS
 from .jobset_spec import API_VERSION, CONTROLLER, JobSetSpec, ReplicatedJob, Resource
 
-__all__ = ["API_VERSION", "KINDS", "validate"]
+__all__ = ["API_VERSION", "KINDS", "job_schema_problems", "validate"]
 
 KINDS = JOBSET_KINDS
 DEFAULT_BACKOFF = 6  # Kubernetes' default backoffLimit of a Job
@@ -77,7 +77,7 @@ def validate(
     schema = [
         problem
         for i, rjob in enumerate(spec.replicated_jobs)
-        for problem in _job_schema_problems(
+        for problem in job_schema_problems(
             rjob.template.spec, f"spec.replicatedJobs.{i}.template.spec"
         )
     ]
@@ -277,7 +277,7 @@ def _shape(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> dict[str
     return {"count": rjob.replicas, "completions": completions, "parallelisms": parallelism}
 
 
-def _job_schema_problems(job: dict[str, Any], at: str) -> list[Problem]:
+def job_schema_problems(job: dict[str, Any], at: str) -> list[Problem]:
     """Every way the Job template's own fields break Kubernetes' strict Job schema (its pod
     template is checked on its own, at its own paths)."""
     stand_in = {"spec": {"containers": [{"name": "c", "image": "c"}]}}

@@ -258,13 +258,6 @@ def _template_problems(spec: Spec) -> list[Problem]:
     if template.trial_spec is None:
         return [Problem(f"{where}.trialSpec", "give the trial's custom resource")]
     problems = []
-    kind = (template.trial_spec.get("apiVersion"), template.trial_spec.get("kind"))
-    if kind == ("batch/v1", "Job"):
-        reason = (
-            "a batch/v1 Job trial is not read yet: give the trial as a PyTorchJob, TFJob, "
-            "XGBoostJob, JAXJob, MPIJob, TrainJob or RayJob"
-        )
-        return [Problem(f"{where}.trialSpec.kind", reason)]
     metadata = template.trial_spec.get("metadata")
     if isinstance(metadata, dict) and ({"name", "namespace"} & set(metadata)):
         reason = "metadata.name and metadata.namespace must be omitted (Katib names each trial)"

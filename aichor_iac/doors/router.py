@@ -16,6 +16,7 @@ from ..reading import companions, crd, text
 from . import aichor, several
 from .identities import (
     DOORS,
+    JOB,
     JOBSET,
     JOBSET_KINDS,
     KATIB,
@@ -168,7 +169,10 @@ def _sweep(
     for data, place in trials:
         trial = text.Document(data, lines, line_for(where, document.lines) or document.line)
         try:
-            experiment = _experiment(trial, source, [], [], checked=False)
+            if (data.get("apiVersion"), data.get("kind")) == JOB:  # (a trial only: a Job
+                experiment = _door("job").validate(data, source, lines, [])  # beside is kept)
+            else:
+                experiment = _experiment(trial, source, [], [], checked=False)
         except ManifestError as error:
             prefix = ".".join(where)
             raise ManifestError(

@@ -75,7 +75,9 @@ def plan(spec: Spec, names: Names) -> Plan:
 
 def batch_plan(spec: Spec, names: Names) -> Plan:
     worker = spec.types.get("Worker")
-    group = Group(role="worker", replica_type="Worker", spec=worker)
+    # (a Job's pods at once, where a batch/v1 Job gives its parallelism: all, else)
+    parallelism = spec.origin.options.get("parallelism") if spec.origin else None
+    group = Group(role="worker", replica_type="Worker", spec=worker, parallelism=parallelism)
     return Plan(framework="batchjob", groups=(group,), entry_point="worker", independent=True)
 
 

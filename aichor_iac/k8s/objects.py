@@ -118,13 +118,15 @@ def await_timeout(ctx: Context, group: Group) -> int | None:
 def _job_metadata(
     ctx: Context, group: Group, held: Kept | None, replica: int | None
 ) -> kinds.ObjectMetaArgs:
-    """A Job's name, labels and annotations: aichor-iac's, the Kueue queue, and for a JobSet's
-    Job the controller's labels and annotations (as on its pods) and its template's own."""
+    """A Job's name, labels and annotations: aichor-iac's, the Kueue queue, the Job's own
+    where the resource gives them (a JobSet's Job template, a batch/v1 Job), and for a
+    JobSet's Job the controller's labels and annotations (as on its pods)."""
     own = ctx.labels(group.role)
-    labels, annotations = {}, {}
+    labels = dict(held.job_labels) if held else {}
+    annotations = dict(held.job_annotations) if held else {}
     if ctx.plan.framework == "jobset":
-        labels = {**(held.job_labels if held else {}), **dict(group.labels)}
-        annotations = {**(held.job_annotations if held else {}), **dict(group.annotations)}
+        labels.update(group.labels)
+        annotations.update(group.annotations)
     labels = {k: v for k, v in labels.items() if k not in own}
     if queue := ctx.settings.kueue_queue:
         labels["kueue.x-k8s.io/queue-name"] = queue

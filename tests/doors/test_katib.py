@@ -26,6 +26,8 @@ EXAMPLES = ROOT / "tests" / "katib"
 # The examples whose trials are custom resources read here, and the parameter each passes
 # on the command line (name in the trial, parameter of the search space).
 RUNNABLE = {
+    "random.yaml": {"lr": "--lr=", "momentum": "--momentum="},  # (batch/v1 Job trials)
+    "grid.yaml": {"lr": "--lr=", "momentum": "--momentum="},
     "pytorchjob-mnist.yaml": {"lr": "--lr=", "momentum": "--momentum="},
     "tfjob-mnist-with-summaries.yaml": {
         "learning_rate": "--learning-rate=",
@@ -81,6 +83,8 @@ def test_katibs_examples_render_their_trials(name: str) -> None:
                 assert value in space["list"]
             else:
                 assert Decimal(space["min"]) <= Decimal(value) <= Decimal(space["max"])
+            if spec["algorithm"]["algorithmName"] == "grid" and "step" in space:  # on the grid
+                assert (Decimal(value) - Decimal(space["min"])) % Decimal(space["step"]) == 0
         commands = [
             " ".join(c.get("command", []) + c.get("args", []))
             for o in objects
@@ -121,11 +125,7 @@ def test_more_trials_keep_the_earlier_ones() -> None:
             "sobol (goptuna's Sobol sequence) is not made",
         ),
         ("median-stop.yaml", "spec.earlyStopping", "early stopping (medianstop) needs Katib's"),
-        (
-            "random.yaml",
-            "spec.trialTemplate.trialSpec.kind",
-            "a batch/v1 Job trial is not read yet",
-        ),
+        ("random.yaml", "spec.maxFailedTrialCount", "stopping after some failures"),
         ("grid.yaml", "spec.maxFailedTrialCount", "3: a sweep either stops at its first failed"),
         ("pytorchjob-mnist.yaml", "spec.maxFailedTrialCount", "stopping after some failures"),
     ],

@@ -26,6 +26,8 @@ COMMAND = (
     'echo "loss=0.${trialParameters.seed}"; echo "end $(date +%s.%N)"; '
     '[ "${trialParameters.seed}" != 3 ]'
 )
+# A Job trial's pod: its index, and a loss from its seed
+JOB_COMMAND = 'echo "index $JOB_COMPLETION_INDEX"; echo "loss=0.${trialParameters.seed}"'
 
 
 def sweep_file(tmp_path: Path) -> Path:
@@ -114,3 +116,39 @@ def test_with_max_failed_trial_count_0_the_first_failure_holds_the_later_trials_
         re.findall(r"^seeds-\S+(?: \*)?\s+(\d)\s+(Succeeded|Failed|Not created)", out, re.M)
     )
     assert states == {"2": "Failed", "1": "Not created", "3": "Not created", "4": "Not created"}
+
+
+def test_a_sweep_of_batch_v1_job_trials_runs_locally(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Katib's hp-tuning shape: each trial a Job of two pods (one at a time) printing its loss
+    sweep = copy.deepcopy(SWEEP)
+    sweep["spec"].update(maxTrialCount=2, parallelTrialCount=2)
+    pod = {
+        "containers": [
+            {"name": "training-container", "image": "img", "command": ["sh", "-c", JOB_COMMAND]}
+        ],
+        "restartPolicy": "Never",
+    }
+    sweep["spec"]["trialTemplate"].update(
+        primaryContainerName="training-container",
+        trialSpec={
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "spec": {"completions": 2, "parallelism": 1, "template": {"spec": pod}},
+        },
+    )
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    assert cli.main(["run", "--local", str(path), "--output", "json", "--timeout", "120"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    printed = [d["line"] for d in lines if "pod" in d]
+    assert sorted(p for p in printed if p.startswith("index")) == [
+        "index 0",
+        "index 0",
+        "index 1",
+        "index 1",
+    ]  # (two pods of each trial's Job)
+    (found,) = [d for d in lines if "sweep" in d]
+    assert sorted(t["state"] for t in found["trials"]) == ["Succeeded", "Succeeded"]
+    assert found["best"] is not None
