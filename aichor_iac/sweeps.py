@@ -7,18 +7,26 @@ latest), and the best trial for the objective's direction. Pure: lines and state
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from typing import Any
 
 from rich.table import Table
 
-from .experiment.trial import Objective, Trial
+from .experiment.trial import MARKER, Objective, Trial
 
 
 def metrics(lines: list[str], objective: Objective) -> dict[str, list[float]]:
     """Every value of the objective's metrics in the lines, in order (Katib's collector:
-    each filter's matches in a line, name and value trimmed, values that are numbers)."""
+    each filter's matches in a line, name and value trimmed, values that are numbers). With
+    the File collector, only its file's lines (after MARKER) count: TEXT ones filtered so,
+    JSON ones an object each."""
     names = {objective.metric, *objective.additional}
+    if objective.file is not None:
+        lines = [line[len(MARKER) :] for line in lines if line.startswith(MARKER)]
+        if objective.json:
+            return _json_metrics(lines, names)
     found: dict[str, list[float]] = {}
     for line in lines:
         for form in objective.formats or ():
@@ -31,6 +39,25 @@ def metrics(lines: list[str], objective: Objective) -> dict[str, list[float]]:
                 except ValueError:  # (`loss=` with no number)
                     continue
                 found.setdefault(name, []).append(number)
+    return found
+
+
+def _json_metrics(lines: list[str], names: set[str]) -> dict[str, list[float]]:
+    """Katib's File collector on JSON lines (`parseLogsInJsonFormat`): each non-empty line an
+    object, each metric's value a string holding a number (other values are skipped); a line
+    that is no JSON object spoils the file, as it fails Katib's collection."""
+    found: dict[str, list[float]] = {}
+    for line in filter(None, lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return {}
+        if not isinstance(record, dict):
+            return {}
+        for name in sorted(names & set(record)):
+            with contextlib.suppress(ValueError):
+                if isinstance(record[name], str):
+                    found.setdefault(name, []).append(float(record[name]))
     return found
 
 

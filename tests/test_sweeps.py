@@ -7,7 +7,7 @@ import pytest
 
 from aichor_iac import sweeps
 from aichor_iac.doors.katib import DEFAULT_FORMAT
-from aichor_iac.experiment.trial import Objective, Trial
+from aichor_iac.experiment.trial import MARKER, Objective, Trial
 
 LOSS = Objective(
     "loss",
@@ -67,3 +67,27 @@ def test_the_best_trial_is_the_objectives_direction(direction, best):
 def test_a_sweep_without_results_names_no_best():
     found = sweeps.report([("s-0", trial(0, LOSS), "Running", ["starting"])])
     assert found["best"] is None and found["trials"][0]["metrics"] == {"accuracy": None}
+
+
+FILE_TEXT = Objective("loss", "minimize", formats=(DEFAULT_FORMAT,), file="/katib/m.log")
+FILE_JSON = Objective("loss", "minimize", additional=("acc",), file="/k/m.json", json=True)
+
+
+@pytest.mark.parametrize(
+    ("objective", "lines", "expected"),
+    [
+        # The File collector: only the file's lines (after the marker) count
+        (FILE_TEXT, ["loss=0.9", f"{MARKER}epoch 1 loss=0.3"], {"loss": [0.3]}),
+        # JSON: an object per line, string values (Katib's `.(string)`), others skipped
+        (
+            FILE_JSON,
+            [f'{MARKER}{{"loss": "0.5", "acc": "0.7"}}', f'{MARKER}{{"loss": 0.1}}', MARKER],
+            {"loss": [0.5], "acc": [0.7]},
+        ),
+        # a line that is no JSON object spoils the file, as it fails Katib's collection
+        (FILE_JSON, [f'{MARKER}{{"loss": "0.5"}}', f"{MARKER}loss=0.1"], {}),
+        (FILE_JSON, [f'{MARKER}["loss"]'], {}),
+    ],
+)
+def test_the_file_collectors_lines_are_read_as_katib_reads_the_file(objective, lines, expected):
+    assert sweeps.metrics(lines, objective) == expected

@@ -25,6 +25,7 @@ from ..experiment.trial import Trial
 from ..limits import INT32
 from ..problems import Problem, one_line
 from ..reading import podtemplate as templates
+from . import katib_collect
 from .katib_space import Parameter, grid, grid_size, random_search, seed_of
 
 API_VERSION = "kubeflow.org/v1beta1"
@@ -176,6 +177,8 @@ def trials(
         )
     name = resource.metadata.name or ""
     problems = [*resource.metadata.problems("Katib"), *_refused(spec), *_template_problems(spec)]
+    if spec.metrics_collector_spec.collector.kind == "File":
+        problems += katib_collect.file_source(spec.metrics_collector_spec)[2]
     if not name:
         problems.append(Problem("metadata.name", "give the sweep a name: its trials take it"))
     if problems:
@@ -186,6 +189,10 @@ def trials(
     for index, assigned in enumerate(values):
         trial = trial_name(name, index)
         document = _substituted(template, assigned, trial, data, fail)
+        if objective.file is not None:  # (its problems, the template's: found in the first)
+            primary = template.primary_container_name
+            if problems := katib_collect.with_file(document, primary, objective.file):
+                raise fail(problems)
         parallel, stops = spec.parallel_trial_count, spec.max_failed_trial_count == 0
         place = Trial(name, index, count, parallel, tuple(assigned.items()), stops, objective)
         found.append((document, place))
@@ -195,20 +202,26 @@ def trials(
 def _objective(spec: Spec) -> Aim:
     """The objective with Katib's defaults (`setDefaultObjective`: a metric without a
     strategy takes min when minimizing, max when maximizing) and where its values are read:
-    the StdOut collector's filters (its default one unless given), else nowhere here."""
+    the StdOut collector's filters (its default one unless given) on the entry point's
+    output, the File collector's on its file's lines there, else nowhere here."""
     objective, collector = spec.objective, spec.metrics_collector_spec
     default = "min" if objective.type == "minimize" else "max"
     given = {s.name: s.value for s in objective.metric_strategies}
     metrics = [objective.objective_metric_name, *objective.additional_metric_names]
-    source = collector.source
+    source, kind = collector.source, collector.collector.kind
     forms = source.filter.metrics_format if source and source.filter else []
+    path, json_lines = None, False
+    if kind == "File":  # (its lines, after the primary container's: `katib_collect`)
+        path, json_lines, _ = katib_collect.file_source(collector)
     return Aim(
         objective.objective_metric_name,
         objective.type,
         objective.goal,
         tuple(objective.additional_metric_names),
         tuple((m, given.get(m, default)) for m in metrics),
-        tuple(forms or [DEFAULT_FORMAT]) if collector.collector.kind == "StdOut" else None,
+        tuple(forms or [DEFAULT_FORMAT]) if kind in ("StdOut", "File") else None,
+        path,
+        json_lines,
     )
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Before each line of a trial's metrics file on its output (Katib's File collector, read here
+# from the output: `doors.katib_collect`)
+MARKER = "aichor-katib-metrics: "
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -20,6 +24,10 @@ class Objective:
     # regular expressions, each a metric's name then its value, looked for in every line of
     # the trial's entry point (None: the metrics are not in its output)
     formats: tuple[str, ...] | None = ()
+    # Katib's File collector: its metrics file's path (its lines on the output after MARKER,
+    # the only lines read) and whether each is a JSON object
+    file: str | None = None
+    json: bool = False
 
 
 @dataclass(frozen=True)

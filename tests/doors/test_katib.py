@@ -366,3 +366,63 @@ def test_objects_beside_a_sweep_other_than_its_templates_configmap_are_refused()
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pytorchjob-mnist"}}
     with pytest.raises(ManifestError, match="uses Secret pytorchjob-mnist: objects beside a"):
         doors.parse_all(yaml.safe_dump_all([data, secret]), "katib.yaml")
+
+
+def file_collector(**source: Any) -> dict[str, Any]:
+    """Katib's File collector example (TEXT), one trial, its source changed by `source`."""
+    data = example("file-metrics-collector.yaml", maxFailedTrialCount=None, maxTrialCount=1)
+    data["spec"]["metricsCollectorSpec"]["source"].update(source)
+    return data
+
+
+def test_the_file_collector_prints_the_metrics_file_after_the_primary_container() -> None:
+    (trial,) = sweep(file_collector())
+    objects = engine.render([trial])
+    (job,) = [o for o in objects if o["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert container["command"][3:6] == ["aichor-metrics", "/katib/mnist.log", "python3"]
+    assert {"name": "metrics-volume", "mountPath": "/katib"} in container["volumeMounts"]
+    assert {"name": "metrics-volume", "emptyDir": {}} in pod["volumes"]
+    assert trial.trial.objective.file == "/katib/mnist.log" and not trial.trial.objective.json
+    for obj in objects:
+        schemas.validate(obj)
+
+
+@pytest.mark.parametrize(
+    ("source", "path", "message"),
+    [
+        (
+            {"fileSystemPath": {"path": "katib/m.log", "kind": "File"}},
+            "fileSystemPath.path",
+            "absolute",
+        ),
+        (
+            {"fileSystemPath": {"path": "/m.log", "format": "CSV"}},
+            "fileSystemPath.format",
+            "TEXT or JSON",
+        ),
+        ({"fileSystemPath": {"path": "/m.log", "format": "JSON"}}, "filter", "filter must be nil"),
+        ({"fileSystemPath": {"path": "/m.log"}}, "fileSystemPath.path", "a directory of its own"),
+    ],
+)
+def test_a_file_collectors_problems_name_its_field(source, path, message) -> None:
+    found = problems(file_collector(**source))
+    where = f"spec.metricsCollectorSpec.source.{path}"
+    assert message in found.get(where, ""), found
+
+
+def test_the_file_collector_needs_the_primary_containers_command() -> None:
+    data = file_collector()
+    container = data["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    del container["command"]
+    found = problems(data)
+    assert "give the container its command" in found["spec.trialTemplate.primaryContainerName"]
+    other = file_collector()
+    other["spec"]["trialTemplate"]["primaryContainerName"] = "other"
+    found = problems(other)
+    where = "spec.trialTemplate.primaryContainerName"
+    assert "no pod template of the trial has a container named other" in found[where]

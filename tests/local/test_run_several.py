@@ -152,3 +152,26 @@ def test_a_sweep_of_batch_v1_job_trials_runs_locally(
     (found,) = [d for d in lines if "sweep" in d]
     assert sorted(t["state"] for t in found["trials"]) == ["Succeeded", "Succeeded"]
     assert found["best"] is not None
+
+
+def test_a_file_collectors_metrics_are_read_from_the_file_the_trial_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Katib's File collector, JSON: each trial writes its loss into the metrics file's
+    # directory (an emptyDir, as Katib mounts) and prints a decoy on its output
+    sweep = copy.deepcopy(SWEEP)
+    sweep["spec"].update(maxTrialCount=2, parallelTrialCount=2)
+    sweep["spec"]["metricsCollectorSpec"] = {
+        "source": {"fileSystemPath": {"path": "/katib/m.json", "kind": "File", "format": "JSON"}},
+        "collector": {"kind": "File"},
+    }
+    write = 'echo "loss=9"; echo \'{"loss": "0.${trialParameters.seed}"}\' > /katib/m.json; exit 0'
+    master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
+    master["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", write]
+    path = tmp_path / "json.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    assert cli.main(["run", "--local", str(path), "--output", "json", "--timeout", "120"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (found,) = [d for d in lines if "sweep" in d]
+    losses = sorted(t["objective"] for t in found["trials"])
+    assert len(losses) == 2 and all(0 < loss < 1 for loss in losses), found  # (not the decoy)
