@@ -28,6 +28,8 @@ EXAMPLES = ROOT / "tests" / "katib"
 RUNNABLE = {
     "random.yaml": {"lr": "--lr=", "momentum": "--momentum="},  # (batch/v1 Job trials)
     "grid.yaml": {"lr": "--lr=", "momentum": "--momentum="},
+    "file-metrics-collector.yaml": {"lr": "--lr=", "momentum": "--momentum="},
+    "file-metrics-collector-with-json-format.yaml": {"lr": "--lr=", "momentum": "--momentum="},
     "pytorchjob-mnist.yaml": {"lr": "--lr=", "momentum": "--momentum="},
     "tfjob-mnist-with-summaries.yaml": {
         "learning_rate": "--learning-rate=",
