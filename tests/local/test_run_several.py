@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from pathlib import Path
 
@@ -28,6 +29,13 @@ COMMAND = (
 )
 # A Job trial's pod: its index, and a loss from its seed
 JOB_COMMAND = 'echo "index $JOB_COMPLETION_INDEX"; echo "loss=0.${trialParameters.seed}"'
+
+
+def batch(name: str, command: str) -> dict:
+    """An AIchor batchjob manifest of one pod running `command`."""
+    worker = {"count": 1, "resources": {"cpus": 1, "ramRatio": 1}}
+    spec = {"operator": "batchjob", "image": "i", "command": command}
+    return {"kind": "AIchorManifest", "name": name, "spec": {**spec, "types": {"Worker": worker}}}
 
 
 def sweep_file(tmp_path: Path) -> Path:
@@ -73,18 +81,9 @@ def test_a_sweep_runs_locally_two_trials_at_a_time_and_ends_with_its_table(
 def test_a_file_of_two_experiments_runs_both_and_reports_each_as_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def manifest(name: str, command: str) -> dict:
-        worker = {"count": 1, "resources": {"cpus": 1, "ramRatio": 1}}
-        spec = {"operator": "batchjob", "image": "i", "command": command}
-        return {
-            "kind": "AIchorManifest",
-            "name": name,
-            "spec": {**spec, "types": {"Worker": worker}},
-        }
-
     path = tmp_path / "two.yaml"
     path.write_text(
-        yaml.safe_dump_all([manifest("fails", "sleep 1; exit 3"), manifest("works", "sleep 3")])
+        yaml.safe_dump_all([batch("fails", "sleep 1; exit 3"), batch("works", "sleep 3")])
     )
     argv = ["run", "--local", str(path), "--output", "json", "--timeout", "120"]
     assert cli.main([*argv, "--plot", "x.png"]) == 2  # (no sweep to plot: said before it runs)
@@ -175,3 +174,23 @@ def test_a_file_collectors_metrics_are_read_from_the_file_the_trial_wrote(
     (found,) = [d for d in lines if "sweep" in d]
     losses = sorted(t["objective"] for t in found["trials"])
     assert len(losses) == 2 and all(0 < loss < 1 for loss in losses), found  # (not the decoy)
+
+
+@pytest.mark.exclusive  # (what /var/tmp and /run/netns hold: no other run beside it)
+def test_without_root_several_experiments_run_in_one_user_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a user without root gets (`_in_user_namespace`), run as root with this process
+    # taken for another user: each experiment's outcome passed back from the namespace.
+    from aichor_iac import doors
+    from aichor_iac.local import run_experiments
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    path = tmp_path / "two.yaml"
+    path.write_text(
+        yaml.safe_dump_all([batch("fails", "echo hi; exit 3"), batch("works", "echo ok")])
+    )
+    lines: list[tuple[str, str]] = []
+    outcomes = run_experiments(doors.load_all(path), on_line=lambda *line: lines.append(line))
+    assert outcomes == {"fails": (3, "fails-worker-0"), "works": (0, None)}
+    assert {("fails-worker-0", "hi"), ("works-worker-0", "ok")} <= set(lines)  # (passed back)
