@@ -126,6 +126,7 @@ class TrialTemplate(Model):
     trial_parameters: list[TrialParameter] = Field(min_length=1)
     trial_spec: dict[str, Any] | None = None
     config_map: dict[str, Any] | None = None
+    go_template: Any = None  # (Katib v1alpha3's: refused with the way to write it now)
     success_condition: str | None = None
     failure_condition: str | None = None
     retain: bool = False
@@ -268,6 +269,13 @@ def _refused(spec: Spec) -> list[Problem]:
 def _template_problems(spec: Spec) -> list[Problem]:
     """Katib's rules for the trial template, and the sources read here."""
     template, where = spec.trial_template, "spec.trialTemplate"
+    if template.go_template is not None:
+        reason = (
+            "Katib v1alpha3's Go template is not read (v1beta1 has none): give the template "
+            "as trialSpec, or its text in a ConfigMap beside the Experiment (configMap), with "
+            "${trialParameters.<name>} placeholders"
+        )
+        return [Problem(f"{where}.goTemplate", reason)]
     if template.trial_spec is None:
         return [Problem(f"{where}.trialSpec", "give the trial's custom resource")]
     problems = []

@@ -245,6 +245,11 @@ def test_trial_metadata_is_substituted_as_katib_does() -> None:
             "greater than 0",
         ),
         (
+            lambda d: d["spec"]["trialTemplate"].update(goTemplate={"rawTemplate": "kind: Job"}),
+            "spec.trialTemplate.goTemplate",
+            "Katib v1alpha3's Go template is not read",
+        ),
+        (
             lambda d: d["spec"].pop("maxTrialCount"),
             "spec.maxTrialCount",
             "random search has no end",
