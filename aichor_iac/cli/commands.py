@@ -182,10 +182,11 @@ def run(args: argparse.Namespace) -> int:
     colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
     seen: dict[str, str] = {}
     lock = threading.Lock()
-    kept: dict[str, list[str]] = {}  # each pod's lines, for a sweep's metrics
+    entries = _entry_pods(inputs)
+    kept: dict[str, list[str]] = {}  # each trial's entry pod's lines, for its metrics
 
     def line(pod: str, text: str) -> None:
-        if len(inputs.manifests) > 1:
+        if pod in entries:
             kept.setdefault(pod, []).append(text)
         if as_json:  # (pods print from threads of their own: one whole line at a time)
             with lock:
@@ -208,7 +209,10 @@ def run(args: argparse.Namespace) -> int:
             )
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
-    return _results(inputs, outcomes, kept, console if not as_json else None, args.plot)
+    lines: dict[str, list[str]] = {}
+    for pod, name in entries.items():  # (whichever of a trial's two names printed)
+        lines[name] = lines.get(name) or kept.get(pod, [])
+    return _results(inputs, outcomes, lines, console if not as_json else None, args.plot)
 
 
 def _run_locally(
@@ -239,7 +243,7 @@ def _run_locally(
 def _results(
     inputs: Inputs,
     outcomes: dict[str, Outcome],
-    kept: dict[str, list[str]],
+    lines: dict[str, list[str]],
     console: Console | None,
     plotted: str | None,
 ) -> int:
@@ -258,7 +262,7 @@ def _results(
         else:
             said = result if status == 0 else f"failed ({status}){why.get(outcomes[name], '')}"
             print(f"aichor-iac: {name} {said}", flush=True)
-    sweeps = _sweeps(inputs, outcomes, kept)
+    sweeps = _sweeps(inputs, outcomes, lines)
     for sweep, found in sweeps.items():
         if console is None:
             print(json.dumps({"sweep": sweep, **found}))
@@ -269,27 +273,38 @@ def _results(
     return first_failure(outcomes)[0]
 
 
+def _entry_pods(inputs: Inputs) -> dict[str, str]:
+    """Each trial's entry-point pod (its entry Job's first: the Job's own pod, or an Indexed
+    Job's pod 0) -> the trial, whose metrics its lines hold."""
+    from ..k8s.context import Context
+
+    found = {}
+    for manifest, name in inputs.each():
+        if manifest.trial is not None:
+            entry = Context(planning.blueprint(manifest, inputs.settings, name)).entry_job()
+            found.update({entry: name, f"{entry}-0": name})
+    return found
+
+
 def _sweeps(
-    inputs: Inputs, outcomes: dict[str, Outcome], kept: dict[str, list[str]]
+    inputs: Inputs, outcomes: dict[str, Outcome], lines: dict[str, list[str]]
 ) -> dict[str, Any]:
     """Each sweep's results (`sweeps.report`) from the run: each trial's state from its
-    outcome, its metrics from the lines of its entry-point Job's first pod."""
+    outcome, its metrics from its entry pod's `lines`."""
     from .. import sweeps
-    from ..k8s.context import Context
     from ..local.parts import HELD_BACK, TIMED_OUT
 
     trials: dict[str, list[Any]] = {}
     for manifest, name in inputs.each():
         if manifest.trial is None:
             continue
-        entry = Context(planning.blueprint(manifest, inputs.settings, name)).entry_job()
-        lines = kept.get(entry) or kept.get(f"{entry}-0") or []  # (its own Job, or Indexed)
         state = "Succeeded" if outcomes[name][0] == 0 else "Failed"
         if outcomes[name] == TIMED_OUT:
-            state = "Running" if lines else "Waiting"
+            state = "Running" if lines[name] else "Waiting"
         elif outcomes[name] == HELD_BACK:
             state = "Not created"
-        trials.setdefault(manifest.trial.sweep, []).append((name, manifest.trial, state, lines))
+        place = (name, manifest.trial, state, lines[name])
+        trials.setdefault(manifest.trial.sweep, []).append(place)
     return {sweep: sweeps.report(each) for sweep, each in trials.items()}
 
 
