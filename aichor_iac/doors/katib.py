@@ -1,5 +1,5 @@
 """Katib's Experiment (`kubeflow.org/v1beta1`, Katib v0.19) as a sweep (issue 41): the trials
-Katib would run for a grid or random search, each the trial template with its values put in
+Katib would run for a grid, random or sobol search, each the trial template with its values put in
 as Katib's controller puts them (`manifest/generator.go`), named for the trial. The router
 reads each trial's custom resource by its own door; the trials are created at most
 `parallelTrialCount` at once (`components.experiments`).
@@ -26,11 +26,12 @@ from ..limits import INT32
 from ..problems import Problem, one_line
 from ..reading import podtemplate as templates
 from . import katib_collect
+from .katib_sobol import sobol_search
 from .katib_space import Parameter, grid, grid_size, random_search, seed_of
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
-FIXED = ("grid", "random")  # the algorithms whose trials are fixed before the first runs
+FIXED = ("grid", "random", "sobol")  # the algorithms whose trials are fixed beforehand
 # Katib's other algorithms: each suggests from the trials that have ended
 LEARNING = (
     "bayesianoptimization",
@@ -230,19 +231,13 @@ def _refused(spec: Spec) -> list[Problem]:
     """What needs Katib's own services, and counts a sweep cannot keep."""
     problems = []
     algorithm = spec.algorithm.algorithm_name
-    if algorithm == "sobol":
-        reason = (
-            "sobol (goptuna's Sobol sequence) is not made here yet: use random (or grid), "
-            "whose trials are fixed beforehand too"
-        )
-        problems.append(Problem("spec.algorithm.algorithmName", reason))
-    elif algorithm not in FIXED:
+    if algorithm not in FIXED:
         how = "learns from the trials that have ended" if algorithm in LEARNING else "unknown"
         problems.append(
             Problem(
                 "spec.algorithm.algorithmName",
                 f"{algorithm} {how}: it needs Katib's suggestion service; aichor-iac runs the "
-                "algorithms whose trials are fixed beforehand: grid or random",
+                "algorithms whose trials are fixed beforehand: grid, random or sobol",
             )
         )
     if spec.early_stopping is not None:
@@ -348,7 +343,7 @@ def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]
             size = grid_size(spec.parameters)
             count = min(spec.max_trial_count or size, size)
         elif spec.max_trial_count is None:
-            reason = "random search has no end of its own: give the number of trials"
+            reason = f"{algorithm} search has no end of its own: give the number of trials"
             raise fail([Problem("spec.maxTrialCount", reason)])
         else:
             count = spec.max_trial_count
@@ -357,6 +352,8 @@ def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]
             raise fail([Problem("spec.maxTrialCount", reason)])
         if algorithm == "grid":
             return count, grid(spec.parameters, count, seed)
+        if algorithm == "sobol":  # (no seed: the sequence is fixed)
+            return count, sobol_search(spec.parameters, count)
         return count, random_search(spec.parameters, count, seed)
     except ValueError as error:
         raise fail([Problem("spec.parameters", str(error))]) from None

@@ -28,6 +28,7 @@ EXAMPLES = ROOT / "tests" / "katib"
 RUNNABLE = {
     "random.yaml": {"lr": "--lr=", "momentum": "--momentum="},  # (batch/v1 Job trials)
     "grid.yaml": {"lr": "--lr=", "momentum": "--momentum="},
+    "sobol.yaml": {"lr": "--lr=", "momentum": "--momentum="},
     "file-metrics-collector.yaml": {"lr": "--lr=", "momentum": "--momentum="},
     "file-metrics-collector-with-json-format.yaml": {"lr": "--lr=", "momentum": "--momentum="},
     "pytorchjob-mnist.yaml": {"lr": "--lr=", "momentum": "--momentum="},
@@ -121,11 +122,6 @@ def test_more_trials_keep_the_earlier_ones() -> None:
         ("hyperband.yaml", "spec.algorithm.algorithmName", "hyperband learns"),
         ("cma-es.yaml", "spec.algorithm.algorithmName", "cmaes learns"),
         ("simple-pbt.yaml", "spec.algorithm.algorithmName", "pbt learns"),
-        (
-            "sobol.yaml",
-            "spec.algorithm.algorithmName",
-            "sobol (goptuna's Sobol sequence) is not made",
-        ),
         ("median-stop.yaml", "spec.earlyStopping", "early stopping (medianstop) needs Katib's"),
         ("random.yaml", "spec.maxFailedTrialCount", "stopping after some failures"),
         ("grid.yaml", "spec.maxFailedTrialCount", "3: a sweep either stops at its first failed"),
