@@ -101,6 +101,10 @@ def sobol_search(parameters: list[Parameter], count: int) -> list[dict[str, str]
             f"sobol here takes at most {MAX_DIMENSIONS} parameters with more than one value "
             f"({len(varied)} given): use random"
         )
+    for p in (p for p in varied if p.type == "double"):
+        span = float(p.space.max or 0) - float(p.space.min or 0)
+        if not math.isfinite(span / float(p.space.step or 1)):
+            raise ValueError(f"{p.name}: min..max spans more steps than a double holds")
     found = []
     for point in points(len(varied), count):
         values = {p.name: _single_value(p) for p in parameters if _single(p)}

@@ -69,3 +69,11 @@ def test_too_many_dimensions_are_refused() -> None:
     many = [parameter(f"p{i:02}", "double", min="0", max="1") for i in range(MAX_DIMENSIONS + 1)]
     with pytest.raises(ValueError, match=f"at most {MAX_DIMENSIONS} parameters"):
         sobol_search(many, 1)
+
+
+@pytest.mark.parametrize(
+    "space", [{"min": "-1e308", "max": "1e308"}, {"min": "0", "max": "1", "step": "1e-320"}]
+)
+def test_a_span_a_double_cannot_hold_is_refused(space: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="spans more steps than a double holds"):
+        sobol_search([parameter("x", "double", **space)], 2)
