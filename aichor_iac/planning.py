@@ -16,6 +16,7 @@ from typing import Literal
 from . import naming
 from .experiment.groups import MAX_JOBS
 from .experiment.model import Experiment, FailurePolicy, Spec
+from .experiment.trial import Trial
 from .failures import failure_policy, restart_problems
 from .frameworks import PLANNERS, Group, Names, Plan
 from .frameworks.base import INDEX_VAR
@@ -110,7 +111,7 @@ def blueprint(manifest: Experiment, settings: Settings | None = None, name: str 
     names = Names(experiment, settings.namespace, settings.cluster_domain, subdomain)
     logs = tensorboard_logs(spec, settings)
     env = platform_env(spec, settings, logs)
-    plan = arrange(planner(spec, names), settings)
+    plan = arrange(planner(spec, names), settings, manifest.trial)
     result = Blueprint(manifest, settings, names, plan, env, logs, jupyter_role(spec, plan))
     problems = _problems(result)
     if problems:
@@ -138,7 +139,7 @@ def tensorboard_logs(spec: Spec, settings: Settings) -> TensorboardLogs | None:
     return TensorboardLogs("volume", TENSORBOARD_DIR, why)
 
 
-def arrange(plan: Plan, settings: Settings) -> Plan:
+def arrange(plan: Plan, settings: Settings, trial: Trial | None = None) -> Plan:
     """The order Pulumi creates the groups' Jobs in, such that `pulumi up` never waits on
     itself. The provider holds every resource until the awaits of the resources it depends on
     hold (DESIGN §7), so:
@@ -148,7 +149,9 @@ def arrange(plan: Plan, settings: Settings) -> Plan:
       group under `wait: ready`) would hold back the whole gang, its gate included;
     - under `wait: complete`, the Jobs awaited until they complete come after every other
       group, so nothing waits for them (their peers must run for them to complete); Jobs
-      that do not need each other to run (jobset) keep the order they were given.
+      that do not need each other to run (jobset) keep the order they were given. So does a
+      sweep's trial that a later one waits for (its entry point awaited until it ends): a
+      master created after its workers, which it needs to end.
 
     Followers keep waiting (before their command) for the entry point's host even when it is now
     created after them: nothing awaits their pods before the entry point is created, and a
@@ -158,7 +161,7 @@ def arrange(plan: Plan, settings: Settings) -> Plan:
     the follower's readiness: Ray's head and pools, MPI's workers)."""
     if settings.gang_scheduler != "none":
         held = {g.role for g in plan.groups}  # every Job is created at once
-    elif settings.wait == "complete" and not plan.independent:
+    elif (settings.wait == "complete" or (trial and trial.gates)) and not plan.independent:
         held = set(plan.completes)
     else:
         return plan

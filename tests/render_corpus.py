@@ -68,6 +68,11 @@ def cases() -> dict[str, tuple[str, Settings, str]]:
             Settings(wait="complete"),
             "exp",
         )
+        found[f"tests/katib/{path.name} running every trial, wait none"] = (
+            yaml.safe_dump(sweep),
+            Settings(),
+            "exp",
+        )
     for path, fixed in _runnable():
         found[f"tests/kubeflow/{path.name} as the tests run it"] = (
             yaml.safe_dump(fixed),

@@ -146,8 +146,14 @@ def test_the_trials_are_created_at_most_parallel_at_once_each_after_an_earlier_o
         for trial in trials:
             master = by_name[f"{trial.name}-master"]
             annotations = master.inputs["metadata"].get("annotations", {})
+            worker = by_name[f"{trial.name}-worker"]
             if trial.trial.gates or wait == "complete":
                 assert annotations.get(WAIT_FOR) == ENDED, (wait, trial.trial)
+                # The master, awaited until it ends, comes after its worker, which it needs
+                # to end: nothing of the trial waits for it (the worker waiting for it was a
+                # deadlock under `wait: none`)
+                assert worker.urn in master.dependencies, (wait, trial.trial)
+                assert master.urn not in worker.dependencies, (wait, trial.trial)
             else:
                 assert annotations.get(WAIT_FOR) != ENDED
             own = [
