@@ -10,7 +10,7 @@ from conftest import EXAMPLES, KUBEFLOW_EXAMPLES, ROOT, expand, runnable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kube import gang_of
-from pulumi_up import Deadlock, Model, up
+from pulumi_up import Deadlock, Model, unarranged, up
 
 from aichor_iac import doors, engine, planning
 from aichor_iac.awaits import waitfor_holds
@@ -256,8 +256,7 @@ def test_the_jobset_gang_is_what_runs_at_once(scheduling, size, labelled):
     ],
 )
 def test_the_old_order_deadlocks_and_says_so(case, settings, expected, monkeypatch):
-    before = lambda plan, settings, trial=None: plan  # noqa: E731 (the order before)
-    monkeypatch.setattr(planning, "arrange", before)
+    monkeypatch.setattr(planning, "arrange", unarranged)  # the order before
     with pytest.raises(Deadlock) as caught:
         pulumi_up(data(case), **settings)
     assert expected in str(caught.value).splitlines()[0] or expected in str(caught.value)

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 from kube import LocalCluster, pod_env
-from pulumi_up import Deadlock, Failed, Live, up
+from pulumi_up import Deadlock, Failed, Live, unarranged, up
 from test_pulumi_up import SCHEDULING, data, stack_settings
 
 from aichor_iac import doors, engine, planning
@@ -210,7 +210,7 @@ def test_a_failing_entry_point_fails_pulumi_up_under_complete():
 )
 def test_the_old_order_deadlocks_on_real_pods(case, settings, expected, monkeypatch):
     needs_sshd(case)
-    monkeypatch.setattr(planning, "arrange", lambda plan, settings: plan)  # the order before
+    monkeypatch.setattr(planning, "arrange", unarranged)  # the order before
     spec = data(case)
     chosen = Settings(**settings)
     spec["spec"]["command"] = rendezvous(spec, "exp", chosen)
