@@ -34,6 +34,12 @@ def job_of(pod: str) -> str:
     return pod.rsplit("-", 1)[0]
 
 
+def owner(job: dict[str, Any]) -> tuple[str, str]:
+    """The experiment a Job belongs to and its group (role), from its labels."""
+    labels = job["metadata"]["labels"]
+    return labels["app.kubernetes.io/instance"], labels["app.kubernetes.io/component"]
+
+
 def gang_of(job: dict[str, Any]) -> str | None:
     """The PodGroup a Job's pods belong to (coscheduling's label, Volcano's annotation)."""
     metadata = job["spec"]["template"]["metadata"]
@@ -102,10 +108,6 @@ class Controllers:
 
     def job_of_pod(self, pod: str) -> dict[str, Any]:
         return self.job_by_pod[pod]
-
-    def role_of(self, pod: str) -> str:
-        """The group (role) of the experiment a pod runs."""
-        return self.job_of_pod(pod)["metadata"]["labels"]["app.kubernetes.io/component"]
 
     def states(self, name: str) -> list[str]:
         job = self.job(name)

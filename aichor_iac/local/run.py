@@ -26,6 +26,7 @@ from . import host
 from .api import LocalApi, announce, forwarded
 from .cluster import LocalCluster
 from .host import UNSHARE, LocalUnavailable
+from .jobs import owner
 from .parts import HELD_BACK, TIMED_OUT, Outcome, Part, first_failure
 from .prepare import (
     base_env,
@@ -252,7 +253,7 @@ class Run:
                 if self._decide(cluster, outcomes) and len(self.parts) == 1:
                     break
                 for job in (cluster.controllers.job(n) for n in creating.held_back()):
-                    outcomes.setdefault(_instance_and_role(job)[0], HELD_BACK)
+                    outcomes.setdefault(owner(job)[0], HELD_BACK)
                 time.sleep(0.2)
             if not any(code for code, _ in outcomes.values()):  # the followers stop by
                 cluster.settle(timeout=10)  # themselves: let them, briefly
@@ -265,7 +266,7 @@ class Run:
         added to); whether one has failed. The Jobs of one that failed (of several) fail."""
         of = cluster.controllers.job_of_pod
         results = [
-            (pod, result.returncode, *_instance_and_role(of(pod)))
+            (pod, result.returncode, *owner(of(pod)))
             for pod, result in list(cluster.results.items())
         ]
         failed = False
@@ -276,7 +277,7 @@ class Run:
             failed = failed or bool(outcome[0])
             if outcome[0] and len(self.parts) > 1:
                 for job in cluster.jobs:
-                    if _instance_and_role(job)[0] == part.name:
+                    if owner(job)[0] == part.name:
                         cluster.fail_job(job["metadata"]["name"], "ExperimentFailed")
         return failed
 
@@ -327,12 +328,6 @@ class _Creation:
         }:
             back |= grown
         return back - self.failed
-
-
-def _instance_and_role(job: dict[str, Any]) -> tuple[str, str]:
-    """The experiment a Job belongs to and its group (role), from its labels."""
-    labels = job["metadata"]["labels"]
-    return labels["app.kubernetes.io/instance"], labels["app.kubernetes.io/component"]
 
 
 @contextlib.contextmanager
