@@ -73,6 +73,13 @@ def with_file(document: dict[str, Any], primary: str | None, path: str) -> list[
             container["command"] = ["/bin/sh", "-c", PRINT, "aichor-metrics", path, *command, *args]
             container.pop("args", None)
             mount = {"name": VOLUME, "mountPath": posixpath.dirname(path)}
+            if any(m.get("mountPath") == mount["mountPath"] for m in mounts if isinstance(m, dict)):
+                reason = (
+                    f"{primary} mounts a volume at {mount['mountPath']}, where the File "
+                    "collector mounts its own (as Katib does): give the metrics file a "
+                    "directory of its own"
+                )
+                return [Problem("spec.metricsCollectorSpec.source.fileSystemPath.path", reason)]
             container["volumeMounts"] = [*mounts, mount]
             pod["volumes"] = [*volumes, {"name": VOLUME, "emptyDir": {}}]
     if not found:

@@ -435,3 +435,13 @@ def test_the_file_collector_needs_the_primary_containers_command() -> None:
     found = problems(other)
     where = "spec.trialTemplate.primaryContainerName"
     assert "no pod template of the trial has a container named other" in found[where]
+
+
+def test_a_file_collectors_directory_mounted_already_is_refused_at_its_path() -> None:
+    data = file_collector()
+    pod = data["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "data", "emptyDir": {}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/katib"}]
+    found = problems(data)
+    where = "spec.metricsCollectorSpec.source.fileSystemPath.path"
+    assert "training-container mounts a volume at /katib" in found[where], found
