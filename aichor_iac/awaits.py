@@ -47,10 +47,16 @@ def holds(obj: dict[str, Any], status: dict[str, Any]) -> bool:
     live = {**obj, "status": status}
     if condition != "completion":
         return waitfor_holds(condition, live)
-    states = {c["type"] for c in status.get("conditions", []) if c["status"] == "True"}
-    if "Failed" in states:
+    if job_failed(status):
         raise AwaitFailed(f"{obj['kind']}/{obj['metadata']['name']} failed")
-    return "Complete" in states
+    conditions = status.get("conditions", [])
+    return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+
+
+def job_failed(status: dict[str, Any] | None) -> bool:
+    """Whether a Job's `.status` (None before it has one) holds its Failed condition."""
+    conditions = (status or {}).get("conditions") or []
+    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
 
 
 def waitfor_holds(expression: str, live: dict[str, Any]) -> bool:

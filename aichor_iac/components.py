@@ -13,8 +13,9 @@ import pulumi_random
 import pulumi_tls
 from pulumi_kubernetes.batch.v1 import Job
 
-from . import planning
+from . import awaits, planning
 from .experiment.model import Experiment
+from .experiment.trial import Trial
 from .frameworks import Plan
 from .k8s import jupyter, layout, tensorboard
 from .k8s.context import Context
@@ -68,7 +69,7 @@ class ExperimentComponent(pulumi.ComponentResource):
         manifest: Experiment,
         settings: Settings | None = None,
         opts: pulumi.ResourceOptions | None = None,
-        after: Sequence[pulumi.Resource] = (),
+        after: Sequence[pulumi.Input[pulumi.Resource]] = (),
     ) -> None:
         """`after`: resources every object waits for (the namespace another experiment of
         the stack creates)."""
@@ -342,7 +343,7 @@ def experiment(
     manifest: Experiment,
     settings: Settings | None = None,
     opts: pulumi.ResourceOptions | None = None,
-    after: Sequence[pulumi.Resource] = (),
+    after: Sequence[pulumi.Input[pulumi.Resource]] = (),
 ) -> ExperimentComponent:
     """The component for the manifest's operator."""
     return COMPONENTS[manifest.spec.operator](name, manifest, settings, opts, after)
@@ -362,17 +363,40 @@ def experiments(
         )
         raise ManifestError("Pulumi config", [Problem("aichor:experimentName", reason)])
     found: dict[str, ExperimentComponent] = {}
-    trials: dict[tuple[str, int], ExperimentComponent] = {}
+    trials: dict[tuple[str, int], tuple[str, ExperimentComponent]] = {}
     after: list[pulumi.Resource] = []
     for manifest in manifests:
         name = settings.experiment_name or manifest.name_in(stack)
         own = settings if not found else settings.updated("", create_namespace=False)
-        trial, waits = manifest.trial, list(after)
+        trial, waits = manifest.trial, list[pulumi.Input[pulumi.Resource]](after)
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
-            waits.append(trials[trial.sweep, trial.waits_for].entry_job)
+            waits.append(trials[trial.sweep, trial.waits_for][1].entry_job)
+        if trial is not None and trial.counted:  # (created unless too many have failed)
+            waits.append(sweep_gate(trial, [trials[trial.sweep, i] for i in trial.counted]))
         found[name] = component = experiment(name, manifest, own, after=waits)
         if trial is not None:
-            trials[trial.sweep, trial.index] = component
+            trials[trial.sweep, trial.index] = name, component
         if component.created_namespace is not None:
             after = [component.created_namespace]
     return found
+
+
+def sweep_gate(trial: Trial, earlier: list[tuple[str, ExperimentComponent]]) -> pulumi.Output:
+    """What a trial of a sweep that fails at some failed trials is created after: the earlier
+    trials' entry Jobs (`Trial.counted`, each awaited until it ends), and unless as many as
+    the sweep's limit of them failed, as Katib creates no trial once its experiment failed.
+    Then its registration fails, and `pulumi up` with it, naming them."""
+    assert trial.max_failed is not None
+
+    def check(statuses: list[Any]) -> pulumi.Resource:
+        ended = zip(earlier, statuses, strict=True)
+        failed = [name for (name, _), status in ended if awaits.job_failed(status)]
+        if len(failed) >= trial.max_failed:  # (Katib's `failed >= maxFailedTrialCount`)
+            raise pulumi.RunError(
+                f"sweep {trial.sweep} failed: {len(failed)} of its trials failed "
+                f"({', '.join(failed)}), and its maxFailedTrialCount is {trial.max_failed}: "
+                f"trial {trial.index} and those after it are not created"
+            )
+        return earlier[-1][1].entry_job
+
+    return pulumi.Output.all(*(c.entry_job.status for _, c in earlier)).apply(check)

@@ -93,6 +93,7 @@ def report(trials: list[tuple[str, Trial, str, list[str]]]) -> dict[str, Any]:
     scored = [r for r in rows if r["objective"] is not None]
     pick = min if objective.direction == "minimize" else max
     best = pick(scored, key=lambda r: r["objective"])["trial"] if scored else None
+    failed = sum(r["state"] == "Failed" for r in rows)
     return {
         "sweep": trial.sweep,
         "objective": objective.metric,
@@ -101,6 +102,8 @@ def report(trials: list[tuple[str, Trial, str, list[str]]]) -> dict[str, Any]:
         "collected": objective.formats is not None,
         "trials": rows,
         "best": best,
+        # Katib's `failed != 0 && failed >= maxFailedTrialCount`: the sweep failed there
+        "failed": trial.max_failed is not None and 0 < failed >= trial.max_failed,
     }
 
 
@@ -123,6 +126,8 @@ def table(found: dict[str, Any]) -> Table:
         out.caption = f"{found['sweep']}: {aim}; best trial {found['best']} (*)"
     else:
         out.caption = f"{found['sweep']}: {aim}; no trial has reported it yet"
+    if found["failed"]:
+        out.caption += "; the sweep failed: as many trials failed as its maxFailedTrialCount"
     return out
 
 

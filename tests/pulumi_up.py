@@ -48,6 +48,7 @@ from kube import KUEUE_QUEUE, gang_of
 from aichor_iac import awaits, changes
 from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
+from aichor_iac.local.prepare import Gate
 
 INDEPENDENT = ("jobset", "batchjob")  # pods that end on their own: no rendezvous
 
@@ -77,10 +78,11 @@ class Cluster(Protocol):
         ...
 
 
-def up(rendering: Rendering, cluster: Cluster) -> list[str]:
+def up(rendering: Rendering, cluster: Cluster, gates: dict[str, Gate] | None = None) -> list[str]:
     """The order `pulumi up` creates the Kubernetes objects in (`Kind/name`), each created only
-    once its dependencies' awaits hold; `Deadlock` when it would never finish, `Failed` when
-    an awaited Job fails."""
+    once its dependencies' awaits hold, and a sweep's trial unless its sweep has failed
+    (`gates`: `local.prepare.sweep_gates`); `Deadlock` when it would never finish, `Failed`
+    when an awaited Job fails or a trial's gate refuses it."""
     objects = [r for r in rendering.resources if r.is_kubernetes]
     urns = {r.urn for r in objects}
     created: list[Resource] = []
@@ -91,6 +93,7 @@ def up(rendering: Rendering, cluster: Cluster) -> list[str]:
             if r.urn in done:
                 continue
             if r not in created and all(d in done for d in r.dependencies if d in urns):
+                _check_gate(r, gates or {}, cluster)
                 created.append(r)
                 cluster.create(r.inputs)
                 progressed = True
@@ -101,6 +104,16 @@ def up(rendering: Rendering, cluster: Cluster) -> list[str]:
             return [_name(r) for r in created]
         if not cluster.step(progressed):
             raise Deadlock("\n".join(_diagnosis(objects, created, done, cluster)))
+
+
+def _check_gate(r: Resource, gates: dict[str, Gate], cluster: Cluster) -> None:
+    """`Failed` when `r` is of a trial whose sweep has failed: the program's registration of it
+    raises (`components.sweep_gate`), and `up` fails."""
+    instance = (r.inputs["metadata"].get("labels") or {}).get("app.kubernetes.io/instance")
+    limit, counted = gates.get(instance, (0, []))
+    failed = [n for n in counted if awaits.job_failed(cluster.job_status(n))]
+    if counted and len(failed) >= limit:
+        raise Failed(f"sweep failed ({', '.join(failed)}): {_name(r)} is not created")
 
 
 def awaited(r: Resource) -> str:

@@ -147,8 +147,8 @@ def test_grid_search_of_plain_data_and_literal_choices() -> None:
     [
         ({"search_space": {}}, "Search space must be set"),
         (
-            {"search_space": SPACE, "trial_config": TrialConfig(max_failed_trials=2)},
-            "spec.maxFailedTrialCount: 2: a sweep either stops",
+            {"search_space": SPACE, "trial_config": TrialConfig(max_failed_trials=11)},
+            "spec.maxFailedTrialCount: 11 is above maxTrialCount 10",
         ),
         ({"search_space": SPACE, "algorithm": {"algorithmName": "tpe"}}, "tpe learns"),
         (

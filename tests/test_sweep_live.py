@@ -10,17 +10,19 @@ import copy
 import io
 import json
 import re
+import sys
 import time
 from contextlib import redirect_stdout
 
 import pytest
 import yaml
 from kube import LocalCluster, pod_env
-from pulumi_up import Live, up
+from pulumi_up import Deadlock, Failed, Live, unarranged, up
 
-from aichor_iac import doors, engine
+from aichor_iac import doors, engine, planning
 from aichor_iac.cli import main
 from aichor_iac.local.api import LocalApi, announce
+from aichor_iac.local.prepare import sweep_gates
 from aichor_iac.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -151,3 +153,92 @@ def test_status_of_a_sweep_names_each_trials_values_state_and_objective_and_the_
     assert found["best"] == rows["1"]["trial"] and found["direction"] == "minimize"
     assert f"best trial {rows['1']['trial']} (*)" in " ".join(text.getvalue().split())
     assert "<!-- seeds: loss (minimize) -->" in picture.read_text()  # (its picture: drawn)
+
+
+def test_a_sweep_that_fails_at_2_failed_trials_creates_no_trial_after_its_second_failure():
+    # Seeds 2 and 4 (trials 0 and 1, run together) fail, each after `seed` seconds. Trial 2
+    # waits for trial 0 alone (one ended trial cannot reach 2 failures): created at 2 s.
+    # Trial 3 counts trials 0 and 1, both failed at 4 s: `up` fails before it.
+    sweep = copy.deepcopy(SWEEP)
+    sweep["spec"]["maxFailedTrialCount"] = 2
+    master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
+    command = COMMAND.replace("sleep 3", "sleep ${trialParameters.seed}").replace(
+        "!= 3 ]", '!= 2 ] && [ "${trialParameters.seed}" != 4 ]'
+    )
+    master["template"]["spec"]["containers"][0]["command"][2] = command
+    text = yaml.safe_dump(sweep)
+    trials = doors.parse_all(text, "seeds.yaml")
+    settings = Settings()
+    rendering = engine.expand(list(trials), settings, "dev")
+    gates = sweep_gates([planning.blueprint(t, settings, t.name) for t in trials])
+    assert gates == {trials[3].name: (2, [f"{trials[0].name}-master", f"{trials[1].name}-master"])}
+    with LocalCluster(rendering.objects, ENV) as local:
+        with pytest.raises(Failed) as caught:
+            up(rendering, Live(local, stall=60), gates)
+        created = set(local.started)
+        for thread in (t for threads in local.started.values() for t in threads):
+            thread.join(60)
+        results = dict(local.results)
+    failed = f"{trials[0].name}-master, {trials[1].name}-master"
+    assert str(caught.value) == f"sweep failed ({failed}): Service/{trials[3].name} is not created"
+    assert created == {f"{t.name}-master" for t in trials[:3]}
+    codes = {
+        dict(t.trial.values)["seed"]: results[f"{t.name}-master-0"].returncode for t in trials[:3]
+    }
+    assert codes == {"2": 1, "4": 1, "1": 0}
+
+
+# A master that waits for its worker to say hello (as a rendezvous does: the probes of the
+# worker's wait for its port say nothing), and the worker
+MASTER = (
+    "import os, socket\n"
+    "server = socket.create_server(('', int(os.environ['MASTER_PORT'])))\n"
+    "while server.accept()[0].recv(2) != b'hi':\n"
+    "    pass\n"
+    "print('master: met the worker')\n"
+)
+WORKER = (
+    "import os, socket\n"
+    "address = (os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']))\n"
+    "socket.create_connection(address).sendall(b'hi')\n"
+    "print('worker: said hello')\n"
+)
+
+
+def master_and_worker_sweep() -> dict:
+    """The sweep of four trials, two at a time, each a master and a worker that meet."""
+    sweep = copy.deepcopy(SWEEP)
+    replicas = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]
+    replicas["Worker"] = copy.deepcopy(replicas["Master"])
+    for role, program in (("Master", MASTER), ("Worker", WORKER)):
+        replicas[role]["template"]["spec"]["containers"][0]["command"] = [
+            sys.executable,
+            "-c",
+            program,
+        ]
+    return sweep
+
+
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+def test_a_sweep_of_masters_and_workers_runs_under_each_wait(wait):
+    # The master of a trial a later one waits for is awaited until it ends: created after its
+    # worker, else `up` would wait for a master waiting for a worker it has not created
+    trials = doors.parse_all(yaml.safe_dump(master_and_worker_sweep()), "seeds.yaml")
+    rendering = engine.expand(list(trials), Settings(wait=wait), "dev")
+    with LocalCluster(rendering.objects, ENV) as local:
+        order = up(rendering, Live(local, stall=60))
+        local.settle(timeout=60)
+        results = dict(local.results)
+    assert len([o for o in order if o.startswith("Job/")]) == 8
+    for trial in trials:
+        assert "master: met the worker" in results[f"{trial.name}-master-0"].stdout
+        assert "worker: said hello" in results[f"{trial.name}-worker-0"].stdout
+
+
+def test_the_old_order_of_a_master_and_worker_trial_deadlocks(monkeypatch):
+    monkeypatch.setattr(planning, "arrange", unarranged)
+    trials = doors.parse_all(yaml.safe_dump(master_and_worker_sweep()), "seeds.yaml")
+    rendering = engine.expand(list(trials), Settings(wait="none"), "dev")
+    with LocalCluster(rendering.objects, ENV) as local, pytest.raises(Deadlock) as caught:
+        up(rendering, Live(local, stall=10))
+    assert f"Job/{trials[2].name}-worker waits for Job/{trials[0].name}-master" in str(caught.value)

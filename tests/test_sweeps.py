@@ -64,6 +64,28 @@ def test_the_best_trial_is_the_objectives_direction(direction, best):
     assert found["best"] == best
 
 
+@pytest.mark.parametrize(
+    ("limit", "states", "failed"),
+    [
+        (None, ["Failed", "Failed"], False),  # (no limit: every trial runs)
+        (0, ["Succeeded", "Running"], False),
+        (0, ["Failed", "Not created"], True),  # (0 and 1: at the first failed trial)
+        (1, ["Failed", "Not created"], True),
+        (2, ["Failed", "Succeeded"], False),
+        (2, ["Failed", "Failed"], True),
+    ],
+)
+def test_a_sweep_fails_once_as_many_trials_failed_as_its_limit(limit, states, failed):
+    # Katib's UpdateExperimentStatusCondition: `failed != 0 && failed >= maxFailedTrialCount`
+    places = [Trial("s", i, 2, 1, (("lr", str(i)),), limit, LOSS) for i in range(2)]
+    found = sweeps.report([(f"s-{i}", places[i], st, []) for i, st in enumerate(states)])
+    assert found["failed"] is failed
+    caption = str(sweeps.table(found).caption)
+    assert (
+        "the sweep failed: as many trials failed as its maxFailedTrialCount" in caption
+    ) is failed
+
+
 def test_a_sweep_without_results_names_no_best():
     found = sweeps.report([("s-0", trial(0, LOSS), "Running", ["starting"])])
     assert found["best"] is None and found["trials"][0]["metrics"] == {"accuracy": None}

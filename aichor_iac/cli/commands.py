@@ -256,7 +256,7 @@ def _results(
     for _, name in inputs.each():
         status = outcomes[name][0]
         result = "succeeded" if status == 0 else "failed"
-        why = {HELD_BACK: ": not created, a Job it waits for failed", TIMED_OUT: ": timed out"}
+        why = {HELD_BACK: ": not created, pulumi up failed first", TIMED_OUT: ": timed out"}
         if console is None:
             print(json.dumps({"experiment": name, "result": result, "status": status}))
         else:

@@ -195,8 +195,8 @@ def trials(
             primary = template.primary_container_name
             if problems := katib_collect.with_file(document, primary, objective.file):
                 raise fail(problems)
-        parallel, stops = spec.parallel_trial_count, spec.max_failed_trial_count == 0
-        place = Trial(name, index, count, parallel, tuple(assigned.items()), stops, objective)
+        parallel, failed = spec.parallel_trial_count, spec.max_failed_trial_count
+        place = Trial(name, index, count, parallel, tuple(assigned.items()), failed, objective)
         found.append((document, place))
     return found
 
@@ -248,15 +248,8 @@ def _refused(spec: Spec) -> list[Problem]:
         reason = "neural architecture search (ENAS, DARTS) needs Katib's suggestion service"
         problems.append(Problem("spec.nasConfig", reason))
     limit, total = spec.max_failed_trial_count, spec.max_trial_count
-    if limit is not None and total is not None and limit > total:
-        reason = f"{limit} is above maxTrialCount {total}"
-        problems.append(Problem("spec.maxFailedTrialCount", reason))
-    elif limit not in (None, 0) and (total is None or limit < total):
-        reason = (
-            f"{limit}: a sweep either stops at its first failed trial (0: pulumi up fails and "
-            "creates no later trial) or runs every trial whatever fails (leave it out, or "
-            "set it to maxTrialCount); stopping after some failures needs Katib's controller"
-        )
+    if limit is not None and total is not None and limit > total:  # (Katib's webhook)
+        reason = f"{limit} is above maxTrialCount {total}: at most maxTrialCount trials fail"
         problems.append(Problem("spec.maxFailedTrialCount", reason))
     return problems
 

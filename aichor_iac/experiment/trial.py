@@ -37,7 +37,9 @@ class Trial:
     count: int  # how many trials the sweep has
     parallel: int  # at most this many of its trials at once
     values: tuple[tuple[str, str], ...]  # parameter -> value, as the trial got it
-    stops_sweep: bool = False  # its failure ends the sweep (Katib's maxFailedTrialCount: 0)
+    # Katib's maxFailedTrialCount: the sweep fails at that many failed trials (at the first
+    # when 0), and no trial is created after (None: it never fails)
+    max_failed: int | None = None
     objective: Objective | None = None
 
     @property
@@ -49,3 +51,21 @@ class Trial:
     def gates(self) -> bool:
         """Whether a later trial is created only once this one has ended."""
         return self.index + self.parallel < self.count
+
+    @property
+    def stops_sweep(self) -> bool:
+        """Whether its own failure ends the sweep: Katib fails an experiment once its failed
+        trials reach maxFailedTrialCount, and at the first when that is 0 or 1
+        (`UpdateExperimentStatusCondition`: `failed != 0 && failed >= max`)."""
+        return self.max_failed in (0, 1)
+
+    @property
+    def counted(self) -> range:
+        """The earlier trials whose failures decide whether this one is created (a sweep that
+        fails at 2 or more failed trials): every trial up to the one it waits for, the
+        trials sure to have ended when it is created. Empty where they are too few to reach
+        the limit."""
+        limit, last = self.max_failed, self.waits_for
+        if limit is None or limit < 2 or last is None or last + 1 < limit:
+            return range(0)
+        return range(last + 1)

@@ -11,8 +11,8 @@ from typing import Any
 # failure decided it (None: it succeeded, or the run's timeout came first)
 Outcome = tuple[int, str | None]
 TIMED_OUT: Outcome = (124, None)
-# Never created: an earlier experiment's Job, which it waits for, failed its await (`pulumi up`
-# fails there: a sweep whose maxFailedTrialCount is 0)
+# Never created: `pulumi up` failed first (an awaited Job failed, as a sweep's trial does
+# when the sweep's maxFailedTrialCount is 0 or 1, or the sweep failed at its limit)
 HELD_BACK: Outcome = (125, None)
 
 

@@ -18,6 +18,11 @@ from .host import LocalUnavailable
 
 if TYPE_CHECKING:
     from ..engine import Rendering
+    from ..planning import Blueprint
+
+# An experiment's gate: the failed trials that end its sweep, and the entry Jobs of the
+# earlier trials it counts (`Trial.counted`)
+Gate = tuple[int, list[str]]
 
 
 def base_env(masked: bool = False) -> dict[str, str]:
@@ -46,6 +51,21 @@ def job_order(rendering: Rendering) -> dict[str, list[str]]:
         jobs[r.urn]: [jobs[d] for d in r.dependencies if d in jobs]
         for r in rendering.resources
         if r.urn in jobs
+    }
+
+
+def sweep_gates(blueprints: list[Blueprint]) -> dict[str, Gate]:
+    """Each trial created unless its sweep has failed (`components.sweep_gate`), by name."""
+    from ..k8s.context import Context
+
+    entries = {}
+    for blueprint in blueprints:
+        if trial := blueprint.manifest.trial:
+            entries[trial.sweep, trial.index] = Context(blueprint).entry_job()
+    return {
+        b.names.experiment: (trial.max_failed, [entries[trial.sweep, i] for i in trial.counted])
+        for b in blueprints
+        if (trial := b.manifest.trial) and trial.counted and trial.max_failed is not None
     }
 
 

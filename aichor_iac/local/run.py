@@ -29,11 +29,13 @@ from .host import UNSHARE, LocalUnavailable
 from .jobs import owner
 from .parts import HELD_BACK, TIMED_OUT, Outcome, Part, first_failure
 from .prepare import (
+    Gate,
     base_env,
     capped_to,
     check_entrypoints,
     job_order,
     secret_values,
+    sweep_gates,
     with_secrets,
 )
 
@@ -49,7 +51,7 @@ class LocalRunFailed(Exception):
         why = (
             f"{pod} failed first"
             if pod
-            else "a Job it waits for failed first"
+            else "pulumi up failed first: it was not created"
             if (status, pod) == HELD_BACK
             else "the run's timeout was reached"
         )
@@ -160,7 +162,8 @@ def _run(
     settings = settings or Settings.default()
     if replicas is not None:
         manifests = [capped_to(m, replicas) for m in manifests]
-    plans = [planning.blueprint(m, settings, n).plan for m, n in zip(manifests, names, strict=True)]
+    blueprints = [planning.blueprint(m, settings, n) for m, n in zip(manifests, names, strict=True)]
+    plans = [blueprint.plan for blueprint in blueprints]
     if any(plan.endless for plan in plans):
         raise LocalUnavailable(
             "a RayCluster runs until destroyed: run a RayJob (or a manifest) locally"
@@ -185,6 +188,7 @@ def _run(
         timeout=timeout,
         entrypoints=entrypoints,
         after=job_order(rendering),
+        gates=sweep_gates(blueprints),
         announced=True,
     )
     if os.geteuid() == 0:
@@ -209,6 +213,8 @@ class Run:
     entrypoints: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     # Job -> the Jobs it is created after, once their awaits hold (as `pulumi up` does)
     after: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    # experiment -> its gate: created unless its sweep has failed (`prepare.sweep_gates`)
+    gates: dict[str, Gate] = dataclasses.field(default_factory=dict)
     # Whether the run announces its read API for `status --local` (under each part's name)
     announced: bool = False
     # Where a run in a user namespace of its own (a network of its own) serves that API: a
@@ -242,7 +248,7 @@ class Run:
             entrypoints=self.entrypoints,
         )
         with _terminated_as_exit(), cluster, self._api(cluster):
-            creating = _Creation(cluster, self.after, self.timeout)
+            creating = _Creation(cluster, self.after, self.gates, self.timeout)
             deadline, states = time.monotonic() + self.timeout, {}
             outcomes: dict[str, Outcome] = {}
             while time.monotonic() < deadline and len(outcomes) < len(self.parts):
@@ -296,38 +302,51 @@ class Run:
 
 class _Creation:
     """`pulumi up`'s order on the local cluster: a Job is created once every Job it depends
-    on is created and its await holds (`awaits`); one that has failed holds back its
-    dependents for good, as it fails `up`."""
+    on is created and its await holds (`awaits`), and, a sweep's trial, unless its sweep has
+    failed (its gate). Once an await fails or a gate refuses, `up` fails: nothing more is
+    created (what is created runs on)."""
 
-    def __init__(self, cluster: LocalCluster, after: dict[str, list[str]], timeout: float):
-        self.cluster, self.after, self.timeout = cluster, after, timeout
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        after: dict[str, list[str]],
+        gates: dict[str, Gate],
+        timeout: float,
+    ):
+        self.cluster, self.after, self.gates, self.timeout = cluster, after, gates, timeout
         self.waiting = [job["metadata"]["name"] for job in cluster.jobs]
         self.created: list[str] = []
         self.held: set[str] = set()
-        self.failed: set[str] = set()  # created, and their awaits failed
+        self.failed = False  # `pulumi up` has failed
 
     def advance(self) -> None:
-        for name in [n for n in self.created if n not in self.held | self.failed]:
+        for name in [n for n in self.created if n not in self.held]:
             job = self.cluster.controllers.job(name)
             try:
                 if awaits.holds(job, self.cluster.job_status(name)):
                     self.held.add(name)
             except awaits.AwaitFailed:
-                self.failed.add(name)
+                self.held.add(name)  # (ended: held for good, and `up` fails)
+                self.failed = True
         for name in list(self.waiting):
-            if set(self.after.get(name, ())) <= self.held:
-                self.cluster.start(name, self.timeout)
-                self.waiting.remove(name)
-                self.created.append(name)
+            if self.failed or not set(self.after.get(name, ())) <= self.held:
+                continue
+            if self._refused(name):
+                self.failed = True
+                continue
+            self.cluster.start(name, self.timeout)
+            self.waiting.remove(name)
+            self.created.append(name)
+
+    def _refused(self, name: str) -> bool:
+        """Whether the Job's sweep has failed (as many failed trials as its limit)."""
+        limit, counted = self.gates.get(owner(self.cluster.controllers.job(name))[0], (0, []))
+        status = self.cluster.job_status
+        return bool(counted) and sum(awaits.job_failed(status(n)) for n in counted) >= limit
 
     def held_back(self) -> set[str]:
-        """The Jobs that will never be created: one they wait for failed its await."""
-        back = set(self.failed)
-        while grown := {
-            n for n in self.waiting if n not in back and back & set(self.after.get(n, ()))
-        }:
-            back |= grown
-        return back - self.failed
+        """The Jobs that will never be created: `pulumi up` has failed."""
+        return set(self.waiting) if self.failed else set()
 
 
 @contextlib.contextmanager

@@ -97,27 +97,53 @@ def test_a_file_of_two_experiments_runs_both_and_reports_each_as_json(
     assert results == {"fails": 3, "works": 0}  # the failure did not stop the other
 
 
-def test_with_max_failed_trial_count_0_the_first_failure_holds_the_later_trials_back(
+def test_with_max_failed_trial_count_0_the_first_failure_stops_creating_trials(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # One trial at a time, the first (seed 2, in the grid's seeded order) failing: as `pulumi
-    # up` fails at its Job's await, the later trials are never created.
+    # Two trials at a time, each `seed` seconds, the first (seed 2, in the grid's seeded order)
+    # failing: as `pulumi up` fails at its Job's await, no later trial is created, not even
+    # the one waiting for the second (seed 4), which runs on and succeeds.
     path = sweep_file(tmp_path)
     sweep = yaml.safe_load(path.read_text())
-    sweep["spec"].update(parallelTrialCount=1, maxFailedTrialCount=0)
-    path.write_text(yaml.safe_dump(sweep).replace("!= 3", "!= 2"))
+    sweep["spec"].update(parallelTrialCount=2, maxFailedTrialCount=0)
+    master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
+    command = COMMAND.replace("sleep 3", "sleep ${trialParameters.seed}")
+    master["template"]["spec"]["containers"][0]["command"][2] = command.replace("!= 3", "!= 2")
+    path.write_text(yaml.safe_dump(sweep))
     assert cli.main(["run", "--local", str(path), "--timeout", "120"]) == 1
     out = capsys.readouterr().out
-    assert re.findall(r"^\S+ start \S+ seed (\d)$", out, re.M) == ["2"], out
+    assert sorted(re.findall(r"^\S+ start \S+ seed (\d)$", out, re.M)) == ["2", "4"], out
     results = re.findall(r"^aichor-iac: seeds-\S+ (.*)$", out, re.M)
     assert sorted(results) == [
         "failed (1)",
-        *["failed (125): not created, a Job it waits for failed"] * 3,
+        *["failed (125): not created, pulumi up failed first"] * 2,
+        "succeeded",
     ]
     states = dict(
         re.findall(r"^seeds-\S+(?: \*)?\s+(\d)\s+(Succeeded|Failed|Not created)", out, re.M)
     )
-    assert states == {"2": "Failed", "1": "Not created", "3": "Not created", "4": "Not created"}
+    assert states == {"2": "Failed", "4": "Succeeded", "1": "Not created", "3": "Not created"}
+
+
+def test_a_sweep_that_fails_at_2_failed_trials_creates_no_trial_after_its_second_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One trial at a time; the first two (seeds 2 and 4) fail: the third is not created, as
+    # `pulumi up` fails at its gate (Katib fails the experiment at 2 failed trials).
+    path = sweep_file(tmp_path)
+    sweep = yaml.safe_load(path.read_text())
+    sweep["spec"].update(parallelTrialCount=1, maxFailedTrialCount=2)
+    master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
+    command = COMMAND.replace("!= 3 ]", '!= 2 ] && [ "${trialParameters.seed}" != 4 ]')
+    master["template"]["spec"]["containers"][0]["command"][2] = command
+    path.write_text(yaml.safe_dump(sweep))
+    assert cli.main(["run", "--local", str(path), "--timeout", "120"]) == 1
+    out = capsys.readouterr().out
+    assert re.findall(r"^\S+ start \S+ seed (\d)$", out, re.M) == ["2", "4"], out
+    states = dict(
+        re.findall(r"^seeds-\S+(?: \*)?\s+(\d)\s+(Succeeded|Failed|Not created)", out, re.M)
+    )
+    assert states == {"2": "Failed", "4": "Failed", "1": "Not created", "3": "Not created"}
 
 
 def test_a_sweep_of_batch_v1_job_trials_runs_locally(
