@@ -368,7 +368,8 @@ def experiments(
     for manifest in manifests:
         name = settings.experiment_name or manifest.name_in(stack)
         own = settings if not found else settings.updated("", create_namespace=False)
-        trial, waits = manifest.trial, list[pulumi.Input[pulumi.Resource]](after)
+        trial = manifest.trial
+        waits: list[pulumi.Input[pulumi.Resource]] = list(after)
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
             waits.append(trials[trial.sweep, trial.waits_for][1].entry_job)
         if trial is not None and trial.counted:  # (created unless too many have failed)
@@ -382,10 +383,11 @@ def experiments(
 
 
 def sweep_gate(trial: Trial, earlier: list[tuple[str, ExperimentComponent]]) -> pulumi.Output:
-    """What a trial of a sweep that fails at some failed trials is created after: the earlier
-    trials' entry Jobs (`Trial.counted`, each awaited until it ends), and unless as many as
-    the sweep's limit of them failed, as Katib creates no trial once its experiment failed.
-    Then its registration fails, and `pulumi up` with it, naming them."""
+    """A dependency of the trial's objects on the earlier trials it counts (`Trial.counted`:
+    their entry Jobs, each awaited until it ends) that resolves only while fewer of them have
+    failed than the sweep's maxFailedTrialCount. Else it raises: the trial's registration
+    fails, naming them, and `pulumi up` with it, creating no later trial (Katib creates none
+    once the experiment has failed)."""
     assert trial.max_failed is not None
 
     def check(statuses: list[Any]) -> pulumi.Resource:

@@ -417,8 +417,9 @@ def test_convert_says_an_aichor_manifest_cannot_say_a_sweep(
     )
 
 
-def test_a_second_up_changes_nothing_and_more_trials_only_add() -> None:
-    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=None, maxTrialCount=4)
+@pytest.mark.parametrize("limit", [None, 2])  # (2: trials 4 and 5 count the earlier ones)
+def test_a_second_up_changes_nothing_and_more_trials_only_add(limit: int | None) -> None:
+    data = example("pytorchjob-mnist.yaml", maxFailedTrialCount=limit, maxTrialCount=4)
     first = engine.expand(list(sweep(data)), Settings(), "dev")
     again = engine.expand(list(sweep(data)), Settings(), "dev")
     assert {s.op for s in preview.steps(again, "dev", first)} == {"same"}
