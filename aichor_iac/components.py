@@ -60,7 +60,8 @@ class ExperimentComponent(pulumi.ComponentResource):
     namespace: str
     kept: list[str]  # `Kind/name` of what `pulumi destroy` leaves in the cluster
     plan: Plan
-    jobs: dict[str, Job]
+    jobs: dict[str, Job]  # by group (`worker-0`, … where each replica has one), created in order
+    jobs_after: dict[str, list[str]]  # each Job's Jobs it is created after (their awaits held)
     outputs: dict[str, Any]
 
     def __init__(
@@ -113,6 +114,11 @@ class ExperimentComponent(pulumi.ComponentResource):
                 args = {k: pulumi.Output.secret(v) if k in values else v for k, v in args.items()}
             registered[child] = resource_class(child.kind)(resource_name, **args, opts=options)
         self.jobs = {c.suffix: registered[c] for c in children if c.kind == "Job"}
+        self.jobs_after = {
+            c.suffix: [a.suffix for a in c.after if a.kind == "Job"]
+            for c in children
+            if c.kind == "Job"
+        }
         self.created_namespace = next(
             (registered[c] for c in children if c.kind == "Namespace"), None
         )

@@ -49,3 +49,21 @@ def test_the_readme_is_short_and_its_links_reach_the_site() -> None:
     assert links, "the README points into docs/"
     for link in links:
         assert (ROOT / link).is_file(), link
+
+
+def test_the_testing_pages_files_pass_as_written(tmp_path: Path) -> None:
+    # "Test your experiment": its manifest and test file, run by pytest on their own (a user's
+    # directory: none of this suite's configuration or fixtures)
+    page = (ROOT / "docs" / "testing.md").read_text()
+    files = dict(re.findall(r'```\w+ title="([^"]+)"\n(.*?)```', page, re.S))
+    assert set(files) == {"experiment.yaml", "test_experiment.py"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_experiment.py"]
+    result = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout
+    # and it fails when the experiment changes: a worker on another GPU
+    (tmp_path / "experiment.yaml").write_text(files["experiment.yaml"].replace("A100-SXM4", "H100"))
+    result = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True)
+    assert "1 failed, 2 passed" in result.stdout, result.stdout
