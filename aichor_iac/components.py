@@ -87,9 +87,8 @@ class ExperimentComponent(pulumi.ComponentResource):
         names = ctx.names
         self.experiment, self.namespace, self.plan = names.experiment, names.namespace, ctx.plan
         super().__init__(self.TYPE, name, None, opts)
-        for warning in planning.warnings(ctx.blueprint):  # as `aichor-iac validate` shows them
-            source = planning.about(warning, manifest.source, "Pulumi config")
-            pulumi.log.warn(warning.format(source), resource=self)
+        for warning in _warnings(ctx, children):
+            pulumi.log.warn(warning, resource=self)
         self.kept = [f"{c.kind}/{c.object['metadata']['name']}" for c in children if c.retain]
         self.secrets = self._secret_data(name, ctx)
         registered: dict[layout.Child, pulumi.Resource] = {}
@@ -113,23 +112,23 @@ class ExperimentComponent(pulumi.ComponentResource):
                 values = ("data", "string_data")
                 args = {k: pulumi.Output.secret(v) if k in values else v for k, v in args.items()}
             registered[child] = resource_class(child.kind)(resource_name, **args, opts=options)
-        self.jobs = {c.suffix: registered[c] for c in children if c.kind == "Job"}
-        self.jobs_after = {
-            c.suffix: [a.suffix for a in c.after if a.kind == "Job"]
-            for c in children
-            if c.kind == "Job"
-        }
+        self._keep(ctx, children, registered)
+        self.outputs = self._outputs(ctx)
+        self.register_outputs(self.outputs)
+
+    def _keep(
+        self, ctx: Context, children: list[layout.Child], registered: dict[layout.Child, Any]
+    ) -> None:
+        """The registered resources a program (or a later trial) refers to."""
+        jobs = [c for c in children if c.kind == "Job"]
+        self.jobs = {c.suffix: registered[c] for c in jobs}
+        self.jobs_after = {c.suffix: [a.suffix for a in c.after if a.kind == "Job"] for c in jobs}
         self.created_namespace = next(
             (registered[c] for c in children if c.kind == "Namespace"), None
         )
         # (what a later trial of a sweep waits for: `awaits.ENDED`)
-        self.entry_job = next(
-            registered[c]
-            for c in children
-            if c.kind == "Job" and c.object["metadata"]["name"] == ctx.entry_job()
-        )
-        self.outputs = self._outputs(ctx)
-        self.register_outputs(self.outputs)
+        entry = ctx.entry_job()
+        self.entry_job = next(registered[c] for c in jobs if c.object["metadata"]["name"] == entry)
 
     def _child(
         self,
@@ -342,6 +341,24 @@ def _warn_kept(component: ExperimentComponent) -> None:
             "`pulumi up` of this stack, run `pulumi config set kubernetes:upsertExistingObjects "
             "true` (or set aichor:deleteSharedVolume true to delete it)"
         )
+
+
+def _warnings(ctx: Context, children: list[layout.Child]) -> list[str]:
+    """What `pulumi up` logs on the component: the experiment's warnings (as `aichor-iac
+    validate` shows them), and with aichor:check what would block it on the default
+    provider's cluster (its `kubernetes:` config), so that a preview in review shows it."""
+    blueprint = ctx.blueprint
+    found = [
+        w.format(planning.about(w, blueprint.manifest.source, "Pulumi config"))
+        for w in planning.warnings(blueprint)
+    ]
+    if blueprint.settings.check:
+        from .check import cluster
+
+        kubernetes = pulumi.Config("kubernetes")
+        connection = kubernetes.get("kubeconfig"), kubernetes.get("context")
+        found += cluster.warnings([c.object for c in children], blueprint.settings, *connection)
+    return found
 
 
 def experiment(

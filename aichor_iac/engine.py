@@ -196,6 +196,8 @@ def expand(
     from .components import experiment, experiments
 
     settings = settings or Settings.default()
+    if settings.check:  # (offline: `aichor-iac check` reads the cluster, when asked)
+        settings = settings.updated("", check=False)
     manifests = [manifest] if isinstance(manifest, Experiment) else list(manifest)
     if len(manifests) > 1:
         if name:

@@ -9,6 +9,8 @@ run's read API (`local/api.py`, found by the experiment's name), which speaks th
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,16 +63,27 @@ def stack_connection(stack_file: str | None) -> tuple[Any, str | None]:
     if not stack_file:
         return None, None
     values = (yaml.safe_load(Path(stack_file).read_text()) or {}).get("config") or {}
-    kubeconfig, context = values.get("kubernetes:kubeconfig"), values.get("kubernetes:context")
+    return provider_connection(
+        values.get("kubernetes:kubeconfig"), values.get("kubernetes:context")
+    )
+
+
+def provider_connection(kubeconfig: Any, context: str | None) -> tuple[Any, str | None]:
+    """The Kubernetes provider's `kubeconfig` (a path, or the config itself) and `context`,
+    as `connect` takes them."""
     if isinstance(kubeconfig, str) and "\n" in kubeconfig:  # the config itself
         kubeconfig = yaml.safe_load(kubeconfig)
     return kubeconfig, context
 
 
+def announcements() -> Path:
+    """Where this user's local runs say where their API is (`local/api.py` announces)."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return Path(base) / f"aichor-iac-{os.getuid()}"
+
+
 def local_url(experiment: str) -> tuple[str, str]:
     """A local run's read API (address, namespace), as the run announced it."""
-    from .local.api import announcements
-
     path = announcements() / f"{experiment}.json"
     if not path.exists():
         running = sorted(p.stem for p in announcements().glob("*.json"))

@@ -100,6 +100,11 @@ class Waiting(_Concern):
         description="How long pulumi up follows a run under wait: complete when the manifest "
         "gives no timeout.",
     )
+    check: bool = Field(
+        False,
+        description="Check the experiment against the cluster (`aichor-iac check`, read only) "
+        "on each `pulumi preview` and `up`: what blocks it, as warnings.",
+    )
 
 
 class Failures(_Concern):

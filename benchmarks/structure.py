@@ -24,9 +24,9 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("experiment", "settings"),  # the neutral experiment and the stack's settings
     ("reading", "frameworks"),  # reading input below the doors; each framework's plan
     ("doors", "planning", "failures", "gangs"),  # front doors; an experiment's plan, gang, restart
-    ("k8s",),  # Kubernetes objects
+    ("k8s", "kubeapi", "check"),  # Kubernetes objects: made, read from a cluster, checked there
     ("components",),  # thin Pulumi components
-    ("engine", "preview", "convert", "submit", "local", "status", "kubeapi"),  # commands run
+    ("engine", "preview", "convert", "submit", "local", "status"),  # commands run
     ("cli", ""),  # the command line, and the package's own API (`aichor_iac`)
 )
 

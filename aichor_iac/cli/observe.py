@@ -1,6 +1,7 @@
 """`status`, `logs` and `events`: what an experiment (or each of a stack's) is doing, read
 with a Kubernetes client (lightkube) from the stack's cluster (its kubeconfig and context), or
-from a local run's read API (`--local`, `aichor_iac/local/api.py`)."""
+from a local run's read API (`--local`, `aichor_iac/local/api.py`); and `check`: the
+experiment against the stack's cluster before it runs."""
 
 from __future__ import annotations
 
@@ -217,3 +218,33 @@ def events(args: argparse.Namespace) -> int:
             console.print(f"[{style}]{escape(line)}[/]" if style else escape(line), end=" ")
             console.print(escape(event.get("message") or ""), soft_wrap=True)
     return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    """The experiment against the stack's cluster, read only (`aichor_iac.check`): a line per
+    check; exit 1 when one blocks."""
+    from rich.console import Console
+
+    from .. import check as checks
+    from .. import kubeapi
+    from ..check import cluster
+    from .inputs import expand
+
+    inputs = inputs_of(args)
+    objects = expand(inputs).objects
+    try:
+        kubeconfig, context = kubeapi.stack_connection(inputs.stack_file)
+        api = kubeapi.connect(
+            kubeconfig=args.kubeconfig or kubeconfig, context=args.context or context
+        )
+    except kubeapi.Unreachable as error:
+        raise ManifestError("aichor-iac check", [Problem("", str(error))]) from None
+    with answered(args):
+        lines = cluster.run(objects, inputs.settings, api)
+    blocked = sum(line.state == "blocked" for line in lines)
+    if args.output == "json":
+        found = {"checks": [line.as_json() for line in lines], "blocked": blocked}
+        print(json.dumps(found, indent=2))
+    else:
+        Console(highlight=False).print(checks.table(lines))
+    return 1 if blocked else 0

@@ -44,6 +44,10 @@ EXAMPLES = {
     "events": """
   aichor-iac events --stack-config stacks/Pulumi.dev.yaml
   aichor-iac events --local experiment.yaml --output json | jq -r '.[].reason'""",
+    "check": """
+  aichor-iac check --stack-config stacks/Pulumi.dev.yaml       # before the first pulumi up
+  aichor-iac check experiment.yaml --context team-a --namespace team-a
+  aichor-iac check --stack-config stacks/Pulumi.dev.yaml --output json | jq '.checks[]'""",
     "convert": """
   aichor-iac convert pytorchjob.yaml > experiment.yaml
   aichor-iac convert rayjob.yaml --output json | jq '.lost'""",
@@ -124,6 +128,13 @@ EXPERIMENT_COMMANDS = (
         "print every pod's lines, each after its pod's name, in the order they were printed",
     ),
     ("events", observe.events, "print the experiment's Kubernetes events, oldest first"),
+    (
+        "check",
+        observe.check,
+        "check the experiment against the stack's cluster before pulumi up, read only: "
+        "namespace, permissions, quotas, LimitRanges, Pod Security, nodes, gang scheduler, "
+        "Kueue, Pulumi; exit 1 when something blocks",
+    ),
 )
 EXPERIMENT = (
     "the AIchor manifest or custom resource (- for stdin; default: the stack's aichor:manifest)"
@@ -233,6 +244,10 @@ def _observe_options(sub: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a run --local of this machine (as root) rather than the stack's cluster",
     )
+    _cluster_options(sub)
+
+
+def _cluster_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--kubeconfig",
         metavar="FILE",
@@ -269,6 +284,7 @@ OPTIONS = {
     "status": _status_options,
     "logs": _logs_options,
     "events": _observe_options,
+    "check": _cluster_options,
 }
 
 

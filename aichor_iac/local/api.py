@@ -13,15 +13,14 @@ import os
 import re
 import socket
 import socketserver
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from ..kubeapi import announcements
 from .cluster import LocalCluster
 from .jobs import indexed, pod_name
 
@@ -323,12 +322,6 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
         while data := source.recv(65536):
             target.sendall(data)
         target.shutdown(socket.SHUT_WR)
-
-
-def announcements() -> Path:
-    """Where this user's local runs say where their API is."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"aichor-iac-{os.getuid()}"
 
 
 @contextlib.contextmanager

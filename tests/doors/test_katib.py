@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import gc
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -250,15 +249,12 @@ def test_pulumi_up_fails_once_as_many_trials_failed_as_the_limit_and_creates_no_
     with pytest.raises(pulumi.RunError) as caught:
         try:
             program()
-        finally:  # (the registrations the failure left waiting: ended here, and collected, as
-            # the program's exit ends them: left for a later run, CPython 3.11.7 fails a later
-            # `ast.parse` with "AST constructor recursion depth mismatch")
+        finally:  # (the registrations the failure left waiting: ended, as its exit ends them)
             loop = asyncio.get_event_loop()
             left = asyncio.all_tasks(loop)
             for task in left:
                 task.cancel()
             loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-            gc.collect()
     names = ", ".join(t.name for t in trials[:3])
     assert str(caught.value) == (
         f"sweep pytorchjob-mnist failed: 3 of its trials failed ({names}), and its "

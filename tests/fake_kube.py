@@ -1,0 +1,115 @@
+"""A Kubernetes API server's answers to what `aichor-iac check` reads, over HTTP, in the API's
+own JSON shapes: each answer of a built-in kind is checked against Kubernetes' OpenAPI schema
+(strict) before it is sent. What the cluster holds is the test's: the namespace, what the user
+may not do, quotas, LimitRanges, nodes (or a 403 for each) and the custom kinds it serves."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import schemas
+
+FORBIDDEN = "forbidden"  # a list the user may not read
+
+
+@dataclass
+class Cluster:
+    namespace: str = "team-a"
+    labels: dict[str, str] | None = field(default_factory=dict)  # None: no such namespace
+    denied: set[tuple[str, str]] = field(default_factory=set)  # (verb, `jobs.batch`)
+    quotas: list[dict[str, Any]] | str = field(default_factory=list)
+    ranges: list[dict[str, Any]] | str = field(default_factory=list)
+    nodes: list[dict[str, Any]] | str = field(default_factory=list)
+    served: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # `group/version/plural`
+    reviews: list[dict[str, Any]] = field(default_factory=list)  # the access reviews asked
+
+    def answer(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, dict]:
+        ns = self.namespace
+        if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            return 201, self._review(body or {})
+        if path == f"/api/v1/namespaces/{ns}":
+            if self.labels is None:
+                return 404, status(404, "NotFound", f'namespaces "{ns}" not found')
+            metadata = {"name": ns, "labels": {"kubernetes.io/metadata.name": ns, **self.labels}}
+            return 200, {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+        lists = {
+            f"/api/v1/namespaces/{ns}/resourcequotas": ("ResourceQuota", self.quotas),
+            f"/api/v1/namespaces/{ns}/limitranges": ("LimitRange", self.ranges),
+            "/api/v1/nodes": ("Node", self.nodes),
+        }
+        if path in lists:
+            kind, items = lists[path]
+            if items == FORBIDDEN:
+                return 403, status(403, "Forbidden", f"cannot list resource {kind.lower()}s")
+            return 200, {"apiVersion": "v1", "kind": f"{kind}List", "metadata": {}, "items": items}
+        custom = re.fullmatch(rf"/apis/([^/]+/[^/]+)/namespaces/{ns}/([^/]+)", path)
+        if custom and f"{custom[1]}/{custom[2]}" in self.served:
+            items = self.served[f"{custom[1]}/{custom[2]}"]
+            return 200, {"apiVersion": custom[1], "kind": "List", "metadata": {}, "items": items}
+        return 404, status(404, "NotFound", "the server could not find the requested resource")
+
+    def _review(self, review: dict[str, Any]) -> dict[str, Any]:
+        asked = review["spec"]["resourceAttributes"]
+        self.reviews.append(asked)
+        named = f"{asked['resource']}.{asked['group']}" if asked.get("group") else asked["resource"]
+        if asked.get("subresource"):
+            named += f"/{asked['subresource']}"
+        allowed = (asked["verb"], named) not in self.denied
+        return {**review, "status": {"allowed": allowed}}
+
+
+def status(code: int, reason: str, message: str) -> dict[str, Any]:
+    """The API's error answer (a meta/v1 Status)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+@contextlib.contextmanager
+def serving(cluster: Cluster) -> Iterator[str]:
+    """The cluster's API at an http:// URL while the block runs."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, method: str) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            code, answer = cluster.answer(method, self.path.split("?")[0], body)
+            if answer.get("apiVersion") in ("v1", "authorization.k8s.io/v1"):
+                schemas.validate(answer)  # (the API's own shape)
+            data = json.dumps(answer).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._send("GET")
+
+        def do_POST(self) -> None:
+            self._send("POST")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
