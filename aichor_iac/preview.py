@@ -310,19 +310,25 @@ def _show_diffs(console: Console, rows: list[Step]) -> None:
 
 
 def _field_line(f: changes.FieldChange) -> str:
-    path = escape(f.path)
+    """A changed field's lines as markup, each in its colour."""
+    return "\n".join(f"[{colour}]{escape(text)}[/]" for text, colour in field_lines(f))
+
+
+def field_lines(f: changes.FieldChange) -> list[tuple[str, str]]:
+    """A changed field as lines of (text, colour): `+ path: new`, `- path: old`,
+    `~ path: old => new`, a multi-line string (a script) as a unified diff below its path."""
     if f.old is None:
-        return f"    [green]+ {path}: {escape(_value(f.new))}[/]"
+        return [(f"    + {f.path}: {_value(f.new)}", "green")]
     if f.new is None:
-        return f"    [red]- {path}: {escape(_value(f.old))}[/]"
+        return [(f"    - {f.path}: {_value(f.old)}", "red")]
     if isinstance(f.old, str) and isinstance(f.new, str) and "\n" in f.old + f.new:
         lines = difflib.unified_diff(f.old.splitlines(), f.new.splitlines(), lineterm="", n=1)
-        body = []
-        for line in list(lines)[2:]:  # past the ---/+++ header
-            colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "dim")
-            body.append(f"        [{colour}]{escape(line)}[/]")
-        return f"    [yellow]~ {path}:[/]\n" + "\n".join(body)
-    return f"    [yellow]~ {path}: {escape(_value(f.old))} => {escape(_value(f.new))}[/]"
+        body = [
+            (f"        {line}", {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "dim"))
+            for line in list(lines)[2:]  # past the ---/+++ header
+        ]
+        return [(f"    ~ {f.path}:", "yellow"), *body]
+    return [(f"    ~ {f.path}: {_value(f.old)} => {_value(f.new)}", "yellow")]
 
 
 def _value(value: Any) -> str:

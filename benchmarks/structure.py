@@ -26,7 +26,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("doors", "planning", "failures", "gangs"),  # front doors; an experiment's plan, gang, restart
     ("k8s", "kubeapi", "check"),  # Kubernetes objects: made, read from a cluster, checked there
     ("components",),  # thin Pulumi components
-    ("engine", "preview", "convert", "submit", "local", "status"),  # commands run
+    ("engine", "preview", "preview_markdown", "convert", "submit", "local", "status"),
     ("cli", ""),  # the command line, and the package's own API (`aichor_iac`)
 )
 

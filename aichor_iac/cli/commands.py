@@ -110,6 +110,11 @@ def preview(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(preview.as_json(steps, rendering, inputs.stack, warnings))
         return 0
+    if args.output == "markdown":
+        from ..preview_markdown import markdown
+
+        sys.stdout.write(markdown(steps, rendering, inputs.stack, warnings))
+        return 0
     # Lines are never cut (a terminal wraps them; piped, grep sees each whole).
     console = Console(highlight=False, soft_wrap=True)
     preview.show(console, steps, rendering, inputs.stack, diff=old is not None)

@@ -147,22 +147,22 @@ class _Commands:
 
     def __init__(self, subparsers: Any) -> None:
         self.subparsers = subparsers
-        self.common = argparse.ArgumentParser(add_help=False)
-        self.common.add_argument(
-            "--output",
-            choices=("text", "json"),
-            default="text",
-            help="text for people (default), json for scripts and CI",
-        )
 
     def __call__(self, name: str, handler: Any, help: str, manifest: str | None) -> Any:
         sub = self.subparsers.add_parser(
             name,
             help=help,
             description=help,
-            parents=[self.common],
             epilog="examples:" + EXAMPLES[name],
             formatter_class=_Formatter,
+        )
+        markdown = name == "preview"
+        sub.add_argument(
+            "--output",
+            choices=("text", "json", "markdown") if markdown else ("text", "json"),
+            default="text",
+            help="text for people (default), json for scripts and CI"
+            + (", markdown for a pull request's comment" if markdown else ""),
         )
         if manifest:
             sub.add_argument(
