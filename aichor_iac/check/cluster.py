@@ -56,7 +56,7 @@ def run(objects: list[dict[str, Any]], settings: Settings, api: Any) -> list[Lin
         objects, workloads, quotas or []
     )
     lines += _unlisted(ranges, "limits", namespace) or verdicts.limit_ranges(
-        workloads, ranges or []
+        objects, workloads, ranges or []
     )
     if labels is not None:
         lines.append(verdicts.pod_security(workloads, labels))

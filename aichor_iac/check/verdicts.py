@@ -41,7 +41,9 @@ def defaulted(spec: dict[str, Any], ranges: list[dict[str, Any]]) -> dict[str, A
         for item in (i for i in items if i.get("type") == "Container"):
             for name, value in (item.get("default") or {}).items():
                 limits.setdefault(name, value)
-            for name, value in (item.get("defaultRequest") or item.get("default") or {}).items():
+            # (the API server defaults each `defaultRequest` to its `default`)
+            given = {**(item.get("default") or {}), **(item.get("defaultRequest") or {})}
+            for name, value in given.items():
                 requests.setdefault(name, value)
     return spec
 
@@ -63,12 +65,16 @@ def quota(objects: list[dict[str, Any]], workloads: list[Pods], quotas: list[dic
             if need > left + 1e-9:
                 short.append(f"{key}: {_number(need)} needed, {_number(max(left, 0))} left")
         short += _unstated(mine, hard)
-        if short:
-            fix = f"ask for more in ResourceQuota {name}, or make the experiment smaller"
-            lines.append(Line(f"quota {name}", "blocked", _listed(short), fix))
-        else:
-            lines.append(Line(f"quota {name}", "ok", "room for every pod at once"))
+        fix = f"ask for more in ResourceQuota {name}, or make the experiment smaller"
+        lines.append(_verdict(f"quota {name}", short, fix, "room for every pod at once"))
     return lines
+
+
+def _verdict(check: str, problems: list[str], fix: str, fine: str) -> Line:
+    """The check's line: blocked by its problems (the first few), else ok (`fine`)."""
+    if problems:
+        return Line(check, "blocked", _listed(problems), fix)
+    return Line(check, "ok", fine)
 
 
 def _usage_key(key: str) -> str:
@@ -133,20 +139,34 @@ def _unstated(workloads: list[Pods], hard: dict[str, Any]) -> list[str]:
     return found
 
 
-def limit_ranges(workloads: list[Pods], ranges: list[dict[str, Any]]) -> list[Line]:
-    """Each LimitRange's bounds against each container and pod."""
+def limit_ranges(
+    objects: list[dict[str, Any]], workloads: list[Pods], ranges: list[dict[str, Any]]
+) -> list[Line]:
+    """Each LimitRange's bounds against each container, pod and claim."""
+    claims = [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
     lines = []
     for r in ranges:
         name, problems = r["metadata"]["name"], []
         for item in r.get("spec", {}).get("limits", []):
             for w in workloads:
                 problems += _bounded(w, item)
-        if problems:
-            fix = f"fit the replicas' resources within LimitRange {name}, or ask to widen it"
-            lines.append(Line(f"limits {name}", "blocked", _listed(problems), fix))
-        else:
-            lines.append(Line(f"limits {name}", "ok", "every container within its bounds"))
+            if item.get("type") == "PersistentVolumeClaim":
+                problems += [p for claim in claims for p in _claim_bounded(claim, item)]
+        fix = f"fit the replicas' resources within LimitRange {name}, or ask to widen it"
+        lines.append(_verdict(f"limits {name}", problems, fix, "every container within its bounds"))
     return lines
+
+
+def _claim_bounded(claim: dict[str, Any], item: dict[str, Any]) -> list[str]:
+    """A claim's storage request against a PersistentVolumeClaim item's min and max."""
+    asked = claim["spec"].get("resources", {}).get("requests", {}).get("storage", "0")
+    at = f"PersistentVolumeClaim/{claim['metadata']['name']}"
+    found = []
+    if (bound := (item.get("max") or {}).get("storage")) and quantity(asked) > quantity(bound):
+        found.append(f"{at}: storage {asked} > max {bound}")
+    if (bound := (item.get("min") or {}).get("storage")) and quantity(asked) < quantity(bound):
+        found.append(f"{at}: storage {asked} < min {bound}")
+    return found
 
 
 def _bounded(workload: Pods, item: dict[str, Any]) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +345,16 @@ def test_pulumi_preview_shows_what_blocks_as_the_components_warnings(
     ]
     assert cluster.reviews  # (read by the program)
     assert not [w for w in offline.warnings if w.startswith("aichor:check:")]  # (never offline)
+
+
+def test_a_limit_range_bounds_the_claims_too(tmp_path, monkeypatch, capsys) -> None:
+    # (the RDMA example enables TensorBoard: a claim for its logs)
+    cluster = Cluster(nodes=[node("h100", "NVIDIA-H100-80GB-HBM3")])
+    item = {"type": "PersistentVolumeClaim", "max": {"storage": "1Gi"}}
+    cluster.ranges = [limit_range("claims", item)]
+    code, lines = check(tmp_path, monkeypatch, capsys, cluster, RDMA)
+    line = lines["limits claims"]
+    assert (code, line["state"]) == (1, "blocked")
+    assert re.fullmatch(
+        r"PersistentVolumeClaim/\S+-tensorboard: storage \d+Gi > max 1Gi", line["detail"]
+    )

@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -41,13 +42,22 @@ def batch(name: str, command: str) -> dict:
     return {"kind": "AIchorManifest", "name": name, "spec": {**spec, "types": {"Worker": worker}}}
 
 
-def sweep_file(tmp_path: Path) -> Path:
+def sweep_file(tmp_path: Path, command: str = COMMAND, **spec: Any) -> Path:
+    """The four-trial sweep, each trial's master running `command`, its spec's fields
+    changed by `spec`."""
     sweep = copy.deepcopy(SWEEP)
+    sweep["spec"].update(spec)
     master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
-    master["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", COMMAND]
+    master["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", command]
     path = tmp_path / "seeds.yaml"
     path.write_text(yaml.safe_dump(sweep))
     return path
+
+
+def trial_states(out: str) -> dict[str, str]:
+    """Each trial's state in the sweep's table, by its seed."""
+    found = re.findall(r"^seeds-\S+(?: \*)?\s+(\d)\s+(Succeeded|Failed|Not created)", out, re.M)
+    return dict(found)
 
 
 def test_a_sweep_runs_locally_two_trials_at_a_time_and_ends_with_its_table(
@@ -103,13 +113,8 @@ def test_with_max_failed_trial_count_0_the_first_failure_stops_creating_trials(
     # Two trials at a time, each `seed` seconds, the first (seed 2, in the grid's seeded order)
     # failing: as `pulumi up` fails at its Job's await, no later trial is created, not even
     # the one waiting for the second (seed 4), which runs on and succeeds.
-    path = sweep_file(tmp_path)
-    sweep = yaml.safe_load(path.read_text())
-    sweep["spec"].update(parallelTrialCount=2, maxFailedTrialCount=0)
-    master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
-    command = COMMAND.replace("sleep 3", "sleep ${trialParameters.seed}")
-    master["template"]["spec"]["containers"][0]["command"][2] = command.replace("!= 3", "!= 2")
-    path.write_text(yaml.safe_dump(sweep))
+    command = COMMAND.replace("sleep 3", "sleep ${trialParameters.seed}").replace("!= 3", "!= 2")
+    path = sweep_file(tmp_path, command, parallelTrialCount=2, maxFailedTrialCount=0)
     assert cli.main(["run", "--local", str(path), "--timeout", "120"]) == 1
     out = capsys.readouterr().out
     assert sorted(re.findall(r"^\S+ start \S+ seed (\d)$", out, re.M)) == ["2", "4"], out
@@ -119,9 +124,7 @@ def test_with_max_failed_trial_count_0_the_first_failure_stops_creating_trials(
         *["failed (125): not created, pulumi up failed first"] * 2,
         "succeeded",
     ]
-    states = dict(
-        re.findall(r"^seeds-\S+(?: \*)?\s+(\d)\s+(Succeeded|Failed|Not created)", out, re.M)
-    )
+    states = trial_states(out)
     assert states == {"2": "Failed", "4": "Succeeded", "1": "Not created", "3": "Not created"}
 
 
@@ -130,19 +133,12 @@ def test_a_sweep_that_fails_at_2_failed_trials_creates_no_trial_after_its_second
 ) -> None:
     # One trial at a time; the first two (seeds 2 and 4) fail: the third is not created, as
     # `pulumi up` fails at its gate (Katib fails the experiment at 2 failed trials).
-    path = sweep_file(tmp_path)
-    sweep = yaml.safe_load(path.read_text())
-    sweep["spec"].update(parallelTrialCount=1, maxFailedTrialCount=2)
-    master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
     command = COMMAND.replace("!= 3 ]", '!= 2 ] && [ "${trialParameters.seed}" != 4 ]')
-    master["template"]["spec"]["containers"][0]["command"][2] = command
-    path.write_text(yaml.safe_dump(sweep))
+    path = sweep_file(tmp_path, command, parallelTrialCount=1, maxFailedTrialCount=2)
     assert cli.main(["run", "--local", str(path), "--timeout", "120"]) == 1
     out = capsys.readouterr().out
     assert re.findall(r"^\S+ start \S+ seed (\d)$", out, re.M) == ["2", "4"], out
-    states = dict(
-        re.findall(r"^seeds-\S+(?: \*)?\s+(\d)\s+(Succeeded|Failed|Not created)", out, re.M)
-    )
+    states = trial_states(out)
     assert states == {"2": "Failed", "4": "Failed", "1": "Not created", "3": "Not created"}
 
 
