@@ -236,10 +236,14 @@ def versions() -> list[Line]:
         fix = "install it: https://www.pulumi.com/docs/install/"
         lines.append(Line(check, "blocked", "not found on PATH", fix))
     else:
-        answer = subprocess.run([cli, "version"], capture_output=True, text=True, timeout=30)
-        found = re.search(r"\d+\.\d+\.\d+", answer.stdout)
+        try:
+            said = subprocess.run([cli, "version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            said = subprocess.CompletedProcess([cli], 1, str(error), "")
+        found = re.search(r"\d+\.\d+\.\d+", said.stdout)
         if found is None:
-            lines.append(Line(check, "unknown", f"`pulumi version` said {answer.stdout!r}"))
+            fix = "check that `pulumi version` runs"
+            lines.append(Line(check, "unknown", f"`pulumi version` said {said.stdout!r}", fix))
         elif Version(found[0]) < PULUMI_CLI:
             fix = f"upgrade it to {PULUMI_CLI} or later"
             lines.append(Line(check, "blocked", f"{found[0]}, older than {PULUMI_CLI}", fix))

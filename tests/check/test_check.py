@@ -300,11 +300,16 @@ def test_the_namespace(tmp_path, monkeypatch, capsys, labels, config, state, det
 
 @pytest.mark.parametrize(
     ("pulumi", "state", "detail"),
-    [(None, "blocked", "not found on PATH"), ("v3.0.2", "blocked", "3.0.2, older than 3.1.0")],
+    [
+        (None, "blocked", "not found on PATH"),
+        ("v3.0.2", "blocked", "3.0.2, older than 3.1.0"),
+        ("nonsense", "unknown", "`pulumi version` said 'nonsense\\n'"),  # (never a false ok)
+    ],
 )
 def test_the_pulumi_cli(tmp_path, monkeypatch, capsys, pulumi, state, detail) -> None:
     code, lines = check(tmp_path, monkeypatch, capsys, fitting(), pulumi=pulumi)
-    assert (code, lines["Pulumi CLI"]["state"], lines["Pulumi CLI"]["detail"]) == (1, state, detail)
+    found = (lines["Pulumi CLI"]["state"], lines["Pulumi CLI"]["detail"])
+    assert (code, *found) == (int(state == "blocked"), state, detail)
 
 
 def test_the_table_shows_each_line_and_its_fix(tmp_path, monkeypatch, capsys) -> None:
