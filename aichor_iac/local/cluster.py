@@ -259,6 +259,7 @@ class LocalCluster:
         for init in spec.get("initContainers", []):
             if init.get("restartPolicy") == "Always":
                 sidecars.append(self._start(job, index, init["name"]))
+                containers.started(sidecars[-1])  # (before the next container starts)
                 continue
             result = containers.wait(self._start(job, index, init["name"]))
             if result.returncode != 0:

@@ -120,6 +120,26 @@ def wait(process: subprocess.Popen) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(process.args, process.returncode, *text)
 
 
+def started(process: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Wait until the container has started: its first process (the child of its `unshare`)
+    runs the container's command, as the kubelet starts the next container once a native
+    sidecar has started (a TERM before that would hit `unshare` setting the container up).
+    At most `timeout` seconds; at once if it has ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(OSError, IndexError):
+            child = _children(process)[0]
+            if Path(f"/proc/{child}/comm").read_text().strip() != "unshare":
+                return
+        time.sleep(0.01)
+
+
+def _children(process: subprocess.Popen) -> list[int]:
+    return [
+        int(p) for p in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    ]
+
+
 def stop(sidecars: list[subprocess.Popen], grace: float) -> None:
     """What the kubelet does to native sidecars once the main container has ended: TERM
     to each container's first process, KILL after the grace period."""
@@ -136,9 +156,8 @@ def stop(sidecars: list[subprocess.Popen], grace: float) -> None:
 def _signal_init(process: subprocess.Popen, number: int) -> None:
     """Signal a container's first process (the child of its `unshare`), as the kubelet does;
     being the first process of its PID namespace, it ignores TERM unless it handles it."""
-    with contextlib.suppress(OSError, ValueError):
-        children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
-        os.kill(int(children[0]), number)
+    with contextlib.suppress(OSError, IndexError):
+        os.kill(_children(process)[0], number)
 
 
 def tail(
