@@ -386,7 +386,7 @@ def experiments(
         )
         raise ManifestError("Pulumi config", [Problem("aichor:experimentName", reason)])
     found: dict[str, ExperimentComponent] = {}
-    trials: dict[tuple[str, int], tuple[str, ExperimentComponent]] = {}
+    trials: dict[tuple[str, int], ExperimentComponent] = {}
     after: list[pulumi.Resource] = []
     for manifest in manifests:
         name = settings.experiment_name or manifest.name_in(stack)
@@ -394,18 +394,18 @@ def experiments(
         trial = manifest.trial
         waits: list[pulumi.Input[pulumi.Resource]] = list(after)
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
-            waits.append(trials[trial.sweep, trial.waits_for][1].entry_job)
+            waits.append(trials[trial.sweep, trial.waits_for].entry_job)
         if trial is not None and trial.counted:  # (created unless too many have failed)
             waits.append(sweep_gate(trial, [trials[trial.sweep, i] for i in trial.counted]))
         found[name] = component = experiment(name, manifest, own, after=waits)
         if trial is not None:
-            trials[trial.sweep, trial.index] = name, component
+            trials[trial.sweep, trial.index] = component
         if component.created_namespace is not None:
             after = [component.created_namespace]
     return found
 
 
-def sweep_gate(trial: Trial, earlier: list[tuple[str, ExperimentComponent]]) -> pulumi.Output:
+def sweep_gate(trial: Trial, earlier: list[ExperimentComponent]) -> pulumi.Output:
     """A dependency of the trial's objects on the earlier trials it counts (`Trial.counted`:
     their entry Jobs, each awaited until it ends) that resolves only while fewer of them have
     failed than the sweep's maxFailedTrialCount. Else it raises: the trial's registration
@@ -415,13 +415,13 @@ def sweep_gate(trial: Trial, earlier: list[tuple[str, ExperimentComponent]]) -> 
 
     def check(statuses: list[Any]) -> pulumi.Resource:
         ended = zip(earlier, statuses, strict=True)
-        failed = [name for (name, _), status in ended if awaits.job_failed(status)]
+        failed = [c.experiment for c, status in ended if awaits.job_failed(status)]
         if len(failed) >= trial.max_failed:  # (Katib's `failed >= maxFailedTrialCount`)
             raise pulumi.RunError(
                 f"sweep {trial.sweep} failed: {len(failed)} of its trials failed "
                 f"({', '.join(failed)}), and its maxFailedTrialCount is {trial.max_failed}: "
                 f"trial {trial.index} and those after it are not created"
             )
-        return earlier[-1][1].entry_job
+        return earlier[-1].entry_job
 
-    return pulumi.Output.all(*(c.entry_job.status for _, c in earlier)).apply(check)
+    return pulumi.Output.all(*(c.entry_job.status for c in earlier)).apply(check)

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from . import changes
+from .check import needs
 from .engine import Rendering
 from .preview import MARKS, SUMMARY, Step, field_lines
 
@@ -23,7 +24,8 @@ def markdown(
     names = ", ".join(f"`{r.name}`" for r in components)
     parts = [COMMENT_MARK, f"### aichor-iac preview: {names} (stack `{stack}`)", _summary(rows)]
     parts.append(_experiments(components, rendering.outputs))
-    images = sorted({c["image"] for o in rendering.objects for c in _containers(o)})
+    pods = needs.pods(rendering.objects)
+    images = sorted({c["image"] for w in pods for c in needs.containers(w.spec)})
     if images:
         parts.append("**Images**: " + ", ".join(f"`{i}`" for i in images))
     parts += [f"> [!WARNING]\n> {_line(w['message'])}" for w in warnings]
@@ -107,9 +109,3 @@ def _cell(value: Any) -> str:
 
 def _line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    template = (obj.get("spec") or {}).get("template") or {}
-    spec = template.get("spec") or {}
-    return [*spec.get("initContainers", []), *spec.get("containers", [])]

@@ -5,6 +5,7 @@ user may not make gives `unknown`, never `ok`."""
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import re
 import shutil
@@ -236,14 +237,11 @@ def versions() -> list[Line]:
         fix = "install it: https://www.pulumi.com/docs/install/"
         lines.append(Line(check, "blocked", "not found on PATH", fix))
     else:
-        try:
-            said = subprocess.run([cli, "version"], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as error:
-            said = subprocess.CompletedProcess([cli], 1, str(error), "")
-        found = re.search(r"\d+\.\d+\.\d+", said.stdout)
+        said = _said_version(cli)
+        found = re.search(r"\d+\.\d+\.\d+", said)
         if found is None:
             fix = "check that `pulumi version` runs"
-            lines.append(Line(check, "unknown", f"`pulumi version` said {said.stdout!r}", fix))
+            lines.append(Line(check, "unknown", f"`pulumi version` said {said!r}", fix))
         elif Version(found[0]) < PULUMI_CLI:
             fix = f"upgrade it to {PULUMI_CLI} or later"
             lines.append(Line(check, "blocked", f"{found[0]}, older than {PULUMI_CLI}", fix))
@@ -257,3 +255,12 @@ def versions() -> list[Line]:
     else:
         lines.append(Line(check, "ok", f"{have} (the provider pulumi up runs)"))
     return lines
+
+
+@functools.cache  # (once per process: each experiment of a stack checks, with aichor:check)
+def _said_version(cli: str) -> str:
+    """What `pulumi version` prints (or why it could not run)."""
+    try:
+        return subprocess.run([cli, "version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)

@@ -65,7 +65,7 @@ def sweep_gates(blueprints: list[Blueprint]) -> dict[str, Gate]:
     return {
         b.names.experiment: (trial.max_failed, [entries[trial.sweep, i] for i in trial.counted])
         for b in blueprints
-        if (trial := b.manifest.trial) and trial.counted and trial.max_failed is not None
+        if (trial := b.manifest.trial) and trial.counted  # (counted: max_failed is set)
     }
 
 
