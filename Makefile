@@ -21,14 +21,15 @@ $(BIN)/python:
 # The demo needs the runtime alone; the tests add the frameworks they run for real. The
 # package's bytecode is written once here, as a wheel's install writes it: an editable install
 # leaves it to the first import, which writes none where PYTHONDONTWRITEBYTECODE is set (each
-# command, and each of the tests' processes, would compile every module again).
+# command, and each of the tests' processes, would compile every module again). pip runs with
+# -qq: errors still show, setuptools' notice that an install is editable does not.
 $(RUNTIME): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install -qq -e .
 	$(BIN)/python -m compileall -q aichor_iac
 	touch $(RUNTIME)
 
 $(STAMP): $(RUNTIME)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install -qq -e '.[test]'
 	touch $(STAMP)
 
 demo: $(RUNTIME)
