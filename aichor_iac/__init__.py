@@ -6,6 +6,8 @@ objects = render("examples/pytorch.yaml", namespace="ml")
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,14 @@ __all__ = [
     "up",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """A subpackage on first use (`aichor_iac.local.run_experiment(...)` as the docs write it),
+    rather than imported up front: `validate` would pay for Pulumi's and the local run's imports."""
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def render(

@@ -24,9 +24,8 @@ def report(args: argparse.Namespace, source: str, problems: list[Problem]) -> No
     """Problems that end the command: a document on stdout under `--output json`, else one
     line each on stderr."""
     if getattr(args, "output", "text") == "json":
-        print_json(
-            {"valid": False, "problems": [problem_json(p, source, "error") for p in problems]}
-        )
+        errors = [problem_json(p, source, "error") for p in problems]
+        print_json({"valid": False, "problems": errors, "warnings": []})  # (as docs/cli.md says)
         return
     for problem in problems:
         print_problem(problem, source)

@@ -170,6 +170,8 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             '"file": "<stdin>",\n      "line": 1,\n      "path": "spec.command",\n      "message": "required; add it"',
             "",
         ),
+        # the same keys whether valid or not (docs/cli.md)
+        (["validate", "-", "--output", "json"], "spec: {}\n", 2, '"warnings": []', ""),
         (["render", "-", "--output", "json"], PYTORCH, 0, '"kind": "List"', ""),
         (
             ["preview", "-", "--output", "json"],
