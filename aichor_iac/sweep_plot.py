@@ -5,6 +5,11 @@ matplotlib (the `plot` extra); the file's format follows its suffix (PNG, SVG, P
 
 from __future__ import annotations
 
+import importlib.util
+import shlex
+import sys
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from .problems import ManifestError, Problem
@@ -13,13 +18,38 @@ STATES = {"Succeeded": ("o", "tab:blue"), "Failed": ("x", "tab:red")}
 OTHER = ("o", "tab:gray")  # a trial still running: its objective so far
 
 
+def plot_file(path: str) -> str:
+    """`--plot FILE` checked before anything runs (the command line's type): matplotlib is
+    installed, it writes the suffix's format, the directory exists. Else ValueError, why."""
+    if importlib.util.find_spec("matplotlib") is None:  # (an optional extra: most never plot)
+        raise ValueError(f"needs matplotlib, which this environment lacks: {install_plot()}")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().removeprefix(".")
+    if suffix not in formats:
+        raise ValueError(f"{path!r}: end the name with .png, .svg or .pdf ({', '.join(formats)})")
+    if not Path(path).absolute().parent.is_dir():
+        raise ValueError(f"{path!r}: its directory does not exist")
+    return path
+
+
+def install_plot() -> str:
+    """The command that adds the plot extra's matplotlib to the environment running this:
+    that environment's own pip, the extra's own version range."""
+    wanted = [
+        r.split(";")[0].strip()
+        for r in metadata.requires("aichor-iac") or []
+        if r.startswith("matplotlib") and "plot" in r
+    ]
+    requirement = shlex.quote(wanted[0] if wanted else "matplotlib")
+    return f"{shlex.quote(sys.executable)} -m pip install {requirement}"
+
+
 def plot(sweeps: dict[str, dict[str, Any]], path: str) -> None:
-    """Write the sweeps' picture (`sweeps.report`s by sweep) to `path`."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:  # (an optional extra: most stacks never plot)
-        reason = "needs matplotlib: pip install 'aichor-iac[plot]'"
-        raise ManifestError("--plot", [Problem("", reason)]) from None
+    """Write the sweeps' picture (`sweeps.report`s by sweep) to `path` (`plot_file`)."""
+    from matplotlib.figure import Figure
+
     if not sweeps:
         raise ManifestError("--plot", [Problem("", "the manifest holds no sweep to plot")])
     columns = max(len(_parameters(found)) for found in sweeps.values()) or 1

@@ -286,14 +286,17 @@ ODD: list[Any] = [
 
 def mutate_file(documents: list[dict], rng: random.Random) -> list[dict]:
     """One to three edits of a copy of a custom resource's file, mostly of the resource: a
-    wrong type, a key deleted, an item doubled, an odd value, a plausible edit."""
+    wrong type, a key deleted (any key, at any depth), an item doubled, an odd value, a
+    plausible edit."""
     documents = copy.deepcopy(documents)
     custom = [d for d in documents if str(d.get("apiVersion")).startswith(CR_GROUPS)]
     for _ in range(rng.randint(1, 3)):
         target = rng.choice(custom if custom and rng.random() < 0.8 else documents)
-        action = rng.randrange(5)
+        action = rng.randrange(6)
         if action == 0:
             hostile(target, rng)
+        elif action == 5:
+            deleted(target, rng)
         elif action == 1:
             with contextlib.suppress(TypeError, AttributeError):  # (on an edit already mangled:
                 plausible_resource(target, rng)  # a field no longer a map or list, left as is)
@@ -302,6 +305,16 @@ def mutate_file(documents: list[dict], rng: random.Random) -> list[dict]:
         else:
             odd(target, rng)
     return documents
+
+
+def deleted(document: dict, rng: random.Random) -> None:
+    """A key deleted at any depth: half of the time one whose value is a map or list (a pod
+    template's `spec`: a fuzzer outside the project found three crashes there)."""
+    keys = [p for p in paths(document)[1:] if isinstance(_at(document, p[:-1]), dict)]
+    whole = [p for p in keys if isinstance(_at(document, p), dict | list)]
+    if keys:
+        path = rng.choice(whole if whole and rng.random() < 0.5 else keys)
+        del _at(document, path[:-1])[path[-1]]
 
 
 def doubled(document: dict, rng: random.Random) -> None:

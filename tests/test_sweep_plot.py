@@ -4,6 +4,7 @@ gives the same bytes; without matplotlib, or without a sweep, a clear error."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,11 +57,40 @@ def test_the_same_sweep_gives_the_same_png(tmp_path: Path) -> None:
     assert first.read_bytes() == second.read_bytes()
 
 
-def test_without_matplotlib_or_a_sweep_the_error_says_what_to_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_without_a_sweep_the_error_says_so(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="holds no sweep"):
         plot({}, str(tmp_path / "none.png"))
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # (an import of it fails)
-    with pytest.raises(ManifestError, match=r"pip install 'aichor-iac\[plot\]'"):
-        plot(found(), str(tmp_path / "s.png"))
+
+
+# The CLI where matplotlib cannot be imported (as after `make demo` or `pip install .`)
+WITHOUT_MATPLOTLIB = (
+    "import sys; sys.modules['matplotlib'] = None; from aichor_iac.cli import main; "
+    "sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "plotted", "said"),
+    [
+        # without matplotlib: refused before anything runs, with this environment's install
+        (["run", "--local", "sweep.yaml"], "s.png", "needs matplotlib, which this environment lacks: "),
+        (["status", "--local", "sweep.yaml"], "s.png", "needs matplotlib"),
+        # a format it cannot write, a directory that is not there
+        (["run", "--local", "sweep.yaml"], "s.txt", "end the name with .png, .svg or .pdf"),
+        (["status", "sweep.yaml"], "nowhere/s.png", "its directory does not exist"),
+    ],
+)
+def test_plot_is_checked_before_anything_runs(command, plotted, said, tmp_path: Path) -> None:
+    code = WITHOUT_MATPLOTLIB if said.startswith("needs") else "from aichor_iac.cli import main; import sys; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run(
+        [sys.executable, "-c", code, *command, "--plot", plotted],
+        cwd=tmp_path,  # (no sweep.yaml there: the option is refused before the file is read)
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "argument --plot: " in result.stderr and said in result.stderr, result.stderr
+    if said.startswith("needs matplotlib, which"):
+        install = result.stderr.split("lacks: ", 1)[1].strip()
+        assert install == f"{sys.executable} -m pip install 'matplotlib<4,>=3.8'"

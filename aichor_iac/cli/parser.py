@@ -233,9 +233,20 @@ def _plot_option(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--plot",
         metavar="FILE",
+        type=_plot_file,
         help="a sweep's objective against each parameter, as a picture (.png, .svg, .pdf; "
         "needs the plot extra: matplotlib)",
     ).complete = FILE
+
+
+def _plot_file(path: str) -> str:
+    """--plot's FILE, checked before the command does anything (exit 2, the way to fix it)."""
+    from ..sweep_plot import plot_file
+
+    try:
+        return plot_file(path)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _observe_options(sub: argparse.ArgumentParser) -> None:

@@ -228,10 +228,28 @@ def _runtime_spec(runtime: dict[str, Any], source: str, lines: dict) -> RuntimeS
     ManifestError at the runtime's paths and lines."""
     fail = functools.partial(templates.error, source, lines=lines)
     try:
-        return templates.parsed(RuntimeSpec, runtime.get("spec"), ("spec",), fail)
+        spec = templates.parsed(RuntimeSpec, runtime.get("spec"), ("spec",), fail)
+        if problems := _job_template_problems(spec.template.spec):
+            raise fail(problems)
     except ManifestError as error:
         moved = [dataclasses.replace(p, path=f"runtime: {p.path}") for p in error.problems]
         raise ManifestError(source, moved) from None
+    return spec
+
+
+def _job_template_problems(spec: JobSetSpec) -> list[Problem]:
+    """Each replicated Job's template as the API server would refuse it in the JobSet Trainer
+    creates: everything after (initializers, patches, the plugins) reads its pod template."""
+    problems = []
+    for i, rjob in enumerate(spec.replicated_jobs):
+        at = f"spec.template.spec.replicatedJobs.{i}.template.spec"
+        problems += jobset.job_schema_problems(rjob.template.spec, at)
+        template = rjob.template.spec.get("template")
+        if not isinstance(template, dict):
+            problems.append(Problem(f"{at}.template", "missing: give the Job's pod template"))
+        else:
+            problems += templates.template_problems(template, f"{at}.template")
+    return problems
 
 
 def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:

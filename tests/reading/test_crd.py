@@ -255,7 +255,7 @@ def test_a_preserved_object_keeps_unknown_fields_and_a_declared_one_refuses_them
 
 @pytest.mark.parametrize("path", sorted(REFUSED.glob("*.yaml")), ids=lambda p: p.stem)
 def test_the_inputs_that_crashed_are_clear_problems_at_their_field(path: Path) -> None:
-    """Mutated public files that once ended in an internal error (issue 39)."""
+    """Mutated public files that once ended in an internal error (issues 39 and 50)."""
     expected = {
         "companion-apiversion-list": ("", "a ConfigMap is apiVersion v1"),
         "jobset-podfailurepolicy-rule": (
@@ -279,6 +279,16 @@ def test_the_inputs_that_crashed_are_clear_problems_at_their_field(path: Path) -
         "jobset-claim-policy-without-templates": (
             "spec.volumeClaimPolicies.1",
             "no such member in mapping: 'templates' evaluating rule: namespace cannot be set",
+        ),
+        # (issue 50: a fuzzer outside the project; a runtime's replicated Job whose pod
+        # template has no spec, which the JobSet's Job would be refused for)
+        "runtime-pod-spec-deleted": (
+            "runtime: spec.template.spec.replicatedJobs.1.template.spec.template.spec.containers",
+            "give at least one container",
+        ),
+        "runtime-pod-spec-deleted-2": (
+            "runtime: spec.template.spec.replicatedJobs.0.template.spec.template.spec.containers",
+            "give at least one container",
         ),
     }[path.stem]
     with pytest.raises(ManifestError) as error:
