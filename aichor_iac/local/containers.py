@@ -17,6 +17,8 @@ from pathlib import Path
 from shlex import quote as q
 from typing import Any
 
+from .host import install_hint, missing_module
+
 # `unshare` waits for the container's first process and exits as it did; if `unshare` is
 # killed, so is the container.
 CONTAINER = ["unshare", "--uts", "--pid", "--fork", "--mount-proc", "--kill-child=KILL"]
@@ -168,8 +170,11 @@ def tail(
 ) -> None:
     """Hand each line a container prints to `on_line` as it comes (both streams), and append
     it to `stamped` after the time it came, as the kubelet keeps a container's log
-    (`<RFC 3339 time> <line>`, read by the API's pod logs)."""
+    (`<RFC 3339 time> <line>`, read by the API's pod logs). A container that failed for a
+    Python module this environment lacks gets a last line to `on_line` saying so (not in
+    its log: the pod did not print it)."""
     offsets, partial = [0, 0], ["", ""]
+    module = None
     while True:
         ended = process.poll() is not None
         for k, path in enumerate(process.paths):  # type: ignore[attr-defined]
@@ -189,7 +194,11 @@ def tail(
                         on_line(prefix, line)
                 except OSError:  # where lines go is gone (a closed pipe, the cluster left)
                     return
+                module = missing_module(line) or module
         if ended:
+            if module and process.returncode and on_line is not None:
+                with contextlib.suppress(OSError):
+                    on_line(prefix, install_hint(module))
             return
         time.sleep(0.1)
 

@@ -4,6 +4,7 @@ util-linux), the refusal when it does not, and a user namespace's own root."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -83,3 +84,26 @@ def own_root(root: Path) -> None:
     cwd = os.getcwd()
     os.chroot(root)
     os.chdir(cwd)
+
+
+# Python's last word on an import that found nothing
+NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
+
+
+def missing_module(line: str) -> str | None:
+    """The module a Python traceback's last line says was not found, or None."""
+    found = NO_MODULE.search(line)
+    return found[1] if found else None
+
+
+def install_hint(module: str) -> str:
+    """Where a replica looked for `module` (this Python environment: its programs come first
+    on the pods' PATH, in place of the image's) and how to add it there."""
+    top = module.split(".")[0]
+    python = sys.executable
+    return (
+        f"aichor-iac: no module named '{module}' in {sys.prefix} (Python "
+        f"{sys.version_info.major}.{sys.version_info.minor}), the environment a local run's "
+        f"replicas take their Python from, not the image's: install what provides it there, "
+        f"e.g. {python} -m pip install {top}"
+    )

@@ -78,6 +78,27 @@ def test_run_local_prefixes_each_line_and_exits_with_the_result(
 
 
 @real
+def test_a_replica_without_its_module_says_where_it_looked_and_how_to_add_it(
+    tmp_path: Path,
+) -> None:
+    path = batchjob(tmp_path, 1)
+    data = yaml.safe_load(path.read_text())
+    data["spec"]["command"] = "python3 -c 'import not_installed_here.sub'"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(local.LocalRunFailed) as failed:
+        local.run_experiment(path, name="exp")
+    assert failed.value.pod == "exp-worker-0" and failed.value.status == 1
+    *_, error, hint = failed.value.lines  # the pod's last line, then the run's
+    assert error == "ModuleNotFoundError: No module named 'not_installed_here'"
+    assert hint == (
+        f"aichor-iac: no module named 'not_installed_here' in {sys.prefix} (Python "
+        f"{sys.version_info.major}.{sys.version_info.minor}), the environment a local run's "
+        "replicas take their Python from, not the image's: install what provides it there, "
+        f"e.g. {sys.executable} -m pip install not_installed_here"
+    )
+
+
+@real
 def test_a_function_experiment_runs_locally() -> None:
     lines: list[tuple[str, str]] = []
     progress: list[dict[str, str]] = []
