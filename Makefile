@@ -16,7 +16,7 @@ SYSTEM_PACKAGES := openmpi-bin openssh-server openssh-client
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install -qq --upgrade pip
 
 # The demo needs the runtime alone; the tests add the frameworks they run for real. The
 # package's bytecode is written once here, as a wheel's install writes it: an editable install

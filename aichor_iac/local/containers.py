@@ -17,7 +17,7 @@ from pathlib import Path
 from shlex import quote as q
 from typing import Any
 
-from .host import install_hint, missing_module
+from .host import install_hint, lacked
 
 # `unshare` waits for the container's first process and exits as it did; if `unshare` is
 # killed, so is the container.
@@ -171,10 +171,10 @@ def tail(
     """Hand each line a container prints to `on_line` as it comes (both streams), and append
     it to `stamped` after the time it came, as the kubelet keeps a container's log
     (`<RFC 3339 time> <line>`, read by the API's pod logs). A container that failed for a
-    Python module this environment lacks gets a last line to `on_line` saying so (not in
-    its log: the pod did not print it)."""
+    Python module or a program this environment lacks gets a last line to `on_line` saying
+    so (not in its log: the pod did not print it)."""
     offsets, partial = [0, 0], ["", ""]
-    module = None
+    missing = None
     while True:
         ended = process.poll() is not None
         for k, path in enumerate(process.paths):  # type: ignore[attr-defined]
@@ -194,11 +194,11 @@ def tail(
                         on_line(prefix, line)
                 except OSError:  # where lines go is gone (a closed pipe, the cluster left)
                     return
-                module = missing_module(line) or module
+                missing = lacked(line) or missing
         if ended:
-            if module and process.returncode and on_line is not None:
+            if missing and process.returncode and on_line is not None:
                 with contextlib.suppress(OSError):
-                    on_line(prefix, install_hint(module))
+                    on_line(prefix, install_hint(*missing))
             return
         time.sleep(0.1)
 

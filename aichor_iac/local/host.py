@@ -86,24 +86,35 @@ def own_root(root: Path) -> None:
     os.chdir(cwd)
 
 
-# Python's last word on an import that found nothing
-NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
+# The last words of a replica that lacked something of this machine's: Python's on an import
+# that found nothing, setpriv's (which execs a container's command) or a shell's on a program
+# not on PATH
+LACKED = (
+    ("module", re.compile(r"ModuleNotFoundError: No module named '([^']+)'")),
+    ("program", re.compile(r"setpriv: failed to execute (\S+): No such file or directory")),
+    ("program", re.compile(r"^(?:/bin/)?sh: (?:\d+: )?(\S+): not found$")),
+)
 
 
-def missing_module(line: str) -> str | None:
-    """The module a Python traceback's last line says was not found, or None."""
-    found = NO_MODULE.search(line)
-    return found[1] if found else None
+def lacked(line: str) -> tuple[str, str] | None:
+    """What a replica's line says it lacked: ("module", name) or ("program", name)."""
+    for kind, words in LACKED:
+        if found := words.search(line):
+            return kind, found[1]
+    return None
 
 
-def install_hint(module: str) -> str:
-    """Where a replica looked for `module` (this Python environment: its programs come first
-    on the pods' PATH, in place of the image's) and how to add it there."""
-    top = module.split(".")[0]
-    python = sys.executable
+def install_hint(kind: str, name: str) -> str:
+    """Where a replica looked for the module or program `name` (this Python environment: its
+    programs come first on the pods' PATH, in place of the image's) and how to add it."""
+    where = (
+        f"{sys.prefix} (Python {sys.version_info.major}.{sys.version_info.minor})"
+        if kind == "module"
+        else f"the pods' PATH ({Path(sys.executable).parent} first, then this machine's)"
+    )
+    top = name.split(".")[0]
     return (
-        f"aichor-iac: no module named '{module}' in {sys.prefix} (Python "
-        f"{sys.version_info.major}.{sys.version_info.minor}), the environment a local run's "
-        f"replicas take their Python from, not the image's: install what provides it there, "
-        f"e.g. {python} -m pip install {top}"
+        f"aichor-iac: no {kind} named '{name}' in {where}: a local run's replicas take their "
+        f"programs and Python from this environment, not the image's; install what provides "
+        f"it there, e.g. {sys.executable} -m pip install {top}"
     )

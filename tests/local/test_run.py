@@ -92,10 +92,25 @@ def test_a_replica_without_its_module_says_where_it_looked_and_how_to_add_it(
     assert error == "ModuleNotFoundError: No module named 'not_installed_here'"
     assert hint == (
         f"aichor-iac: no module named 'not_installed_here' in {sys.prefix} (Python "
-        f"{sys.version_info.major}.{sys.version_info.minor}), the environment a local run's "
-        "replicas take their Python from, not the image's: install what provides it there, "
-        f"e.g. {sys.executable} -m pip install not_installed_here"
+        f"{sys.version_info.major}.{sys.version_info.minor}): a local run's replicas take their "
+        "programs and Python from this environment, not the image's; install what provides it "
+        f"there, e.g. {sys.executable} -m pip install not_installed_here"
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "lacked"),
+    [
+        ("ModuleNotFoundError: No module named 'torch.distributed'", ("module", "torch.distributed")),
+        ("setpriv: failed to execute tensorboard: No such file or directory", ("program", "tensorboard")),
+        ("/bin/sh: 1: torchrun: not found", ("program", "torchrun")),
+        ("sh: ray: not found", ("program", "ray")),
+        ("ImportError: cannot import name 'x' from 'y'", None),  # (there, but not as used)
+        ("print('sh: 1: x: not found')", None),
+    ],
+)
+def test_what_a_replica_lacked_is_read_from_its_last_words(line, lacked) -> None:
+    assert host.lacked(line) == lacked
 
 
 @real
