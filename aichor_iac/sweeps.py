@@ -128,6 +128,7 @@ def table(found: dict[str, Any]) -> Table:
         out.caption = f"{found['sweep']}: {aim}; no trial has reported it yet"
     if found["failed"]:
         out.caption += "; the sweep failed: as many trials failed as its maxFailedTrialCount"
+    out.min_width = len(out.caption)  # (a caption wraps at its table's width: kept whole)
     return out
 
 
