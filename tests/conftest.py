@@ -26,7 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # futures whose error nothing retrieves, and asyncio's log of them must not format their
 # tracebacks whenever they are collected (CPython 3.11.7 fails an `ast.parse` it interrupts).
 logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+ALL_EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+# The examples of one experiment each, which most tests take one at a time: examples/sweep.yaml
+# holds a sweep's six trials (the program's, the render corpus's and the docs' tests take it).
+EXAMPLES = [p for p in ALL_EXAMPLES if "\nkind: Experiment\n" not in p.read_text()]
+# The AIchor manifests among them (the custom resources beside them are a PyTorchJob, a TrainJob)
+AICHOR_EXAMPLES = [p for p in EXAMPLES if "\nkind: AIchorManifest\n" in p.read_text()]
 # The public examples of kubeflow/trainer and kubeflow/mpi-operator, unchanged.
 KUBEFLOW_EXAMPLES = sorted((ROOT / "tests" / "kubeflow").glob("*.yaml"))
 RESOURCES = {"cpus": 4, "ramRatio": 3}

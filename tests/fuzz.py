@@ -49,7 +49,12 @@ from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
+# The AIchor examples (the custom resources among the examples are in RESOURCES' folders' kind)
+EXAMPLES = [
+    data
+    for data in (yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml")))
+    if data.get("kind", "AIchorManifest") == "AIchorManifest"
+]
 # Kubeflow custom resources (the public examples) are manifests too: a quarter of the cases.
 RESOURCES = (
     [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "tests/kubeflow").glob("*.yaml"))]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import EXAMPLES
 
 from aichor_iac import cli, doors, engine, limits, planning
 from aichor_iac.k8s import layout
@@ -18,7 +19,6 @@ from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings, load_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 EVERYTHING = Settings(create_namespace=True, gang_scheduler="coscheduling")
 
 

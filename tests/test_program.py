@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-from conftest import EXAMPLES, ROOT, expand, pytorch_manifest
+from conftest import ALL_EXAMPLES, ROOT, expand, pytorch_manifest
 
 from aichor_iac import cli, doors, engine, render
 from aichor_iac.settings import CONFIG_KEYS, Settings, from_config, load_stack_file
@@ -66,17 +66,23 @@ FRAMEWORK_OUTPUTS = {
 @pytest.mark.parametrize("stack_file", STACKS, ids=lambda p: p.name)
 def test_main_exports_the_documented_outputs(stack_file, monkeypatch):
     exports, rendering = run_program(stack_file, monkeypatch)
-    optional = {"tensorboard", "tensorboardLogs", "sharedVolume"}  # when the manifest asks
-    framework = set(FRAMEWORK_OUTPUTS.get(exports["framework"], ()))
-    assert [k for k in exports if k not in optional | framework] == OUTPUTS
-    assert framework <= set(exports)
     settings, stack = load_stack_file(stack_file)
-    assert exports["namespace"] == settings.namespace
+    # (a stack of several experiments, a sweep's trials: each one's outputs under its name)
+    several = "framework" not in exports
+    optional = {"tensorboard", "tensorboardLogs", "sharedVolume"}  # when the manifest asks
+    for name, outputs in exports.items() if several else [(None, exports)]:
+        framework = set(FRAMEWORK_OUTPUTS.get(outputs["framework"], ()))
+        assert [k for k in outputs if k not in optional | framework] == OUTPUTS
+        assert framework <= set(outputs)
+        assert outputs["namespace"] == settings.namespace
+        assert outputs["experiment"] == name or not several
     manifest = yaml.safe_load(
         (ROOT / yaml.safe_load(stack_file.read_text())["config"]["aichor:manifest"]).read_text()
     )
-    assert exports["experiment"] == manifest.get("name", stack)
-    assert exports["pods"] == sum(
+    if not several:  # (an AIchor manifest's name, a custom resource's metadata.name, the stack's)
+        named = manifest.get("name", manifest.get("metadata", {}).get("name", stack))
+        assert exports["experiment"] == named
+    assert sum(o["pods"] for o in (exports.values() if several else [exports])) == sum(
         o["spec"]["completions"] for o in rendering.objects if o["kind"] == "Job"
     )
 
@@ -106,7 +112,7 @@ def test_the_default_settings_are_those_of_an_empty_stack_config():
 
 
 def test_every_example_has_a_stack():
-    assert sorted(p.stem for p in EXAMPLES) == sorted(
+    assert sorted(p.stem for p in ALL_EXAMPLES) == sorted(
         p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS
     )
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import EXAMPLES
+from conftest import AICHOR_EXAMPLES
 from kube import LocalCluster, pod_env
 from pulumi_up import Deadlock, Failed, Live, unarranged, up
 from test_pulumi_up import SCHEDULING, data, stack_settings
@@ -140,7 +140,7 @@ def needs_sshd(name: str) -> None:
         pytest.skip("MPI workers run sshd: needs openssh-server (installed by `make test` as root)")
 
 
-@pytest.mark.parametrize("cases", [SHAPES, EXAMPLES])
+@pytest.mark.parametrize("cases", [SHAPES, AICHOR_EXAMPLES])
 def test_the_real_runs_meet_every_wait_scheduling_and_pair(cases):
     runs = covering(cases)
     for case in cases:
@@ -164,7 +164,7 @@ def test_pulumi_up_finishes_on_real_pods(case, wait, scheduling):
 
 @pytest.mark.parametrize(
     ("path", "wait", "scheduling"),
-    covering([p for p in EXAMPLES if p.stem not in ("ray", "kuberay")]),
+    covering([p for p in AICHOR_EXAMPLES if p.stem not in ("ray", "kuberay")]),
     ids=lambda value: value.stem if isinstance(value, Path) else value,
 )
 def test_every_example_finishes_on_real_pods(path, wait, scheduling):

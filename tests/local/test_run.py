@@ -343,6 +343,21 @@ def test_commands_run_in_the_manifests_directory(
             [f"rank {r} of 2 on paddle-collective-worker-" for r in range(2)]
             + ["paddle-collective-worker-0 epoch 30 loss", "paddle-collective succeeded"],
         ),
+        (  # a Kubeflow PyTorchJob of examples/train.py: the Training Operator's env
+            "pytorchjob",
+            "torch",
+            ["pytorchjob-ddp-master-0 rank 0 of 2 done", "pytorchjob-ddp succeeded"],
+        ),
+        (  # a TrainJob of examples/train.py on the torch-distributed runtime: torchrun's env
+            "trainjob",
+            "torch",
+            ["trainjob-ddp-node-0-0 epoch 1 loss", "trainjob-ddp succeeded"],
+        ),
+        (  # a Katib grid sweep of examples/objective.py, plain Python: its best trial named
+            "sweep",
+            "json",
+            [" lr-momentum-", "Succeeded", "lr-momentum: minimize loss; best trial lr-momentum-"],
+        ),
         (  # examples/train_ps.py: ParameterServerStrategy, 2 PS, 2 workers, the evaluator
             "tf",
             "tensorflow",
