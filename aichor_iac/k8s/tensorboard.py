@@ -129,12 +129,26 @@ while not ship():
 print(f"aichor: shipped {sum(sent.values())} bytes of logs in {len(sent)} files", flush=True)
 """
 
+# The sidecar's first process. As a container's first process, a shell (and then Python, until
+# the shipper sets its handler) drops a TERM it has no handler for, and the kubelet sends one:
+# a sidecar stopped early ran on until the grace period's KILL, its last logs lost. So this
+# shell takes TERM from its first line and hands it on, again each second, until the shipper
+# has ended; the shipper starts with TERM ignored, so one that comes first does not kill it.
 # Without python3 the sidecar idles (a native sidecar that exits would be restarted forever).
 _SHIP = """\
-if command -v python3 >/dev/null 2>&1; then exec python3 -c "$1" "$2" "$3" "$4" "$5"; fi
-echo "aichor: no python3 in the image: TensorBoard logs are not shipped"
-trap 'exit 0' TERM
-while :; do sleep 1; done"""
+stopping=
+trap 'stopping=1' TERM
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "aichor: no python3 in the image: TensorBoard logs are not shipped"
+  while [ -z "$stopping" ]; do sleep 1; done
+  exit 0
+fi
+(trap '' TERM; exec python3 -c "$1" "$2" "$3" "$4" "$5") &
+shipper=$!
+until [ -n "$stopping" ]; do wait "$shipper"; ended=$?; [ -n "$stopping" ] || exit "$ended"; done
+(while kill -TERM "$shipper" 2>/dev/null; do sleep 1; done) &
+wait "$shipper"
+"""
 
 
 def name(ctx: Context) -> str:

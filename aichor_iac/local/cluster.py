@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import REDACTED
+from ..k8s import tensorboard
 from . import containers, volumes
 from .downward import container_argv, container_env, container_of
 from .host import LocalUnavailable, network_namespaces
@@ -76,6 +77,7 @@ class LocalCluster:
         self.workdir = workdir or Path.cwd()  # where commands run (an image's working dir)
         self.entrypoints = entrypoints or {}  # image -> what it runs without a command
         self.results: dict[str, subprocess.CompletedProcess] = {}
+        self.unshipped: set[str] = set()  # pods whose log shipper did not ship all (`_stop`)
         # not under /tmp: each pod gets its own /tmp
         self.root = Path(tempfile.mkdtemp(prefix="aichor-pods-", dir="/var/tmp"))
         self.servers = [(d, i) for d in self.deployments for i in range(d["spec"]["replicas"])]
@@ -255,19 +257,31 @@ class LocalCluster:
         """A scheduled pod's containers: init containers in turn (native sidecars started
         beside), then the main one; then its end. Whether its Job makes it again."""
         spec = job["spec"]["template"]["spec"]
-        sidecars = []
+        sidecars: dict[str, subprocess.Popen] = {}
         for init in spec.get("initContainers", []):
             if init.get("restartPolicy") == "Always":
-                sidecars.append(self._start(job, index, init["name"]))
-                containers.started(sidecars[-1])  # (before the next container starts)
+                sidecars[init["name"]] = self._start(job, index, init["name"])
+                containers.started(sidecars[init["name"]])  # (before the next one starts)
                 continue
             result = containers.wait(self._start(job, index, init["name"]))
             if result.returncode != 0:
-                containers.stop(sidecars, self.GRACE_SECONDS)
+                self._stop(pod, sidecars)
                 return self._finish(pod, result)
         result = self._main(job, index, pod)
-        containers.stop(sidecars, self.GRACE_SECONDS)
+        self._stop(pod, sidecars)
         return self._finish(pod, result)
+
+    def _stop(self, pod: str, sidecars: dict[str, subprocess.Popen]) -> None:
+        """The pod's native sidecars stopped, as the kubelet stops them. A log shipper that
+        did not end well (it gave up, or the grace period's KILL came first) lost logs: the
+        pod is `unshipped`, which Kubernetes would not count, and a local run does."""
+        containers.stop(list(sidecars.values()), self.GRACE_SECONDS)
+        shipper = sidecars.get(tensorboard.SHIPPER_CONTAINER)
+        if shipper is not None and shipper.returncode:
+            self.unshipped.add(pod)
+            if self.on_line is not None:
+                said = f"aichor-iac: TensorBoard logs not all shipped ({shipper.returncode})"
+                self.on_line(f"{pod}/{tensorboard.SHIPPER_CONTAINER}", said)
 
     def _main(self, job: dict[str, Any], index: int, pod: str) -> subprocess.CompletedProcess:
         """The main container's run, and (`kubelet_restarts`, restartPolicy OnFailure) its

@@ -24,6 +24,9 @@ from .host import install_hint, lacked
 CONTAINER = ["unshare", "--uts", "--pid", "--fork", "--mount-proc", "--kill-child=KILL"]
 
 Mount = tuple[str, str, bool]  # (source, target, read-only)
+# The end of a container's set-up (a shell of ours: host name, mounts, working directory),
+# which then becomes the container's command (through setpriv, which drops privileges)
+SETUP_END = 'exec "$@"'
 
 
 def launch(
@@ -51,7 +54,7 @@ def launch(
     own = _own_copy(root / pod / "image" / name, workdir)
     setup = f"hostname {pod} && {_binds(tmp)} && {own} && {_binds(mounts)}"
     argv = ["ip", "netns", "exec", ns, *CONTAINER]
-    argv += ["/bin/sh", "-c", f'{setup} && exec "$@"']
+    argv += ["/bin/sh", "-c", f"{setup} && {SETUP_END}"]
     argv += ["pod", *_privileges(security), *command]
     out, err = (root / pod / f"{name}.{kind}" for kind in ("out", "err"))
     with out.open("w") as stdout, err.open("w") as stderr:
@@ -125,13 +128,16 @@ def wait(process: subprocess.Popen) -> subprocess.CompletedProcess:
 def started(process: subprocess.Popen, timeout: float = 10.0) -> None:
     """Wait until the container has started: its first process (the child of its `unshare`)
     runs the container's command, as the kubelet starts the next container once a native
-    sidecar has started (a TERM before that would hit `unshare` setting the container up).
+    sidecar has started. Before that it is `unshare` forking, our set-up's shell or setpriv,
+    which, as the first process of its PID namespace, would drop a TERM it has no handler
+    for: a sidecar stopped then ran on until the grace period's KILL, its last work lost.
     At most `timeout` seconds; at once if it has ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
         with contextlib.suppress(OSError, IndexError):
-            child = _children(process)[0]
-            if Path(f"/proc/{child}/comm").read_text().strip() != "unshare":
+            argv = Path(f"/proc/{_children(process)[0]}/cmdline").read_bytes().split(b"\0")
+            setting_up = argv[1:2] == [b"-c"] and argv[2].endswith(SETUP_END.encode())
+            if argv[0] not in (b"unshare", b"setpriv") and not setting_up:
                 return
         time.sleep(0.01)
 

@@ -265,6 +265,10 @@ class Run:
                 cluster.settle(timeout=10)  # themselves: let them, briefly
             if on_progress is not None:
                 on_progress(dict(cluster.state))
+        for pod in sorted(cluster.unshipped):  # (said as it happened: not a success here)
+            experiment = owner(cluster.controllers.job_of_pod(pod))[0]
+            if outcomes.get(experiment, (1, None))[0] == 0:
+                outcomes[experiment] = (1, pod)
         return {**outcomes, **{p.name: TIMED_OUT for p in self.parts if p.name not in outcomes}}
 
     def _decide(self, cluster: LocalCluster, outcomes: dict[str, Outcome]) -> bool:

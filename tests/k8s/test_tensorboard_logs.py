@@ -3,6 +3,7 @@ the replicas' shipper (`aichor_iac.k8s.tensorboard`), as the rendered containers
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from aichor_iac.k8s.tensorboard import RECEIVER, SHIPPER
+from aichor_iac.k8s.tensorboard import _SHIP, RECEIVER, SHIPPER
+from aichor_iac.local import containers
 
 
 def free_port() -> int:
@@ -142,3 +144,28 @@ def test_shipper_waits_for_a_receiver_that_starts_late(tmp_path):
     finally:
         late.kill()
         late.wait()
+
+
+@pytest.mark.skipif(subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0, reason="needs a PID namespace (root)")
+@pytest.mark.parametrize("delay", [0.0, 0.02, 0.2])
+def test_a_sidecar_stopped_as_it_starts_still_ships_its_logs(receiver, tmp_path, delay):
+    """The sidecar's command as a container's first process (PID 1 of its PID namespace),
+    which drops a TERM it has no handler for: TERM sent at once, or while Python starts, is
+    heeded all the same. Before, the shipper ran on until the grace period's KILL, and the
+    last logs were lost (issue 50: `unshare: sigprocmask unblock failed`)."""
+    url, root = receiver
+    (local := tmp_path / "pod").mkdir()
+    (local / "events").write_text("the only step")
+    sidecar = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--kill-child", "/bin/sh", "-c", _SHIP, "ship",
+         SHIPPER, str(local), url, "5", "10"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    containers.started(sidecar)  # (as the local kubelet: the command runs, then the next)
+    time.sleep(delay)
+    first = Path(f"/proc/{sidecar.pid}/task/{sidecar.pid}/children").read_text().split()[0]
+    os.kill(int(first), signal.SIGTERM)  # the container's first process, as the kubelet
+    out, _ = sidecar.communicate(timeout=15)  # (before: no end until a KILL)
+    assert sidecar.returncode == 0, out
+    assert "shipped 13 bytes of logs in 1 files" in out
+    assert (root / "events").read_text() == "the only step"

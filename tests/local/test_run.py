@@ -113,6 +113,44 @@ def test_what_a_replica_lacked_is_read_from_its_last_words(line, lacked) -> None
     assert host.lacked(line) == lacked
 
 
+LOST_LOGS = """\
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: lost
+spec:
+  replicatedJobs:
+    - name: w
+      template:
+        spec:
+          template:
+            spec:
+              restartPolicy: Never
+              initContainers:  # a log shipper that cannot end well (its TERM: exit 3)
+                - name: tensorboard-logs
+                  image: python:3.11
+                  restartPolicy: Always
+                  command: ["sh", "-c", "trap 'exit 3' TERM; while :; do sleep 0.1; done"]
+              containers:
+                - name: main
+                  image: python:3.11
+                  command: ["python3", "-c", "print('trained')"]
+"""
+
+
+@real
+def test_a_run_whose_logs_were_not_all_shipped_says_so_and_fails(tmp_path: Path) -> None:
+    # Kubernetes would call the pod Succeeded (a sidecar's end does not count); the local
+    # run, whose TensorBoard would miss the logs, does not report success
+    (path := tmp_path / "lost.yaml").write_text(LOST_LOGS)
+    lines: list[tuple[str, str]] = []
+    with pytest.raises(local.LocalRunFailed) as failed:
+        local.run_experiment(path, on_line=lambda *line: lines.append(line))
+    assert (failed.value.status, failed.value.pod) == (1, "lost-w-0-0")
+    said = ("lost-w-0-0/tensorboard-logs", "aichor-iac: TensorBoard logs not all shipped (3)")
+    assert ("lost-w-0-0", "trained") in lines and said in lines
+
+
 @real
 def test_a_function_experiment_runs_locally() -> None:
     lines: list[tuple[str, str]] = []
