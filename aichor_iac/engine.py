@@ -7,8 +7,12 @@ and secrets wrapped in a sentinel (DESIGN §7); `normalise` undoes that, redacti
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import logging
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +116,25 @@ class _Logs(logging.Handler):
         self.warnings.append(record.getMessage())
 
 
+def _thread_loop_closed(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A mock monitor's call, after which the event loop Pulumi's mocks made for the worker
+    thread that called it is closed (they make one for each such thread and leave it open,
+    for the interpreter's exit to finalise: now and then a traceback after the result)."""
+
+    @functools.wraps(call)
+    def closing(self: Any, request: Any) -> Any:
+        try:
+            return call(self, request)
+        finally:
+            if threading.current_thread() is not threading.main_thread():
+                with contextlib.suppress(RuntimeError):  # (none made: nothing to close)
+                    loop = asyncio.get_event_loop()
+                    asyncio.set_event_loop(None)
+                    loop.close()
+
+    return closing
+
+
 class _Monitor(pulumi_mocks.MockMonitor):
     """Mock monitor that also keeps each registration's parent, dependencies and options."""
 
@@ -119,6 +142,10 @@ class _Monitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.registrations: list[dict[str, Any]] = []
 
+    Invoke = _thread_loop_closed(pulumi_mocks.MockMonitor.Invoke)
+    ReadResource = _thread_loop_closed(pulumi_mocks.MockMonitor.ReadResource)
+
+    @_thread_loop_closed
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":  # the program's root, not one of its own
@@ -155,6 +182,11 @@ def run(
     program: Callable[[], Any], stack: str = "dev", config: dict[str, str] | None = None
 ) -> Rendering:
     """Run a Pulumi program function under the mock monitor; `program` returns its outputs."""
+    with _event_loop():  # (the mocks' root stack and every resource's futures live in it)
+        return _run(program, stack, config)
+
+
+def _run(program: Callable[[], Any], stack: str, config: dict[str, str] | None) -> Rendering:
     recorder = _Recorder()
     monitor = _Monitor(recorder)
     logs = _Logs()
@@ -183,6 +215,29 @@ def run(
         for r in monitor.registrations
     ]
     return Rendering(creation_order(resources), normalise(outputs), logs.warnings)
+
+
+@contextlib.contextmanager
+def _event_loop() -> Iterator[None]:
+    """An event loop of the run's own, closed at its end as `asyncio.run` closes one: Pulumi's
+    runtime would take the thread's loop and leave it (and its self-pipe) to the interpreter's
+    exit, where its finaliser now and then met a closed descriptor and printed a traceback
+    after the command's result (issue 50)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        try:
+            left = asyncio.all_tasks(loop)  # (a failed program's: nothing awaits them now)
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 def expand(

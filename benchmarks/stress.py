@@ -3,10 +3,10 @@
     python benchmarks/stress.py local-runs [N]   # run --local of the jobset example, N times
     python benchmarks/stress.py renders [N]      # render of a Katib sweep, N times, 4 at a time
 
-Both run beside a CPU hog (a busy process per core). `local-runs`: `aichor-iac run --local
-examples/jobset.yaml --replicas 2` (five pods, each shipping its TensorBoard logs from a native
-sidecar); a run passes when it succeeds, every pod's sidecar said it shipped its logs, the
-receiver holds every pod's file, nothing says `sigprocmask` and it took at most 10 s.
+Both run beside a CPU hog (two busy processes per core; STRESS_HOGS_PER_CORE sets it).
+`local-runs`: `aichor-iac run --local examples/jobset.yaml --replicas 2` (five pods, each
+shipping its TensorBoard logs from a native sidecar); a run passes when it succeeds, every
+pod's sidecar said it shipped its logs, nothing says `sigprocmask` and it took at most 10 s.
 `renders`: `aichor-iac render` of Katib's random example; a render passes when it succeeds
 and prints nothing on stderr (no traceback after the result, from an event loop or a thread
 left for the interpreter's exit). Prints a line per failure and the totals; exit 1 on any.
@@ -39,8 +39,8 @@ def _hog(stop: multiprocessing.Event) -> None:
 def hogged(work):
     """Run `work()` beside a busy process per core."""
     stop = multiprocessing.Event()
-    per_core = int(os.environ.get("STRESS_HOGS_PER_CORE", "2"))
-    hogs = [multiprocessing.Process(target=_hog, args=(stop,)) for _ in range(per_core * (os.cpu_count() or 1))]
+    count = int(os.environ.get("STRESS_HOGS_PER_CORE", "2")) * (os.cpu_count() or 1)
+    hogs = [multiprocessing.Process(target=_hog, args=(stop,)) for _ in range(count)]
     for hog in hogs:
         hog.start()
     try:
@@ -60,7 +60,7 @@ def local_run(where: Path) -> str | None:
     )  # fmt: skip
     took = time.monotonic() - started
     out = result.stdout + result.stderr
-    shipped = len(re.findall(r"/tensorboard-logs aichor: shipped \d+ bytes of logs in 1 files", out))
+    shipped = len(re.findall(r"/tensorboard-logs aichor: shipped \d+ bytes of logs in 1 ", out))
     if result.returncode != 0 or "shards succeeded" not in out:
         return f"failed ({result.returncode}): {out[-600:]}"
     if "sigprocmask" in out:
@@ -77,7 +77,8 @@ def local_runs(count: int) -> list[str]:
         where = Path(tmp)
         for name in ("jobset.yaml", "process.py"):
             shutil.copy(ROOT / "examples" / name, where)
-        return [f"run {i}: {why}" for i in range(count) if (why := hogged(lambda: local_run(where)))]
+        found = (hogged(lambda: local_run(where)) for _ in range(count))
+        return [f"run {i}: {why}" for i, why in enumerate(found) if why]
 
 
 def render(path: Path) -> str | None:
