@@ -14,6 +14,7 @@ import yaml
 
 from ..experiment.groups import CANONICAL_TYPE
 from ..problems import ManifestError, Problem
+from . import syntax
 
 MAX_BYTES = 1024 * 1024  # a manifest's text (its objects are at most 1.5 MiB in etcd anyway)
 MAX_NODES = 100_000  # keys and list items of a manifest, once YAML aliases are expanded
@@ -109,6 +110,8 @@ def _invalid(error: yaml.YAMLError, text: str) -> Problem:
         )
         line = before.count(b"\n") + 1
         reason = f"{error.reason} (character #x{error.character:04x})"
+    elif mark is not None:  # (the parser's words, and often a line after the mistake)
+        line, reason = syntax.explained(error, text)
     reason = " ".join(str(reason).split())
     if "{{" in text:  # a Helm chart's (or Go) template, not yet rendered
         reason += "; it looks like a template ({{ ... }}): render it first (helm template)"

@@ -33,7 +33,12 @@ def bomb() -> bytes:
         (b"spec: " + b"[" * 5000 + b"]" * 5000 + b"\n", "x.yaml: nested more than 64 levels"),
         (b"spec: " + b"[" * 70 + b"]" * 70 + b"\n", "x.yaml: nested more than 64 levels"),
         (b"spec:\n  image: \xff\xfe\n", "x.yaml: not UTF-8 text (byte 0xff at offset 15)"),
-        (b"spec: [\n", "x.yaml:2: invalid YAML: did not find expected node content"),
+        (  # the line of the bracket, what is wrong, the fix, then YAML's words
+            b"spec: [\n",
+            "x.yaml:1: invalid YAML: this [ or { is never closed, or two of its items have no "
+            "comma between them: close it, or put a comma between items (did not find expected "
+            "node content)",
+        ),
         (  # (libyaml counts bytes: the line is counted in them too)
             "a: \u00e9\u00e9\n\nspec: \x07\n".encode(),
             "x.yaml:3: invalid YAML: control characters are not allowed (character #x0007)",
