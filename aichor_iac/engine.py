@@ -8,11 +8,12 @@ and secrets wrapped in a sentinel (DESIGN §7); `normalise` undoes that, redacti
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,11 +183,7 @@ def run(
     program: Callable[[], Any], stack: str = "dev", config: dict[str, str] | None = None
 ) -> Rendering:
     """Run a Pulumi program function under the mock monitor; `program` returns its outputs."""
-    with _event_loop():  # (the mocks' root stack and every resource's futures live in it)
-        return _run(program, stack, config)
-
-
-def _run(program: Callable[[], Any], stack: str, config: dict[str, str] | None) -> Rendering:
+    _close_loop_at_exit()
     recorder = _Recorder()
     monitor = _Monitor(recorder)
     logs = _Logs()
@@ -217,27 +214,28 @@ def _run(program: Callable[[], Any], stack: str, config: dict[str, str] | None) 
     return Rendering(creation_order(resources), normalise(outputs), logs.warnings)
 
 
-@contextlib.contextmanager
-def _event_loop() -> Iterator[None]:
-    """An event loop of the run's own, closed at its end as `asyncio.run` closes one: Pulumi's
-    runtime would take the thread's loop and leave it (and its self-pipe) to the interpreter's
-    exit, where its finaliser now and then met a closed descriptor and printed a traceback
-    after the command's result (issue 50)."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        yield
-    finally:
-        try:
-            left = asyncio.all_tasks(loop)  # (a failed program's: nothing awaits them now)
-            for task in left:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
+@functools.cache
+def _close_loop_at_exit() -> None:
+    """Pulumi's runtime runs a program in the thread's event loop and leaves it open (a user's
+    own Pulumi mocks may take it up after a render), for the interpreter's exit to finalise:
+    after the modules it needs are gone, where now and then its finaliser met a closed
+    descriptor and printed a traceback after the command's result (issue 50). So it is
+    closed at exit, before that, as `asyncio.run` closes one."""
+    atexit.register(_close_loop)
+
+
+def _close_loop() -> None:
+    with contextlib.suppress(RuntimeError):  # (no loop, or one still running: left alone)
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+        if loop.is_running() or loop.is_closed():
+            return
+        left = asyncio.all_tasks(loop)  # (a failed program's: nothing awaits them now)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
 
 
 def expand(

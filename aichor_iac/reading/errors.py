@@ -32,7 +32,41 @@ def problem(
         message = f"must be {error['ctx']['expected']}"
     elif kind == "value_error":
         message = message.removeprefix("Value error, ")
+    elif (wanted := _wanted(kind)) is not None:
+        message = f"must be {wanted[0]}, not {_given(error.get('input'))}: {wanted[1]}"
     return Problem(".".join(loc), message, line_for(loc, lines))
+
+
+# pydantic's type errors (`<type>_type`, `<type>_parsing`): what the field takes, and the fix,
+# worded as the custom resources' doors word a schema's type error
+WANTED = {
+    "int": ("an integer", "give a whole number, unquoted"),
+    "int_from_float": ("an integer", "give a whole number, without a fraction"),
+    "float": ("a number", "give a number, unquoted"),
+    "bool": ("true or false", "give true or false, unquoted"),
+    "string": ("text", "give text (quote it to keep it text: '...')"),
+    "dict": ("a mapping", "give 'key: value' lines, indented under it"),
+    "model": ("a mapping", "give 'key: value' lines, indented under it"),
+    "model_attributes": ("a mapping", "give 'key: value' lines, indented under it"),
+    "list": ("a list", "give '- item' lines, indented under it"),
+}
+
+
+def _wanted(kind: str) -> tuple[str, str] | None:
+    return WANTED.get(kind) or WANTED.get(kind.removesuffix("_type").removesuffix("_parsing"))
+
+
+def _given(value: Any) -> str:
+    """A value as the user wrote it, and its kind."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (true or false)"
+    if isinstance(value, int | float):
+        return f"{value} (a number)"
+    if isinstance(value, str):
+        return f"{value[:40]!r} (text)"
+    return "a list" if isinstance(value, list) else "a mapping"
 
 
 def _did_you_mean(key: str, allowed: list[str]) -> str:

@@ -357,7 +357,7 @@ def test_trial_metadata_is_substituted_as_katib_does() -> None:
         (  # (the fuzzer's: a template that is not a mapping, read before its check)
             lambda d: d["spec"].update(trialTemplate="0.0.0.0/0"),
             "spec.trialTemplate",
-            "Input should be a valid dictionary",
+            "must be a mapping, not '0.0.0.0/0' (text)",
         ),
         (
             lambda d: d["spec"]["parameters"][0]["feasibleSpace"].update(min="0.09"),
