@@ -11,9 +11,11 @@ class Problem:
     path: str
     message: str
     line: int | None = None
+    source: str | None = None  # its file, where not the error's own (one of a directory's)
 
     def format(self, source: str) -> str:
         """One line, whatever the message quotes (a user's value may hold line breaks)."""
+        source = self.source or source
         where = f"{source}:{self.line}" if self.line else source
         text = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
         return one_line(text)

@@ -12,7 +12,7 @@ from ..problems import Problem
 
 def problem_json(problem: Problem, source: str, severity: str) -> dict[str, Any]:
     return {
-        "file": source,
+        "file": problem.source or source,
         "line": problem.line,
         "path": problem.path,
         "message": problem.message,

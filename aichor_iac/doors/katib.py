@@ -17,9 +17,9 @@ import re
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from ..experiment.groups import Model
+from ..experiment.groups import Model as Lax
 from ..experiment.trial import Objective as Aim
 from ..experiment.trial import Trial
 from ..limits import INT32
@@ -51,6 +51,13 @@ DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 TWO_GROUPS = re.compile(r".*\(.*\).*\(.*\).*")
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' rand.String, which Katib's names use
 MAX_TRIALS = 1000  # of one sweep in one stack (each trial is several objects Pulumi tracks)
+
+
+class Model(Lax):
+    """Katib's webhook decodes an Experiment into Go types: a string where a number goes
+    (`parallelTrialCount: "2"`), or a number where a string goes, cannot be decoded."""
+
+    model_config = ConfigDict(strict=True)
 
 
 class MetricStrategy(Model):

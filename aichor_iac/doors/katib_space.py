@@ -36,12 +36,12 @@ GRID_LIMIT = 100_000  # points of a grid enumerated (Katib's optuna lists them a
 class FeasibleSpace(BaseModel):
     """Katib's FeasibleSpace: strings, as its API has them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # (as Go decodes it)
 
     min: str | None = None
     max: str | None = None
     step: str | None = None
-    list: tuple[str, ...] | None = None
+    list: tuple[str, ...] | None = Field(None, strict=False)  # (a YAML list, of strings)
     distribution: Literal["uniform", "logUniform", "normal", "logNormal", "unknown"] | None = None
 
     @field_validator("min", "max", "step", mode="before")
@@ -57,7 +57,7 @@ class Parameter(BaseModel):
     (`validateParameters`) and to what a value needs: numbers, min ≤ max, a positive step,
     a positive min for a log scale, a bounded distribution."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
     name: str = Field(min_length=1)
     type: Literal["int", "double", "categorical", "discrete"] = Field(alias="parameterType")

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from dataclasses import replace
 from pathlib import Path
@@ -86,9 +87,13 @@ def load_all(path: str | Path) -> tuple[Experiment, ...]:
         reason = "holds no YAML file (*.yaml, *.yml): give a directory of experiments"
         raise ManifestError(str(path), [Problem("", reason)])
     found: list[Experiment] = []
-    for file in files:
-        found += load_all(file)
-    problems = _same_names(found)
+    problems: list[Problem] = []
+    for file in files:  # (every file's problems, not the first file's alone)
+        try:
+            found += load_all(file)
+        except ManifestError as error:
+            problems += [replace(p, source=p.source or error.source) for p in error.problems]
+    problems = problems or _same_names(found)
     if problems:
         raise ManifestError(str(path), problems)
     return tuple(found)
@@ -339,17 +344,14 @@ def _retired(data: dict[str, Any], lines: dict) -> Problem:
 def _unread(data: dict[str, Any], lines: dict) -> Problem:
     """Why a Kubernetes resource no door reads is refused, and what is read."""
     api_version, kind = _api_version(data), data.get("kind")
-    kubeflow = _door("kubeflow")
-    custom = [f"{kubeflow.GROUP}/{k.version} {name}" for name, k in kubeflow.KINDS.items()]
-    custom += [f"{RAY} {name}" for name in RAY_KINDS]
-    custom += [f"{JOBSET} {name}" for name in JOBSET_KINDS]
-    custom += [f"{TRAINER} {name}" for name in TRAINER_KINDS]
+    reason = f"{api_version} {kind} is not an input aichor-iac reads: " + (
+        _near(kind)
+        or "give an AIchor manifest (kind: AIchorManifest) or one of "
+        + ", ".join(f"{v} {k}" for v, k in _kinds_read())
+    )
     return Problem(
         "kind",
-        one_line(
-            f"{api_version} {kind} is not an input aichor-iac reads: give an AIchor "
-            f"manifest (kind: AIchorManifest) or one of {', '.join(custom)}"
-        ),
+        one_line(reason),
         line_for(("kind",), lines) or line_for(("apiVersion",), lines),
     )
 
@@ -365,8 +367,29 @@ def _not_read(data: dict[str, Any], lines: dict) -> Problem:
     else:
         version, kinds = next(v for g, v in READ.items() if api_version.startswith(g))
         known = " or ".join(f"{version} {k}" for k in kinds)
-    reason = f"{api_version} {kind!s} is not a custom resource aichor-iac reads: give {known}"
+    reason = f"{api_version} {kind!s} is not a custom resource aichor-iac reads: "
+    reason += _near(kind) or f"give {known}"
     return Problem("kind", reason, line_for(("kind",), lines))
+
+
+def _kinds_read() -> list[tuple[str, str]]:
+    """Every (apiVersion, kind) a door reads as an experiment (Katib's Experiment a sweep)."""
+    kubeflow = _door("kubeflow")
+    found = [(f"{kubeflow.GROUP}/{k.version}", name) for name, k in kubeflow.KINDS.items()]
+    found += [KATIB, *((RAY, k) for k in RAY_KINDS), *((JOBSET, k) for k in JOBSET_KINDS)]
+    return found + [(TRAINER, k) for k in TRAINER_KINDS]
+
+
+def _near(kind: Any) -> str | None:
+    """'did you mean ...' for a kind near one read (its case, a letter or two), or None."""
+    read = {k.lower(): (v, k) for v, k in [*_kinds_read(), ("", AICHOR)]}
+    if not isinstance(kind, str) or kind in (k for _, k in read.values()):  # (its version: below)
+        return None
+    near = difflib.get_close_matches(kind.lower(), list(read), n=1, cutoff=0.8)
+    if not near:
+        return None
+    version, name = read[near[0]]
+    return f"did you mean kind: {name}" + (f" (apiVersion: {version})?" if version else "?")
 
 
 def _door(name: str) -> Any:

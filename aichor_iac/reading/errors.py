@@ -49,6 +49,7 @@ WANTED = {
     "model": ("a mapping", "give 'key: value' lines, indented under it"),
     "model_attributes": ("a mapping", "give 'key: value' lines, indented under it"),
     "list": ("a list", "give '- item' lines, indented under it"),
+    "tuple": ("a list", "give '- item' lines, indented under it"),
 }
 
 

@@ -43,6 +43,32 @@ def test_a_resource_no_door_reads_is_refused_by_kind_and_version(api_version, ki
     assert ("AIchorManifest" in problem.message) == (door is None)
 
 
+@pytest.mark.parametrize(
+    ("api_version", "kind", "meant"),
+    [
+        ("kubeflow.org/v1", "PytorchJob", "PyTorchJob (apiVersion: kubeflow.org/v1)"),
+        ("kubeflow.org/v1", "MpiJob", "MPIJob (apiVersion: kubeflow.org/v2beta1)"),
+        ("kubeflow.org/v1beta1", "Experimnt", "Experiment (apiVersion: kubeflow.org/v1beta1)"),
+        ("example.com/v1", "Rayjob", "RayJob (apiVersion: ray.io/v1)"),
+        ("trainer.kubeflow.org/v1alpha1", "TrainingJob", "TrainJob (apiVersion: trainer.kubeflow.org/v1alpha1)"),
+        ("jobset.x-k8s.io/v1alpha2", "Jobset", "JobSet (apiVersion: jobset.x-k8s.io/v1alpha2)"),
+    ],
+)
+def test_a_kind_near_one_read_gets_did_you_mean(api_version, kind, meant) -> None:
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\nspec: {{}}\n"
+    with pytest.raises(ManifestError) as caught:
+        doors.parse(text, source="x.yaml")
+    (problem,) = caught.value.problems
+    assert (problem.path, problem.line) == ("kind", 2)
+    assert problem.message.endswith(f"did you mean kind: {meant}?"), problem.message
+
+
+def test_every_kind_read_is_listed_for_a_kind_near_none() -> None:
+    text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {}\n"
+    with pytest.raises(ManifestError, match=r"kubeflow\.org/v1beta1 Experiment, ray\.io/v1 RayJob"):
+        doors.parse(text, source="x.yaml")
+
+
 RETIRED = [
     ("tensorflow.org/v1alpha1", "TfJob", "kubeflow.org/v1 TFJob"),
     ("kubeflow.org/v1alpha2", "TFJob", "kubeflow.org/v1 TFJob"),
@@ -82,3 +108,18 @@ def test_an_aichor_manifest_goes_to_the_aichor_door(api_version):
     if api_version is not None:
         data["apiVersion"] = api_version
     assert doors.validate(data).spec.operator == "batchjob"
+
+
+def test_a_directory_reports_every_files_problems(tmp_path) -> None:
+    (tmp_path / "a.yaml").write_text("spec:\n  operator: pytorch\n  image: i\n  command: c\n")
+    (tmp_path / "b.yaml").write_text("apiVersion: kubeflow.org/v1\nkind: PytorchJob\n")
+    (tmp_path / "c.yaml").write_text("kind: AIchorManifest\nspec: [\n")
+    with pytest.raises(ManifestError) as caught:
+        doors.load_all(tmp_path)
+    lines = str(caught.value).splitlines()
+    assert [line.split(": ")[0] for line in lines] == [
+        f"{tmp_path / 'a.yaml'}:1",  # (each problem at its own file and line)
+        f"{tmp_path / 'b.yaml'}:2",
+        f"{tmp_path / 'c.yaml'}:2",
+    ], lines
+    assert "spec.types: required" in lines[0] and "did you mean kind: PyTorchJob" in lines[1]
