@@ -274,10 +274,11 @@ class LocalCluster:
     def _stop(self, pod: str, sidecars: dict[str, subprocess.Popen]) -> None:
         """The pod's native sidecars stopped, as the kubelet stops them. A log shipper that
         did not end well (it gave up, or the grace period's KILL came first) lost logs: the
-        pod is `unshipped`, which Kubernetes would not count, and a local run does."""
+        pod is `unshipped`, which Kubernetes would not count, and a local run does (unless
+        it was the run's own end that killed it: the run was decided by then)."""
         containers.stop(list(sidecars.values()), self.GRACE_SECONDS)
         shipper = sidecars.get(tensorboard.SHIPPER_CONTAINER)
-        if shipper is not None and shipper.returncode:
+        if shipper is not None and shipper.returncode and not self.closed:
             self.unshipped.add(pod)
             if self.on_line is not None:
                 said = f"aichor-iac: TensorBoard logs not all shipped ({shipper.returncode})"
