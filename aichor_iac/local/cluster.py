@@ -410,12 +410,15 @@ class LocalCluster:
         return process
 
     def _kill(self, pod: str) -> None:
-        """What the end of a pod's container does: every process of the pod ends."""
-        self.network.kill(pod)
+        """What the end of a pod's container does: every process of the pod ends. Each
+        container's `unshare` first, which takes its container with it (`--kill-child`) and
+        says nothing; killed after its child (the namespace's processes in pid order, which
+        wraps), it reported the child's SIGKILL: `unshare: sigprocmask unblock failed`."""
         for process in self.processes.get(pod, []):
             if process.poll() is None:
                 process.kill()
                 process.wait()
+        self.network.kill(pod)  # (whatever else runs in the pod's network namespace)
 
     def _finish(self, pod: str, result: subprocess.CompletedProcess) -> bool:
         """The pod's end: its processes killed, its names withdrawn; whether its Job makes
