@@ -14,6 +14,7 @@ above it, with the reason, and the suite counts the marks:
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,16 @@ class Fence:
     why: str | None = None  # the mark's reason
 
     @property
+    def text(self) -> str:
+        """The fence's body as a reader copies it (a list item's indentation taken off)."""
+        return textwrap.dedent(self.body)
+
+    @property
+    def runs(self) -> bool:
+        """A command or snippet (a titled fence is a file the page asks to save)."""
+        return self.lang in ("sh", "bash", "console", "python") and not self.title
+
+    @property
     def marked(self) -> bool:
         return self.why is not None
 
@@ -53,13 +64,13 @@ class Fence:
         lines the page shows it printing (console only)."""
         found: list[tuple[str, list[str]]] = []
         if self.lang == "console":
-            for line in _dedent(self.body).splitlines():
+            for line in self.text.splitlines():
                 if line.startswith("$ "):
                     found.append((line[2:], []))
                 elif found:
                     found[-1][1].append(line)
         else:
-            joined = re.sub(r"\\\n\s*", " ", _dedent(self.body))
+            joined = re.sub(r"\\\n\s*", " ", self.text)
             found = [(line, []) for line in joined.splitlines() if line.strip()]
         if self.stops_at is not None:
             stop = next((i for i, (c, _) in enumerate(found) if c.startswith(self.stops_at)), None)
@@ -69,18 +80,12 @@ class Fence:
 
     def python(self) -> str:
         """The Python a python fence runs (up to its mark's stop)."""
-        lines = _dedent(self.body).splitlines()
+        lines = self.text.splitlines()
         if self.stops_at is not None:
             stop = next((i for i, s in enumerate(lines) if s.startswith(self.stops_at)), None)
             assert stop is not None, f"{self.where}: no line starts with `{self.stops_at}`"
             lines = lines[:stop]
         return "\n".join(lines) + "\n"
-
-
-def _dedent(text: str) -> str:
-    import textwrap
-
-    return textwrap.dedent(text)
 
 
 def pages() -> list[Path]:

@@ -60,7 +60,7 @@ def _run_page(page: str, where: Path, bin_dir: Path) -> None:
     for fence in fences(ROOT / page):
         if fence.title:
             (where / fence.title).parent.mkdir(parents=True, exist_ok=True)
-            (where / fence.title).write_text(_body(fence))
+            (where / fence.title).write_text(fence.text)
             if fence.lang != "python":
                 continue
         if fence.not_run or fence.lang not in ("sh", "bash", "console", "python"):
@@ -84,12 +84,6 @@ def _run_page(page: str, where: Path, bin_dir: Path) -> None:
             _check(fence, command, result, shown)
 
 
-def _body(fence: Fence) -> str:
-    import textwrap
-
-    return textwrap.dedent(fence.body)
-
-
 def _check(fence: Fence, command: str, result: subprocess.CompletedProcess, shown: list[str]):
     said = f"{fence.where}: `{command}` exited {result.returncode}\n{result.stdout}{result.stderr}"
     if shown:  # (the page shows what it prints: an error's exit status is part of it)
@@ -101,7 +95,7 @@ def _check(fence: Fence, command: str, result: subprocess.CompletedProcess, show
 
 def test_every_fence_runs_or_its_page_says_why() -> None:
     every = [f for page in pages() for f in fences(page)]
-    runs = [f for f in every if f.lang in ("sh", "bash", "console", "python") and not f.title]
+    runs = [f for f in every if f.runs]
     marked = [f for f in runs if f.marked]
     assert all(f.why and len(f.why) > 10 for f in marked)
     counts = (len(runs) - len(marked), sum(not f.not_run for f in marked), sum(f.not_run for f in marked))
@@ -134,7 +128,7 @@ OTHER_PAGES = [
     str(p.relative_to(ROOT))
     for p in pages()
     if str(p.relative_to(ROOT)) not in FIRST_HOUR
-    and any(not f.not_run and (f.lang in ("sh", "bash", "console") or (f.lang == "python" and not f.title)) for f in fences(p))
+    and any(f.runs and not f.not_run for f in fences(p))
 ]
 
 
