@@ -9,6 +9,7 @@ function-level import is still a dependency. tests/test_structure.py holds the l
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -122,6 +123,48 @@ def long_definitions(path: Path) -> list[tuple[str, str, int]]:
     return found
 
 
+def largest_class(paths: list[Path]) -> tuple[int, str]:
+    """(lines, module:Class) of the longest class of the package."""
+    return max(
+        (node.end_lineno - node.lineno + 1, f"{module_name(path)}:{node.name}")  # type: ignore[operator]
+        for path in paths
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    )
+
+
+def passed_through(manifest: Path) -> list[str]:
+    """The package's modules a manifest passes through from its file to its objects: those a
+    fresh interpreter has imported once `render` has run."""
+    program = (
+        "import sys, aichor_iac; aichor_iac.render(sys.argv[1]); "
+        "print('\\n'.join(m for m in sys.modules if m.startswith('aichor_iac')))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", program, str(manifest)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return sorted(found.stdout.split())
+
+
+def summary(paths: list[Path], graph: dict[str, set[str]]) -> str:
+    """The shape in one paragraph: packages, root modules, floors, imports, the largest."""
+    packages = [p for p in paths if p.name == "__init__.py" and p.parent != PACKAGE]
+    root = [p for p in paths if p.parent == PACKAGE]
+    size, largest = max((len(p.read_text().splitlines()), module_name(p)) for p in paths)
+    lines, cls = largest_class(paths)
+    trainjob = passed_through(ROOT / "examples" / "trainjob.yaml")
+    return (
+        f"{len(packages)} packages, {len(root)} modules in the root, {len(FLOORS)} floors, "
+        f"{sum(map(len, graph.values()))} imports between modules\n"
+        f"largest module {largest} ({size} lines), largest class {cls} ({lines} lines)\n"
+        f"a TrainJob passes through {len(trainjob)} modules from file to objects"
+    )
+
+
 def main() -> int:
     paths = sorted(PACKAGE.rglob("*.py"))
     modules = {module_name(p) for p in paths}
@@ -129,6 +172,7 @@ def main() -> int:
     sizes = sorted(((len(p.read_text().splitlines()), module_name(p)) for p in paths), reverse=True)
     total = sum(size for size, _ in sizes)
     print(f"{len(paths)} modules, {total:,} lines")
+    print(summary(paths, graph) + "\n")
     for size, name in sizes:
         mark = "  over" if size > MAX_MODULE else ""
         print(f"{size:6,}  {name}{mark}")
