@@ -56,25 +56,25 @@ def render(
 
 def experiment_from_function(func: Callable[..., Any], **options: Any) -> Experiment:
     """An experiment that runs a Python function on every replica (see
-    `aichor_iac.doors.function.experiment_from_function` for the options)."""
-    from .doors.function import experiment_from_function as _from_function
+    `aichor_iac.doors.sdk.function.experiment_from_function` for the options)."""
+    from .doors.sdk.function import experiment_from_function as _from_function
 
     return _from_function(func, **options)
 
 
 def experiment_from_trainer(trainer: Any, **options: Any) -> Experiment:
     """The TrainJob experiment of Kubeflow's v2 SDK `CustomTrainer` (see
-    `aichor_iac.doors.function.experiment_from_trainer`: `runtime`, `name`)."""
-    from .doors.function import experiment_from_trainer as _from_trainer
+    `aichor_iac.doors.sdk.function.experiment_from_trainer`: `runtime`, `name`)."""
+    from .doors.sdk.function import experiment_from_trainer as _from_trainer
 
     return _from_trainer(trainer, **options)
 
 
 def experiment_from_optimizer(trial_template: Any, **options: Any) -> tuple[Experiment, ...]:
     """The sweep of Kubeflow's v2 SDK `OptimizerClient().optimize(trial_template, ...)`, its
-    trials in order (see `aichor_iac.optimizer.experiment_from_optimizer`: `search_space`,
+    trials in order (see `aichor_iac.doors.sdk.optimizer.experiment_from_optimizer`: `search_space`,
     `trial_config`, `objectives`, `algorithm`, `name`)."""
-    from .optimizer import experiment_from_optimizer as _from_optimizer
+    from .doors.sdk.optimizer import experiment_from_optimizer as _from_optimizer
 
     return _from_optimizer(trial_template, **options)
 

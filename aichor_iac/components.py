@@ -13,11 +13,11 @@ import pulumi_random
 import pulumi_tls
 from pulumi_kubernetes.batch.v1 import Job
 
-from . import awaits, planning
+from . import planning
 from .experiment.model import Experiment
 from .experiment.trial import Trial
 from .frameworks import Plan
-from .k8s import jupyter, layout, tensorboard
+from .k8s import awaits, jupyter, layout, tensorboard
 from .k8s.context import Context
 from .problems import ManifestError, Problem
 from .settings import Settings

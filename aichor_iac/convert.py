@@ -15,16 +15,16 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from .doors.kubeflow import UNLIMITED
-from .doors.kuberay import param
+from .doors.kubeflow.door import UNLIMITED
+from .doors.kuberay.door import param
 from .experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Tpu
 from .experiment.model import Experiment, Spec
 from .experiment.origin import Kept, Origin
 from .experiment.rules import RAY_MANAGED_FLAGS, ray_flag
 from .frameworks import PLANNERS, Names
 from .k8s.kinds import camel
-from .limits import quantity
 from .problems import Problem
+from .rules.limits import quantity
 
 # What of a pod template and of its operator's container a manifest carries over.
 POD_KEYS = {"containers", "nodeSelector", "tolerations", "restartPolicy"}

@@ -16,9 +16,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from .limits import INT32, LabelKey, LabelValue, dns_label, is_dns_label
-from .limits import is_subdomain as _subdomain
 from .problems import ManifestError, Problem
+from .rules.limits import INT32, LabelKey, LabelValue, dns_label, is_dns_label
+from .rules.limits import is_subdomain as _subdomain
 
 WaitMode = Literal["none", "ready", "complete"]
 GangScheduler = Literal["none", "coscheduling", "volcano"]

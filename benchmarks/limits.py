@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
-from aichor_iac import doors, limits, planning
+from aichor_iac import doors, planning
 from aichor_iac.k8s import layout
 from aichor_iac.k8s.context import Context
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 
 ROOT = Path(__file__).resolve().parent.parent
 # (example, the type whose count grows, and for Ray the pool)

@@ -20,14 +20,17 @@ MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 500, 150, 60
 # The floors of the house, from the ground up; a module imports its own floor or lower ones.
 # A name is a module or a package (all of its modules).
 FLOORS: tuple[tuple[str, ...], ...] = (
-    # rules and words every floor uses
-    ("limits", "places", "naming", "problems", "output", "changes", "awaits"),
+    ("problems", "rules"),  # how every floor reports; the API server's rules for objects
     ("experiment", "settings"),  # the neutral experiment and the stack's settings
     ("reading", "frameworks"),  # reading input below the doors; each framework's plan
-    ("doors", "planning", "failures", "gangs"),  # front doors; an experiment's plan, gang, restart
-    ("k8s", "kubeapi", "check"),  # Kubernetes objects: made, read from a cluster, checked there
+    ("doors", "planning"),  # front doors; an experiment's plan, gang and restart policy
+    (
+        "k8s",
+        "observe",
+        "check",
+    ),  # Kubernetes objects: made, read back from a cluster, checked there
     ("components",),  # thin Pulumi components
-    ("engine", "preview", "preview_markdown", "convert", "submit", "local", "status"),
+    ("engine", "review", "convert", "submit", "local", "sweeps"),  # run, review, observe
     ("cli", ""),  # the command line, and the package's own API (`aichor_iac`)
 )
 

@@ -44,7 +44,7 @@ def experiment() -> aichor_iac.Manifest:
 
 
 if __name__ == "__main__":
-    from aichor_iac.output import summary
+    from aichor_iac.review.output import summary
 
     for obj in aichor_iac.render(experiment()):
         print(f"{obj['kind']}/{obj['metadata']['name']}", summary(obj))

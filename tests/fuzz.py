@@ -9,7 +9,7 @@ and is classified as
 
 - `accepted`: valid; a sample is also rendered through Pulumi's (mock) engine, as `render`
   does, and every object must pass `kubernetes-validate` strict and the API server's rules
-  (`aichor_iac.limits`), else the case is `api-rejected`;
+  (`aichor_iac.rules.limits`), else the case is `api-rejected`;
 - `refused`: a clean `ManifestError` (exit 2, one line per problem, each naming the file);
 - `disagree`: `validate` and `render` (sampled) decided differently: always a bug;
 - `crash`: any other exception (a traceback for the user): always a bug;
@@ -42,10 +42,11 @@ import kubernetes_validate
 import schemas
 import yaml
 
-from aichor_iac import doors, engine, limits, planning
+from aichor_iac import doors, engine, planning
 from aichor_iac.k8s import layout
 from aichor_iac.k8s.context import Context
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 from aichor_iac.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,10 +45,11 @@ from typing import Any, Protocol
 
 from kube import KUEUE_QUEUE, gang_of
 
-from aichor_iac import awaits, changes
 from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
+from aichor_iac.k8s import awaits
 from aichor_iac.local.prepare import Gate
+from aichor_iac.review import changes
 
 INDEPENDENT = ("jobset", "batchjob")  # pods that end on their own: no rendezvous
 

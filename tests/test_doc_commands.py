@@ -98,7 +98,11 @@ def test_every_fence_runs_or_its_page_says_why() -> None:
     runs = [f for f in every if f.runs]
     marked = [f for f in runs if f.marked]
     assert all(f.why and len(f.why) > 10 for f in marked)
-    counts = (len(runs) - len(marked), sum(not f.not_run for f in marked), sum(f.not_run for f in marked))
+    counts = (
+        len(runs) - len(marked),
+        sum(not f.not_run for f in marked),
+        sum(f.not_run for f in marked),
+    )
     print(f"doc-test: {counts[0]} fences run whole, {counts[1]} up to a mark, {counts[2]} not run:")
     for fence in marked:
         print(f"  {fence.where} ({'not run' if fence.not_run else fence.stops_at}): {fence.why}")

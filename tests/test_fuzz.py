@@ -18,7 +18,15 @@ def test_five_thousand_hostile_manifests_end_cleanly():
     assert report.peak_growth <= MAX_CASE_MIB
     doors = {door for door, _ in report.doors}
     assert {"AIchorManifest", "PyTorchJob", "MPIJob", "RayJob", "RayCluster"} <= doors
-    assert {"JobSet", "TrainJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "Experiment"} <= doors
+    assert {
+        "JobSet",
+        "TrainJob",
+        "TFJob",
+        "XGBoostJob",
+        "JAXJob",
+        "PaddleJob",
+        "Experiment",
+    } <= doors
 
 
 @pytest.mark.parametrize(

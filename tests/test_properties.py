@@ -9,8 +9,8 @@ from conftest import expand
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aichor_iac import output
-from aichor_iac.limits import DNS_1035 as DNS_LABEL
+from aichor_iac.review import output
+from aichor_iac.rules.limits import DNS_1035 as DNS_LABEL
 
 resources = st.fixed_dictionaries(
     {"cpus": st.sampled_from([0.25, 1, 2, 7.5, 64])},

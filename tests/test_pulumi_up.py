@@ -13,7 +13,7 @@ from kube import gang_of
 from pulumi_up import Deadlock, Model, unarranged, up
 
 from aichor_iac import doors, engine, planning
-from aichor_iac.awaits import waitfor_holds
+from aichor_iac.k8s.awaits import waitfor_holds
 from aichor_iac.settings import Settings, load_stack_file
 
 R = {"cpus": 1, "ramRatio": 1}

@@ -28,10 +28,14 @@ def test_imports_only_point_down_the_floors():
 
 def test_the_checks_see_a_circle_and_a_climb():
     # The house before: the AIchor model imported the doors built on it.
-    old = {"aichor_iac.experiment.model": {"aichor_iac.doors.kubeflow"}}
-    old["aichor_iac.doors.kubeflow"] = {"aichor_iac.experiment.model"}
-    assert structure.circles(old) == [["aichor_iac.doors.kubeflow", "aichor_iac.experiment.model"]]
-    assert structure.climbs(old) == [("aichor_iac.experiment.model", "aichor_iac.doors.kubeflow")]
+    old = {"aichor_iac.experiment.model": {"aichor_iac.doors.kubeflow.door"}}
+    old["aichor_iac.doors.kubeflow.door"] = {"aichor_iac.experiment.model"}
+    assert structure.circles(old) == [
+        ["aichor_iac.doors.kubeflow.door", "aichor_iac.experiment.model"]
+    ]
+    assert structure.climbs(old) == [
+        ("aichor_iac.experiment.model", "aichor_iac.doors.kubeflow.door")
+    ]
 
 
 def test_every_module_has_its_floor():

@@ -78,7 +78,7 @@ def warnings(
     `context`, a message each (aichor:check: the component's warnings)."""
     from httpx2 import HTTPError
 
-    from .. import kubeapi
+    from ..observe import kubeapi
 
     kubeconfig, context = kubeapi.provider_connection(kubeconfig, context)
     try:

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..limits import quantity
+from ..rules.limits import quantity
 
 # Kind -> (API group, resource): what aichor-iac creates (a PodGroup's group is its own)
 RESOURCES = {

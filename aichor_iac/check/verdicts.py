@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from ..limits import quantity
+from ..rules.limits import quantity
 from . import Line, podsecurity
 from .needs import Pods, containers, object_totals, pod_amount, pod_totals, resource_names
 

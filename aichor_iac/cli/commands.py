@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .. import doors, output, planning
+from .. import doors, planning
 from ..problems import ManifestError, Problem, one_line
+from ..review import output
 from .inputs import Inputs, expand, inputs_of, names_of, show_warnings
 from .report import print_json
 
@@ -100,7 +101,7 @@ def render(args: argparse.Namespace) -> int:
 def preview(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .. import preview
+    from ..review import preview
 
     inputs = inputs_of(args)
     warnings = show_warnings(inputs)
@@ -111,7 +112,7 @@ def preview(args: argparse.Namespace) -> int:
         print_json(preview.as_json(steps, rendering, inputs.stack, warnings))
         return 0
     if args.output == "markdown":
-        from ..preview_markdown import markdown
+        from ..review.markdown import markdown
 
         sys.stdout.write(markdown(steps, rendering, inputs.stack, warnings))
         return 0
@@ -125,8 +126,8 @@ def _old(args: argparse.Namespace, inputs: Inputs):
     """The experiment `--diff` compares with: another manifest expanded with the same stack
     config and options (named as MANIFEST would be), or the objects a `render -o` directory
     holds."""
-    from .. import preview
     from ..engine import Rendering, Resource
+    from ..review import preview
 
     path = args.diff
     # (a directory of experiments, unless `render -o` wrote it)
@@ -255,8 +256,8 @@ def _results(
     """Each experiment's result (a line each, JSON without `console`), each sweep's table
     (and picture, to `plotted`); the exit status: the first failure's, else 0."""
     from ..local.parts import HELD_BACK, TIMED_OUT, first_failure
-    from ..sweep_plot import plot
-    from ..sweeps import table
+    from ..sweeps.plot import plot
+    from ..sweeps.results import table
 
     for _, name in inputs.each():
         status = outcomes[name][0]
@@ -296,8 +297,8 @@ def _sweeps(
 ) -> dict[str, Any]:
     """Each sweep's results (`sweeps.report`) from the run: each trial's state from its
     outcome, its metrics from its entry pod's `lines`."""
-    from .. import sweeps
     from ..local.parts import HELD_BACK, TIMED_OUT
+    from ..sweeps import results as sweeps
 
     trials: dict[str, list[Any]] = {}
     for manifest, name in inputs.each():

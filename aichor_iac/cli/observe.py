@@ -51,9 +51,10 @@ class Source:
 
 def readers(args: argparse.Namespace) -> list[Source]:
     """Each experiment, read where the options say: a local run's, else the cluster's."""
-    from .. import kubeapi, planning
+    from .. import planning
     from ..k8s.context import Context
     from ..k8s.restart import regroup_of
+    from ..observe import kubeapi
 
     inputs = inputs_of(args)
     found = []
@@ -86,9 +87,9 @@ def status(args: argparse.Namespace) -> int:
     from rich.live import Live
     from rich.text import Text
 
-    from ..status import report, restart_attempt, table
-    from ..sweep_plot import plot
-    from ..sweeps import table as sweep_table
+    from ..observe.status import report, restart_attempt, table
+    from ..sweeps.plot import plot
+    from ..sweeps.results import table as sweep_table
 
     sources = readers(args)
 
@@ -141,7 +142,7 @@ def _sweeps(sources: list[Source], found: dict[str, Any]) -> dict[str, Any]:
     """Each sweep's results (`sweeps.report`): its trials' states from their entry-point
     Jobs (`found`: each experiment's report), their metrics from the output of those Jobs'
     first pods."""
-    from .. import sweeps
+    from ..sweeps import results as sweeps
 
     trials: dict[str, list[Any]] = {}
     for source in (s for s in sources if s.trial is not None):
@@ -226,8 +227,8 @@ def check(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .. import check as checks
-    from .. import kubeapi
     from ..check import cluster
+    from ..observe import kubeapi
     from .inputs import expand
 
     inputs = inputs_of(args)

@@ -241,7 +241,7 @@ def _plot_option(sub: argparse.ArgumentParser) -> None:
 
 def _plot_file(path: str) -> str:
     """--plot's FILE, checked before the command does anything (exit 2, the way to fix it)."""
-    from ..sweep_plot import plot_file
+    from ..sweeps.plot import plot_file
 
     try:
         return plot_file(path)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-KUBEFLOW = "kubeflow.org"  # (its kinds' versions: `kubeflow.KINDS`)
-JOB = ("batch/v1", "Job")  # a Katib trial's most common kind (`job`)
-KATIB = ("kubeflow.org/v1beta1", "Experiment")  # a sweep of trials (`katib`), in Kubeflow's group
+KUBEFLOW = "kubeflow.org"  # (its kinds' versions: `kubeflow.door.KINDS`)
+JOB = ("batch/v1", "Job")  # a Katib trial's most common kind (door `job`)
+KATIB = (
+    "kubeflow.org/v1beta1",
+    "Experiment",
+)  # a sweep of trials, in Kubeflow's group (`katib.door`)
 RAY = "ray.io/v1"
 RAY_KINDS = ("RayJob", "RayCluster")
 JOBSET = "jobset.x-k8s.io/v1alpha2"
@@ -17,12 +20,12 @@ JOBSET_KINDS = ("JobSet",)
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 TRAINER_KINDS = ("TrainJob",)
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
-# The door (module of this package) of each API group a custom resource may be in
+# The door (module under this package) of each API group a custom resource may be in
 DOORS = {
-    "kubeflow.org/": "kubeflow",
-    "ray.io/": "kuberay",
-    "jobset.x-k8s.io/": "jobset",
-    "trainer.kubeflow.org/": "trainjob",
+    "kubeflow.org/": "kubeflow.door",
+    "ray.io/": "kuberay.door",
+    "jobset.x-k8s.io/": "jobset.door",
+    "trainer.kubeflow.org/": "trainer.door",
 }
 
 

@@ -18,7 +18,9 @@ from pydantic import ConfigDict
 from ..experiment.groups import Model
 from ..experiment.model import Experiment, Spec
 from ..experiment.origin import Kept, Origin
-from ..limits import (
+from ..problems import Problem
+from ..reading import podtemplate as templates
+from ..rules.limits import (
     INT32,
     LABEL_KEY_RULE,
     LABEL_VALUE_RULE,
@@ -26,10 +28,8 @@ from ..limits import (
     is_label_key,
     is_label_value,
 )
-from ..problems import Problem
-from ..reading import podtemplate as templates
 from .identities import JOB
-from .jobset import JOB_KEPT, job_schema_problems
+from .jobset.door import JOB_KEPT, job_schema_problems
 
 API_VERSION, KIND = JOB
 DEFAULT_BACKOFF = 6  # Kubernetes' default backoffLimit

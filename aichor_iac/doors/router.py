@@ -170,7 +170,7 @@ def _sweep(
     where = ("spec", "trialTemplate", "trialSpec")
     lines = {path[3:]: n for path, n in document.lines.items() if path[:3] == where}
     found = []
-    trials = _door("katib").trials(document.data, source, document.lines, tuple(companions))
+    trials = _door("katib.door").trials(document.data, source, document.lines, tuple(companions))
     for data, place in trials:
         trial = text.Document(data, lines, line_for(where, document.lines) or document.line)
         try:
@@ -200,7 +200,7 @@ def _with_clusters(documents: list[text.Document]) -> list[text.Document]:
     kinds = [d.data.get("kind") for d in documents]
     if "RayJob" not in kinds or "RayCluster" not in kinds:
         return documents
-    kuberay, out, used = _door("kuberay"), [], set()
+    kuberay, out, used = _door("kuberay.door"), [], set()
     for job in documents:
         if job.data.get("kind") != "RayJob":
             continue
@@ -267,7 +267,7 @@ def _experiment(
         data = _checked(document, source).data
         runtimes = [_checked(runtime, source, "runtime: ") for runtime in runtimes]
     if api_version.startswith(TRAINER_GROUP):
-        return _door("trainjob").validate(data, source, lines, companions, runtimes)
+        return _door("trainer.door").validate(data, source, lines, companions, runtimes)
     for group, door in DOORS.items():
         if api_version.startswith(group):
             return _door(door).validate(data, source, lines, companions)
@@ -311,9 +311,9 @@ def _checked(document: text.Document, source: str, prefix: str = "") -> text.Doc
         return document
     release, fixes = None, {}
     if data["apiVersion"].startswith(f"{KUBEFLOW}/"):  # (a field v1 moved: `FIXES`)
-        fixes = _door("kubeflow").FIXES
+        fixes = _door("kubeflow.door").FIXES
     if data["kind"] == "TrainJob":  # (one of an earlier release: its own CRD)
-        trainjob = _door("trainjob")
+        trainjob = _door("trainer.door")
         release, fixes = trainjob.release(data), trainjob.FIXES
     written, problems = crd.check(data, document.lines, release, fixes)
     if problems:
@@ -360,7 +360,7 @@ def _not_read(data: dict[str, Any], lines: dict) -> Problem:
     """A resource of a door's API group that no CRD shipped serves: what that door reads."""
     api_version, kind = _api_version(data), data.get("kind")
     if api_version.startswith(f"{KUBEFLOW}/"):
-        kubeflow = _door("kubeflow")
+        kubeflow = _door("kubeflow.door")
         known = ", ".join(f"{kubeflow.GROUP}/{k.version} {n}" for n, k in kubeflow.KINDS.items())
         known += f", {' '.join(KATIB)} (Katib's, a sweep)"
         known, kind = f"one of {known}", kind if isinstance(kind, str) else repr(kind)
@@ -374,7 +374,7 @@ def _not_read(data: dict[str, Any], lines: dict) -> Problem:
 
 def _kinds_read() -> list[tuple[str, str]]:
     """Every (apiVersion, kind) a door reads as an experiment (Katib's Experiment a sweep)."""
-    kubeflow = _door("kubeflow")
+    kubeflow = _door("kubeflow.door")
     found = [(f"{kubeflow.GROUP}/{k.version}", name) for name, k in kubeflow.KINDS.items()]
     found += [KATIB, *((RAY, k) for k in RAY_KINDS), *((JOBSET, k) for k in JOBSET_KINDS)]
     return found + [(TRAINER, k) for k in TRAINER_KINDS]

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from ..limits import MAX_INDEXED, LabelKey, LabelValue, dns_label
+from ..rules.limits import MAX_INDEXED, LabelKey, LabelValue, dns_label
 
 OPERATORS = (
     "ray",

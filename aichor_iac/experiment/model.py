@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from ..limits import INT32, Image, LabelValue
 from ..problems import ManifestError, Problem, located
+from ..rules.limits import INT32, Image, LabelValue
 from .groups import RULES, Model, Operator, Types, types_model
 from .origin import Origin
 from .trial import Trial

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Before each line of a trial's metrics file on its output (Katib's File collector, read here
-# from the output: `doors.katib_collect`)
+# from the output: `doors.katib.collect`)
 MARKER = "aichor-katib-metrics: "
 
 

@@ -12,18 +12,9 @@ from typing import Any
 
 from ..experiment.model import Spec
 from ..experiment.origin import Kept
-from ..limits import quantity
+from ..rules.limits import quantity
 from .base import Endpoint, Env, Group, Names, Plan, expanded, slot_group, slots_of, tpu_env
-from .ray import (
-    CLIENT,
-    DASHBOARD,
-    GCS,
-    HEAD_GROUP,
-    kuberay_env,
-    retried,
-    submit,
-    submitter,
-)
+from .ray import CLIENT, DASHBOARD, GCS, HEAD_GROUP, kuberay_env, retried, submit, submitter
 
 ULIMIT = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}"  # before KubeRay's `ray start`
 OVERWRITE = "ray.io/overwrite-container-cmd"  # the template annotation keeping the command

@@ -8,17 +8,7 @@ connect unchanged. `WORKER_ADDRS` lists the `Worker` group's hosts.
 from __future__ import annotations
 
 from ..experiment.model import Spec
-from .base import (
-    Endpoint,
-    Env,
-    Names,
-    Plan,
-    Slot,
-    coordinated,
-    master_env,
-    ranked,
-    world_size,
-)
+from .base import Endpoint, Env, Names, Plan, Slot, coordinated, master_env, ranked, world_size
 
 PORT = 9999
 

@@ -6,8 +6,8 @@ selects the group's pod 0."""
 
 from __future__ import annotations
 
-from ..awaits import SKIP_AWAIT
 from . import kinds, shell
+from .awaits import SKIP_AWAIT
 from .context import Context, container_security, secret_env
 
 PORT = 8888

@@ -2,7 +2,7 @@
 created after, whether `pulumi destroy` keeps it, how long `pulumi up` may wait for it.
 
 Pure: the component registers exactly this list, in this order, once `checked()` has found every
-object within the API server's rules (`aichor_iac.limits`), so nothing is half-created.
+object within the API server's rules (`aichor_iac.rules.limits`), so nothing is half-created.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import limits
 from ..frameworks import Group
 from ..problems import Problem
+from ..rules import limits
 from . import jupyter, kinds, objects, services, tensorboard
 from .context import Context
 
@@ -195,7 +195,7 @@ def plain(value: Any) -> Any:
         value = value.to_dict()
     elif type(value).__module__.startswith("pulumi_kubernetes."):
         # The SDK's own reading of its `*Args` classes (private, but what it serialises with);
-        # tests/test_limits.py keeps `Child.object` equal to what the engine registers.
+        # tests/rules/test_limits.py keeps `Child.object` equal to what the engine registers.
         from pulumi._types import input_type_to_dict
 
         value = input_type_to_dict(value)

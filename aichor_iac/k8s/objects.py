@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..awaits import ENDED, SKIP_AWAIT, WAIT_FOR
 from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Resources
 from ..experiment.model import Spec
 from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
@@ -15,6 +14,7 @@ from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
 from . import jupyter, kept, kinds, shell, tensorboard
+from .awaits import ENDED, SKIP_AWAIT, WAIT_FOR
 from .context import Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
 from .regroup import GAVE_UP

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..awaits import SKIP_AWAIT
 from . import kinds
+from .awaits import SKIP_AWAIT
 from .context import Context
 
 POD_GROUP_APIS = {

@@ -12,8 +12,8 @@ loses none of what it shipped, and any replica may write (rank 0, every jobset J
 
 from __future__ import annotations
 
-from ..awaits import SKIP_AWAIT
 from . import kinds, shell
+from .awaits import SKIP_AWAIT
 from .context import Context, container_security
 
 PORT = 6006  # TensorBoard

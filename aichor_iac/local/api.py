@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from ..kubeapi import announcements
+from ..observe.kubeapi import announcements
 from .cluster import LocalCluster
 from .jobs import indexed, pod_name
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import awaits
+from ..k8s import awaits
 from . import host
 from .api import LocalApi, announce, forwarded
 from .cluster import LocalCluster

@@ -12,8 +12,8 @@ import base64
 import binascii
 from typing import Any
 
-from ..limits import DNS_1035, MAX_LABEL, is_subdomain
 from ..problems import Problem, one_line
+from ..rules.limits import DNS_1035, MAX_LABEL, is_subdomain
 from .podtemplate import validator
 from .text import Document
 

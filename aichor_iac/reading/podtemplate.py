@@ -25,9 +25,9 @@ from pydantic import (
 from ..experiment.groups import Accelerators, Gpu, Resources
 from ..experiment.model import Experiment
 from ..experiment.origin import Origin
-from ..limits import DNS_1035, Image, quantity
 from ..problems import ManifestError, Problem
 from ..problems import located as at_lines
+from ..rules.limits import DNS_1035, Image, quantity
 from .errors import problem as pydantic_problem
 
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the label that queues a workload in Kueue

@@ -74,7 +74,13 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
         # `-` is standard input, as for kubectl and most tools
         (["validate", "-"], PYTORCH, 0, "<stdin>: valid pytorch manifest", ""),
         (["render", "-"], PYTORCH, 0, "name: pytorch-ddp-master", ""),
-        (["validate", "-"], "x: [\n", 2, "", "<stdin>:1: invalid YAML: this [ or { is never closed"),
+        (
+            ["validate", "-"],
+            "x: [\n",
+            2,
+            "",
+            "<stdin>:1: invalid YAML: this [ or { is never closed",
+        ),
         (["validate", "-"], "", 2, "", "<stdin>"),
         # the namespace is held to the rule the stack file's is
         (["render", "-", "--namespace", "Bad_NS"], PYTORCH, 2, "", "aichor:namespace"),

@@ -107,7 +107,10 @@ def test_env_as_a_map_reaches_every_replica_as_text():
     [
         ({"1BAD": "x"}, "spec.env.0.name: String should match pattern"),
         ({"RANK": "3"}, "spec.env.0.name: RANK is set by aichor-iac for operator 'pytorch'"),
-        ({"A": {"nested": 1}}, "spec.env.0.value: must be text, not a mapping: give text (quote it to keep it text: '...')"),
+        (
+            {"A": {"nested": 1}},
+            "spec.env.0.value: must be text, not a mapping: give text (quote it to keep it text: '...')",
+        ),
     ],
 )
 def test_env_map_errors_name_the_entry(env, expected):

@@ -21,9 +21,10 @@ from conftest import ROOT
 from kube import LocalCluster, pod_env
 
 import aichor_iac
-from aichor_iac import engine, experiment_from_function, limits
+from aichor_iac import engine, experiment_from_function
 from aichor_iac.experiment import Experiment
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 from aichor_iac.settings import Settings
 
 

@@ -16,8 +16,9 @@ from conftest import ROOT
 from kube import LocalCluster, pod_env
 
 import aichor_iac
-from aichor_iac import engine, experiment_from_trainer, limits
+from aichor_iac import engine, experiment_from_trainer
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 
 
 @dataclass

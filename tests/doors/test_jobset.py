@@ -19,10 +19,11 @@ import yaml
 from conftest import ROOT, expand
 from pulumi_up import Model, up
 
-from aichor_iac import doors, limits, planning
+from aichor_iac import doors, planning
 from aichor_iac.convert import convert
 from aichor_iac.local import LocalRunFailed, run_experiment
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 from aichor_iac.settings import Settings
 
 EXAMPLES = sorted((ROOT / "tests" / "jobset").glob("*.yaml"))

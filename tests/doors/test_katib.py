@@ -19,10 +19,11 @@ import schemas
 import yaml
 from conftest import ROOT
 
-from aichor_iac import cli, doors, engine, preview
-from aichor_iac.awaits import ENDED, SKIP_AWAIT, WAIT_FOR
+from aichor_iac import cli, doors, engine
 from aichor_iac.components import experiments
+from aichor_iac.k8s.awaits import ENDED, SKIP_AWAIT, WAIT_FOR
 from aichor_iac.problems import ManifestError
+from aichor_iac.review import preview
 from aichor_iac.settings import Settings
 
 EXAMPLES = ROOT / "tests" / "katib"

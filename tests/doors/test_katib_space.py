@@ -1,4 +1,4 @@
-"""Katib's search space and its grid and random searches (aichor_iac/doors/katib_space.py):
+"""Katib's search space and its grid and random searches (aichor_iac/doors/katib/space.py):
 every value in its feasible space (on the grid for a grid), the same trials for the same
 seed, earlier trials kept when more are asked for, Katib's webhook rules enforced."""
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from aichor_iac.doors.katib_space import Parameter, grid, grid_size, random_search, seed_of
+from aichor_iac.doors.katib.space import Parameter, grid, grid_size, random_search, seed_of
 
 LR = {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.05"}}
 LR_STEP = {**LR, "feasibleSpace": {"min": "0.01", "max": "0.05", "step": "0.005"}}

@@ -22,10 +22,11 @@ from conftest import KUBEFLOW_EXAMPLES as EXAMPLES
 from conftest import ROOT, by_name, expand, runnable, specs, wait_of
 from kube import process_env
 
-from aichor_iac import cli, doors, limits, planning
+from aichor_iac import cli, doors, planning
 from aichor_iac.convert import convert
 from aichor_iac.k8s import shell
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 from aichor_iac.settings import Settings
 
 PRINT_ENV = ["python3", "-c", "import json, os; print(json.dumps(dict(os.environ)))"]

@@ -22,11 +22,12 @@ import yaml
 from conftest import ROOT, expand
 from kube import ONE_RAY_CLUSTER_AT_A_TIME, LocalCluster, pod_env
 
-from aichor_iac import doors, limits, planning
+from aichor_iac import doors, planning
 from aichor_iac.convert import convert
 from aichor_iac.frameworks import base, kuberay
 from aichor_iac.problems import ManifestError, Problem
 from aichor_iac.reading.companions import is_companion
+from aichor_iac.rules import limits
 from aichor_iac.settings import Settings
 
 SAMPLES = sorted((ROOT / "tests" / "kuberay").glob("*.yaml"))

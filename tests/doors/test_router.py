@@ -50,7 +50,11 @@ def test_a_resource_no_door_reads_is_refused_by_kind_and_version(api_version, ki
         ("kubeflow.org/v1", "MpiJob", "MPIJob (apiVersion: kubeflow.org/v2beta1)"),
         ("kubeflow.org/v1beta1", "Experimnt", "Experiment (apiVersion: kubeflow.org/v1beta1)"),
         ("example.com/v1", "Rayjob", "RayJob (apiVersion: ray.io/v1)"),
-        ("trainer.kubeflow.org/v1alpha1", "TrainingJob", "TrainJob (apiVersion: trainer.kubeflow.org/v1alpha1)"),
+        (
+            "trainer.kubeflow.org/v1alpha1",
+            "TrainingJob",
+            "TrainJob (apiVersion: trainer.kubeflow.org/v1alpha1)",
+        ),
         ("jobset.x-k8s.io/v1alpha2", "Jobset", "JobSet (apiVersion: jobset.x-k8s.io/v1alpha2)"),
     ],
 )

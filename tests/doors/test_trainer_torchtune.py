@@ -12,9 +12,9 @@ import schemas
 from conftest import expand
 from test_trainjob import container, env, trainjob
 
-from aichor_iac import limits
-from aichor_iac.doors.trainer_torchtune import recipe_and_config
+from aichor_iac.doors.trainer.torchtune import recipe_and_config
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 
 LORA = ["model.lora_attn_modules=['q_proj']"]
 QLORA = ["model.quantize_base=True"]

@@ -15,9 +15,10 @@ import schemas
 import yaml
 from conftest import ROOT, expand
 
-from aichor_iac import doors, engine, limits
+from aichor_iac import doors, engine
 from aichor_iac.local import run_experiment
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 from aichor_iac.settings import Settings
 
 INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"

@@ -17,11 +17,12 @@ import yaml
 from conftest import expand
 from test_trainjob import container, env, node_jobs, run_locally, trainjob
 
-from aichor_iac import doors, limits
+from aichor_iac import doors
 from aichor_iac.convert import convert
-from aichor_iac.doors.trainer_runtimes import RUNTIMES
+from aichor_iac.doors.trainer.runtimes import RUNTIMES
 from aichor_iac.local import LocalCluster
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 
 OMPI = {
     "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",

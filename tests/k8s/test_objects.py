@@ -15,10 +15,12 @@ from conftest import EXAMPLES, ROOT, expand, pytorch_manifest, with_resources
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aichor_iac import naming, output, planning
+from aichor_iac import planning
 from aichor_iac.doors import validate
 from aichor_iac.k8s.objects import cpu, gib
-from aichor_iac.limits import DNS_1035 as DNS_LABEL
+from aichor_iac.planning import naming
+from aichor_iac.review import output
+from aichor_iac.rules.limits import DNS_1035 as DNS_LABEL
 
 KUBERNETES_VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
 

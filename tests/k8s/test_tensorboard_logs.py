@@ -146,7 +146,10 @@ def test_shipper_waits_for_a_receiver_that_starts_late(tmp_path):
         late.wait()
 
 
-@pytest.mark.skipif(subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0, reason="needs a PID namespace (root)")
+@pytest.mark.skipif(
+    subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0,
+    reason="needs a PID namespace (root)",
+)
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.2])
 def test_a_sidecar_stopped_as_it_starts_still_ships_its_logs(receiver, tmp_path, delay):
     """The sidecar's command as a container's first process (PID 1 of its PID namespace),

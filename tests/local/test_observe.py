@@ -17,12 +17,13 @@ import yaml
 from conftest import expand
 from kube import LocalCluster, pod_env
 
-from aichor_iac import doors, engine, kubeapi
+from aichor_iac import doors, engine
 from aichor_iac.cli import main
 from aichor_iac.local.api import LocalApi, announce
 from aichor_iac.local.run import run_experiment
+from aichor_iac.observe import kubeapi
+from aichor_iac.observe.status import report
 from aichor_iac.settings import Settings
-from aichor_iac.status import report
 
 pytestmark = pytest.mark.skipif(
     not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"

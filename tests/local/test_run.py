@@ -101,8 +101,14 @@ def test_a_replica_without_its_module_says_where_it_looked_and_how_to_add_it(
 @pytest.mark.parametrize(
     ("line", "lacked"),
     [
-        ("ModuleNotFoundError: No module named 'torch.distributed'", ("module", "torch.distributed")),
-        ("setpriv: failed to execute tensorboard: No such file or directory", ("program", "tensorboard")),
+        (
+            "ModuleNotFoundError: No module named 'torch.distributed'",
+            ("module", "torch.distributed"),
+        ),
+        (
+            "setpriv: failed to execute tensorboard: No such file or directory",
+            ("program", "tensorboard"),
+        ),
         ("/bin/sh: 1: torchrun: not found", ("program", "torchrun")),
         ("sh: ray: not found", ("program", "ray")),
         ("ImportError: cannot import name 'x' from 'y'", None),  # (there, but not as used)

@@ -15,8 +15,9 @@ import schemas
 import yaml
 from conftest import expand
 
-from aichor_iac import doors, limits
+from aichor_iac import doors
 from aichor_iac.problems import ManifestError
+from aichor_iac.rules import limits
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "doors"))
 from test_kubeflow import custom_resource

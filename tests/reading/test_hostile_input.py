@@ -177,7 +177,8 @@ def test_a_rendered_secret_says_its_values_are_redacted():
     import yaml
     from conftest import ROOT
 
-    from aichor_iac import output, render
+    from aichor_iac import render
+    from aichor_iac.review import output
 
     objects = render(ROOT / "examples/mpi-horovod.yaml")
     text = output.to_yaml(objects)

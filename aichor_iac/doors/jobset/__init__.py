@@ -1,0 +1,1 @@
+"""Kubernetes' JobSet (jobset.x-k8s.io)."""

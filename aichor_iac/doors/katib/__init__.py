@@ -1,0 +1,1 @@
+"""Katib's Experiment: a sweep's trials."""

@@ -1,0 +1,103 @@
+"""Katib's File metrics collector without its sidecar: where Katib's pod webhook mounts an
+emptyDir (`metrics-volume`) at the metrics file's directory in the trial's primary container
+and a sidecar reads the file once that container has ended, here the primary container runs
+its command and then prints the file's lines, each after MARKER, its exit status kept; `status`
+reads the marked lines as Katib's collector reads the file (TEXT: its filters; JSON: an object
+per line, string values). The path and the command are the script's arguments: nothing of the
+user's is in the script.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from ...experiment.trial import MARKER
+from ...problems import Problem
+
+DEFAULT_PATH = "/var/log/katib/metrics.log"  # Katib's default (`common.DefaultFilePath`)
+VOLUME = "metrics-volume"  # Katib's volume name (`common.MetricsVolume`)
+PRINT = (
+    'f="$1"; shift; "$@"; s=$?; if [ -f "$f" ]; then '
+    'while IFS= read -r l || [ -n "$l" ]; do printf "%s%s\\n" '
+    f"'{MARKER}'"
+    ' "$l"; done < "$f"; fi; exit "$s"'
+)
+
+
+def file_source(collector: Any) -> tuple[str, bool, list[Problem]]:
+    """The File collector's path and whether its format is JSON, with Katib's defaults (its
+    path /var/log/katib/metrics.log, TEXT), and the webhook's problems with them."""
+    where = "spec.metricsCollectorSpec.source"
+    source = collector.source
+    given = (source.file_system_path if source else None) or {}
+    path, kind = given.get("path") or DEFAULT_PATH, given.get("kind") or "File"
+    form = given.get("format") or "TEXT"
+    problems = []
+    if kind != "File" or not isinstance(path, str) or not path.startswith("/"):
+        reason = "the File collector needs the metrics file's absolute path (kind: File)"
+        problems.append(Problem(f"{where}.fileSystemPath.path", reason))
+    elif posixpath.dirname(path) == "/":
+        reason = "its directory becomes an emptyDir: give a file in a directory of its own"
+        problems.append(Problem(f"{where}.fileSystemPath.path", reason))
+    if form not in ("TEXT", "JSON"):
+        problems.append(Problem(f"{where}.fileSystemPath.format", "TEXT or JSON"))
+    if form == "JSON" and source is not None and source.filter is not None:
+        reason = "filter must be nil when format is JSON (each line is a JSON object)"
+        problems.append(Problem(f"{where}.filter", reason))
+    return str(path), form == "JSON", problems
+
+
+def with_file(document: dict[str, Any], primary: str | None, path: str) -> list[Problem]:
+    """The trial's resource with each pod template's primary container printing the metrics
+    file after its command (`document`, changed in place), or the problems that prevent it."""
+    where = "spec.trialTemplate.primaryContainerName"
+    if not primary:
+        return [Problem(where, "the File collector reads the primary container's file: name it")]
+    found = 0
+    for pod in _pod_specs(document):
+        for container in pod.get("containers") or []:
+            if not isinstance(container, dict) or container.get("name") != primary:
+                continue
+            command, args = container.get("command"), container.get("args") or []
+            if not command:
+                reason = (
+                    f"the File collector prints the metrics file once {primary}'s command has "
+                    "ended: give the container its command (no image is read here)"
+                )
+                return [Problem(where, reason)]
+            found += 1
+            mounts, volumes = container.get("volumeMounts") or [], pod.get("volumes") or []
+            if not all(isinstance(v, list) for v in (command, args, mounts, volumes)):
+                continue  # (left as given: the trial's door names what is wrong)
+            container["command"] = ["/bin/sh", "-c", PRINT, "aichor-metrics", path, *command, *args]
+            container.pop("args", None)
+            mount = {"name": VOLUME, "mountPath": posixpath.dirname(path)}
+            if any(m.get("mountPath") == mount["mountPath"] for m in mounts if isinstance(m, dict)):
+                reason = (
+                    f"{primary} mounts a volume at {mount['mountPath']}, where the File "
+                    "collector mounts its own (as Katib does): give the metrics file a "
+                    "directory of its own"
+                )
+                return [Problem("spec.metricsCollectorSpec.source.fileSystemPath.path", reason)]
+            container["volumeMounts"] = [*mounts, mount]
+            pod["volumes"] = [*volumes, {"name": VOLUME, "emptyDir": {}}]
+    if not found:
+        return [Problem(where, f"no pod template of the trial has a container named {primary}")]
+    return []
+
+
+def _pod_specs(node: Any) -> list[dict[str, Any]]:
+    """Every pod spec in a resource: each `template.spec` that has containers."""
+    found = []
+    if isinstance(node, dict):
+        template = node.get("template")
+        pod = template.get("spec") if isinstance(template, dict) else None
+        if isinstance(pod, dict) and isinstance(pod.get("containers"), list):
+            found.append(pod)
+        for value in node.values():
+            found += _pod_specs(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _pod_specs(value)
+    return found

@@ -1,0 +1,1 @@
+"""KubeRay's RayJob and RayCluster."""

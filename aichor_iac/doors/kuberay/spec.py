@@ -1,0 +1,146 @@
+"""The KubeRay custom resources as this product reads them (`ray.io/v1` RayJob and RayCluster,
+KubeRay v1.7.0's fields): the models the KubeRay door validates against, unknown keys refused
+with their path. Pod templates stay plain JSON (`reading.podtemplate` checks them)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ...experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Model, Tpu
+from ...reading import podtemplate as templates
+from ...reading.podtemplate import Template
+from ...rules.limits import INT32, MAX_INDEXED
+
+
+class AuthOptions(Model):
+    mode: Literal["disabled", "token"] = "disabled"
+    secret_name: str | None = None
+    enable_k8s_token_auth: bool | None = Field(None, alias="enableK8sTokenAuth")
+
+
+class HeadGroupSpec(Model):
+    ray_start_params: dict[str, str] = Field(default_factory=dict)
+    template: Template
+    service_type: str | None = None
+    head_service: dict[str, Any] | None = None
+    enable_ingress: bool | None = None
+    ingress_options: dict[str, Any] | None = None
+    resources: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
+
+
+class WorkerGroupSpec(Model):
+    group_name: str
+    replicas: int | None = Field(None, ge=0, le=INT32)
+    min_replicas: int | None = Field(None, ge=0, le=INT32)
+    max_replicas: int | None = Field(None, ge=0, le=INT32)
+    idle_timeout_seconds: int | None = None
+    priority: int | None = None
+    ray_start_params: dict[str, str] = Field(default_factory=dict)
+    template: Template
+    scale_strategy: dict[str, Any] | None = None
+    num_of_hosts: int = Field(1, ge=1, le=MAX_INDEXED)
+    suspend: bool | None = None
+    resources: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
+
+    @property
+    def count(self) -> int:
+        """KubeRay's desired replicas (`GetWorkerGroupDesiredReplicas`), before numOfHosts."""
+        low, high = (
+            self.min_replicas or 0,
+            INT32 if self.max_replicas is None else self.max_replicas,
+        )
+        if self.suspend:
+            return 0
+        if self.replicas is None or self.replicas < low:
+            return low
+        return min(self.replicas, high)
+
+    def tpu_slice(self) -> Tpu | str | None:
+        """A multi-host group's TPU slice, as GKE's nodes and TPU webhook see it (the Ray
+        container's `google.com/tpu` limit, the pod's TPU node selectors), whose hosts are
+        `numOfHosts`; else the reason it is not one. None for a single-host group."""
+        if self.num_of_hosts == 1:
+            return None
+        spec = templates.mapping(self.template.get("spec"))
+        containers = spec.get("containers")
+        first = templates.mapping(
+            containers[0] if isinstance(containers, list) and containers else None
+        )
+        selector = templates.mapping(spec.get("nodeSelector"))
+        limits = templates.mapping(templates.mapping(first.get("resources")).get("limits"))
+        try:
+            tpu = Tpu(
+                type=selector.get(TPU_SELECTORS[0]),
+                topology=selector.get(TPU_SELECTORS[1]),
+                tpuChipsCount=int(str(limits.get(TPU_RESOURCE))),
+            )
+        except ValueError:
+            return (
+                f"multi-host groups run here as TPU slices: give the Ray container a "
+                f"'{TPU_RESOURCE}' limit and the template the node selectors "
+                f"{' and '.join(TPU_SELECTORS)}"
+            )
+        if tpu.hosts != self.num_of_hosts:
+            return (
+                f"a {tpu.topology} slice of {tpu.tpu_chips_count} chips per host has "
+                f"{tpu.hosts} hosts: give numOfHosts {tpu.hosts}"
+            )
+        return tpu
+
+
+class RayClusterSpec(Model):
+    ray_version: str | None = None
+    head_group_spec: HeadGroupSpec
+    worker_group_specs: list[WorkerGroupSpec] = Field(default_factory=list)
+    auth_options: AuthOptions | None = None
+    suspend: bool | None = None
+    managed_by: str | None = None
+    enable_in_tree_autoscaling: bool | None = None
+    autoscaler_options: dict[str, Any] | None = None
+    head_service_annotations: dict[str, str] | None = None
+    gcs_fault_tolerance_options: dict[str, Any] | None = None
+    history_server_options: dict[str, Any] | None = None
+    network_policy: dict[str, Any] | None = None
+    tls_options: dict[str, Any] | None = None
+    upgrade_strategy: dict[str, Any] | None = None
+
+
+class SubmitterConfig(Model):
+    backoff_limit: int | None = Field(None, ge=0, le=INT32)
+
+
+class RayJobSpec(Model):
+    entrypoint: str = ""
+    runtime_env_yaml: str = Field("", alias="runtimeEnvYAML")
+    metadata: dict[str, str] | None = None
+    job_id: str | None = None
+    submission_mode: Literal["K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"] = (
+        "K8sJobMode"
+    )
+    entrypoint_num_cpus: float = Field(0, ge=0)
+    entrypoint_num_gpus: float = Field(0, ge=0)
+    entrypoint_resources: str | None = None
+    ray_cluster_spec: RayClusterSpec | None = None
+    cluster_selector: dict[str, str] | None = None
+    submitter_pod_template: Template | None = None
+    submitter_config: SubmitterConfig | None = None
+    shutdown_after_job_finishes: bool = False
+    ttl_seconds_after_finished: int = Field(0, ge=0, le=INT32)
+    active_deadline_seconds: int | None = Field(None, ge=1, le=INT32)
+    pre_running_deadline_seconds: int | None = Field(None, ge=1, le=INT32)
+    backoff_limit: int | None = Field(None, ge=0, le=INT32)
+    suspend: bool = False
+    managed_by: str | None = None
+    deletion_strategy: dict[str, Any] | None = None
+
+
+class Resource(Model):
+    api_version: Literal["ray.io/v1"]
+    kind: Literal["RayJob", "RayCluster"]
+    metadata: templates.Metadata
+    spec: dict[str, Any]
+    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored

@@ -1,0 +1,1 @@
+"""The Kubeflow SDK's Python ways in: a function, a CustomTrainer, optimize()."""

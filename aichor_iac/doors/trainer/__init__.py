@@ -1,0 +1,1 @@
+"""Kubeflow Trainer v2's TrainJob, with its runtimes and plugins."""

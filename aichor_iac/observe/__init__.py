@@ -1,0 +1,1 @@
+"""An experiment's objects read back from a cluster, and what `status` reports of them."""

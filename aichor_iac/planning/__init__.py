@@ -1,0 +1,8 @@
+"""An experiment and the stack's settings made into what the layers below read: its names, its
+framework's plan, its gang, its restart policy and platform env, or every problem that only shows
+once they meet (`blueprint()`, the one path that decides validity)."""
+
+from .blueprints import Blueprint, TensorboardLogs, about, arrange, blueprint, warnings
+from .gangs import Gang
+
+__all__ = ["Blueprint", "Gang", "TensorboardLogs", "about", "arrange", "blueprint", "warnings"]

@@ -1,0 +1,478 @@
+"""From a validated manifest and the stack config to what the layers below read: the
+experiment's names, its framework's plan and its platform env, or every problem that only shows
+once they meet. The one path that decides validity: `aichor-iac validate`, `render`, `preview`
+and `pulumi up` all go through `blueprint()`, so they agree on every input.
+
+Pure: no Pulumi or Kubernetes import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Literal
+
+from ..experiment.groups import MAX_JOBS
+from ..experiment.model import Experiment, FailurePolicy, Spec
+from ..experiment.trial import Trial
+from ..frameworks import PLANNERS, Group, Names, Plan
+from ..frameworks.base import INDEX_VAR
+from ..problems import Problem
+from ..reading.podtemplate import KUEUE_LABEL
+from ..settings import Settings
+from . import naming
+from .failures import failure_policy, restart_problems
+from .gangs import Gang, gang
+
+# Variables every replica gets from aichor-iac whatever the framework.
+PLATFORM_VARS = (INDEX_VAR, "NVIDIA_VISIBLE_DEVICES")
+# The types that may be multi-host TPU slices (one Job per slice, GKE's TPU variables).
+TPU_SLICES = {("jax", "Worker"), ("ray", "Workers"), ("kuberay", "Workers")}
+# Paths replicas (and TensorBoard) reach over the network: s3://, gs://, az://, hdfs://, …
+OBJECT_STORAGE = re.compile(r"[a-z][a-z0-9+.-]*://")
+# Node labels that common node labellers set to a GPU's product name: NVIDIA's GPU feature
+# discovery (and GPU Operator), GKE, EKS (cluster-autoscaler's), Karpenter on AWS, AMD's labeller.
+GPU_PRODUCT_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "k8s.amazonaws.com/accelerator",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "amd.com/gpu.product-name",
+)
+# Where replicas write TensorBoard logs when TensorBoard has a volume of its own (a local
+# directory of each replica, shipped to that volume as it grows).
+TENSORBOARD_DIR = "/aichor/tensorboard"
+
+
+@dataclass(frozen=True)
+class TensorboardLogs:
+    """Where an experiment's TensorBoard logs go, and why (docs/services.md, TensorBoard)."""
+
+    source: Literal["path", "shared", "volume"]
+    path: str  # AICHOR_TENSORBOARD_PATH of every replica, and what TensorBoard reads
+    why: str
+
+
+@dataclass(frozen=True)
+class Blueprint:
+    """One experiment, decided: what `k8s` turns into objects and components register."""
+
+    manifest: Experiment
+    settings: Settings
+    names: Names
+    plan: Plan
+    platform_env: dict[str, str]  # AICHOR_* values, in a fixed order
+    tensorboard: TensorboardLogs | None  # None: TensorBoard is not enabled
+    jupyter: str | None  # the role whose pods run a Jupyter server (spec.debug.jupyter)
+
+    @property
+    def spec(self) -> Spec:
+        return self.manifest.spec
+
+    def apart(self, group: Group) -> bool:
+        """Whether each of the group's replicas has a Job of its own: its container runs the
+        image's entrypoint (nothing to compute in) and needs a value Kubernetes cannot derive
+        from the completion index (RANK = index + 1, a value for replica 0 only). The
+        operator makes one pod per replica with literal env; so does this, for that group."""
+        origin = self.spec.origin
+        kept = origin.kept.get(group.replica_type) if origin else None
+        return kept is not None and kept.argv is None and bool(group.computed)
+
+    @cached_property
+    def failure(self) -> FailurePolicy:
+        """The group restart it runs with (`max_restarts` 0: none)."""
+        return failure_policy(self.spec, self.settings)
+
+    @cached_property
+    def gang(self) -> Gang | None:
+        return gang(self.plan, self.settings)
+
+    @property
+    def network_policy(self) -> bool:
+        """`aichor:networkPolicy`, by default on for an AIchor manifest and off for a custom
+        resource (its operator adds no NetworkPolicy: its pods may fetch their data)."""
+        if self.settings.network_policy is not None:
+            return self.settings.network_policy
+        return self.spec.origin is None
+
+
+def blueprint(manifest: Experiment, settings: Settings | None = None, name: str = "") -> Blueprint:
+    """The experiment named `name` (shortened if host names derived from it would not be DNS
+    labels), or ManifestError naming each problem with the manifest's file and line."""
+    settings = settings or Settings.default()
+    spec = manifest.spec
+    planner = PLANNERS[spec.operator]
+    draft = planner(spec, Names("x", settings.namespace, settings.cluster_domain))
+    experiment = naming.experiment_name(
+        name or manifest.name_in("experiment"), [(g.role, g.count) for g in draft.groups]
+    )
+    subdomain = spec.origin.subdomain if spec.origin else None
+    names = Names(experiment, settings.namespace, settings.cluster_domain, subdomain)
+    logs = tensorboard_logs(spec, settings)
+    env = platform_env(spec, settings, logs)
+    plan = arrange(planner(spec, names), settings, manifest.trial)
+    result = Blueprint(manifest, settings, names, plan, env, logs, jupyter_role(spec, plan))
+    problems = _problems(result)
+    if problems:
+        raise manifest.error(problems)
+    return result
+
+
+def tensorboard_logs(spec: Spec, settings: Settings) -> TensorboardLogs | None:
+    """The log location TensorBoard reads: the configured path, else the shared volume, else a
+    volume of TensorBoard's own that every replica's logs are shipped to."""
+    if not spec.tensorboard.enabled:
+        return None
+    if settings.tensorboard_path:
+        why = "aichor:tensorboardPath is set: replicas write there and TensorBoard reads it"
+        return TensorboardLogs("path", settings.tensorboard_path, why)
+    shared = spec.storage.shared_volume
+    if shared:
+        path = f"{shared.mount_point.rstrip('/')}/tensorboard"
+        why = "the shared volume: every replica writes there and TensorBoard mounts it read-only"
+        return TensorboardLogs("shared", path, why)
+    why = (
+        "no log location is configured: each replica writes to a local directory whose new "
+        "bytes are shipped to TensorBoard's own ReadWriteOnce volume"
+    )
+    return TensorboardLogs("volume", TENSORBOARD_DIR, why)
+
+
+def arrange(plan: Plan, settings: Settings, trial: Trial | None = None) -> Plan:
+    """The order Pulumi creates the groups' Jobs in, such that `pulumi up` never waits on
+    itself. The provider holds every resource until the awaits of the resources it depends on
+    hold (DESIGN §7), so:
+
+    - with a gang scheduler, no Job waits for another: the gang's pods are scheduled only once
+      all exist, so a Job held back (behind the Ray head's or MPI workers' readiness, or any
+      group under `wait: ready`) would hold back the whole gang, its gate included;
+    - under `wait: complete`, the Jobs awaited until they complete come after every other
+      group, so nothing waits for them (their peers must run for them to complete); Jobs
+      that do not need each other to run (jobset) keep the order they were given. So does a
+      sweep's trial that a later one waits for (its entry point awaited until it ends): a
+      master created after its workers, which it needs to end.
+
+    Followers keep waiting (before their command) for the entry point's host even when it is now
+    created after them: nothing awaits their pods before the entry point is created, and a
+    follower that has seen the entry point resolve before its command starts cannot miss an
+    entry point that ends quickly (a follower that must count it gone only once it has seen
+    it, `leader_first=False`, stays that way only where the entry point's creation awaits
+    the follower's readiness: Ray's head and pools, MPI's workers)."""
+    if settings.gang_scheduler != "none":
+        held = {g.role for g in plan.groups}  # every Job is created at once
+    elif (settings.wait == "complete" or (trial and trial.gates)) and not plan.independent:
+        held = set(plan.completes)
+    else:
+        return plan
+    groups = []
+    for group in plan.groups:
+        after = tuple(r for r in group.after if r not in held)
+        if settings.gang_scheduler == "none" and group.role in held:  # last, after its peers
+            after = tuple(g.role for g in plan.groups if g.role not in held)
+        groups.append(replace(group, after=after))
+    return replace(plan, groups=tuple(_topological(groups)))
+
+
+def _topological(groups: list[Group]) -> list[Group]:
+    """The groups, each after the groups it is created after (stable otherwise)."""
+    placed: list[Group] = []
+    while len(placed) < len(groups):
+        roles = {g.role for g in placed}
+        ready = [g for g in groups if g not in placed and set(g.after) <= roles]
+        if not ready:
+            raise ValueError(f"groups created after each other: {[g.role for g in groups]}")
+        placed += ready
+    return placed
+
+
+def jupyter_role(spec: Spec, plan: Plan) -> str | None:
+    """Where `debug.jupyter` puts its server: beside the entry point, and for Ray on the head,
+    where the driver's cluster is."""
+    if not spec.debug.jupyter:
+        return None
+    return "head" if plan.framework == "ray" else plan.entry_point
+
+
+def platform_env(
+    spec: Spec, settings: Settings, logs: TensorboardLogs | None = None
+) -> dict[str, str]:
+    """AICHOR_* values: the stack config's, else paths on the shared volume if any, and
+    TensorBoard's log location."""
+    shared = spec.storage.shared_volume
+    defaults = {}
+    if shared:
+        root = shared.mount_point.rstrip("/")
+        for name in ("INPUT", "OUTPUT", "TENSORBOARD", "LOGS"):
+            defaults[f"AICHOR_{name}_PATH"] = f"{root}/{name.lower()}"
+    if logs:
+        defaults["AICHOR_TENSORBOARD_PATH"] = logs.path
+    return settings.platform_env(defaults)
+
+
+def _problems(blueprint: Blueprint) -> list[Problem]:
+    """Problems only visible once the plan and the stack config meet the manifest."""
+    return [
+        *_env_problems(blueprint),
+        *_tpu_problems(blueprint.spec),
+        *_scheduling_problems(blueprint),
+        *_gang_order_problems(blueprint),
+        *_settings_problems(blueprint),
+        *_job_problems(blueprint),
+        *restart_problems(blueprint.spec, blueprint.plan, blueprint.failure),
+    ]
+
+
+def _env_problems(blueprint: Blueprint) -> list[Problem]:
+    """The manifest's env names that aichor-iac sets itself."""
+    spec, plan = blueprint.spec, blueprint.plan
+    reserved = {*PLATFORM_VARS, *blueprint.platform_env}
+    reserved |= {var.name for group in plan.groups for var in group.env}
+    return [
+        Problem(
+            f"spec.env.{i}.name",
+            f"{var.name} is set by aichor-iac for operator '{spec.operator}'; choose another name",
+        )
+        for i, var in enumerate(spec.env)
+        if var.name in reserved
+    ]
+
+
+def _tpu_problems(spec: Spec) -> list[Problem]:
+    """Multi-host TPU slices where the framework cannot spread one over several pods."""
+    problems = []
+    for type_name, group in spec.types.present().items():
+        for i, one in enumerate(group if isinstance(group, list) else [group]):
+            tpu = one.resources.accelerators.tpu
+            if tpu and tpu.hosts > 1 and (spec.operator, type_name) not in TPU_SLICES:
+                where = f"spec.types.{type_name}" + (f".{i}" if isinstance(group, list) else "")
+                problems.append(
+                    Problem(
+                        f"{where}.resources.accelerators.tpu",
+                        f"a {tpu.topology} slice of {tpu.hosts} hosts is a multi-host TPU slice, "
+                        f"which only jax Workers and Ray worker pools can be: use a single-host "
+                        f"topology ({tpu.tpu_chips_count} chips) here",
+                    )
+                )
+    return problems
+
+
+def _settings_problems(blueprint: Blueprint) -> list[Problem]:
+    """Stack settings the experiment cannot run with: object storage behind the
+    NetworkPolicy, non-root MPI workers."""
+    settings, problems = blueprint.settings, []
+    if blueprint.network_policy and not settings.egress_cidrs:
+        for key, value in blueprint.platform_env.items():
+            if OBJECT_STORAGE.match(value):
+                setting = f"aichor:{key.removeprefix('AICHOR_').removesuffix('_PATH').lower()}Path"
+                problems.append(
+                    Problem(
+                        setting,
+                        f"{value} is object storage, which the experiment's NetworkPolicy does "
+                        "not let pods reach (only each other and DNS): set aichor:egressCIDRs "
+                        "to the storage's address ranges (or 0.0.0.0/0), or "
+                        "aichor:networkPolicy: false",
+                    )
+                )
+    not_root = {"runAsNonRoot": settings.run_as_non_root, "runAsUser": settings.run_as_user}
+    if blueprint.plan.framework == "mpi":  # the workers' sshd runs as root, as the Operator's
+        problems += [
+            Problem(f"aichor:{key}", "MPI workers run sshd as root: leave it unset for mpi")
+            for key, value in not_root.items()
+            if value  # (runAsUser 0 is root: fine)
+        ]
+    return problems
+
+
+def _job_problems(blueprint: Blueprint) -> list[Problem]:
+    """Too many Jobs, or two groups that would be the same Job."""
+    plan, problems = blueprint.plan, []
+    if plan.framework == "jobset" and len(plan.groups) > MAX_JOBS:
+        problems.append(
+            Problem(
+                "spec.types",
+                f"{len(plan.groups):,} Jobs in all (the types' counts); at most {MAX_JOBS:,}, "
+                "each a resource of the stack: give a type more completions instead",
+            )
+        )
+    apart = [g for g in plan.groups if blueprint.apart(g)]
+    jobs = len(plan.groups) + sum(g.count - 1 for g in apart)
+    if apart and jobs > MAX_JOBS:
+        group = max(apart, key=lambda g: g.count)
+        kept = blueprint.spec.origin.kept[group.replica_type]  # type: ignore[union-attr]
+        reason = (
+            f"{group.count:,} replicas whose image's entrypoint needs "
+            f"{', '.join(group.computed)} per replica: a Job each, and at most {MAX_JOBS:,} "
+            "Jobs in all (each a resource of the stack); give the entrypoint as the "
+            "container's command to run them as one Indexed Job"
+        )
+        problems.append(Problem(f"{kept.path}.replicas", reason))
+    roles = [g.role for g in plan.groups]
+    for role in sorted({r for r in roles if roles.count(r) > 1}):
+        problems.append(
+            Problem(
+                "spec.types",
+                f"two groups would both be the Job {blueprint.names.job(role)}: rename one of them",
+            )
+        )
+    return problems
+
+
+def warnings(blueprint: Blueprint) -> list[Problem]:
+    """What is valid but most likely not what the user meant, located in the manifest (or
+    naming the `aichor:` key): shown by `validate`, `render`, `preview` and `pulumi up`."""
+    spec, settings = blueprint.spec, blueprint.settings
+    found = []
+    gpus = [g.spec.resources.accelerators.gpu for g in blueprint.plan.groups]
+    products = sorted({gpu.product for gpu in gpus if gpu and gpu.count and gpu.product})
+    if products and settings.gpu_product_label not in GPU_PRODUCT_LABELS:
+        found.append(
+            Problem(
+                "aichor:gpuProductLabel",
+                f"{settings.gpu_product_label} is no label a common node labeller sets, so no "
+                f"node may match {', '.join(products)} and the GPU pods stay Pending: use the "
+                f"one your nodes carry (kubectl get nodes --show-labels), e.g. "
+                f"{', '.join(GPU_PRODUCT_LABELS[:2])}",
+            )
+        )
+    deadline = spec.timeout_seconds
+    if deadline is not None and deadline < settings.peer_wait_seconds:
+        field = "spec.timeout" if spec.timeout is not None else "spec.activeDeadlineSeconds"
+        found.append(
+            Problem(
+                field,
+                f"{deadline} s is shorter than aichor:peerWaitSeconds ({settings.peer_wait_seconds}"
+                " s): replicas waiting for slow peers (pods Pending while nodes scale up) use "
+                "the whole deadline and the run ends as DeadlineExceeded, not as a peer that "
+                "never came; lower aichor:peerWaitSeconds below it",
+            )
+        )
+    if blueprint.network_policy and not settings.egress_cidrs:
+        for i, var in enumerate(spec.env):
+            if var.value and OBJECT_STORAGE.match(var.value):
+                found.append(
+                    Problem(
+                        f"spec.env.{i}.value",
+                        f"{var.value} looks like object storage, which the experiment's "
+                        "NetworkPolicy does not let pods reach (only each other and DNS): set "
+                        "aichor:egressCIDRs to its address ranges, or aichor:networkPolicy: false",
+                    )
+                )
+    found += _gang_warnings(blueprint)
+    found += _autoscaling_warnings(blueprint)
+    found += _queue_warnings(blueprint)
+    return blueprint.manifest.located(found)
+
+
+def _queue_warnings(blueprint: Blueprint) -> list[Problem]:
+    """A custom resource labelled for a Kueue queue the stack does not queue its Jobs in:
+    the queue is the stack's (`aichor:kueueQueue`), which says so."""
+    origin, queue = blueprint.spec.origin, blueprint.settings.kueue_queue
+    wanted = origin.options.get("queue") if origin else None
+    if not wanted or wanted == queue:
+        return []
+    now = f"they go to {queue}" if queue else "they are not queued"
+    reason = (
+        f"asks Kueue's queue {wanted}, which the stack's aichor:kueueQueue names for every Job "
+        f"({now}): set aichor:kueueQueue: {wanted}"
+    )
+    return [Problem(f"metadata.labels.{KUEUE_LABEL}", reason)]
+
+
+def _autoscaling_warnings(blueprint: Blueprint) -> list[Problem]:
+    """A custom resource that asks for an autoscaler, which no operator runs here: say what
+    size each group runs at instead (a KubeRay cluster's autoscaler, a PyTorchJob's
+    HorizontalPodAutoscaler)."""
+    origin = blueprint.spec.origin
+    if origin is not None and (origin.options.get("elasticPolicy") or {}).get("metrics"):
+        workers = blueprint.spec.types.get("Worker")
+        count = workers.count if workers else 0
+        return [
+            Problem(
+                "spec.elasticPolicy.metrics",
+                "the HorizontalPodAutoscaler that would scale the Workers is not created here "
+                f"(no operator): they run at their replicas ({count}) for the whole run; "
+                "change replicas and `pulumi up` to resize",
+            )
+        ]
+    fields = origin.options.get("autoscaling") if origin else None
+    if not fields:
+        return []
+    pools = blueprint.spec.types.get("Workers") or []
+    sizes = ", ".join(f"{pool.name} {pool.count}" for pool in pools) or "no worker group"
+    return [
+        Problem(
+            fields[0],
+            "the Ray autoscaler is not run here (no KubeRay operator): each worker group runs "
+            f"at its declared size (replicas within min and max; {sizes}) for the whole run "
+            "and autoscalerOptions are not used; change replicas and `pulumi up` to resize",
+        )
+    ]
+
+
+def _gang_warnings(blueprint: Blueprint) -> list[Problem]:
+    """A coscheduling gang that leaves groups out (`Gang`): say which, and why."""
+    chosen = blueprint.gang
+    if chosen is None or not chosen.left_out:
+        return []
+    jobs = ", ".join(blueprint.names.job(role) for role in chosen.left_out)
+    pods = f"{chosen.size} pod" + ("s" if chosen.size != 1 else "")
+    kept = f"a PodGroup of {pods} for the rest" if chosen.roles else "no PodGroup"
+    return [
+        Problem(
+            "aichor:gangScheduler",
+            f"the pods of {jobs} come and go (more completions than parallelism) and the "
+            "coscheduling plugin counts only pods that have not ended, so no gang of them "
+            f"could hold once the first ends: they are scheduled one by one ({kept}); use "
+            "volcano, which counts succeeded pods, to start them as a gang too",
+        )
+    ]
+
+
+def about(problem: Problem, manifest: str, stack: str | None = None) -> str:
+    """The file a problem is about: the stack config for an `aichor:` key, else the
+    manifest."""
+    return (stack or "stack config") if problem.path.startswith("aichor:") else manifest
+
+
+def _gang_order_problems(blueprint: Blueprint) -> list[Problem]:
+    """A gang starts every pod at once: Jobs that must complete before others start (JobSet's
+    `dependsOn: Complete`, a TrainJob's initializers) cannot be in one."""
+    gang = blueprint.settings.gang_scheduler != "none"
+    first = sorted({g.replica_type for g in blueprint.plan.groups if gang and g.gate == "complete"})
+    reason = (
+        "a gang starts every pod at once, and '{}' must complete before other Jobs are created "
+        "(dependsOn: Complete): no gang can hold both; set aichor:gangScheduler: none, or run "
+        "the earlier step in the same pods"
+    )
+    return [Problem("aichor:gangScheduler", reason.format(name)) for name in first]
+
+
+def _scheduling_problems(blueprint: Blueprint) -> list[Problem]:
+    """A custom resource's `schedulingPolicy` fills the gang's PodGroup: it needs one (its
+    operator would ignore it without gang scheduling), and a gang it can complete."""
+    origin, settings = blueprint.spec.origin, blueprint.settings
+    policy = origin.scheduling if origin else None
+    if policy is None:
+        return []
+    where, asked = policy.where, policy.scheduler
+    if settings.gang_scheduler == "none":
+        reason = (
+            "fills the gang scheduler's PodGroup, and the stack schedules no gang: set "
+            f"aichor:gangScheduler ({asked or 'volcano or coscheduling'}), or remove it"
+        )
+        return [Problem(where, reason)]
+    if asked and asked != settings.gang_scheduler:
+        reason = (
+            f"asks for a {asked} gang, and the stack's aichor:gangScheduler is "
+            f"{settings.gang_scheduler}: set it to {asked}"
+        )
+        return [Problem(where, reason)]
+    size = blueprint.gang.size if blueprint.gang else 0
+    if policy.min_available and policy.min_available > size:
+        reason = (
+            f"is more than the {size} pods of the gang that exist at once: no gang could ever "
+            "start; give at most that many"
+        )
+        return [Problem(f"{where}.minAvailable", reason)]
+    return []

@@ -1,0 +1,1 @@
+"""A sweep's results and their picture."""

@@ -1,0 +1,136 @@
+"""A sweep's results (issue 41), as Katib reports them: each trial's metrics as its StdOut
+metrics collector reads them from the trial's entry point (every `name=value` its filters find
+in a line, for the objective's metrics), each metric's value by its strategy (min, max or
+latest), and the best trial for the objective's direction. Pure: lines and states in, a report
+(JSON) and a table out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from typing import Any
+
+from rich.table import Table
+
+from ..experiment.trial import MARKER, Objective, Trial
+
+
+def metrics(lines: list[str], objective: Objective) -> dict[str, list[float]]:
+    """Every value of the objective's metrics in the lines, in order (Katib's collector:
+    each filter's matches in a line, name and value trimmed, values that are numbers). With
+    the File collector, only its file's lines (after MARKER) count: TEXT ones filtered so,
+    JSON ones an object each."""
+    names = {objective.metric, *objective.additional}
+    if objective.file is not None:
+        lines = [line[len(MARKER) :] for line in lines if line.startswith(MARKER)]
+        if objective.json:
+            return _json_metrics(lines, names)
+    found: dict[str, list[float]] = {}
+    for line in lines:
+        for form in objective.formats or ():
+            for match in re.finditer(form, line):
+                name, value = match.group(1).strip(), match.group(2).strip()
+                if name not in names:
+                    continue
+                try:
+                    number = float(value)
+                except ValueError:  # (`loss=` with no number)
+                    continue
+                found.setdefault(name, []).append(number)
+    return found
+
+
+def _json_metrics(lines: list[str], names: set[str]) -> dict[str, list[float]]:
+    """Katib's File collector on JSON lines (`parseLogsInJsonFormat`): each non-empty line an
+    object, each metric's value a string holding a number (other values are skipped); a line
+    that is no JSON object spoils the file, as it fails Katib's collection."""
+    found: dict[str, list[float]] = {}
+    for line in filter(None, lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return {}
+        if not isinstance(record, dict):
+            return {}
+        for name in sorted(names & set(record)):
+            with contextlib.suppress(ValueError):
+                if isinstance(record[name], str):
+                    found.setdefault(name, []).append(float(record[name]))
+    return found
+
+
+def value(values: list[float], strategy: str) -> float | None:
+    """A metric's value for the trial: the least, the greatest or the last reported."""
+    if not values:
+        return None
+    return {"min": min, "max": max}.get(strategy, lambda v: v[-1])(values)
+
+
+def report(trials: list[tuple[str, Trial, str, list[str]]]) -> dict[str, Any]:
+    """A sweep's trials — (name, place, state, entry point's lines) each — with their
+    parameters, state, objective and other metrics, and the best one."""
+    trial = trials[0][1]
+    objective = trial.objective
+    assert objective is not None  # (a door's trials carry it)
+    default = "min" if objective.direction == "minimize" else "max"  # (Katib's)
+    given = dict(objective.strategies)
+    strategies = {m: given.get(m, default) for m in (objective.metric, *objective.additional)}
+    rows = []
+    for name, place, state, lines in sorted(trials, key=lambda t: t[1].index):
+        found = metrics(lines, objective)
+        values = {m: value(found.get(m, []), s) for m, s in strategies.items()}
+        rows.append(
+            {
+                "trial": name,
+                "parameters": dict(place.values),
+                "state": state,
+                "objective": values.get(objective.metric),
+                "metrics": {m: v for m, v in values.items() if m != objective.metric},
+            }
+        )
+    scored = [r for r in rows if r["objective"] is not None]
+    pick = min if objective.direction == "minimize" else max
+    best = pick(scored, key=lambda r: r["objective"])["trial"] if scored else None
+    failed = sum(r["state"] == "Failed" for r in rows)
+    return {
+        "sweep": trial.sweep,
+        "objective": objective.metric,
+        "direction": objective.direction,
+        "goal": objective.goal,
+        "collected": objective.formats is not None,
+        "trials": rows,
+        "best": best,
+        # Katib's `failed != 0 && failed >= maxFailedTrialCount`: the sweep failed there
+        "failed": trial.max_failed is not None and 0 < failed >= trial.max_failed,
+    }
+
+
+def table(found: dict[str, Any]) -> Table:
+    """The sweep as a terminal table: a line per trial, the best one marked."""
+    out = Table(box=None, header_style="bold", pad_edge=False)
+    parameters = list(found["trials"][0]["parameters"]) if found["trials"] else []
+    extra = list(found["trials"][0]["metrics"]) if found["trials"] else []
+    for column in ("trial", *parameters, "state", found["objective"], *extra):
+        out.add_column(column, justify="left" if column in ("trial", "state") else "right")
+    for row in found["trials"]:
+        mark = " *" if row["trial"] == found["best"] else ""
+        cells = [_number(row["objective"]), *(_number(row["metrics"][m]) for m in extra)]
+        values = (row["parameters"][p] for p in parameters)
+        out.add_row(row["trial"] + mark, *values, row["state"], *cells)
+    aim = f"{found['direction']} {found['objective']}"
+    if not found["collected"]:
+        out.caption = f"{found['sweep']}: {aim}; its metrics are not in the trials' output"
+    elif found["best"]:
+        out.caption = f"{found['sweep']}: {aim}; best trial {found['best']} (*)"
+    else:
+        out.caption = f"{found['sweep']}: {aim}; no trial has reported it yet"
+    if found["failed"]:
+        out.caption += "; the sweep failed: as many trials failed as its maxFailedTrialCount"
+    out.min_width = len(out.caption)  # (a caption wraps at its table's width: kept whole)
+    return out
+
+
+def _number(found: float | None) -> str:
+    return "" if found is None else f"{found:.6g}"

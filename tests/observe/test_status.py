@@ -1,0 +1,148 @@
+"""`aichor-iac status`'s report from the API's JSON (aichor_iac/observe/status.py): what each pod's row
+says for the states a user asks about first. The real reads are in tests/local/test_observe.py."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from rich.console import Console
+
+from aichor_iac.observe.status import report, restart_attempt, table
+
+NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def pod(name: str, phase: str, state: dict, **status) -> dict:
+    container = {"name": "pytorch", "ready": "running" in state, "restartCount": 0, "state": state}
+    container.update(status.pop("container", {}))
+    return {
+        "metadata": {"name": name, "labels": {"batch.kubernetes.io/job-name": "exp-worker"}},
+        "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+        "status": {"phase": phase, "containerStatuses": [container], **status},
+    }
+
+
+CASES = [
+    (
+        pod(
+            "oom",
+            "Failed",
+            {
+                "terminated": {
+                    "exitCode": 137,
+                    "reason": "OOMKilled",
+                    "startedAt": "2026-11-26T11:50:00Z",
+                    "finishedAt": "2026-11-26T11:55:00Z",
+                }
+            },
+        ),
+        {"state": "terminated", "reason": "OOMKilled", "exit_code": 137, "seconds": 300},
+    ),
+    (
+        pod("pull", "Pending", {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}),
+        {"reason": "ImagePullBackOff", "message": "not found", "exit_code": None},
+    ),
+    (
+        pod(
+            "loop",
+            "Running",
+            {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
+            container={"restartCount": 2, "lastState": {"terminated": {"exitCode": 1}}},
+        ),
+        {"restarts": 2, "reason": "CrashLoopBackOff", "exit_code": 1},
+    ),
+    (
+        {
+            "metadata": {"name": "wait", "labels": {"batch.kubernetes.io/job-name": "exp-worker"}},
+            "spec": {"containers": [{}]},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+                    }
+                ],
+            },
+        },
+        {
+            "reason": "Unschedulable",
+            "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+        },
+    ),
+    (
+        pod("run", "Running", {"running": {"startedAt": "2026-11-26T11:59:00Z"}}),
+        {"state": "running", "ready": True, "gpus": 2, "seconds": 60},
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "expected"), CASES, ids=[c[0]["metadata"]["name"] for c in CASES])
+def test_a_pod_s_row_says_its_state_and_why(obj, expected):
+    job = {"metadata": {"name": "exp-worker"}, "status": {"active": 1}}
+    found = report([job], [obj], NOW)
+    row = found["groups"][0]["pods"][0]
+    assert {k: row[k] for k in expected} == expected
+    console = Console(width=200, record=True)
+    console.print(table(found))
+    shown = console.export_text()
+    assert obj["metadata"]["name"] in shown and (row["reason"] or "") in shown
+
+
+def test_gpus_held_count_running_pods_and_the_attempt_is_the_lead_s_last():
+    pods = [pod(n, p, {}) for n, p in (("a", "Running"), ("b", "Pending"), ("c", "Running"))]
+    found = report([{"metadata": {"name": "exp-worker"}}], pods, NOW, attempt=2)
+    assert found["gpus"] == 4 and found["phases"] == {"Pending": 1, "Running": 2}
+    assert found["restart_attempt"] == 2
+    lines = ["x", "aichor: restart attempt 1 (1 of 2 counted)", "aichor: restart attempt 2 (2 of 2"]
+    assert restart_attempt(lines) == 2 and restart_attempt(["nothing"]) is None
+
+
+def test_the_stack_s_kubernetes_config_is_read_as_the_provider_reads_it(tmp_path):
+    from aichor_iac.observe import kubeapi
+
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "https://k.example:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "ml", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "ml",
+    }
+    import yaml
+
+    stack = tmp_path / "Pulumi.dev.yaml"
+    inline = {"kubernetes:kubeconfig": yaml.safe_dump(kubeconfig), "kubernetes:context": "ml"}
+    stack.write_text(yaml.safe_dump({"config": inline}))
+    found, context = kubeapi.stack_connection(str(stack))
+    assert found == kubeconfig and context == "ml"
+    assert kubeapi.config_of(found, context).cluster.server == "https://k.example:6443"
+    kubeapi.connect(kubeconfig=found, context=context)  # (a client; it connects when asked)
+    with pytest.raises(kubeapi.Unreachable, match="--kubeconfig"):
+        kubeapi.connect(kubeconfig=str(tmp_path / "missing"))
+
+
+def test_a_cluster_that_cannot_be_reached_is_a_problem_not_a_crash(tmp_path, capsys):
+    import yaml
+
+    from aichor_iac.cli import main
+
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    manifest = {"spec": {"operator": "pytorch", "image": "i", "command": "c", "types": {}}}
+    manifest["spec"]["types"]["Master"] = {"resources": {"cpus": 1, "ramRatio": 1}}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(manifest))
+    for command in ("status", "events", "logs"):
+        args = [command, str(tmp_path / "exp.yaml"), "--kubeconfig", str(tmp_path / "kubeconfig")]
+        assert main(args) == 2
+        assert "cannot reach the cluster" in capsys.readouterr().err

@@ -1,0 +1,115 @@
+"""A sweep's results (aichor_iac/sweeps/results.py): metrics read as Katib's StdOut collector reads
+them, each metric's value by its strategy, the best trial for the objective's direction."""
+
+from __future__ import annotations
+
+import pytest
+
+from aichor_iac.doors.katib.door import DEFAULT_FORMAT
+from aichor_iac.experiment.trial import MARKER, Objective, Trial
+from aichor_iac.sweeps import results as sweeps
+
+LOSS = Objective(
+    "loss",
+    "minimize",
+    None,
+    ("accuracy",),
+    (("loss", "min"), ("accuracy", "min")),
+    (DEFAULT_FORMAT,),
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (["loss=0.5"], {"loss": [0.5]}),
+        (["epoch 1: loss = 0.25, accuracy=0.9 lr=0.1"], {"loss": [0.25], "accuracy": [0.9]}),
+        (["loss=1e-3", "loss=-2.5E+1"], {"loss": [0.001, -25.0]}),
+        (["loss=", "loss=abc", "no metric here", "val-loss=0.3"], {}),
+        (["loss=0.5 loss=0.4"], {"loss": [0.5, 0.4]}),
+    ],
+)
+def test_metrics_are_read_as_katibs_stdout_collector_reads_them(lines, expected):
+    assert sweeps.metrics(lines, LOSS) == expected
+
+
+def test_a_custom_filter_and_no_collector():
+    custom = Objective("loss", "minimize", formats=(r"(\w+):\s+(\S+)",))
+    assert sweeps.metrics(["loss: 0.5", "loss=0.1"], custom) == {"loss": [0.5]}
+    assert sweeps.metrics(["loss=0.1"], Objective("loss", "minimize", formats=None)) == {}
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [("min", 0.2), ("max", 0.9), ("latest", 0.4)])
+def test_a_metrics_value_is_its_strategys(strategy, expected):
+    assert sweeps.value([0.9, 0.2, 0.4], strategy) == expected
+    assert sweeps.value([], strategy) is None
+
+
+def trial(index: int, objective: Objective) -> Trial:
+    return Trial("s", index, 3, 1, (("lr", str(index)),), objective=objective)
+
+
+@pytest.mark.parametrize(("direction", "best"), [("minimize", "s-1"), ("maximize", "s-0")])
+def test_the_best_trial_is_the_objectives_direction(direction, best):
+    objective = Objective("loss", direction, formats=(DEFAULT_FORMAT,))
+    found = sweeps.report(
+        [
+            ("s-2", trial(2, objective), "Waiting", []),
+            ("s-0", trial(0, objective), "Succeeded", ["loss=0.9"]),
+            ("s-1", trial(1, objective), "Failed", ["loss=0.1"]),
+        ]
+    )
+    assert [r["trial"] for r in found["trials"]] == ["s-0", "s-1", "s-2"]
+    assert [r["objective"] for r in found["trials"]] == [0.9, 0.1, None]
+    assert found["best"] == best
+
+
+@pytest.mark.parametrize(
+    ("limit", "states", "failed"),
+    [
+        (None, ["Failed", "Failed"], False),  # (no limit: every trial runs)
+        (0, ["Succeeded", "Running"], False),
+        (0, ["Failed", "Not created"], True),  # (0 and 1: at the first failed trial)
+        (1, ["Failed", "Not created"], True),
+        (2, ["Failed", "Succeeded"], False),
+        (2, ["Failed", "Failed"], True),
+    ],
+)
+def test_a_sweep_fails_once_as_many_trials_failed_as_its_limit(limit, states, failed):
+    # Katib's UpdateExperimentStatusCondition: `failed != 0 && failed >= maxFailedTrialCount`
+    places = [Trial("s", i, 2, 1, (("lr", str(i)),), limit, LOSS) for i in range(2)]
+    found = sweeps.report([(f"s-{i}", places[i], st, []) for i, st in enumerate(states)])
+    assert found["failed"] is failed
+    caption = str(sweeps.table(found).caption)
+    assert (
+        "the sweep failed: as many trials failed as its maxFailedTrialCount" in caption
+    ) is failed
+
+
+def test_a_sweep_without_results_names_no_best():
+    found = sweeps.report([("s-0", trial(0, LOSS), "Running", ["starting"])])
+    assert found["best"] is None and found["trials"][0]["metrics"] == {"accuracy": None}
+
+
+FILE_TEXT = Objective("loss", "minimize", formats=(DEFAULT_FORMAT,), file="/katib/m.log")
+FILE_JSON = Objective("loss", "minimize", additional=("acc",), file="/k/m.json", json=True)
+
+
+@pytest.mark.parametrize(
+    ("objective", "lines", "expected"),
+    [
+        # The File collector: only the file's lines (after the marker) count
+        (FILE_TEXT, ["loss=0.9", f"{MARKER}epoch 1 loss=0.3"], {"loss": [0.3]}),
+        # JSON: an object per line, string values (Katib's `.(string)`), others skipped
+        (
+            FILE_JSON,
+            [f'{MARKER}{{"loss": "0.5", "acc": "0.7"}}', f'{MARKER}{{"loss": 0.1}}', MARKER],
+            {"loss": [0.5], "acc": [0.7]},
+        ),
+        # a line that is no JSON object spoils the file, as it fails Katib's collection
+        (FILE_JSON, [f'{MARKER}{{"loss": "0.5"}}', f"{MARKER}loss=0.1"], {}),
+        (FILE_JSON, [f'{MARKER}["loss"]'], {}),
+    ],
+)
+def test_the_file_collectors_lines_are_read_as_katib_reads_the_file(objective, lines, expected):
+    assert sweeps.metrics(lines, objective) == expected
