@@ -17,6 +17,7 @@ from typing import Any
 import schemas
 
 FORBIDDEN = "forbidden"  # a list the user may not read
+CORE_LISTS = {"pods": "PodList", "events": "EventList"}  # (`served` as "v1/pods", "v1/events")
 
 
 @dataclass
@@ -27,7 +28,9 @@ class Cluster:
     quotas: list[dict[str, Any]] | str = field(default_factory=list)
     ranges: list[dict[str, Any]] | str = field(default_factory=list)
     nodes: list[dict[str, Any]] | str = field(default_factory=list)
-    served: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # `group/version/plural`
+    served: dict[str, list[dict[str, Any]]] = field(
+        default_factory=dict
+    )  # `[group/]version/plural`
     reviews: list[dict[str, Any]] = field(default_factory=list)  # the access reviews asked
 
     def answer(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, dict]:
@@ -49,10 +52,11 @@ class Cluster:
             if items == FORBIDDEN:
                 return 403, status(403, "Forbidden", f"cannot list resource {kind.lower()}s")
             return 200, {"apiVersion": "v1", "kind": f"{kind}List", "metadata": {}, "items": items}
-        custom = re.fullmatch(rf"/apis/([^/]+/[^/]+)/namespaces/{ns}/([^/]+)", path)
-        if custom and f"{custom[1]}/{custom[2]}" in self.served:
-            items = self.served[f"{custom[1]}/{custom[2]}"]
-            return 200, {"apiVersion": custom[1], "kind": "List", "metadata": {}, "items": items}
+        served = re.fullmatch(rf"/(?:api|apis)/((?:[^/]+/)?[^/]+)/namespaces/{ns}/([^/]+)", path)
+        if served and f"{served[1]}/{served[2]}" in self.served:
+            items = self.served[f"{served[1]}/{served[2]}"]
+            kind = CORE_LISTS.get(served[2], "List") if served[1] == "v1" else "List"
+            return 200, {"apiVersion": served[1], "kind": kind, "metadata": {}, "items": items}
         return 404, status(404, "NotFound", "the server could not find the requested resource")
 
     def _review(self, review: dict[str, Any]) -> dict[str, Any]:

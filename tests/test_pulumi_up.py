@@ -14,6 +14,7 @@ from pulumi_up import Deadlock, Model, unarranged, up
 
 from aichor_iac import doors, engine, planning
 from aichor_iac.k8s.awaits import waitfor_holds
+from aichor_iac.planning import blueprints
 from aichor_iac.settings import Settings, load_stack_file
 
 R = {"cpus": 1, "ramRatio": 1}
@@ -256,7 +257,7 @@ def test_the_jobset_gang_is_what_runs_at_once(scheduling, size, labelled):
     ],
 )
 def test_the_old_order_deadlocks_and_says_so(case, settings, expected, monkeypatch):
-    monkeypatch.setattr(planning, "arrange", unarranged)  # the order before
+    monkeypatch.setattr(blueprints, "arrange", unarranged)  # the order before
     with pytest.raises(Deadlock) as caught:
         pulumi_up(data(case), **settings)
     assert expected in str(caught.value).splitlines()[0] or expected in str(caught.value)
@@ -388,7 +389,7 @@ def test_a_gang_larger_than_what_runs_at_once_deadlocks_and_says_why(
     """The jobset example's gangs before: all 41 pods (none ever starts), and all 9 pods at
     once under coscheduling, which stops counting a shard once it has ended (the later shards
     never start)."""
-    monkeypatch.setattr(planning, "gang", gang)
+    monkeypatch.setattr(blueprints, "gang", gang)
     path = ROOT / "examples" / "jobset.yaml"
     settings = stack_settings(path, "complete", scheduling)
     model = doors.load(path)

@@ -28,6 +28,7 @@ from pulumi_up import Deadlock, Failed, Live, unarranged, up
 from test_pulumi_up import SCHEDULING, data, stack_settings
 
 from aichor_iac import doors, engine, planning
+from aichor_iac.planning import blueprints
 from aichor_iac.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -210,7 +211,7 @@ def test_a_failing_entry_point_fails_pulumi_up_under_complete():
 )
 def test_the_old_order_deadlocks_on_real_pods(case, settings, expected, monkeypatch):
     needs_sshd(case)
-    monkeypatch.setattr(planning, "arrange", unarranged)  # the order before
+    monkeypatch.setattr(blueprints, "arrange", unarranged)  # the order before
     spec = data(case)
     chosen = Settings(**settings)
     spec["spec"]["command"] = rendezvous(spec, "exp", chosen)

@@ -23,6 +23,7 @@ from aichor_iac import doors, engine, planning
 from aichor_iac.cli import main
 from aichor_iac.local.api import LocalApi, announce
 from aichor_iac.local.prepare import sweep_gates
+from aichor_iac.planning import blueprints
 from aichor_iac.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -236,7 +237,7 @@ def test_a_sweep_of_masters_and_workers_runs_under_each_wait(wait):
 
 
 def test_the_old_order_of_a_master_and_worker_trial_deadlocks(monkeypatch):
-    monkeypatch.setattr(planning, "arrange", unarranged)
+    monkeypatch.setattr(blueprints, "arrange", unarranged)
     trials = doors.parse_all(yaml.safe_dump(master_and_worker_sweep()), "seeds.yaml")
     rendering = engine.expand(list(trials), Settings(wait="none"), "dev")
     with LocalCluster(rendering.objects, ENV) as local, pytest.raises(Deadlock) as caught:

@@ -23,7 +23,7 @@ from .. import doors, planning
 from ..problems import ManifestError, Problem, one_line
 from ..review import output
 from .inputs import Inputs, expand, inputs_of, names_of, show_warnings
-from .report import print_json
+from .report import console, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -99,7 +99,6 @@ def render(args: argparse.Namespace) -> int:
 
 
 def preview(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     from ..review import preview
 
@@ -117,8 +116,7 @@ def preview(args: argparse.Namespace) -> int:
         sys.stdout.write(markdown(steps, rendering, inputs.stack, warnings))
         return 0
     # Lines are never cut (a terminal wraps them; piped, grep sees each whole).
-    console = Console(highlight=False, soft_wrap=True)
-    preview.show(console, steps, rendering, inputs.stack, diff=old is not None)
+    preview.show(console(soft_wrap=True), steps, rendering, inputs.stack, diff=old is not None)
     return 0
 
 
@@ -170,7 +168,6 @@ def run(args: argparse.Namespace) -> int:
     comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
     and one for the result. Several experiments (a sweep's trials) run together, in the order
     `pulumi up` creates them, each with its result, and each sweep's table at the end."""
-    from rich.console import Console
     from rich.live import Live
     from rich.markup import escape
 
@@ -184,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         raise ManifestError("--plot", [Problem("", "the manifest holds no sweep to plot")])
     show_warnings(inputs)
     as_json = args.output == "json"
-    console = Console(highlight=False)
+    out = console()
     colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
     seen: dict[str, str] = {}
     lock = threading.Lock()
@@ -199,12 +196,12 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps({"pod": pod, "line": text}, ensure_ascii=False), flush=True)
             return
         colour = seen.setdefault(pod, colours[len(seen) % len(colours)])
-        console.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)
+        out.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)
 
     # On a terminal, a live table of each Job's pods by state stays below the output; piped,
     # the output is the pods' lines alone.
-    live = Live(progress({}), console=console, transient=True, auto_refresh=False)
-    shown = console.is_terminal and not as_json
+    live = Live(progress({}), console=out, transient=True, auto_refresh=False)
+    shown = out.is_terminal and not as_json
     try:
         with live if shown else contextlib.nullcontext():
             outcomes = _run_locally(
@@ -218,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     lines: dict[str, list[str]] = {}
     for pod, name in entries.items():  # (whichever of a trial's two names printed)
         lines[name] = lines.get(name) or kept.get(pod, [])
-    return _results(inputs, outcomes, lines, console if not as_json else None, args.plot)
+    return _results(inputs, outcomes, lines, out if not as_json else None, args.plot)
 
 
 def _run_locally(

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..problems import ManifestError, Problem
 from .inputs import inputs_of
+from .report import console
 
 
 @contextlib.contextmanager
@@ -83,7 +84,7 @@ def readers(args: argparse.Namespace) -> list[Source]:
 
 def status(args: argparse.Namespace) -> int:
     """Per Job and pod, what each experiment is doing; `--watch` again every 2 seconds."""
-    from rich.console import Console, Group
+    from rich.console import Group
     from rich.live import Live
     from rich.text import Text
 
@@ -127,11 +128,11 @@ def status(args: argparse.Namespace) -> int:
                 document["sweeps"] = sweeps
             print(json.dumps(document, indent=2))
             return 0
-        console = Console(highlight=False)
+        out = console()
         if not args.watch:
-            console.print(shown())
+            out.print(shown())
             return 0
-        with Live(shown(), console=console, auto_refresh=False) as live:
+        with Live(shown(), console=out, auto_refresh=False) as live:
             while True:  # (until interrupted)
                 time.sleep(2)
                 live.update(shown(), refresh=True)
@@ -198,7 +199,6 @@ def _logs(args: argparse.Namespace, sources: list[Any]) -> int:
 
 def events(args: argparse.Namespace) -> int:
     """The experiment's Kubernetes events, oldest first."""
-    from rich.console import Console
     from rich.markup import escape
 
     sources = readers(args)
@@ -210,21 +210,20 @@ def events(args: argparse.Namespace) -> int:
         if args.output == "json":
             print(json.dumps(found, indent=2))
             return 0
-        console = Console(highlight=False)
+        out = console()
         for event in found:
             when = event.get("lastTimestamp") or event.get("eventTime") or ""
             what = f"{event['involvedObject'].get('kind')}/{event['involvedObject'].get('name')}"
             style = "yellow" if event.get("type") == "Warning" else ""
             line = f"{when} {event.get('type', '')} {event.get('reason', '')} {what}"
-            console.print(f"[{style}]{escape(line)}[/]" if style else escape(line), end=" ")
-            console.print(escape(event.get("message") or ""), soft_wrap=True)
+            out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), end=" ")
+            out.print(escape(event.get("message") or ""), soft_wrap=True)
     return 0
 
 
 def check(args: argparse.Namespace) -> int:
     """The experiment against the stack's cluster, read only (`aichor_iac.check`): a line per
     check; exit 1 when one blocks."""
-    from rich.console import Console
 
     from .. import check as checks
     from ..check import cluster
@@ -247,5 +246,5 @@ def check(args: argparse.Namespace) -> int:
         found = {"checks": [line.as_json() for line in lines], "blocked": blocked}
         print(json.dumps(found, indent=2))
     else:
-        Console(highlight=False).print(checks.table(lines))
+        console().print(checks.table(lines))
     return 1 if blocked else 0

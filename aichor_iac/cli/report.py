@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..problems import Problem
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# Where output is not a terminal (a CI log, `| tee`), rich would wrap at 80 columns, inside a
+# word or a resource name; there a table is as wide as its cells, so a search finds each whole.
+UNBOUNDED = 100_000
 
 
 def problem_json(problem: Problem, source: str, severity: str) -> dict[str, Any]:
@@ -34,12 +41,22 @@ def report(args: argparse.Namespace, source: str, problems: list[Problem]) -> No
 def print_problem(problem: Problem, source: str, warning: bool = False) -> None:
     """`FILE:LINE: PATH: MESSAGE` on stderr (a warning: `FILE:LINE: warning: PATH: MESSAGE`),
     whatever the output format: stdout stays the command's. Coloured on a terminal."""
-    from rich.console import Console  # (a clean `validate` prints no problem)
-    from rich.markup import escape
+    from rich.markup import escape  # (a clean `validate` prints no problem)
 
     where, _, rest = problem.format(source).partition(": ")
     text = f"[yellow bold]warning:[/] {escape(rest)}" if warning else f"[red]{escape(rest)}[/]"
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold]{escape(where)}:[/] {text}")
+    console(stderr=True, soft_wrap=True).print(f"[bold]{escape(where)}:[/] {text}")
+
+
+def console(stderr: bool = False, soft_wrap: bool = False) -> Console:
+    """The console a command prints with: coloured on a terminal, and as wide as its lines
+    elsewhere (UNBOUNDED)."""
+    from rich.console import Console
+
+    out = Console(stderr=stderr, highlight=False, soft_wrap=soft_wrap)
+    if not out.is_terminal:
+        out.width = UNBOUNDED
+    return out
 
 
 def print_json(document: Any) -> None:

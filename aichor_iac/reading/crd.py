@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..problems import Problem, line_for
+from . import imports
 
 CRDS = Path(__file__).resolve().parent / "crds"
 INT_BOUNDS = {"int32": 2**31 - 1, "int64": 2**63 - 1}
@@ -196,6 +197,7 @@ def _pruned(value: Any, node: dict[str, Any]) -> Any:
 def _validator_class() -> Any:
     """Draft 4 with Kubernetes' keywords: `x-kubernetes-list-type` (map keys and set items
     unique) and the integer formats' bounds."""
+    imports.jsonschema()  # (first: the imports below find it imported without its extras)
     from jsonschema import Draft4Validator, FormatChecker, validators
     from jsonschema.exceptions import ValidationError
 
@@ -410,16 +412,8 @@ def _cel_problems(data: Any, found: Schema, named: dict[str, Any]) -> list[Probl
 
 @functools.cache
 def _program(rule: str) -> Any:
-    environment = _environment()
+    environment = imports.cel_environment()
     return environment.program(environment.compile(rule))
-
-
-@functools.cache
-def _environment() -> Any:
-    """cel-python's environment (its parser is built once, 0.1 s)."""
-    import celpy
-
-    return celpy.Environment()
 
 
 def _broken(rule: str, value: Any) -> str | None:

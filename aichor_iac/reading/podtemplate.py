@@ -28,6 +28,7 @@ from ..experiment.origin import Origin
 from ..problems import ManifestError, Problem
 from ..problems import located as at_lines
 from ..rules.limits import DNS_1035, Image, quantity
+from . import imports
 from .errors import problem as pydantic_problem
 
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the label that queues a workload in Kueue
@@ -241,6 +242,7 @@ KUBERNETES = Path(__file__).resolve().parent / "kubernetes"
 @functools.cache
 def validator(name: str) -> Any:
     """The strict schema of an object kind (`podtemplate-v1`), as one validator built once."""
+    imports.jsonschema()  # (first: the import below finds it imported without its extras)
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -312,20 +313,33 @@ def test_the_pulumi_cli(tmp_path, monkeypatch, capsys, pulumi, state, detail) ->
     assert (code, *found) == (int(state == "blocked"), state, detail)
 
 
-def test_the_table_shows_each_line_and_its_fix(tmp_path, monkeypatch, capsys) -> None:
+def test_the_table_piped_to_a_file_keeps_each_name_and_quantity_whole(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    # Not a terminal (a CI log, `| tee`): no cell breaks inside a word, whatever its width.
     cluster = fitting()
     cluster.denied = {("create", "jobs.batch")}
+    cluster.quotas = [
+        quota("gpus", {"requests.nvidia.com/gpu": "8"}, {"requests.nvidia.com/gpu": "7"})
+    ]
     check(tmp_path, monkeypatch, capsys, cluster)  # (to write the files)
-    monkeypatch.setenv("COLUMNS", "250")
-    with serving(cluster) as url:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    log = tmp_path / "check.log"
+    with serving(cluster) as url, log.open("w") as piped, redirect_stdout(piped):
         config = yaml.safe_load((tmp_path / "kubeconfig").read_text())
         config["clusters"][0]["cluster"]["server"] = url
         (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
         argv = ["check", str(PYTORCH), "--stack-config", str(tmp_path / "Pulumi.dev.yaml")]
         assert cli.main([*argv, "--kubeconfig", str(tmp_path / "kubeconfig")]) == 1
-    out = capsys.readouterr().out
-    assert "permissions: jobs.batch" in out and "cannot create in team-a" in out
-    assert "1 blocked, 0 unknown, 12 ok" in " ".join(out.split())
+    out = log.read_text()
+    for whole in (
+        "permissions: jobs.batch",
+        "cannot create in team-a",
+        "requests.nvidia.com/gpu: 3 needed, 1 left",
+        "ResourceQuota gpus",
+    ):
+        assert whole in out, whole
+    assert "2 blocked, 0 unknown, 11 ok" in " ".join(out.split())
     assert os.environ["PATH"] == str(tmp_path / "bin")
 
 

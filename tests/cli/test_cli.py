@@ -348,6 +348,23 @@ def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_pa
     assert all(s["replaceBecause"] == ["spec.template"] for s in replaced)
 
 
+def test_preview_piped_keeps_each_object_and_quantity_whole():
+    # Not a terminal (a CI log, `| tee`): each object's name and each replica's resources on
+    # one line, whatever their width.
+    from aichor_iac import render
+
+    result = cli("preview", "examples/jobset.yaml", "--stack-config", "stacks/Pulumi.jobset.yaml")
+    assert result.returncode == 0, result.stderr
+    objects = render(ROOT / "examples" / "jobset.yaml")
+    lines = result.stdout.splitlines()
+    for obj in objects:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        assert any(f":{kind} " in line and f" {name} " in line for line in lines), (kind, name)
+    assert any(
+        "16 CPU, 32Gi memory each; pulumi up waits until it completes" in line for line in lines
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "env"),
     [

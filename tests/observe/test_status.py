@@ -146,3 +146,63 @@ def test_a_cluster_that_cannot_be_reached_is_a_problem_not_a_crash(tmp_path, cap
         args = [command, str(tmp_path / "exp.yaml"), "--kubeconfig", str(tmp_path / "kubeconfig")]
         assert main(args) == 2
         assert "cannot reach the cluster" in capsys.readouterr().err
+
+
+def test_status_piped_to_a_file_keeps_each_name_and_message_whole(tmp_path):
+    # Not a terminal (a CI log, `| tee`): the table is as wide as its cells, so a scheduler's
+    # long message and each pod's name are found whole (tests/fake_kube.py serves the API).
+    from contextlib import redirect_stdout
+
+    import yaml
+    from conftest import ROOT
+    from fake_kube import Cluster, serving
+
+    from aichor_iac import render
+    from aichor_iac.cli import main
+
+    manifest = ROOT / "examples" / "pytorch.yaml"
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aichor:namespace": "team-a"}}))
+    jobs = [o for o in render(manifest, namespace="team-a") if o["kind"] == "Job"]
+    message = (
+        "0/12 nodes are available: 12 Insufficient nvidia.com/gpu. preemption: 0/12 nodes are "
+        "available: 12 No preemption victims found for incoming pod."
+    )
+    pods = [unschedulable(job, message) for job in jobs]
+    cluster = Cluster(served={"batch/v1/jobs": jobs, "v1/pods": pods, "v1/events": []})
+    log = tmp_path / "status.log"
+    with serving(cluster) as url, log.open("w") as piped, redirect_stdout(piped):
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config_of(url)))
+        argv = ["status", str(manifest), "--stack-config", str(stack)]
+        assert main([*argv, "--kubeconfig", str(kubeconfig)]) == 0
+    text = log.read_text()
+    for whole in [message, *(pod["metadata"]["name"] for pod in pods)]:
+        assert whole in text, whole
+
+
+def unschedulable(job: dict, message: str) -> dict:
+    """The pod of a Job that the scheduler cannot place, as the API serves it."""
+    template = job["spec"]["template"]
+    name = job["metadata"]["name"]
+    labels = {**template["metadata"]["labels"], "batch.kubernetes.io/job-name": name}
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-0-x7k2p", "namespace": "team-a", "labels": labels},
+        "spec": template["spec"],
+        "status": {"phase": "Pending", "conditions": [{**condition, "message": message}]},
+    }
+
+
+def config_of(url: str) -> dict:
+    """A kubeconfig whose one context is the API at `url`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "team-a", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "team-a",
+    }
