@@ -113,7 +113,7 @@ class ExperimentComponent(pulumi.ComponentResource):
                 args = {k: pulumi.Output.secret(v) if k in values else v for k, v in args.items()}
             registered[child] = resource_class(child.kind)(resource_name, **args, opts=options)
         self._keep(ctx, children, registered)
-        self.outputs = self._outputs(ctx)
+        self.outputs = stack_outputs(ctx, self.secrets)
         self.register_outputs(self.outputs)
 
     def _keep(
@@ -168,42 +168,6 @@ class ExperimentComponent(pulumi.ComponentResource):
         return pulumi_random.RandomPassword(
             name, length=length, special=False, opts=self._child()
         ).result
-
-    def _outputs(self, ctx: Context) -> dict[str, Any]:
-        """The stack outputs contract (docs/outputs.md)."""
-        names = ctx.names
-        entry = ctx.entry_job()
-        outputs: dict[str, Any] = {
-            "experiment": names.experiment,
-            "namespace": names.namespace,
-            "framework": self.plan.framework,
-            "entryPoint": entry,
-            "addresses": dict(self.plan.addresses),
-            "logs": f"kubectl logs -n {names.namespace} -f job/{entry}",
-            **self.plan.totals(),
-            **self.plan.outputs,
-        }
-        if len(self.plan.completes) > 1:  # several Jobs make the experiment: follow them all
-            outputs["logs"] = (
-                f"kubectl logs -n {names.namespace} -f --prefix --max-log-requests "
-                f"{self.plan.pods} -l training.kubeflow.org/job-name={names.experiment}"
-            )
-        if ctx.blueprint.tensorboard:
-            outputs["tensorboard"] = (
-                f"kubectl port-forward -n {names.namespace} "
-                f"svc/{tensorboard.name(ctx)} {tensorboard.PORT}"
-            )
-            logs = ctx.blueprint.tensorboard
-            outputs["tensorboardLogs"] = f"{logs.path} ({logs.source}: {logs.why})"
-        if ctx.shared_volume_claim:
-            outputs["sharedVolume"] = ctx.shared_volume_claim
-        if ctx.blueprint.jupyter:
-            outputs["jupyter"] = (
-                f"kubectl port-forward -n {names.namespace} svc/{jupyter.name(ctx)} "
-                f"{jupyter.PORT}, then http://localhost:{jupyter.PORT}/?token=<jupyterToken>"
-            )
-            outputs["jupyterToken"] = self.secrets[jupyter.TOKEN_KEY]
-        return outputs
 
 
 class PyTorchJob(ExperimentComponent):
@@ -300,6 +264,43 @@ COMPONENTS: dict[str, type[ExperimentComponent]] = {
     )
     for op in cls.OPERATORS
 }
+
+
+def stack_outputs(ctx: Context, secrets: dict[str, pulumi.Output[str]]) -> dict[str, Any]:
+    """The stack outputs contract (docs/outputs.md); `secrets`: the generated Secret's values."""
+    names = ctx.names
+    entry = ctx.entry_job()
+    outputs: dict[str, Any] = {
+        "experiment": names.experiment,
+        "namespace": names.namespace,
+        "framework": ctx.plan.framework,
+        "entryPoint": entry,
+        "addresses": dict(ctx.plan.addresses),
+        "logs": f"kubectl logs -n {names.namespace} -f job/{entry}",
+        **ctx.plan.totals(),
+        **ctx.plan.outputs,
+    }
+    if len(ctx.plan.completes) > 1:  # several Jobs make the experiment: follow them all
+        outputs["logs"] = (
+            f"kubectl logs -n {names.namespace} -f --prefix --max-log-requests "
+            f"{ctx.plan.pods} -l training.kubeflow.org/job-name={names.experiment}"
+        )
+    if ctx.blueprint.tensorboard:
+        outputs["tensorboard"] = (
+            f"kubectl port-forward -n {names.namespace} "
+            f"svc/{tensorboard.name(ctx)} {tensorboard.PORT}"
+        )
+        logs = ctx.blueprint.tensorboard
+        outputs["tensorboardLogs"] = f"{logs.path} ({logs.source}: {logs.why})"
+    if ctx.shared_volume_claim:
+        outputs["sharedVolume"] = ctx.shared_volume_claim
+    if ctx.blueprint.jupyter:
+        outputs["jupyter"] = (
+            f"kubectl port-forward -n {names.namespace} svc/{jupyter.name(ctx)} "
+            f"{jupyter.PORT}, then http://localhost:{jupyter.PORT}/?token=<jupyterToken>"
+        )
+        outputs["jupyterToken"] = secrets[jupyter.TOKEN_KEY]
+    return outputs
 
 
 def export(

@@ -54,3 +54,13 @@ def test_the_tests_mirror_the_packages():
     packages = {p.parent.name for p in structure.PACKAGE.glob("*/__init__.py")}
     assert tests <= packages, tests - packages
     assert packages - tests <= {"experiment"}, packages - tests  # (its checks: tests/doors)
+
+
+def test_no_class_is_longer_than_a_person_can_hold():
+    long = [
+        (structure.module_name(path), name, size)
+        for path in sorted(structure.PACKAGE.rglob("*.py"))
+        for kind, name, size in structure.long_definitions(path)
+        if kind == "class"
+    ]
+    assert long == []

@@ -11,7 +11,7 @@ from ..experiment.origin import Kept
 from ..frameworks import Group, Names, Plan
 from ..planning import Blueprint
 from ..settings import Settings
-from . import kinds, shell
+from . import kinds
 from .restart import Regroup, regroup_of
 
 ENGINE_LABEL = "aichor.ai/engine-name"
@@ -61,47 +61,10 @@ class Context:
         first = next(g for g in self.plan.groups if g.role == self.plan.entry_point)
         return self.job_name(first, self.replicas(first)[0])
 
-    def followed(self, group: Group) -> bool:
-        """Whether `group` is the entry point other groups follow (it holds the lifeline)."""
-        plan = self.plan
-        return group.role == plan.entry_point and any(g.follows for g in plan.groups)
-
-    def lingers_for(self) -> int:
-        """How many followers the entry point stays for after its end (0: it ends at once):
-        all of them, when some count it gone only once they have seen it."""
-        followers = [g for g in self.plan.groups if g.follows]
-        if all(g.sees_entry_first for g in followers):
-            return 0
-        return sum(g.count for g in followers)
-
-    def listens(self, group: Group) -> bool:
-        """Whether the group's replicas listen on the lifeline's port: the entry point
-        followers follow; every replica under the group restart (members answer a new lead)."""
-        return self.followed(group) or self.regroup is not None
-
     @cached_property  # (asked for by every group's Job, container and ports)
     def regroup(self) -> Regroup | None:
         """Every replica's part in the group restart, if the experiment restarts as a group."""
         return regroup_of(self.blueprint)
-
-    def command(self, group: Group, command: str, restarts: bool) -> list[str]:
-        """A replica's container command: `command` after its wait for peers, followed or
-        holding the lifeline as its group says (`restarts`: its Job retries a failure), or
-        its part in the group restart."""
-        followed, regroup = self.followed(group), self.regroup
-        deadline = self.settings.peer_wait_seconds
-        return shell.main_command(
-            command,
-            group.env,
-            group.follows,
-            group.sees_entry_first,
-            linger=self.lingers_for() if followed else 0,
-            lifeline=followed,
-            restarts=restarts,
-            waits=group.waits,
-            deadline_seconds=deadline,
-            regroup=regroup.args(deadline) if regroup else None,
-        )
 
     def labels(self, role: str | None = None, replica: bool = True) -> dict[str, str]:
         """Recommended labels; replicas also carry Kubeflow's, which dashboards select on."""
@@ -162,33 +125,6 @@ class Context:
 
     def platform_env(self) -> dict[str, str]:
         return self.blueprint.platform_env
-
-    def storage(
-        self, read_only: bool = False
-    ) -> tuple[list[kinds.VolumeArgs], list[kinds.VolumeMountArgs]]:
-        """Volumes and mounts of the shared volume and of the existing claims to attach."""
-        claims = [(c.name, c.mount_point) for c in self.spec.storage.attach_existing_pvcs]
-        if self.shared_volume_claim:
-            claims.insert(
-                0, (self.shared_volume_claim, self.spec.storage.shared_volume.mount_point)
-            )
-        volumes, mounts = [], []
-        for i, (claim, mount_point) in enumerate(claims):
-            name = f"storage-{i}"
-            volumes.append(
-                kinds.VolumeArgs(
-                    name=name,
-                    persistent_volume_claim=kinds.PersistentVolumeClaimVolumeSourceArgs(
-                        claim_name=claim, read_only=read_only or None
-                    ),
-                )
-            )
-            mounts.append(
-                kinds.VolumeMountArgs(
-                    name=name, mount_path=mount_point, read_only=read_only or None
-                )
-            )
-        return volumes, mounts
 
     def gang_metadata(self, role: str) -> dict[str, dict[str, str]]:
         """How the pods of group `role` name their PodGroup, per gang scheduler (nothing for

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..experiment.origin import Kept
 from ..frameworks import Group
-from . import shell
+from . import commands, shell
 from .context import Context
 from .lifeline import LIFELINE_PORT
 
@@ -133,7 +133,7 @@ def _ports(ctx: Context, group: Group, kept: Kept, main: dict[str, Any]) -> None
     readiness probe that lets the later Jobs start."""
     numbers = {p.get("containerPort") for p in main.get("ports", [])}
     runs = kept.argv or group.program  # a command the lifeline's supervisor can run
-    lifeline = [("lifeline", LIFELINE_PORT)] if ctx.listens(group) and runs else []
+    lifeline = [("lifeline", LIFELINE_PORT)] if commands.listens(ctx, group) and runs else []
     added = [
         {"name": n, "containerPort": p, "protocol": "TCP"}
         for n, p in [*group.ports, *lifeline]
@@ -154,13 +154,15 @@ def _command(
 ) -> None:
     """What the container runs: the operator's program, the user's command wrapped by the
     waits and the lifeline, or the image's entrypoint after a wait in an init container."""
-    wrapped = bool(group.computed or group.waits or group.follows or ctx.listens(group))
+    wrapped = bool(group.computed or group.waits or group.follows or commands.listens(ctx, group))
     if group.program is not None:  # what the operator runs in the container (`ray start`)
-        main["command"] = ctx.command(group, group.program, kept.backoff_limit > 0)
+        main["command"] = commands.container_command(
+            ctx, group, group.program, kept.backoff_limit > 0
+        )
         main.pop("args", None)
     elif kept.argv is not None and wrapped:
         command = shell.argv_command(kept.argv)
-        main["command"] = ctx.command(group, command, kept.backoff_limit > 0)
+        main["command"] = commands.container_command(ctx, group, command, kept.backoff_limit > 0)
         main.pop("args", None)  # in the command line the wrapper runs
     elif kept.argv is None and group.waits:
         # The image's entrypoint runs unchanged: the wait runs before it, in its image.

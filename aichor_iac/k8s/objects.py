@@ -13,7 +13,7 @@ from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
-from . import jupyter, kept, kinds, shell, tensorboard
+from . import commands, jupyter, kept, kinds, services, shell, tensorboard
 from .awaits import ENDED, SKIP_AWAIT, WAIT_FOR
 from .context import Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
@@ -244,7 +244,7 @@ def _regrouped(held: Kept, budget: int) -> dict:
 
 def pod_spec(ctx: Context, group: Group) -> kinds.PodSpecArgs:
     resources = group.spec.resources
-    volumes, mounts = ctx.storage()
+    volumes, mounts = services.storage(ctx)
     if resources.shm_size_gb:
         volumes.append(
             kinds.VolumeArgs(
@@ -291,11 +291,13 @@ def _main_container(
     rdma = ("IPC_LOCK",) if resources.rdma else ()  # RDMA pins (locks) its buffers' memory
     security = container_security(ctx.spec, (*group.capabilities, *rdma))
     ready = group.ready_port
-    ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if ctx.listens(group) else [])]
+    ports = [*group.ports, *([("lifeline", LIFELINE_PORT)] if commands.listens(ctx, group) else [])]
     return kinds.ContainerArgs(
         name=ctx.plan.framework,
         image=ctx.spec.image,
-        command=ctx.command(group, group.program or ctx.spec.command, spec_restarts(ctx.spec)),
+        command=commands.container_command(
+            ctx, group, group.program or ctx.spec.command, spec_restarts(ctx.spec)
+        ),
         env=env(ctx, group),
         ports=[kinds.ContainerPortArgs(name=n, container_port=p, protocol="TCP") for n, p in ports]
         or None,

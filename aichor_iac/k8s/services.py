@@ -127,3 +127,27 @@ def pod_group(ctx: Context) -> dict:
         metadata=ctx.metadata(ctx.names.experiment, replica=False),
         spec={"minMember": gang.size, **asked},
     )
+
+
+def storage(
+    ctx: Context, read_only: bool = False
+) -> tuple[list[kinds.VolumeArgs], list[kinds.VolumeMountArgs]]:
+    """Volumes and mounts of the shared volume and of the existing claims to attach."""
+    claims = [(c.name, c.mount_point) for c in ctx.spec.storage.attach_existing_pvcs]
+    if ctx.shared_volume_claim:
+        claims.insert(0, (ctx.shared_volume_claim, ctx.spec.storage.shared_volume.mount_point))
+    volumes, mounts = [], []
+    for i, (claim, mount_point) in enumerate(claims):
+        name = f"storage-{i}"
+        volumes.append(
+            kinds.VolumeArgs(
+                name=name,
+                persistent_volume_claim=kinds.PersistentVolumeClaimVolumeSourceArgs(
+                    claim_name=claim, read_only=read_only or None
+                ),
+            )
+        )
+        mounts.append(
+            kinds.VolumeMountArgs(name=name, mount_path=mount_point, read_only=read_only or None)
+        )
+    return volumes, mounts

@@ -12,7 +12,7 @@ loses none of what it shipped, and any replica may write (rank 0, every jobset J
 
 from __future__ import annotations
 
-from . import kinds, shell
+from . import kinds, services, shell
 from .awaits import SKIP_AWAIT
 from .context import Context, container_security
 
@@ -193,7 +193,7 @@ def deployment(ctx: Context) -> dict:
         volumes = [kinds.VolumeArgs(name=VOLUME, persistent_volume_claim=claim)]
         mounts = [kinds.VolumeMountArgs(name=VOLUME, mount_path=path, read_only=True)]
     else:
-        volumes, mounts = ctx.storage(read_only=True)
+        volumes, mounts = services.storage(ctx, read_only=True)
     containers = [_tensorboard(ctx, mounts)]
     if has_volume(ctx):
         containers.append(_receiver(ctx))

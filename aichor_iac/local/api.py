@@ -22,15 +22,15 @@ from urllib.parse import parse_qs, urlparse
 
 from ..observe.kubeapi import announcements
 from .cluster import LocalCluster
-from .jobs import indexed, pod_name
+from .jobs import ENDED, PodState, indexed, pod_name
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 PHASES = {
-    "pending": "Pending",
-    "init": "Pending",
-    "running": "Running",
-    "succeeded": "Succeeded",
-    "failed": "Failed",
+    PodState.PENDING: "Pending",
+    PodState.INIT: "Pending",
+    PodState.RUNNING: "Running",
+    PodState.SUCCEEDED: "Succeeded",
+    PodState.FAILED: "Failed",
 }
 ROUTES = {
     "pods": re.compile(r"/api/v1/namespaces/([^/]+)/pods\Z"),
@@ -179,7 +179,7 @@ def log_lines(cluster: LocalCluster, pod: str, container: str, follow: bool) -> 
     `follow`, the next ones until the pod has ended."""
     path, offset = cluster.root / pod / f"{container}.log", 0
     while True:
-        ended = cluster.state.get(pod) in ("succeeded", "failed")
+        ended = cluster.state.get(pod) in ENDED
         with contextlib.suppress(FileNotFoundError), path.open() as log:
             log.seek(offset)
             for line in iter(log.readline, ""):

@@ -9,11 +9,28 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
-# A Job pod's states: pending → init → running → succeeded | failed.
-STATES = ("pending", "init", "running", "succeeded", "failed")
+
+
+class PodState(str, Enum):
+    """A Job pod's states: pending → init → running → succeeded | failed (their text: the
+    local run's progress table's columns)."""
+
+    PENDING = "pending"
+    INIT = "init"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STATES = tuple(PodState)
+ENDED = (PodState.SUCCEEDED, PodState.FAILED)
 
 
 def pod_name(workload: dict[str, Any], index: int) -> str:
@@ -48,11 +65,11 @@ def gang_of(job: dict[str, Any]) -> str | None:
     ).get("scheduling.k8s.io/group-name")
 
 
-def condition(states: list[str], failed: bool) -> str | None:
+def condition(states: list[PodState], failed: bool) -> str | None:
     """The Job's finished condition (Complete, Failed) from its pods' states, if any."""
     if failed:
         return "Failed"
-    if states.count("succeeded") == len(states):
+    if states.count(PodState.SUCCEEDED) == len(states):
         return "Complete"
     return None
 
@@ -72,14 +89,15 @@ def action(job: dict[str, Any], code: int, disrupted: bool) -> str:
 
 
 class Controllers:
-    """Where each Job pod stands (`state`), and what the Job controller, the gang scheduler
-    and Kueue let happen next. `lock` guards it: pods move from threads of their own."""
+    """Where each Job pod stands (`state`: written here only, `move` and `ended`), and what
+    the Job controller, the gang scheduler and Kueue let happen next. `lock` guards it: pods
+    move from threads of their own."""
 
     def __init__(self, objects: list[dict[str, Any]], kueue_quota: int | None = None):
         self.jobs = [o for o in objects if o["kind"] == "Job"]
         self.pods = [(job, i) for job in self.jobs for i in range(job["spec"]["completions"])]
         self.lock = threading.Lock()
-        self.state = {pod_name(job, i): "pending" for job, i in self.pods}
+        self.state = {pod_name(job, i): PodState.PENDING for job, i in self.pods}
         self.job_by_pod = {pod_name(job, i): job for job, i in self.pods}
         self.created: set[str] = set()  # Job pods the Job controller has made
         # The Job controller keeps at most `parallelism` pods of a Job running at once.
@@ -109,7 +127,12 @@ class Controllers:
     def job_of_pod(self, pod: str) -> dict[str, Any]:
         return self.job_by_pod[pod]
 
-    def states(self, name: str) -> list[str]:
+    def move(self, pod: str, state: PodState) -> None:
+        """A pod's new state, as the kubelet reports it."""
+        with self.lock:
+            self.state[pod] = state
+
+    def states(self, name: str) -> list[PodState]:
         job = self.job(name)
         return [self.state[pod_name(job, i)] for i in range(job["spec"]["completions"])]
 
@@ -117,9 +140,9 @@ class Controllers:
         """The Job's `.status` as the Job controller writes it; `ready(pod)` from its probes."""
         job, states = self.job(name), self.states(name)
         status: dict[str, Any] = {
-            "active": sum(s in ("init", "running") for s in states),
+            "active": sum(s in (PodState.INIT, PodState.RUNNING) for s in states),
             "ready": sum(ready(pod_name(job, i)) for i in range(len(states))),
-            "succeeded": states.count("succeeded"),
+            "succeeded": states.count(PodState.SUCCEEDED),
             "failed": self.counted[name],
         }
         if ended := condition(states, name in self.failed):
@@ -160,7 +183,7 @@ class Controllers:
         """The gang's pods that count towards `minMember`: made by the Job controller and, as
         the coscheduling plugin sees them, not ended (kube-scheduler's pod informer leaves
         Succeeded and Failed pods out); Volcano counts succeeded ones too."""
-        ended = ("failed",) if self.gangs[gang][1] else ("succeeded", "failed")
+        ended = (PodState.FAILED,) if self.gangs[gang][1] else ENDED
         with self.lock:
             members = [
                 pod
@@ -192,7 +215,7 @@ class Controllers:
         and backoffLimit say, its Workload freed once the Job is done; whether the Job
         controller makes the pod again (a failure the Job survives, of a pod that is not
         restarted in place: `OnFailure` is the kubelet's, which this does not run)."""
-        self.state[pod] = "failed" if code else "succeeded"
+        self.state[pod] = PodState.FAILED if code else PodState.SUCCEEDED
         job = self.job_of_pod(pod)
         name = job["metadata"]["name"]
         again = False

@@ -42,6 +42,15 @@ class MountPoints:
         self.live: Any = None  # this cluster's registration, locked shared while it lives
 
     def __enter__(self) -> MountPoints:
+        try:
+            self._register()
+        except BaseException:
+            if self.live is not None:  # (nothing left made: a cluster that cannot start)
+                self.__exit__()
+            raise
+        return self
+
+    def _register(self) -> None:
         self.registry.mkdir(parents=True, exist_ok=True)
         with _registry_lock(self.registry):
             self.live = (self.registry / f"live-{uuid.uuid4().hex}").open("w")
@@ -53,7 +62,6 @@ class MountPoints:
             finally:
                 with (self.registry / "made").open("a") as record:
                     record.writelines(f"{path}\n" for path in made)
-        return self
 
     def __exit__(self, *exc: object) -> None:
         with _registry_lock(self.registry):

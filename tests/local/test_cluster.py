@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import expand
 from kube import LocalCluster, pod_env
+
+from aichor_iac.local.cluster import JobRunner
 
 pytestmark = pytest.mark.skipif(
     not LocalCluster.available(),
@@ -375,8 +379,34 @@ def test_settling_waits_for_the_lines_of_ended_containers_not_for_servers():
         def join(self, timeout: float) -> None:
             joined.append(self.name)
 
-    cluster = LocalCluster.__new__(LocalCluster)
-    cluster.started = {}
-    cluster.tails = [(Container(True), Tail("job")), (Container(False), Tail("server"))]
-    cluster.settle(timeout=1)
+    runner = JobRunner.__new__(JobRunner)
+    runner.started = {}
+    tails = [(Container(True), Tail("job")), (Container(False), Tail("server"))]
+    runner.node = SimpleNamespace(tails=tails)
+    runner.settle(timeout=1)
     assert joined == ["job"]
+
+
+def test_a_network_that_fails_half_way_leaves_nothing_behind(monkeypatch):
+    # The second pod's namespace cannot be made: what was made before is undone (the bridge's
+    # and the first pod's namespaces, the run's directory, its mount points' registration),
+    # and the failure is the one raised.
+    from aichor_iac.local.network import Network
+
+    plugged = []
+    plug = Network._plug
+
+    def failing(network: Network, pod: str, outside: str) -> None:
+        if plugged:
+            raise OSError("no room for another namespace")
+        plugged.append(pod)
+        plug(network, pod, outside)
+
+    monkeypatch.setattr(Network, "_plug", failing)
+    cluster = LocalCluster(objects("pytorch", "true", Master=1, Worker=1), ENV)
+    with pytest.raises(OSError, match="no room"), cluster:
+        pass
+    assert plugged and not cluster.root.exists()
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"aichor-{cluster.network.id}-" not in namespaces
+    assert not Path(cluster.node.mount_points.live.name).exists()
