@@ -440,8 +440,7 @@ def _env_contract(spec: Spec) -> list[str]:
     the custom resource's operator's (same names, one line)."""
     names = Names("x", "default")
     theirs = PLANNERS[spec.operator](spec, names)
-    plain = spec.model_copy()
-    plain._origin = None
+    plain = spec.with_origin(None)
     ours = PLANNERS[spec.operator](plain, names)
     before = {e.name for g in theirs.groups for e in g.env}
     after = {e.name for g in ours.groups for e in g.env}

@@ -183,8 +183,7 @@ def _sweep(
             raise ManifestError(
                 source, [replace(p, path=f"{prefix}.{p.path}".rstrip(".")) for p in error.problems]
             ) from None
-        experiment._trial = place
-        found.append(experiment)
+        found.append(experiment.as_trial(place))
     return found
 
 

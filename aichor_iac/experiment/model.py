@@ -191,6 +191,18 @@ class Spec(Model):
     def failure_policy(self) -> FailurePolicy | None:
         return self._failure_policy
 
+    def with_origin(self, origin: Origin | None) -> Spec:
+        """This spec as read from the custom resource `origin` (None: from a manifest)."""
+        spec = self.model_copy()
+        spec._origin = origin
+        return spec
+
+    def with_failure_policy(self, policy: FailurePolicy | None) -> Spec:
+        """This spec with the group restart its input asks for."""
+        spec = self.model_copy()
+        spec._failure_policy = policy
+        return spec
+
     @property
     def timeout_seconds(self) -> int | None:
         """`timeout`, else `activeDeadlineSeconds`, in seconds."""
@@ -226,6 +238,12 @@ class Experiment(Model):
     @property
     def trial(self) -> Trial | None:
         return self._trial
+
+    def as_trial(self, trial: Trial) -> Experiment:
+        """This experiment as `trial` of a sweep."""
+        experiment = self.model_copy()
+        experiment._trial = trial
+        return experiment
 
     def read_from(self, source: str, lines: dict[tuple[str, ...], int]) -> Experiment:
         """This experiment, noted as read from `source`, whose keys are on `lines`."""

@@ -13,6 +13,8 @@ holds for the live object. The local run creates its Jobs in this order, and the
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
@@ -21,6 +23,37 @@ SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
 ENDED = (
     'jsonpath={$.status.conditions[?@.status=="True" && (@.type=="Complete" || @.type=="Failed")]}'
 )
+
+
+class Mode(Enum):
+    """How `pulumi up` waits for a Job (the three forms above)."""
+
+    NOTHING = "nothing"  # pulumi.com/skipAwait
+    CONDITION = "condition"  # pulumi.com/waitFor: until a JSONPath matches
+    COMPLETION = "completion"  # the provider's own Job await
+
+
+@dataclass(frozen=True)
+class Await:
+    """What `pulumi up` waits for on a Job: its mode, and a CONDITION's JSONPath."""
+
+    mode: Mode
+    wait_for: str = ""
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        """The Job's annotations that ask for it."""
+        if self.mode is Mode.NOTHING:
+            return {SKIP_AWAIT: "true"}
+        return {WAIT_FOR: self.wait_for} if self.mode is Mode.CONDITION else {}
+
+    @property
+    def until_up(self) -> bool:
+        """Whether the Job is awaited until its pods are up (not until it has ended)."""
+        return self.mode is Mode.CONDITION and self.wait_for != ENDED
+
+
+NOTHING, COMPLETION = Await(Mode.NOTHING), Await(Mode.COMPLETION)
 
 
 class AwaitFailed(Exception):

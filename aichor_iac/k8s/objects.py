@@ -14,7 +14,7 @@ from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
 from . import commands, jupyter, kept, kinds, services, shell, tensorboard
-from .awaits import ENDED, SKIP_AWAIT, WAIT_FOR
+from .awaits import COMPLETION, ENDED, NOTHING, SKIP_AWAIT, Await, Mode
 from .context import Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
 from .regroup import GAVE_UP
@@ -56,30 +56,30 @@ def _headless(
     )
 
 
-def await_annotations(ctx: Context, group: Group, pods: int | None = None) -> dict[str, str]:
+def job_await(ctx: Context, group: Group, pods: int | None = None) -> Await:
     """How `pulumi up` waits for this group's Job, per `aichor:wait` (DESIGN §4). A group with
     a readiness port is always awaited: the groups created after it need it up (Ray's head,
     MPI's workers). A suspended custom resource's Jobs are not awaited at all. `pods`: the
     Job's (default: the group's; 1 where each replica has a Job)."""
-    mode = ctx.settings.wait
+    wait = ctx.settings.wait
     if ctx.spec.origin and ctx.spec.origin.suspend:  # no pod runs until someone resumes it
-        return {SKIP_AWAIT: "true"}
+        return NOTHING
     if (trial := ctx.blueprint.manifest.trial) and group.role == ctx.plan.entry_point:
-        if trial.stops_sweep and (trial.gates or mode == "complete"):
-            return {}  # a failure fails `pulumi up`: no later trial is created
-        if trial.gates or mode == "complete":  # a later trial waits for its end, whatever it is
-            return {WAIT_FOR: ENDED}
+        if trial.stops_sweep and (trial.gates or wait == "complete"):
+            return COMPLETION  # a failure fails `pulumi up`: no later trial is created
+        if trial.gates or wait == "complete":  # a later trial waits for its end, whatever it is
+            return Await(Mode.CONDITION, ENDED)
     # Independent pods (jobset, batchjob) may end before all have run, or run a few at a time
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
     if group.gate == "complete":  # the Jobs after it wait until it completes
-        return {}
-    if (mode == "ready" and not ctx.plan.independent) or group.gates:
+        return COMPLETION
+    if (wait == "ready" and not ctx.plan.independent) or group.gates:
         if pods is not None:
-            return {WAIT_FOR: ready_or_finished(pods)}
-        return {WAIT_FOR: ready_or_finished(group.at_once, group.count)}
-    if mode == "complete" and group.role in ctx.plan.completes:
-        return {}  # the provider's Job await: succeeds on Complete, fails on Failed
-    return {SKIP_AWAIT: "true"}
+            return Await(Mode.CONDITION, ready_or_finished(pods))
+        return Await(Mode.CONDITION, ready_or_finished(group.at_once, group.count))
+    if wait == "complete" and group.role in ctx.plan.completes:
+        return COMPLETION  # the provider's Job await: succeeds on Complete, fails on Failed
+    return NOTHING
 
 
 def ready_or_finished(pods: int, finished: int | None = None) -> str:
@@ -106,11 +106,10 @@ def await_timeout(ctx: Context, group: Group) -> int | None:
     within the manifest's `timeout` plus `COMPLETION_MARGIN` (the Job's own deadline fails it
     first, and `up` reports that failure), else `aichor:waitTimeoutSeconds`. None: not
     awaited."""
-    annotations = await_annotations(ctx, group)
-    deadline = ctx.spec.timeout_seconds
-    if WAIT_FOR in annotations and annotations[WAIT_FOR] != ENDED:
+    awaited, deadline = job_await(ctx, group), ctx.spec.timeout_seconds
+    if awaited.until_up:
         return min(deadline or ctx.settings.peer_wait_seconds, ctx.settings.peer_wait_seconds)
-    if SKIP_AWAIT not in annotations:  # awaited until it completes
+    if awaited.mode is not Mode.NOTHING:  # awaited until it has ended
         return deadline + COMPLETION_MARGIN if deadline else ctx.settings.wait_timeout_seconds
     return None
 
@@ -133,7 +132,7 @@ def _job_metadata(
     # A replaced Job (fixed name: deleted, then created) goes at once, its pods after: with
     # foreground deletion the create can find it still there (pulumi-kubernetes #3154). The
     # annotation needs pulumi-kubernetes 4.12.
-    annotations.update(await_annotations(ctx, group, None if replica is None else 1))
+    annotations.update(job_await(ctx, group, None if replica is None else 1).annotations)
     annotations[DELETION] = "background"
     name = ctx.job_name(group, replica)
     return ctx.metadata(name, group.role, annotations, labels=labels or None)

@@ -131,17 +131,12 @@ def capped_to(manifest: Any, replicas: int) -> Any:
             update["parallelisms"] = min(group.parallelisms, update["completions"])
         return group.model_copy(update=update)
 
-    types = spec.types.model_copy()
-    for type_name, group in spec.types.present().items():
-        value = [capped(g) for g in group] if isinstance(group, list) else capped(group)
-        if type_name in type(types).model_fields:
-            types.__dict__[type_name] = value  # (the models are frozen)
-        else:  # a jobset's own type names are the model's extra fields
-            types.__pydantic_extra__[type_name] = value
-    capped_spec = spec.model_copy(update={"types": types})
-    capped_spec._origin = spec.origin
-    result = manifest.model_copy(update={"spec": capped_spec})
-    return result.read_from(manifest.source, manifest._lines)
+    types = {  # (a jobset's own type names are the model's extra fields: updated alike)
+        name: [capped(g) for g in group] if isinstance(group, list) else capped(group)
+        for name, group in spec.types.present().items()
+    }
+    capped_spec = spec.model_copy(update={"types": spec.types.model_copy(update=types)})
+    return manifest.model_copy(update={"spec": capped_spec})  # (with where it was read)
 
 
 def secret_values(keys: list[str]) -> dict[str, str]:

@@ -66,7 +66,7 @@ class Metadata(BaseModel):
     def read(self, experiment: Experiment, origin: Origin, source: str, lines: dict) -> Experiment:
         """The experiment of a custom resource with this metadata: its `origin` kept, named by
         the resource, or by its generateName and the stack's name (`Experiment.name_in`)."""
-        experiment.spec._origin = origin
+        experiment = experiment.model_copy(update={"spec": experiment.spec.with_origin(origin)})
         if self.name is None:
             experiment = experiment.model_copy(update={"generate_name": self.generate_name})
         return experiment.read_from(source, lines)

@@ -409,5 +409,4 @@ def _experiment(
         for n in shapes
     }
     model = model.model_copy(update={"types": model.types.model_copy(update=resources)})
-    model._failure_policy = failures.policy(spec, kept)
-    return Experiment(name=name, spec=model)
+    return Experiment(name=name, spec=model.with_failure_policy(failures.policy(spec, kept)))

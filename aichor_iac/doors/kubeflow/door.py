@@ -273,7 +273,8 @@ def validate(
         companions=tuple(companions),
     )
     experiment = _experiment(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
-    experiment.spec._failure_policy = _failure_policy(kept, spec.run_policy)
+    policy = _failure_policy(kept, spec.run_policy)
+    experiment = experiment.model_copy(update={"spec": experiment.spec.with_failure_policy(policy)})
     return resource.metadata.read(experiment, origin, source, lines)
 
 

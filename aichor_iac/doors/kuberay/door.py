@@ -101,7 +101,8 @@ def validate(
     if job is not None and job.backoff_limit:  # KubeRay retries it on a new cluster: the
         # head, every worker and the job start again together, as the group restart does
         budget = FailurePolicy(job.backoff_limit, source="spec.backoffLimit")
-        experiment.spec._failure_policy = budget
+        spec = experiment.spec.with_failure_policy(budget)
+        experiment = experiment.model_copy(update={"spec": spec})
     return resource.metadata.read(experiment, origin, source, lines)
 
 

@@ -52,8 +52,7 @@ def experiment_from_optimizer(
         trial = _Trainer(trainer, arguments)
         name_of = katib.trial_name(sweep, place.index)
         experiment = function.experiment_from_trainer(trial, runtime=runtime, name=name_of)
-        experiment._trial = place
-        found.append(experiment)
+        found.append(experiment.as_trial(place))
     return tuple(found)
 
 

@@ -178,7 +178,7 @@ def validate(
     assert origin is not None
     trainers = {rjob["name"] for rjob in jobs if _ancestor(rjob) == "trainer"}
     named = "" if runtime_lines else spec.runtime_ref.name
-    experiment.spec._origin = dataclasses.replace(
+    origin = dataclasses.replace(
         origin,
         kept=places.kept(origin.kept, trainers, trainer_fields, named),
         api_version=API_VERSION,
@@ -186,6 +186,7 @@ def validate(
         options={**origin.options, "runtime": spec.runtime_ref.name, "mpi": mpi},
         scheduling=with_queue(runtime_spec.pod_group_policy, runtime_spec.template.metadata),
     )
+    experiment = experiment.model_copy(update={"spec": experiment.spec.with_origin(origin)})
     return experiment.read_from(source, lines)
 
 
