@@ -249,20 +249,9 @@ class BatchJob(ExperimentComponent):
     OPERATORS = ("batchjob",)
 
 
+# The component of each operator: each class below says its own (`OPERATORS`)
 COMPONENTS: dict[str, type[ExperimentComponent]] = {
-    op: cls
-    for cls in (
-        RayCluster,
-        TFJob,
-        PyTorchJob,
-        XGBoostJob,
-        JaxJob,
-        PaddleJob,
-        MPIJob,
-        JobSet,
-        BatchJob,
-    )
-    for op in cls.OPERATORS
+    op: cls for cls in ExperimentComponent.__subclasses__() for op in cls.OPERATORS
 }
 
 

@@ -17,13 +17,10 @@ from ..reading import companions, crd, text
 from . import aichor, several
 from .identities import (
     DOORS,
+    ENTRANCES,
     JOB,
-    JOBSET,
-    JOBSET_KINDS,
     KATIB,
     KUBEFLOW,
-    RAY,
-    RAY_KINDS,
     RUNTIME_KINDS,
     TRAINER,
     TRAINER_KINDS,
@@ -34,13 +31,6 @@ from .several import AICHOR
 # The API groups of custom resources a file may hold (each read by its door, `DOORS`; the
 # Trainer's also takes the runtimes given beside the TrainJob)
 CR_GROUPS = tuple(DOORS)
-# The version and kinds read of each group but Kubeflow's (whose kinds have versions of
-# their own: `kubeflow.KINDS`)
-READ = {
-    "ray.io/": (RAY, RAY_KINDS),
-    "jobset.x-k8s.io/": (JOBSET, JOBSET_KINDS),
-    "trainer.kubeflow.org/": (TRAINER, TRAINER_KINDS),
-}
 TRAINER_GROUP = TRAINER.split("/")[0] + "/"
 # Retired versions of the custom resources the doors read, and the version that replaced each
 # (Kubeflow's operators served v1 from Kubeflow 1.0; the MPI Operator v2beta1; KubeRay ray.io/v1
@@ -358,14 +348,15 @@ def _unread(data: dict[str, Any], lines: dict) -> Problem:
 def _not_read(data: dict[str, Any], lines: dict) -> Problem:
     """A resource of a door's API group that no CRD shipped serves: what that door reads."""
     api_version, kind = _api_version(data), data.get("kind")
-    if api_version.startswith(f"{KUBEFLOW}/"):
-        kubeflow = _door("kubeflow.door")
-        known = ", ".join(f"{kubeflow.GROUP}/{k.version} {n}" for n, k in kubeflow.KINDS.items())
-        known += f", {' '.join(KATIB)} (Katib's, a sweep)"
+    read = [e for e in ENTRANCES if api_version.startswith(e.group)]
+    if len({e.api_version for e in read}) > 1:  # (Kubeflow's: versions of their own)
+        known = ", ".join(
+            f"{e.api_version} {e.kind}" + (" (Katib's, a sweep)" if e.door == "katib.door" else "")
+            for e in read
+        )
         known, kind = f"one of {known}", kind if isinstance(kind, str) else repr(kind)
     else:
-        version, kinds = next(v for g, v in READ.items() if api_version.startswith(g))
-        known = " or ".join(f"{version} {k}" for k in kinds)
+        known = " or ".join(f"{e.api_version} {e.kind}" for e in read)
     reason = f"{api_version} {kind!s} is not a custom resource aichor-iac reads: "
     reason += _near(kind) or f"give {known}"
     return Problem("kind", reason, line_for(("kind",), lines))
@@ -373,10 +364,7 @@ def _not_read(data: dict[str, Any], lines: dict) -> Problem:
 
 def _kinds_read() -> list[tuple[str, str]]:
     """Every (apiVersion, kind) a door reads as an experiment (Katib's Experiment a sweep)."""
-    kubeflow = _door("kubeflow.door")
-    found = [(f"{kubeflow.GROUP}/{k.version}", name) for name, k in kubeflow.KINDS.items()]
-    found += [KATIB, *((RAY, k) for k in RAY_KINDS), *((JOBSET, k) for k in JOBSET_KINDS)]
-    return found + [(TRAINER, k) for k in TRAINER_KINDS]
+    return [(e.api_version, e.kind) for e in ENTRANCES]
 
 
 def _near(kind: Any) -> str | None:

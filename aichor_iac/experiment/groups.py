@@ -16,22 +16,6 @@ from pydantic.alias_generators import to_camel
 
 from ..rules.limits import MAX_INDEXED, LabelKey, LabelValue, dns_label
 
-OPERATORS = (
-    "ray",
-    "kuberay",
-    "tf",
-    "pytorch",
-    "xgboost",
-    "jax",
-    "paddle",
-    "mpi",
-    "jobset",
-    "batchjob",
-)
-Operator = Literal[
-    "ray", "kuberay", "tf", "pytorch", "xgboost", "jax", "paddle", "mpi", "jobset", "batchjob"
-]
-
 # Canonical names of the fixed replica types, looked up case-insensitively (`worker` is
 # `Worker`). jobset's types have free lowercase names instead (JOBSET_TYPE).
 TYPE_NAMES = ("Master", "Worker", "Chief", "PS", "Evaluator", "Head", "Job", "Workers", "Launcher")
@@ -311,7 +295,27 @@ _MASTER_WORKER = OperatorRule(
     ),
 )
 _HEAD = TypeRule(RayGroup, (1, 1), required=True)
+# Each framework's groups and counts, by operator: the one list of the frameworks (their order
+# is the manifest's schema's and the error messages')
 RULES: dict[str, OperatorRule] = {
+    "ray": OperatorRule(
+        {
+            "Head": _HEAD,
+            "Workers": TypeRule(RayPool, required=True, pools=True),
+            "Job": TypeRule(RayGroup, (1, 1), required=True),
+        }
+    ),
+    # A kuberay cluster may be the head alone (no pool, or pools of count 0).
+    "kuberay": OperatorRule({"Head": _HEAD, "Workers": TypeRule(RayPool, pools=True)}),
+    "tf": OperatorRule(
+        {
+            "Chief": TypeRule(count=(0, 1)),
+            "PS": TypeRule(),
+            "Worker": TypeRule(),
+            "Evaluator": TypeRule(count=(0, 1)),
+        },
+        (("Chief", "Worker"), "spec.types", "TF needs a Chief or at least one Worker"),
+    ),
     "pytorch": _MASTER_WORKER,
     "xgboost": _MASTER_WORKER,
     "jax": OperatorRule(
@@ -323,36 +327,20 @@ RULES: dict[str, OperatorRule] = {
         {"Master": TypeRule(), "Worker": TypeRule()},
         (("Worker",), "spec.types.Worker.count", "PaddlePaddle needs at least one Worker"),
     ),
-    "tf": OperatorRule(
-        {
-            "Chief": TypeRule(count=(0, 1)),
-            "PS": TypeRule(),
-            "Worker": TypeRule(),
-            "Evaluator": TypeRule(count=(0, 1)),
-        },
-        (("Chief", "Worker"), "spec.types", "TF needs a Chief or at least one Worker"),
-    ),
-    "ray": OperatorRule(
-        {
-            "Head": _HEAD,
-            "Workers": TypeRule(RayPool, required=True, pools=True),
-            "Job": TypeRule(RayGroup, (1, 1), required=True),
-        }
-    ),
-    # A kuberay cluster may be the head alone (no pool, or pools of count 0).
-    "kuberay": OperatorRule({"Head": _HEAD, "Workers": TypeRule(RayPool, pools=True)}),
     "mpi": OperatorRule(
         {"Launcher": TypeRule(count=(1, 1), required=True), "Worker": TypeRule()},
         (("Worker",), "spec.types.Worker.count", "MPI needs at least one Worker"),
+    ),
+    "jobset": OperatorRule(
+        {}, ((), "spec.types", "give at least one type with count ≥ 1"), JobSetTypes
     ),
     "batchjob": OperatorRule(
         {"Worker": TypeRule()},
         (("Worker",), "spec.types.Worker.count", "batchjob needs at least one Worker"),
     ),
-    "jobset": OperatorRule(
-        {}, ((), "spec.types", "give at least one type with count ≥ 1"), JobSetTypes
-    ),
 }
+OPERATORS = tuple(RULES)
+Operator = Literal[OPERATORS]  # type: ignore[valid-type]  # (the same names, as a type)
 
 
 @functools.cache

@@ -127,3 +127,20 @@ def test_a_directory_reports_every_files_problems(tmp_path) -> None:
         f"{tmp_path / 'c.yaml'}:2",
     ], lines
     assert "spec.types: required" in lines[0] and "did you mean kind: PyTorchJob" in lines[1]
+
+
+def test_every_kind_read_is_declared_once_with_its_door_and_its_crd():
+    # identities.ENTRANCES: the one table of the custom resources read; each has its door's
+    # module, and a CRD shipped to check it against (Katib's Experiment: its own model).
+    import importlib
+
+    from aichor_iac.doors.identities import ENTRANCES, KATIB
+    from aichor_iac.doors.kubeflow.door import KINDS
+    from aichor_iac.reading import crd
+
+    for entrance in ENTRANCES:
+        importlib.import_module(f"aichor_iac.doors.{entrance.door}")
+        served = crd.served(entrance.api_version, entrance.kind)
+        assert served == ((entrance.api_version, entrance.kind) != KATIB), entrance
+    kubeflow = [e.kind for e in ENTRANCES if e.door == "kubeflow.door"]
+    assert kubeflow == list(KINDS)

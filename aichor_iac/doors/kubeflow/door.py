@@ -24,7 +24,7 @@ from ...problems import Problem
 from ...reading import podtemplate as templates
 from ...reading.podtemplate import Template
 from ...rules.limits import INT32, MAX_INDEXED
-from ..identities import KUBEFLOW
+from ..identities import KUBEFLOW, KUBEFLOW_KINDS
 
 GROUP = KUBEFLOW
 UNLIMITED = INT32  # a Job's backoffLimit standing for the operator's "no limit"
@@ -42,7 +42,6 @@ class Kind:
     restart: Literal["Never", "OnFailure"]  # default replicaSpec restartPolicy
     needs: tuple[str, ...] = ()  # replica types of which at least one must be given
     single: tuple[str, ...] = ()  # replica types of exactly one replica
-    version: str = "v1"
     restarts: tuple[tuple[str, Literal["Never", "OnFailure"]], ...] = ()  # per type, if other
     default: tuple[str, ...] = ()  # the container's command when it has neither command nor args
     positive: bool = False  # the webhook refuses 0 replicas of the types not in `single`
@@ -103,7 +102,6 @@ KINDS = {
         "Never",
         needs=("Launcher",),
         single=("Launcher",),
-        version="v2beta1",
         restarts=(("Launcher", "OnFailure"),),
         default=("/usr/sbin/sshd", "-De"),
         positive=True,
@@ -283,8 +281,8 @@ def _read(data: dict[str, Any], fail: Any) -> tuple[str, Resource, JobSpec]:
     problems (a kind or version not read here, unknown or bad fields)."""
     api_version, kind_name = data.get("apiVersion"), data.get("kind")
     kind_name = kind_name if isinstance(kind_name, str) else repr(kind_name)
-    if kind_name not in KINDS or api_version != f"{GROUP}/{KINDS[kind_name].version}":
-        known = ", ".join(f"{GROUP}/{k.version} {name}" for name, k in KINDS.items())
+    if kind_name not in KINDS or api_version != f"{GROUP}/{KUBEFLOW_KINDS[kind_name]}":
+        known = ", ".join(f"{GROUP}/{KUBEFLOW_KINDS[name]} {name}" for name in KINDS)
         reason = f"{api_version} {kind_name} is not a custom resource aichor-iac reads: "
         raise fail([Problem("kind", reason + f"give one of {known}")])
     try:
