@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem, line_for, one_line
@@ -20,7 +21,6 @@ from .identities import (
     ENTRANCES,
     JOB,
     KATIB,
-    KUBEFLOW,
     RUNTIME_KINDS,
     TRAINER,
     TRAINER_KINDS,
@@ -255,11 +255,8 @@ def _experiment(
     if not checked:
         data = _checked(document, source).data
         runtimes = [_checked(runtime, source, "runtime: ") for runtime in runtimes]
-    if api_version.startswith(TRAINER_GROUP):
-        return _door("trainer.door").validate(data, source, lines, companions, runtimes)
-    for group, door in DOORS.items():
-        if api_version.startswith(group):
-            return _door(door).validate(data, source, lines, companions)
+    if api_version.startswith(CR_GROUPS):
+        return _door_of(api_version).validate(data, source, lines, companions, runtimes)
     if "/" in api_version or api_version == "v1":  # a Kubernetes resource, not a manifest
         raise ManifestError(source, [_unread(data, lines)])
     return aichor.read(data, source, lines)
@@ -298,13 +295,8 @@ def _checked(document: text.Document, source: str, prefix: str = "") -> text.Doc
     data = document.data
     if not crd.served(data.get("apiVersion"), data.get("kind")):
         return document
-    release, fixes = None, {}
-    if data["apiVersion"].startswith(f"{KUBEFLOW}/"):  # (a field v1 moved: `FIXES`)
-        fixes = _door("kubeflow.door").FIXES
-    if data["kind"] == "TrainJob":  # (one of an earlier release: its own CRD)
-        trainjob = _door("trainer.door")
-        release, fixes = trainjob.release(data), trainjob.FIXES
-    written, problems = crd.check(data, document.lines, release, fixes)
+    door = _door_of(data["apiVersion"])
+    written, problems = crd.check(data, document.lines, door.release(data), door.fixes(data))
     if problems:
         raise ManifestError(source, [replace(p, path=prefix + p.path) for p in problems])
     return text.Document(written, document.lines, document.line)
@@ -377,6 +369,32 @@ def _near(kind: Any) -> str | None:
         return None
     version, name = read[near[0]]
     return f"did you mean kind: {name}" + (f" (apiVersion: {version})?" if version else "?")
+
+
+@runtime_checkable
+class Door(Protocol):
+    """What the router reads of the door of a custom resource's API group (`DOORS`)."""
+
+    def release(self, data: dict[str, Any]) -> str | None:
+        """The release of the CRD that checks `data` (None: the pinned one)."""
+
+    def fixes(self, data: dict[str, Any]) -> Mapping[str, str]:
+        """A fix for a field of `data` its CRD refuses, by path (one a later version moved)."""
+
+    def validate(
+        self,
+        data: dict[str, Any],
+        source: str,
+        lines: dict,
+        companions: list[dict[str, Any]],
+        runtimes: Sequence[text.Document],
+    ) -> Experiment:
+        """The experiment of a resource its CRD passed, or ManifestError naming every problem."""
+
+
+def _door_of(api_version: str) -> Door:
+    """The door of a custom resource's API group."""
+    return _door(next(door for group, door in DOORS.items() if api_version.startswith(group)))
 
 
 def _door(name: str) -> Any:

@@ -144,3 +144,17 @@ def test_every_kind_read_is_declared_once_with_its_door_and_its_crd():
         assert served == ((entrance.api_version, entrance.kind) != KATIB), entrance
     kubeflow = [e.kind for e in ENTRANCES if e.door == "kubeflow.door"]
     assert kubeflow == list(KINDS)
+
+
+def test_each_door_of_an_api_group_has_the_interface_the_router_reads():
+    import importlib
+    import inspect
+
+    from aichor_iac.doors.identities import DOORS
+    from aichor_iac.doors.router import Door
+
+    for door in DOORS.values():
+        module = importlib.import_module(f"aichor_iac.doors.{door}")
+        assert isinstance(module, Door), door
+        parameters = list(inspect.signature(module.validate).parameters)
+        assert parameters == ["data", "source", "lines", "companions", "runtimes"], door

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...experiment.groups import MAX_JOBS
@@ -25,6 +26,7 @@ from ...experiment.origin import Kept, Origin
 from ...frameworks.jobset import EXCLUSIVE_NODES, EXCLUSIVE_TOPOLOGY
 from ...problems import Problem
 from ...reading import podtemplate as templates
+from ...reading.text import Document
 from ...rules.limits import DNS_1035, INT32, MAX_INDEXED, dns_label, is_label_key
 from ..identities import JOBSET_KINDS
 from . import failures
@@ -57,8 +59,22 @@ JOB_REFUSED = {
 }
 
 
+def release(data: dict[str, Any]) -> str | None:
+    """Every JobSet is checked by JobSet's pinned CRD (None)."""
+    return None
+
+
+def fixes(data: dict[str, Any]) -> Mapping[str, str]:
+    """None: no field of v1alpha2 moved."""
+    return {}
+
+
 def validate(
-    data: dict[str, Any], source: str, lines: dict, companions: list[dict[str, Any]]
+    data: dict[str, Any],
+    source: str,
+    lines: dict,
+    companions: list[dict[str, Any]],
+    runtimes: Sequence[Document] = (),  # (a Trainer runtime is its TrainJob's: none here)
 ) -> Experiment:
     """The JobSet as an experiment whose spec's `origin` keeps its pod templates and the
     controller's options, or ManifestError naming every problem with its path and line."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -23,6 +24,7 @@ from ...experiment.origin import PERMANENT_EXIT_CODES, Kept, Origin
 from ...problems import Problem
 from ...reading import podtemplate as templates
 from ...reading.podtemplate import Template
+from ...reading.text import Document
 from ...rules.limits import INT32, MAX_INDEXED
 from ..identities import KUBEFLOW, KUBEFLOW_KINDS
 
@@ -237,8 +239,22 @@ class Resource(Model):
     status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
+def release(data: dict[str, Any]) -> str | None:
+    """Every version read is checked by the operators' pinned CRD (None)."""
+    return None
+
+
+def fixes(data: dict[str, Any]) -> Mapping[str, str]:
+    """The fields kubeflow.org/v1 moved under spec.runPolicy (`FIXES`)."""
+    return FIXES
+
+
 def validate(
-    data: dict[str, Any], source: str, lines: dict, companions: list[dict[str, Any]]
+    data: dict[str, Any],
+    source: str,
+    lines: dict,
+    companions: list[dict[str, Any]],
+    runtimes: Sequence[Document] = (),  # (a Trainer runtime is its TrainJob's: none here)
 ) -> Experiment:
     """The custom resource as an experiment whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""

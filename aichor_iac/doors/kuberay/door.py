@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -69,8 +70,22 @@ JOB_REFUSED = {
 }
 
 
+def release(data: dict[str, Any]) -> str | None:
+    """Every RayJob and RayCluster is checked by KubeRay's pinned CRD (None)."""
+    return None
+
+
+def fixes(data: dict[str, Any]) -> Mapping[str, str]:
+    """None: no field of ray.io/v1 moved."""
+    return {}
+
+
 def validate(
-    data: dict[str, Any], source: str, lines: dict, companions: list[dict[str, Any]]
+    data: dict[str, Any],
+    source: str,
+    lines: dict,
+    companions: list[dict[str, Any]],
+    runtimes: Sequence[Document] = (),  # (a Trainer runtime is its TrainJob's: none here)
 ) -> Experiment:
     """The RayJob or RayCluster as an experiment whose spec's `origin` keeps its templates, or
     ManifestError naming every problem with its path and line."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -125,8 +125,14 @@ class Resource(Model):
 
 
 def release(data: dict[str, Any]) -> str | None:
-    """The Trainer release whose TrainJob CRD checks `data` (None: the pinned v2.3.0's)."""
-    return shapes.release(data.get("spec"))
+    """The Trainer release whose TrainJob CRD checks `data` (None: the pinned v2.3.0's, and
+    a runtime's)."""
+    return shapes.release(data.get("spec")) if data.get("kind") == "TrainJob" else None
+
+
+def fixes(data: dict[str, Any]) -> Mapping[str, str]:
+    """A TrainJob's fields of another shape or of the runtime (`FIXES`); none of a runtime."""
+    return FIXES if data.get("kind") == "TrainJob" else {}
 
 
 def validate(
