@@ -58,7 +58,7 @@ class ExperimentComponent(pulumi.ComponentResource):
 
     experiment: str
     namespace: str
-    kept: list[str]  # `Kind/name` of what `pulumi destroy` leaves in the cluster
+    retained: list[str]  # `Kind/name` of what `pulumi destroy` leaves in the cluster
     plan: Plan
     jobs: dict[str, Job]  # by group (`worker-0`, … where each replica has one), created in order
     jobs_after: dict[str, list[str]]  # each Job's Jobs it is created after (their awaits held)
@@ -83,13 +83,13 @@ class ExperimentComponent(pulumi.ComponentResource):
         settings = settings or Settings.default()
         # Every problem is raised here, before anything is registered: nothing is half-created.
         ctx = Context(planning.blueprint(manifest, settings, name))
-        children = layout.checked(ctx, settings.create_namespace)
+        children = layout.build(ctx, settings.create_namespace)
         names = ctx.names
         self.experiment, self.namespace, self.plan = names.experiment, names.namespace, ctx.plan
         super().__init__(self.TYPE, name, None, opts)
         for warning in _warnings(ctx, children):
             pulumi.log.warn(warning, resource=self)
-        self.kept = [f"{c.kind}/{c.object['metadata']['name']}" for c in children if c.retain]
+        self.retained = [f"{c.kind}/{c.object['metadata']['name']}" for c in children if c.retain]
         self.secrets = self._secret_data(name, ctx)
         registered: dict[layout.Child, pulumi.Resource] = {}
         for child in children:
@@ -323,11 +323,11 @@ def export_all(
 
 def _warn_kept(component: ExperimentComponent) -> None:
     """What `pulumi destroy` keeps, and how a later `pulumi up` finds it again."""
-    if component.kept and not pulumi.Config("kubernetes").get_bool("upsertExistingObjects"):
+    if component.retained and not pulumi.Config("kubernetes").get_bool("upsertExistingObjects"):
         # pulumi-kubernetes 4.29+ refuses to create what exists: a later `pulumi up` of this
         # stack would fail on what `pulumi destroy` leaves, instead of finding it again.
         pulumi.log.warn(
-            f"`pulumi destroy` keeps {', '.join(component.kept)}; to find it again in a later "
+            f"`pulumi destroy` keeps {', '.join(component.retained)}; to find it again in a later "
             "`pulumi up` of this stack, run `pulumi config set kubernetes:upsertExistingObjects "
             "true` (or set aichor:deleteSharedVolume true to delete it)"
         )

@@ -52,7 +52,7 @@ def up(
     settings = settings or Settings.default()
     experiment_name = name or settings.experiment_name or manifest.name_in(stack)
     # ManifestError now, naming every problem, rather than from inside the CLI's run.
-    layout.checked(Context(blueprint(manifest, settings, experiment_name)))
+    layout.build(Context(blueprint(manifest, settings, experiment_name)))
 
     def program() -> None:
         components.export(experiment_name, manifest, settings)

@@ -50,7 +50,7 @@ def refusal(document: dict[str, Any]) -> str | None:
     """Why validate refuses the document, or None."""
     try:
         model = doors.validate(document)
-        layout.checked(Context(planning.blueprint(model, name=document.get("name", "x"))))
+        layout.build(Context(planning.blueprint(model, name=document.get("name", "x"))))
     except ManifestError as error:
         return str(error).splitlines()[0]
     return None

@@ -392,7 +392,7 @@ def validate(text: str) -> str:
         settings = Settings()
         for model in models:
             name = "fuzz" if len(models) == 1 else model.name_in("fuzz")
-            layout.checked(Context(planning.blueprint(model, settings, name)))
+            layout.build(Context(planning.blueprint(model, settings, name)))
     except ManifestError as error:
         return str(error)
     return ""

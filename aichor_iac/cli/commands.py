@@ -47,7 +47,7 @@ def validate(args: argparse.Namespace) -> int:
     for manifest, name in inputs.each():
         blueprint = planning.blueprint(manifest, inputs.settings, name)
         with kinds.plain():
-            layout.checked(Context(blueprint), inputs.settings.create_namespace)
+            layout.build(Context(blueprint), inputs.settings.create_namespace)
         origin = manifest.spec.origin
         what = f"{manifest.spec.operator} manifest" if origin is None else origin.source
         blueprints.append(blueprint)

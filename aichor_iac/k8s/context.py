@@ -40,7 +40,7 @@ class Context:
     def settings(self) -> Settings:
         return self.blueprint.settings
 
-    def kept(self, group: Group) -> Kept | None:
+    def template(self, group: Group) -> Kept | None:
         """The pod template a custom resource gave `group`'s replica type, kept as written."""
         origin = self.spec.origin
         return origin.kept.get(group.replica_type) if origin else None

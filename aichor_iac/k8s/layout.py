@@ -138,7 +138,7 @@ def _jobs(ctx: Context, group: Group, after: list[Child]) -> list[Child]:
     ]
 
 
-def checked(ctx: Context, create_namespace: bool = False) -> list[Child]:
+def build(ctx: Context, create_namespace: bool = False) -> list[Child]:
     """`children()`, or ManifestError naming every place an object breaks the API server's
     rules (on the replica type the object comes from, where there is one)."""
     found = children(ctx, create_namespace)

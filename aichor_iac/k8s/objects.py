@@ -13,7 +13,7 @@ from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
-from . import commands, jupyter, kept, kinds, services, shell, tensorboard
+from . import commands, given, jupyter, kinds, services, shell, tensorboard
 from .awaits import COMPLETION, ENDED, NOTHING, SKIP_AWAIT, Await, Mode
 from .context import Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
@@ -144,7 +144,7 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
     that replica and literal values where the Indexed Job's are computed."""
     spec, gang = ctx.spec, ctx.gang_metadata(group.role)
     annotations = {**gang.get("annotations", {}), **networks(ctx, group)}
-    held = ctx.kept(group)  # a custom resource's template, kept
+    held = ctx.template(group)  # a custom resource's template, kept
     if held is None:
         restarts = _restarts(ctx)
         template: Any = kinds.PodTemplateSpecArgs(
@@ -161,7 +161,7 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
             restarts.update(_regrouped(held, regroup.budget))
         volumes = [projected_volume(ctx.names, mount) for mount in group.mounts]
         env = operator_env(ctx, group, replica)
-        template = kept.template(ctx, group, held, env, annotations, volumes)
+        template = given.template(ctx, group, held, env, annotations, volumes)
         if replica is not None:  # (a non-Indexed Job's pods keep the template's host name)
             template["spec"]["hostname"] = ctx.job_name(group, replica)
     origin = spec.origin

@@ -20,7 +20,7 @@ def objects(text: str, settings, name: str) -> str:
     """The experiment's objects as canonical JSON, or the refusal, in the current mode."""
     try:
         blueprint = planning.blueprint(doors.parse(text, "case.yaml"), settings, name)
-        children = layout.checked(Context(blueprint), settings.create_namespace)
+        children = layout.build(Context(blueprint), settings.create_namespace)
     except ManifestError as error:
         return f"error: {error}"
     return json.dumps([[c.kind, c.suffix, c.object] for c in children], sort_keys=True)

@@ -206,7 +206,7 @@ def test_checked_objects_are_the_objects_pulumi_registers(example):
 
 def children_for(model, settings, name):
     blueprint = planning.blueprint(model, settings, name)
-    return layout.checked(Context(blueprint), settings.create_namespace)
+    return layout.build(Context(blueprint), settings.create_namespace)
 
 
 @pytest.mark.parametrize(

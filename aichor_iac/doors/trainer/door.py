@@ -186,7 +186,7 @@ def validate(
     named = "" if runtime_lines else spec.runtime_ref.name
     origin = dataclasses.replace(
         origin,
-        kept=places.kept(origin.kept, trainers, trainer_fields, named),
+        kept=places.at_trainjob(origin.kept, trainers, trainer_fields, named),
         api_version=API_VERSION,
         kind="TrainJob",
         options={**origin.options, "runtime": spec.runtime_ref.name, "mpi": mpi},

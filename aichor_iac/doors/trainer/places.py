@@ -58,7 +58,7 @@ def problem(found: Problem, trainer_fields: dict[str, str], lines: dict) -> Prob
     return found
 
 
-def kept(
+def at_trainjob(
     templates: dict[str, Kept], trainers: set[str], trainer_fields: dict[str, str], runtime: str
 ) -> dict[str, Kept]:
     """The built JobSet's templates placed in the TrainJob: each at its runtime's replicated
