@@ -174,6 +174,7 @@ class Group:
     exclusive_nodes: bool = False
     labels: tuple[tuple[str, str], ...] = ()  # the operator's labels on a kept template's pods
     annotations: tuple[tuple[str, str], ...] = ()  # and its annotations
+    labels_on_job: bool = False  # the Job carries them too (a JobSet's controller's)
 
     @property
     def count(self) -> int:
@@ -236,6 +237,10 @@ class Plan:
     independent: bool = False
     # A cluster that runs until destroyed (a RayCluster): nothing completes
     endless: bool = False
+    # Why some replicas run as root, which the stack's aichor:runAsNonRoot or runAsUser refuses
+    runs_as_root: str = ""
+    # Where `debug.jupyter` puts its server (default: beside the entry point)
+    jupyter_role: str = ""
 
     def __post_init__(self) -> None:
         earlier: set[str] = set()

@@ -108,6 +108,7 @@ def from_resource(spec: Spec, names: Names) -> Plan:
                     gate=gate,  # type: ignore[arg-type]
                     labels=metadata,
                     annotations=(*metadata, *sorted(exclusive.items())),
+                    labels_on_job=True,
                     exclusive=exclusive.get(EXCLUSIVE_TOPOLOGY),
                     exclusive_nodes=EXCLUSIVE_NODES in exclusive,
                 )

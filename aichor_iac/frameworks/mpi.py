@@ -48,6 +48,10 @@ exec "$sshd" -D -e -p {PORT} -h "$key" -o AuthorizedKeysFile={SSH_DIR}/authorize
 # they are read-only and owned by root.
 
 
+# The workers' sshd runs as root, as the MPI Operator's does
+SSHD_AS_ROOT = "MPI workers run sshd as root"
+
+
 def plan(spec: Spec, names: Names) -> Plan:
     if spec.origin is not None:
         return kubeflow_plan(spec, names)
@@ -88,6 +92,7 @@ def plan(spec: Spec, names: Names) -> Plan:
         framework="mpi",
         groups=(worker_group, launcher_group),
         entry_point="launcher",
+        runs_as_root=SSHD_AS_ROOT,
         addresses={"launcher": launcher_host, "worker": f"{hosts[0]}:{PORT}"},
         secret="ssh",
         files={
@@ -189,6 +194,7 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
         framework="mpi",
         groups=groups,
         entry_point="launcher",
+        runs_as_root=SSHD_AS_ROOT,
         addresses={"launcher": launcher_host},
         secret="ssh",
         files={

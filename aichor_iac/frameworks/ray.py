@@ -154,6 +154,7 @@ def plan(spec: Spec, names: Names) -> Plan:
     return Plan(
         framework="ray",
         groups=tuple(groups),
+        jupyter_role="head",  # (where the driver's cluster is)
         entry_point=entry.role,
         addresses={"head": address},
         secret="password",

@@ -123,7 +123,7 @@ def _job_metadata(
     own = ctx.labels(group.role)
     labels = dict(held.job_labels) if held else {}
     annotations = dict(held.job_annotations) if held else {}
-    if ctx.plan.framework == "jobset":
+    if group.labels_on_job:
         labels.update(group.labels)
         annotations.update(group.annotations)
     labels = {k: v for k, v in labels.items() if k not in own}

@@ -191,7 +191,7 @@ def jupyter_role(spec: Spec, plan: Plan) -> str | None:
     where the driver's cluster is."""
     if not spec.debug.jupyter:
         return None
-    return "head" if plan.framework == "ray" else plan.entry_point
+    return plan.jupyter_role or plan.entry_point
 
 
 def platform_env(
@@ -275,9 +275,9 @@ def _settings_problems(blueprint: Blueprint) -> list[Problem]:
                     )
                 )
     not_root = {"runAsNonRoot": settings.run_as_non_root, "runAsUser": settings.run_as_user}
-    if blueprint.plan.framework == "mpi":  # the workers' sshd runs as root, as the Operator's
+    if why := blueprint.plan.runs_as_root:
         problems += [
-            Problem(f"aichor:{key}", "MPI workers run sshd as root: leave it unset for mpi")
+            Problem(f"aichor:{key}", f"{why}: leave it unset for {blueprint.plan.framework}")
             for key, value in not_root.items()
             if value  # (runAsUser 0 is root: fine)
         ]
