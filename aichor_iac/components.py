@@ -249,7 +249,7 @@ class BatchJob(ExperimentComponent):
     OPERATORS = ("batchjob",)
 
 
-# The component of each operator: each class below says its own (`OPERATORS`)
+# The component of each operator: each class above says its own (`OPERATORS`)
 COMPONENTS: dict[str, type[ExperimentComponent]] = {
     op: cls for cls in ExperimentComponent.__subclasses__() for op in cls.OPERATORS
 }
