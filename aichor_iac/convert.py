@@ -199,7 +199,7 @@ def _ray(source: Experiment) -> Conversion:
     data: dict[str, Any] = {
         "operator": "kuberay",
         "image": head.main["image"],
-        "command": origin.options["entrypoint"],
+        "command": origin.ray.job.entrypoint,  # type: ignore[union-attr]  # (a RayJob's)
         "types": types,
     }
     if spec.ray_version:
@@ -222,7 +222,7 @@ def _ray_group(origin: Origin, name: str, tpu: Tpu | None, lost: list[str]) -> d
     kept = origin.kept[name]
     lost.extend(_ray_template_losses(kept, origin.kept["Head"]))
     params = {}
-    for key, value in origin.options["params"][name].items():
+    for key, value in origin.ray.params[name].items():  # type: ignore[union-attr]
         if ray_flag(key) in RAY_MANAGED_FLAGS:
             lost.append(f"{kept.path}.rayStartParams.{key}: set by aichor-iac")
         else:
@@ -233,24 +233,25 @@ def _ray_group(origin: Origin, name: str, tpu: Tpu | None, lost: list[str]) -> d
 
 def _ray_job_losses(origin: Origin) -> list[str]:
     """What of a RayJob's own fields the manifest cannot say."""
-    lost, options = [], origin.options
-    if options["submitter"]:
+    lost, options = [], origin.ray
+    assert options is not None and options.job is not None
+    if options.job.submitter:
         submitter = origin.kept["Submitter"]
         lost.append(
             f"{submitter.path}: the submitter's template and its {submitter.backoff_limit} retries"
         )
-    for key, value in sorted(options["submission"].items()):
+    for key, value in sorted(options.job.extra.items()):
         field = "runtimeEnvYAML" if key == "runtime_env" else camel(key)
         lost.append(f"spec.{field}: {value} (the manifest submits the command alone)")
-    if options["jobId"]:
-        lost.append(f"spec.jobId: {options['jobId']} (the experiment's name is the id)")
-    if not options["shutdown"]:
+    if options.job.job_id:
+        lost.append(f"spec.jobId: {options.job.job_id} (the experiment's name is the id)")
+    if not options.job.shutdown:
         lost.append(
             "spec.shutdownAfterJobFinishes: false; the manifest's cluster stops when the job ends"
         )
-    if options["auth"] is not None:
+    if options.auth is not None:
         lost.append("spec.rayClusterSpec.authOptions: AIchor's Ray clusters always use a token")
-    for field in options.get("autoscaling", []):
+    for field in options.autoscaling:
         lost.append(f"{field}: no autoscaler; each pool runs at its count")
     if origin.ttl_seconds_after_finished is not None:
         lost.append("spec.ttlSecondsAfterFinished: finished Jobs are kept")
@@ -392,7 +393,7 @@ def _merge_env(kept: Kept, env: dict[str, Any], lost: list[str]) -> None:
 
 def _option_losses(spec: Spec, origin: Origin, data: dict[str, Any]) -> list[str]:
     """The kind's own options: MPI's slots and implementation carry over, the rest not."""
-    options, lost = {k: v for k, v in origin.options.items() if k != "queue"}, []
+    options, lost = dict(origin.fields), []
     if spec.operator == "mpi":
         data["slotsPerWorker"] = options.pop("slotsPerWorker", 1)
         data["mpiImplementation"] = options.pop("mpiImplementation", "OpenMPI")
@@ -408,20 +409,21 @@ def _option_losses(spec: Spec, origin: Origin, data: dict[str, Any]) -> list[str
 
 def _jobset_losses(origin: Origin) -> list[str]:
     """What of a JobSet's policies and its Jobs' own fields an AIchor jobset cannot say."""
-    options, lost = origin.options, ["labels: the JobSet controller's jobset.sigs.k8s.io/*"]
-    success = options["success"]
-    if success["targets"] or success["operator"] != "All":
-        lost.append(f"spec.successPolicy: every Job must complete (not {success['operator']})")
-    if options["inOrder"]:
+    options, lost = origin.jobset, ["labels: the JobSet controller's jobset.sigs.k8s.io/*"]
+    assert options is not None
+    success = options.success
+    if success.targets or success.operator != "All":
+        lost.append(f"spec.successPolicy: every Job must complete (not {success.operator})")
+    if options.in_order:
         lost.append("spec.startupPolicy: InOrder; every Job is created at once")
-    for i, rjob in enumerate(options["replicatedJobs"]):
-        if rjob["dependsOn"]:
+    for i, rjob in enumerate(options.replicated_jobs):
+        if rjob.depends_on:
             lost.append(f"spec.replicatedJobs.{i}.dependsOn: created at once")
-        if rjob["groupName"] != "default":
+        if rjob.group_name != "default":
             lost.append(f"spec.replicatedJobs.{i}.groupName")
-    if options["coordinator"]:
+    if options.coordinator:
         lost.append("spec.coordinator: no coordinator label")
-    if options.get("mpi"):  # (a TrainJob on an MPI runtime)
+    if options.mpi:  # (a TrainJob on an MPI runtime)
         lost.append(
             "mlPolicy.mpi: no key pair, hostfile or launcher wiring (AIchor's operator: mpi runs "
             "sshd workers and a launcher of its own: rewrite it as one)"

@@ -89,7 +89,8 @@ def validate(
         kept={"Worker": kept},
         ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
         suspend=spec.suspend,
-        options={"parallelism": parallelism, "queue": resource.metadata.queue},
+        parallelism=parallelism,
+        queue=resource.metadata.queue,
         companions=tuple(companions),
     )
     argv = kept.argv

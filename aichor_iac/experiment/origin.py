@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .options import JobSetOptions, RayOptions
+
 RestartPolicy = Literal["Never", "OnFailure", "ExitCode"]
 # Exit codes the Training Operator counts as permanent under `restartPolicy: ExitCode`
 # (1-127: the program's own failure); 128 and above (killed by a signal) are retried.
@@ -106,7 +108,13 @@ class Origin:
     kept: dict[str, Kept]  # replica type (canonical, e.g. Worker) -> its template
     ttl_seconds_after_finished: int | None = None
     suspend: bool = False
-    options: dict[str, Any] = field(default_factory=dict)  # the framework's CR options
+    # What the framework reads beside the templates: a Kubeflow kind's own spec fields as
+    # written (camelCase), a KubeRay or JobSet resource's options, a batch/v1 Job's parallelism
+    fields: dict[str, Any] = field(default_factory=dict)
+    ray: RayOptions | None = None
+    jobset: JobSetOptions | None = None
+    parallelism: int | None = None
+    queue: str | None = None  # the Kueue queue its label asks for
     # Objects given beside the resource (Kubernetes JSON: ConfigMaps, Services, Secrets, …,
     # `reading.companions`), created in the experiment's namespace before its pods
     companions: tuple[dict[str, Any], ...] = ()

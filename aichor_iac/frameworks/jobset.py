@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from typing import Any
 
 from ..experiment.groups import JobSetType
 from ..experiment.model import Spec
+from ..experiment.options import JobSetJob, JobSetSuccess, TrainerMpi
 from . import mpi as mpi_framework
 from .base import Env, Group, Names, Plan
 
@@ -76,7 +76,7 @@ def plan(spec: Spec, names: Names) -> Plan:
 def batch_plan(spec: Spec, names: Names) -> Plan:
     worker = spec.types.get("Worker")
     # (a Job's pods at once, where a batch/v1 Job gives its parallelism: all, else)
-    parallelism = spec.origin.options.get("parallelism") if spec.origin else None
+    parallelism = spec.origin.parallelism if spec.origin else None
     group = Group(role="worker", replica_type="Worker", spec=worker, parallelism=parallelism)
     return Plan(framework="batchjob", groups=(group,), entry_point="worker", independent=True)
 
@@ -84,17 +84,18 @@ def batch_plan(spec: Spec, names: Names) -> Plan:
 def from_resource(spec: Spec, names: Names) -> Plan:
     """A JobSet's Jobs, in its order, with the controller's labels and annotations."""
     assert spec.origin is not None
-    options = spec.origin.options
-    rjobs: list[dict[str, Any]] = options["replicatedJobs"]
-    roles = {r["name"]: [f"{r['name']}-{j}" for j in range(r["replicas"])] for r in rjobs}
-    gates = {d: status for r in rjobs for d, status in r["dependsOn"].items()}
-    entry, completes = _success(options["success"], roles)
+    options = spec.origin.jobset
+    assert options is not None
+    rjobs = options.replicated_jobs
+    roles = {r.name: [f"{r.name}-{j}" for j in range(r.replicas)] for r in rjobs}
+    gates = {d: status for r in rjobs for d, status in r.depends_on.items()}
+    entry, completes = _success(options.success, roles)
     groups, earlier = [], []
     for r in rjobs:
-        name = r["name"]
-        after = tuple(earlier) if options["inOrder"] else _after(r, roles)
-        gate = "ready" if options["inOrder"] else gates.get(name, "").lower()
-        exclusive = r.get("exclusive") or {}
+        name = r.name
+        after = tuple(earlier) if options.in_order else _after(r, roles)
+        gate = "ready" if options.in_order else gates.get(name, "").lower()
+        exclusive = r.exclusive
         for j, role in enumerate(roles[name]):
             metadata = _metadata(spec, names, rjobs, r, j)
             groups.append(
@@ -114,7 +115,7 @@ def from_resource(spec: Spec, names: Names) -> Plan:
                 )
             )
         earlier += roles[name]
-    groups = _following(groups, entry, names) if options["success"]["early"] else groups
+    groups = _following(groups, entry, names) if options.success.early else groups
     plan = Plan(
         framework="jobset",
         groups=tuple(groups),
@@ -122,15 +123,15 @@ def from_resource(spec: Spec, names: Names) -> Plan:
         completes=completes,
         independent=True,
     )
-    return _with_mpi(plan, spec, names, options["mpi"]) if options.get("mpi") else plan
+    return _with_mpi(plan, spec, names, options.mpi) if options.mpi else plan
 
 
-def _with_mpi(plan: Plan, spec: Spec, names: Names, mpi: dict[str, Any]) -> Plan:
+def _with_mpi(plan: Plan, spec: Spec, names: Names, mpi: TrainerMpi) -> Plan:
     """A TrainJob on an MPI runtime: the generated key pair on the `node` and `launcher` Jobs,
     the hostfile on the launcher's, listing the `node` Jobs' pods (and the launcher's, when
     it ranks too) in the JobSet's order, each with the runtime's slots."""
-    ssh, hostfile = mpi_framework.trainer_mounts(mpi["mountPath"])
-    ranked = ("node", "launcher") if mpi["asNode"] else ("node",)
+    ssh, hostfile = mpi_framework.trainer_mounts(mpi.mount_path)
+    ranked = ("node", "launcher") if mpi.as_node else ("node",)
     hosts = [
         _host(names, group.role, i)
         for group in plan.groups
@@ -141,7 +142,7 @@ def _with_mpi(plan: Plan, spec: Spec, names: Names, mpi: dict[str, Any]) -> Plan
     groups = tuple(
         replace(g, mounts=(*g.mounts, *mounts.get(g.replica_type, ()))) for g in plan.groups
     )
-    text = mpi_framework.hostfile("OpenMPI", hosts, mpi["slots"])
+    text = mpi_framework.hostfile("OpenMPI", hosts, mpi.slots)
     return replace(
         plan,
         groups=groups,
@@ -157,16 +158,16 @@ def _host(names: Names, role: str, index: int) -> str:
     return f"{names.pod_host(role, index)}.{names.service}"
 
 
-def _after(rjob: dict[str, Any], roles: dict[str, list[str]]) -> tuple[str, ...]:
-    return tuple(role for d in rjob["dependsOn"] for role in roles[d])
+def _after(rjob: JobSetJob, roles: dict[str, list[str]]) -> tuple[str, ...]:
+    return tuple(role for d in rjob.depends_on for role in roles[d])
 
 
-def _success(success: dict[str, Any], roles: dict[str, list[str]]) -> tuple[str, tuple[str, ...]]:
+def _success(success: JobSetSuccess, roles: dict[str, list[str]]) -> tuple[str, tuple[str, ...]]:
     """The entry point and the Jobs that must complete: every Job (or the targets'); for a
     JobSet that ends early, its one target Job."""
-    targets = success["targets"] or list(roles)
+    targets = success.targets or list(roles)
     wanted = tuple(role for name in targets for role in roles[name])
-    if success["early"]:
+    if success.early:
         return wanted[0], wanted[:1]
     every = tuple(role for rs in roles.values() for role in rs)
     return (wanted or every)[0], wanted
@@ -188,28 +189,29 @@ def _following(groups: list[Group], entry: str, names: Names) -> list[Group]:
 
 
 def _metadata(
-    spec: Spec, names: Names, rjobs: list[dict[str, Any]], rjob: dict[str, Any], j: int
+    spec: Spec, names: Names, rjobs: tuple[JobSetJob, ...], rjob: JobSetJob, j: int
 ) -> tuple[tuple[str, str], ...]:
     """The JobSet controller's labels (and, the same, annotations) of Job `j` of `rjob`; the
     JobSet's UID aside (there is no JobSet object) and its restart attempt 0."""
-    job = names.job(f"{rjob['name']}-{j}")
-    group = [r for r in rjobs if r["groupName"] == rjob["groupName"]]
-    before = sum(r["replicas"] for r in rjobs[: rjobs.index(rjob)])
-    in_group = sum(r["replicas"] for r in group[: group.index(rjob)])
+    job = names.job(f"{rjob.name}-{j}")
+    group = [r for r in rjobs if r.group_name == rjob.group_name]
+    before = sum(r.replicas for r in rjobs[: rjobs.index(rjob)])
+    in_group = sum(r.replicas for r in group[: group.index(rjob)])
     values = {
         "jobset-name": names.experiment,
-        "replicatedjob-name": rjob["name"],
+        "replicatedjob-name": rjob.name,
         "restart-attempt": "0",
-        "replicatedjob-replicas": str(rjob["replicas"]),
-        "global-replicas": str(sum(r["replicas"] for r in rjobs)),
+        "replicatedjob-replicas": str(rjob.replicas),
+        "global-replicas": str(sum(r.replicas for r in rjobs)),
         "job-index": str(j),
         "job-key": hashlib.sha1(f"{names.namespace}/{job}".encode()).hexdigest(),
         "job-global-index": str(before + j),
-        "group-name": rjob["groupName"],
-        "group-replicas": str(sum(r["replicas"] for r in group)),
+        "group-name": rjob.group_name,
+        "group-replicas": str(sum(r.replicas for r in group)),
         "job-group-index": str(in_group + j),
     }
-    if coordinator := spec.origin.options["coordinator"] if spec.origin else None:
+    jobset = spec.origin.jobset if spec.origin else None
+    if coordinator := jobset.coordinator if jobset else None:
         name, job_index, pod_index = coordinator
         values["coordinator"] = _host(names, f"{name}-{job_index}", pod_index)
     return tuple((PREFIX + key, value) for key, value in sorted(values.items()))

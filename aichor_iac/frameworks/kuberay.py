@@ -44,7 +44,7 @@ def plan(spec: Spec, names: Names) -> Plan:
         groups=tuple(groups),
         entry_point=cluster.job or "head",
         addresses={"head": f"{cluster.head_host}:{cluster.port}"},
-        secret="password" if cluster.options["auth"] == "" else None,
+        secret="password" if cluster.options.auth == "" else None,
         services={cluster.head_service: "head"},
         outputs={
             "rayAddress": f"{cluster.head_host}:{cluster.port}",
@@ -64,8 +64,9 @@ class _Cluster:
     def __init__(self, spec: Spec, names: Names) -> None:
         assert spec.origin is not None
         self.spec, self.names = spec, names
-        self.options, self.kept = spec.origin.options, spec.origin.kept
-        self.params = {group: start_flags(p) for group, p in self.options["params"].items()}
+        assert spec.origin.ray is not None
+        self.options, self.kept = spec.origin.ray, spec.origin.kept
+        self.params = {group: start_flags(p) for group, p in self.options.params.items()}
         head = self.params["Head"]
         self.port = int(head.get("port", GCS))
         self.dashboard = int(head.get("dashboard-port", DASHBOARD))
@@ -73,9 +74,9 @@ class _Cluster:
         self.head_service = f"{names.experiment}-head"
         self.head_host = names.service_host(self.head_service)
         self.job = "submitter" if spec.origin.kind == "RayJob" else None
-        shutdown = self.job and self.options["shutdown"]
+        shutdown = self.job and self.options.job and self.options.job.shutdown
         self.follows = names.host(self.job, 0) if shutdown else None  # type: ignore[arg-type]
-        self.auth = _auth_env(self.options["auth"])
+        self.auth = _auth_env(self.options.auth)
 
     def labels(self, node_type: str, group: str) -> tuple[tuple[str, str], ...]:
         """KubeRay's labels of a Ray node's pod."""
@@ -159,11 +160,12 @@ def _pools(cluster: _Cluster, name: str, pool: Any) -> list[Group]:
 
 def _submitter(cluster: _Cluster, expected: int, after: tuple[str, ...]) -> Group:
     """A RayJob's submitter: KubeRay's `ray job submit` unless the user gave a command."""
-    options, dashboard = cluster.options, f"{cluster.head_host}:{cluster.dashboard}"
-    submission = options["jobId"] or cluster.names.experiment
+    job, dashboard = cluster.options.job, f"{cluster.head_host}:{cluster.dashboard}"
+    assert job is not None
+    submission = job.job_id or cluster.names.experiment
     program = None
     if not cluster.kept["Submitter"].main.get("command"):
-        entrypoint, extra = options["entrypoint"], options["submission"]
+        entrypoint, extra = job.entrypoint, job.extra
         program = submit(
             f"http://{dashboard}", submission, entrypoint, expected, cluster.spec, extra
         )

@@ -158,7 +158,7 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
     `launcherCreationPolicy: WaitForWorkersReady` its Job is created only once every worker is
     Ready. Workers stop once the launcher has ended."""
     assert spec.origin is not None
-    options = spec.origin.options
+    options = spec.origin.fields
     slots = options.get("slotsPerWorker", 1)
     implementation = options.get("mpiImplementation", "OpenMPI")
     as_worker = options.get("runLauncherAsWorker", False)

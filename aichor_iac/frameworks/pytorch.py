@@ -40,7 +40,7 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
     runs on its own, as the operator gives them no peer."""
     origin = spec.origin
     assert origin is not None
-    options, slots = origin.options, ranked(spec.types, ("Master", "Worker"))
+    options, slots = origin.fields, ranked(spec.types, ("Master", "Worker"))
     elastic = options.get("elasticPolicy")
     nproc = options.get("nprocPerNode")
     if nproc is None and (elastic is None or "nProcPerNode" not in elastic):

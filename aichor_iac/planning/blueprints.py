@@ -368,7 +368,7 @@ def _queue_warnings(blueprint: Blueprint) -> list[Problem]:
     """A custom resource labelled for a Kueue queue the stack does not queue its Jobs in:
     the queue is the stack's (`aichor:kueueQueue`), which says so."""
     origin, queue = blueprint.spec.origin, blueprint.settings.kueue_queue
-    wanted = origin.options.get("queue") if origin else None
+    wanted = origin.queue if origin else None
     if not wanted or wanted == queue:
         return []
     now = f"they go to {queue}" if queue else "they are not queued"
@@ -384,7 +384,7 @@ def _autoscaling_warnings(blueprint: Blueprint) -> list[Problem]:
     size each group runs at instead (a KubeRay cluster's autoscaler, a PyTorchJob's
     HorizontalPodAutoscaler)."""
     origin = blueprint.spec.origin
-    if origin is not None and (origin.options.get("elasticPolicy") or {}).get("metrics"):
+    if origin is not None and (origin.fields.get("elasticPolicy") or {}).get("metrics"):
         workers = blueprint.spec.types.get("Worker")
         count = workers.count if workers else 0
         return [
@@ -395,7 +395,7 @@ def _autoscaling_warnings(blueprint: Blueprint) -> list[Problem]:
                 "change replicas and `pulumi up` to resize",
             )
         ]
-    fields = origin.options.get("autoscaling") if origin else None
+    fields = origin.ray.autoscaling if origin and origin.ray else None
     if not fields:
         return []
     pools = blueprint.spec.types.get("Workers") or []

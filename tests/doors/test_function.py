@@ -128,7 +128,7 @@ def test_each_framework_is_the_resource_the_sdk_would_create(
 
 def test_nproc_per_node_uses_torchrun_and_multiplies_the_world() -> None:
     model = experiment_from_function(fn_helpers.report, num_nodes=1, nproc_per_node=4)
-    assert model.spec.origin.options["nprocPerNode"] == "4"
+    assert model.spec.origin.fields["nprocPerNode"] == "4"
     job = next(o for o in objects(model) if o["kind"] == "Job")
     assert "exec torchrun /aichor/function/main.py" in " ".join(
         job["spec"]["template"]["spec"]["containers"][0]["command"]

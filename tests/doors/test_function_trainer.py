@@ -60,7 +60,7 @@ def test_a_custom_trainer_is_the_trainjob_the_sdk_creates() -> None:
         env={"WANDB_MODE": "offline $(not expanded)"},
     )
     model = experiment_from_trainer(trainer, name="fn")
-    assert (model.spec.origin.kind, model.spec.origin.options["runtime"]) == (
+    assert (model.spec.origin.kind, model.spec.origin.jobset.runtime) == (
         "TrainJob",
         "torch-distributed",
     )

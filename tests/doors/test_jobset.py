@@ -568,9 +568,8 @@ def test_convert_gives_an_aichor_jobset_listing_what_it_loses(path: Path) -> Non
 
     assert shape(conversion.manifest) == shape(path)
     assert "labels: the JobSet controller's jobset.sigs.k8s.io/*" in conversion.lost
-    options = resource.spec.origin.options
-    for i, rjob in enumerate(options["replicatedJobs"]):
-        assert bool(rjob["dependsOn"]) == (
+    for i, rjob in enumerate(resource.spec.origin.jobset.replicated_jobs):
+        assert bool(rjob.depends_on) == (
             f"spec.replicatedJobs.{i}.dependsOn: created at once" in conversion.lost
         )
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ...experiment.groups import MAX_JOBS
 from ...experiment.model import Experiment, Spec
+from ...experiment.options import JobSetJob, JobSetOptions, JobSetSuccess
 from ...experiment.origin import Kept, Origin
 from ...frameworks.jobset import EXCLUSIVE_NODES, EXCLUSIVE_TOPOLOGY
 from ...problems import Problem
@@ -122,10 +123,8 @@ def validate(
         kept=kept,
         ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
         suspend=spec.suspend,
-        options={
-            **_options(spec, resource.metadata.annotations or {}),
-            "queue": resource.metadata.queue,
-        },
+        jobset=_options(spec, resource.metadata.annotations or {}),
+        queue=resource.metadata.queue,
         companions=tuple(companions),
         subdomain=spec.network.subdomain if spec.network else None,
         retained=retained,
@@ -346,33 +345,31 @@ def _kept(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> Kept | No
     )
 
 
-def _options(spec: JobSetSpec, annotations: dict[str, str]) -> dict[str, Any]:
+def _options(spec: JobSetSpec, annotations: dict[str, str]) -> JobSetOptions:
     """What the JobSet framework reads: each replicated Job (name, Jobs, group, what it
     depends on, its exclusive placement), the success policy, the startup order and the
     coordinator."""
     success = spec.success_policy
     coordinator = spec.coordinator
-    return {
-        "replicatedJobs": [
-            {
-                "name": r.name,
-                "replicas": r.replicas,
-                "groupName": r.group_name,
-                "dependsOn": {d.name: d.status for d in r.depends_on},
-                "exclusive": _exclusive(annotations, r.template.metadata.annotations),
-            }
+    return JobSetOptions(
+        replicated_jobs=tuple(
+            JobSetJob(
+                name=r.name,
+                replicas=r.replicas,
+                group_name=r.group_name,
+                depends_on={d.name: d.status for d in r.depends_on},
+                exclusive=_exclusive(annotations, r.template.metadata.annotations),
+            )
             for r in spec.replicated_jobs
-        ],
-        "success": {
-            "operator": success.operator,
-            "targets": list(success.target_replicated_jobs),
-            "early": _ends_early(spec),
-        },
-        "inOrder": spec.in_order,
-        "coordinator": (coordinator.replicated_job, coordinator.job_index, coordinator.pod_index)
+        ),
+        success=JobSetSuccess(
+            success.operator, tuple(success.target_replicated_jobs), _ends_early(spec)
+        ),
+        in_order=spec.in_order,
+        coordinator=(coordinator.replicated_job, coordinator.job_index, coordinator.pod_index)
         if coordinator
         else None,
-    }
+    )
 
 
 def _exclusive_problems(spec: JobSetSpec, annotations: dict[str, str]) -> list[Problem]:

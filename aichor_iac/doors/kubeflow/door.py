@@ -273,16 +273,17 @@ def validate(
             kept[type_name] = one
     if problems:
         raise fail(problems)
-    options = spec.model_dump(
+    fields = spec.model_dump(
         by_alias=True, exclude_none=True, exclude={"run_policy", _field(kind.specs)}
-    ) | {"queue": resource.metadata.queue}
+    )
     origin = Origin(
         api_version=data["apiVersion"],
         kind=kind_name,
         kept=kept,
         ttl_seconds_after_finished=spec.run_policy.ttl_seconds_after_finished,
         suspend=spec.run_policy.suspend,
-        options=options,
+        fields=fields,
+        queue=resource.metadata.queue,
         scheduling=spec.run_policy.scheduling_policy,
         companions=tuple(companions),
     )

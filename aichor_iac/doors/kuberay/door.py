@@ -12,6 +12,7 @@ honour are refused with their path and the fix.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import shlex
@@ -22,6 +23,7 @@ import yaml
 
 from ...experiment.groups import RAY_ROLES, Accelerators, Resources, Tpu
 from ...experiment.model import Experiment, FailurePolicy, Spec
+from ...experiment.options import RayOptions, RaySubmission
 from ...experiment.origin import Kept, Origin
 from ...problems import Problem
 from ...reading import podtemplate as templates
@@ -109,7 +111,8 @@ def validate(
         kept=kept,
         ttl_seconds_after_finished=(job.ttl_seconds_after_finished or None) if job else None,
         suspend=bool(job.suspend if job else cluster.suspend),
-        options={**_options(cluster, job, where), "queue": resource.metadata.queue},
+        ray=_options(cluster, job, where),
+        queue=resource.metadata.queue,
         companions=tuple(companions),
     )
     experiment = _experiment(resource.metadata.name, cluster, job, kept)
@@ -391,7 +394,7 @@ def _default_submitter(head: Kept) -> dict[str, Any]:
     return {"spec": {"containers": [container], "restartPolicy": "Never"}}
 
 
-def _options(cluster: RayClusterSpec, job: RayJobSpec | None, where: str) -> dict[str, Any]:
+def _options(cluster: RayClusterSpec, job: RayJobSpec | None, where: str) -> RayOptions:
     """What the Ray framework reads: each group's `rayStartParams`, the auth mode, and the
     RayJob's submission (entrypoint, runtime env, metadata, entrypoint resources, id); and the
     autoscaler's fields given (the groups run at their declared sizes: a warning says so)."""
@@ -400,14 +403,14 @@ def _options(cluster: RayClusterSpec, job: RayJobSpec | None, where: str) -> dic
         "enableInTreeAutoscaling": cluster.enable_in_tree_autoscaling,
         "autoscalerOptions": cluster.autoscaler_options,
     }
-    options: dict[str, Any] = {
-        "params": {
+    options = RayOptions(
+        params={
             "Head": dict(cluster.head_group_spec.ray_start_params),
             **{g.group_name: dict(g.ray_start_params) for g in cluster.worker_group_specs},
         },
-        "auth": (auth.secret_name or "") if auth and auth.mode == "token" else None,
-        "autoscaling": [f"{where}.{field}" for field, given in autoscaler.items() if given],
-    }
+        auth=(auth.secret_name or "") if auth and auth.mode == "token" else None,
+        autoscaling=tuple(f"{where}.{field}" for field, given in autoscaler.items() if given),
+    )
     if job is not None:
         runtime_env = yaml.safe_load(job.runtime_env_yaml) if job.runtime_env_yaml else None
         submission = {
@@ -419,11 +422,16 @@ def _options(cluster: RayClusterSpec, job: RayJobSpec | None, where: str) -> dic
             if job.entrypoint_resources
             else None,
         }
-        options["submission"] = {k: v for k, v in submission.items() if v is not None}
-        options["entrypoint"] = job.entrypoint.strip()
-        options["jobId"] = job.job_id
-        options["shutdown"] = job.shutdown_after_job_finishes
-        options["submitter"] = bool(job.submitter_pod_template or job.submitter_config)
+        options = dataclasses.replace(
+            options,
+            job=RaySubmission(
+                entrypoint=job.entrypoint.strip(),
+                job_id=job.job_id,
+                shutdown=job.shutdown_after_job_finishes,
+                submitter=bool(job.submitter_pod_template or job.submitter_config),
+                extra={k: v for k, v in submission.items() if v is not None},
+            ),
+        )
     return options
 
 

@@ -189,7 +189,9 @@ def validate(
         kept=places.at_trainjob(origin.kept, trainers, trainer_fields, named),
         api_version=API_VERSION,
         kind="TrainJob",
-        options={**origin.options, "runtime": spec.runtime_ref.name, "mpi": mpi},
+        jobset=dataclasses.replace(origin.jobset, mpi=mpi, runtime=spec.runtime_ref.name)
+        if origin.jobset
+        else None,
         scheduling=with_queue(runtime_spec.pod_group_policy, runtime_spec.template.metadata),
     )
     experiment = experiment.model_copy(update={"spec": experiment.spec.with_origin(origin)})

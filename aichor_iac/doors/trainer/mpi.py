@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ...experiment.groups import Model
+from ...experiment.options import TrainerMpi
 from ...problems import Problem
 from ...rules.limits import INT32
 from .runtimes import LAUNCHER, NODE, gpus, node_containers, upserted
@@ -66,9 +67,9 @@ def slots(policy: MPIPolicy, per_node: int | None, resources: dict[str, Any]) ->
 
 def enforce(
     jobs: list[dict[str, Any]], policy: MPIPolicy, num_nodes: int | None, slot_count: int
-) -> dict[str, Any]:
+) -> TrainerMpi:
     """The plugin's changes to the runtime's replicated Jobs (in place, before the trainer's
-    own fields are set, as Trainer orders them); the JobSet framework's `mpi` options."""
+    own fields are set, as Trainer orders them); what the JobSet framework reads of it."""
     for rjob in jobs:
         job_spec = rjob["template"]["spec"]
         if rjob["name"] == NODE and num_nodes is not None:
@@ -85,8 +86,4 @@ def enforce(
         for container in node_containers(rjob):
             own = container.get("env") if isinstance(container.get("env"), list) else []
             container["env"] = upserted(own, added)
-    return {
-        "mountPath": policy.ssh_auth_mount_path,
-        "slots": slot_count,
-        "asNode": policy.run_launcher_as_node,
-    }
+    return TrainerMpi(policy.ssh_auth_mount_path, slot_count, policy.run_launcher_as_node)
