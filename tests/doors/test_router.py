@@ -135,7 +135,7 @@ def test_every_kind_read_is_declared_once_with_its_door_and_its_crd():
     import importlib
 
     from aichor_iac.doors.identities import ENTRANCES, KATIB
-    from aichor_iac.doors.kubeflow.door import KINDS
+    from aichor_iac.doors.kubeflow.spec import KINDS
     from aichor_iac.reading import crd
 
     for entrance in ENTRANCES:

@@ -92,14 +92,7 @@ def validate(
         resource, spec = templates.resource_and_spec(
             data, fail, "JobSet", API_VERSION, (Resource, JobSetSpec)
         )
-    schema = [
-        problem
-        for i, rjob in enumerate(spec.replicated_jobs)
-        for problem in job_schema_problems(
-            rjob.template.spec, f"spec.replicatedJobs.{i}.template.spec"
-        )
-    ]
-    if schema:  # (what follows reads the Jobs' counts)
+    if schema := _jobs_schema_problems(spec):  # (what follows reads the Jobs' counts)
         raise fail(schema)
     problems = resource.metadata.problems("the JobSet webhook")
     problems += _spec_problems(spec, resource.metadata.annotations or {})
@@ -131,6 +124,17 @@ def validate(
     )
     experiment = _experiment(resource.metadata.name, spec, shapes, kept)
     return resource.metadata.read(experiment, origin, source, lines)
+
+
+def _jobs_schema_problems(spec: JobSetSpec) -> list[Problem]:
+    """Each replicated Job's template against the Job's own schema."""
+    return [
+        problem
+        for i, rjob in enumerate(spec.replicated_jobs)
+        for problem in job_schema_problems(
+            rjob.template.spec, f"spec.replicatedJobs.{i}.template.spec"
+        )
+    ]
 
 
 def _spec_problems(spec: JobSetSpec, annotations: dict[str, str]) -> list[Problem]:

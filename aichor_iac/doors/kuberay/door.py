@@ -12,7 +12,6 @@ honour are refused with their path and the fix.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import shlex
@@ -23,14 +22,13 @@ import yaml
 
 from ...experiment.groups import RAY_ROLES, Accelerators, Resources, Tpu
 from ...experiment.model import Experiment, FailurePolicy, Spec
-from ...experiment.options import RayOptions, RaySubmission
 from ...experiment.origin import Kept, Origin
 from ...problems import Problem
 from ...reading import podtemplate as templates
 from ...reading.text import Document
 from ...rules.limits import INT32, dns_label
 from ..identities import RAY, RAY_KINDS
-from .spec import RayClusterSpec, RayJobSpec, Resource, SubmitterConfig
+from .spec import RayClusterSpec, RayJobSpec, Resource, SubmitterConfig, ray_options
 
 API_VERSION, KINDS = RAY, RAY_KINDS
 UNLIMITED = INT32  # a Job's backoffLimit for KubeRay's "recreate it whenever it fails"
@@ -111,7 +109,7 @@ def validate(
         kept=kept,
         ttl_seconds_after_finished=(job.ttl_seconds_after_finished or None) if job else None,
         suspend=bool(job.suspend if job else cluster.suspend),
-        ray=_options(cluster, job, where),
+        ray=ray_options(cluster, job, where),
         queue=resource.metadata.queue,
         companions=tuple(companions),
     )
@@ -392,47 +390,6 @@ def _default_submitter(head: Kept) -> dict[str, Any]:
         },
     }
     return {"spec": {"containers": [container], "restartPolicy": "Never"}}
-
-
-def _options(cluster: RayClusterSpec, job: RayJobSpec | None, where: str) -> RayOptions:
-    """What the Ray framework reads: each group's `rayStartParams`, the auth mode, and the
-    RayJob's submission (entrypoint, runtime env, metadata, entrypoint resources, id); and the
-    autoscaler's fields given (the groups run at their declared sizes: a warning says so)."""
-    auth = cluster.auth_options
-    autoscaler = {
-        "enableInTreeAutoscaling": cluster.enable_in_tree_autoscaling,
-        "autoscalerOptions": cluster.autoscaler_options,
-    }
-    options = RayOptions(
-        params={
-            "Head": dict(cluster.head_group_spec.ray_start_params),
-            **{g.group_name: dict(g.ray_start_params) for g in cluster.worker_group_specs},
-        },
-        auth=(auth.secret_name or "") if auth and auth.mode == "token" else None,
-        autoscaling=tuple(f"{where}.{field}" for field, given in autoscaler.items() if given),
-    )
-    if job is not None:
-        runtime_env = yaml.safe_load(job.runtime_env_yaml) if job.runtime_env_yaml else None
-        submission = {
-            "runtime_env": runtime_env,
-            "metadata": job.metadata,
-            "entrypoint_num_cpus": job.entrypoint_num_cpus or None,
-            "entrypoint_num_gpus": job.entrypoint_num_gpus or None,
-            "entrypoint_resources": json.loads(job.entrypoint_resources)
-            if job.entrypoint_resources
-            else None,
-        }
-        options = dataclasses.replace(
-            options,
-            job=RaySubmission(
-                entrypoint=job.entrypoint.strip(),
-                job_id=job.job_id,
-                shutdown=job.shutdown_after_job_finishes,
-                submitter=bool(job.submitter_pod_template or job.submitter_config),
-                extra={k: v for k, v in submission.items() if v is not None},
-            ),
-        )
-    return options
 
 
 def _experiment(

@@ -4,11 +4,15 @@ with their path. Pod templates stay plain JSON (`reading.podtemplate` checks the
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any, Literal
 
+import yaml
 from pydantic import Field
 
 from ...experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Model, Tpu
+from ...experiment.options import RayOptions, RaySubmission
 from ...reading import podtemplate as templates
 from ...reading.podtemplate import Template
 from ...rules.limits import INT32, MAX_INDEXED
@@ -144,3 +148,44 @@ class Resource(Model):
     metadata: templates.Metadata
     spec: dict[str, Any]
     status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
+
+
+def ray_options(cluster: RayClusterSpec, job: RayJobSpec | None, where: str) -> RayOptions:
+    """What the Ray framework reads: each group's `rayStartParams`, the auth mode, and the
+    RayJob's submission (entrypoint, runtime env, metadata, entrypoint resources, id); and the
+    autoscaler's fields given (the groups run at their declared sizes: a warning says so)."""
+    auth = cluster.auth_options
+    autoscaler = {
+        "enableInTreeAutoscaling": cluster.enable_in_tree_autoscaling,
+        "autoscalerOptions": cluster.autoscaler_options,
+    }
+    options = RayOptions(
+        params={
+            "Head": dict(cluster.head_group_spec.ray_start_params),
+            **{g.group_name: dict(g.ray_start_params) for g in cluster.worker_group_specs},
+        },
+        auth=(auth.secret_name or "") if auth and auth.mode == "token" else None,
+        autoscaling=tuple(f"{where}.{field}" for field, given in autoscaler.items() if given),
+    )
+    if job is not None:
+        runtime_env = yaml.safe_load(job.runtime_env_yaml) if job.runtime_env_yaml else None
+        submission = {
+            "runtime_env": runtime_env,
+            "metadata": job.metadata,
+            "entrypoint_num_cpus": job.entrypoint_num_cpus or None,
+            "entrypoint_num_gpus": job.entrypoint_num_gpus or None,
+            "entrypoint_resources": json.loads(job.entrypoint_resources)
+            if job.entrypoint_resources
+            else None,
+        }
+        options = dataclasses.replace(
+            options,
+            job=RaySubmission(
+                entrypoint=job.entrypoint.strip(),
+                job_id=job.job_id,
+                shutdown=job.shutdown_after_job_finishes,
+                submitter=bool(job.submitter_pod_template or job.submitter_config),
+                extra={k: v for k, v in submission.items() if v is not None},
+            ),
+        )
+    return options

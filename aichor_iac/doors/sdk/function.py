@@ -32,7 +32,7 @@ from typing import Any
 
 from ...experiment.model import Experiment
 from ...problems import ManifestError, Problem
-from ..kubeflow.door import KINDS
+from ..kubeflow.spec import KINDS
 from ..router import validate
 from ..trainer.door import API_VERSION as TRAINER_API
 from ..trainer.mpi import HOSTFILE

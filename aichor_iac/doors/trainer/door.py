@@ -181,7 +181,7 @@ def validate(
         moved = [places.problem(p, trainer_fields, lines) for p in error.problems]
         raise ManifestError(source, moved) from None
     origin = experiment.spec.origin
-    assert origin is not None
+    assert origin is not None and origin.jobset is not None
     trainers = {rjob["name"] for rjob in jobs if _ancestor(rjob) == "trainer"}
     named = "" if runtime_lines else spec.runtime_ref.name
     origin = dataclasses.replace(
@@ -189,9 +189,7 @@ def validate(
         kept=places.at_trainjob(origin.kept, trainers, trainer_fields, named),
         api_version=API_VERSION,
         kind="TrainJob",
-        jobset=dataclasses.replace(origin.jobset, mpi=mpi, runtime=spec.runtime_ref.name)
-        if origin.jobset
-        else None,
+        jobset=dataclasses.replace(origin.jobset, mpi=mpi, runtime=spec.runtime_ref.name),
         scheduling=with_queue(runtime_spec.pod_group_policy, runtime_spec.template.metadata),
     )
     experiment = experiment.model_copy(update={"spec": experiment.spec.with_origin(origin)})
