@@ -69,6 +69,18 @@ class Cluster:
         return {**review, "status": {"allowed": allowed}}
 
 
+def kubeconfig(url: str) -> dict[str, Any]:
+    """A kubeconfig whose one context (team-a) is the API at `url`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "team-a", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "team-a",
+    }
+
+
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
     """The API's error answer (a meta/v1 Status)."""
     return {

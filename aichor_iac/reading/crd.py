@@ -106,6 +106,16 @@ def schema(api_version: str, kind: str, release: str | None = None) -> Schema | 
     return Schema(_strict(root), data["source"], kind)
 
 
+def pinned(data: dict[str, Any]) -> str | None:
+    """A door's `release` where its kinds' pinned CRD checks every resource (None)."""
+    return None
+
+
+def unmoved(data: dict[str, Any]) -> Mapping[str, str]:
+    """A door's `fixes` where no field of the version it reads has moved (none)."""
+    return {}
+
+
 def served(api_version: Any, kind: Any) -> bool:
     """Whether a shipped CRD serves `kind` in `api_version` (any YAML values)."""
     if not (isinstance(api_version, str) and isinstance(kind, str)):

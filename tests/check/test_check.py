@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fake_kube import FORBIDDEN, Cluster, serving
+from fake_kube import FORBIDDEN, Cluster, kubeconfig, serving
 
 from aichor_iac import cli, engine, load
 from aichor_iac.components import experiment
@@ -75,9 +75,9 @@ def check(
     settings = {"aichor:namespace": "team-a", **(config or {})}
     stack.write_text(yaml.safe_dump({"config": settings}))
     with serving(cluster) as url:
-        kubeconfig = kubeconfig_of(tmp_path, url)
+        config_file = kubeconfig_of(tmp_path, url)
         argv = ["check", str(manifest), "--stack-config", str(stack)]
-        code = cli.main([*argv, "--kubeconfig", str(kubeconfig), "--output", "json"])
+        code = cli.main([*argv, "--kubeconfig", str(config_file), "--output", "json"])
     found = json.loads(capsys.readouterr().out)
     lines = {line["check"]: line for line in found["checks"]}
     assert found["blocked"] == sum(line["state"] == "blocked" for line in lines.values())
@@ -87,15 +87,7 @@ def check(
 def kubeconfig_of(tmp_path: Path, url: str) -> Path:
     """A kubeconfig whose one context is the API at `url`."""
     path = tmp_path / "kubeconfig"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {}}],
-        "contexts": [{"name": "team-a", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "team-a",
-    }
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(kubeconfig(url)))
     return path
 
 

@@ -155,7 +155,7 @@ def test_status_piped_to_a_file_keeps_each_name_and_message_whole(tmp_path):
 
     import yaml
     from conftest import ROOT
-    from fake_kube import Cluster, serving
+    from fake_kube import Cluster, kubeconfig, serving
 
     from aichor_iac import render
     from aichor_iac.cli import main
@@ -172,10 +172,10 @@ def test_status_piped_to_a_file_keeps_each_name_and_message_whole(tmp_path):
     cluster = Cluster(served={"batch/v1/jobs": jobs, "v1/pods": pods, "v1/events": []})
     log = tmp_path / "status.log"
     with serving(cluster) as url, log.open("w") as piped, redirect_stdout(piped):
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(config_of(url)))
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(kubeconfig(url)))
         argv = ["status", str(manifest), "--stack-config", str(stack)]
-        assert main([*argv, "--kubeconfig", str(kubeconfig)]) == 0
+        assert main([*argv, "--kubeconfig", str(config)]) == 0
     text = log.read_text()
     for whole in [message, *(pod["metadata"]["name"] for pod in pods)]:
         assert whole in text, whole
@@ -193,16 +193,4 @@ def unschedulable(job: dict, message: str) -> dict:
         "metadata": {"name": f"{name}-0-x7k2p", "namespace": "team-a", "labels": labels},
         "spec": template["spec"],
         "status": {"phase": "Pending", "conditions": [{**condition, "message": message}]},
-    }
-
-
-def config_of(url: str) -> dict:
-    """A kubeconfig whose one context is the API at `url`."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {}}],
-        "contexts": [{"name": "team-a", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "team-a",
     }

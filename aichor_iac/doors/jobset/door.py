@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ...experiment.groups import MAX_JOBS
@@ -26,6 +26,7 @@ from ...experiment.options import JobSetJob, JobSetOptions, JobSetSuccess
 from ...experiment.origin import Kept, Origin
 from ...frameworks.jobset import EXCLUSIVE_NODES, EXCLUSIVE_TOPOLOGY
 from ...problems import Problem
+from ...reading import crd
 from ...reading import podtemplate as templates
 from ...reading.text import Document
 from ...rules.limits import DNS_1035, INT32, MAX_INDEXED, dns_label, is_label_key
@@ -60,14 +61,7 @@ JOB_REFUSED = {
 }
 
 
-def release(data: dict[str, Any]) -> str | None:
-    """Every JobSet is checked by JobSet's pinned CRD (None)."""
-    return None
-
-
-def fixes(data: dict[str, Any]) -> Mapping[str, str]:
-    """None: no field of v1alpha2 moved."""
-    return {}
+release, fixes = crd.pinned, crd.unmoved  # (the router's `Door`: JobSet's pinned CRD)
 
 
 def validate(

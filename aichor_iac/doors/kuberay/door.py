@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -24,6 +24,7 @@ from ...experiment.groups import RAY_ROLES, Accelerators, Resources, Tpu
 from ...experiment.model import Experiment, FailurePolicy, Spec
 from ...experiment.origin import Kept, Origin
 from ...problems import Problem
+from ...reading import crd
 from ...reading import podtemplate as templates
 from ...reading.text import Document
 from ...rules.limits import INT32, dns_label
@@ -70,14 +71,7 @@ JOB_REFUSED = {
 }
 
 
-def release(data: dict[str, Any]) -> str | None:
-    """Every RayJob and RayCluster is checked by KubeRay's pinned CRD (None)."""
-    return None
-
-
-def fixes(data: dict[str, Any]) -> Mapping[str, str]:
-    """None: no field of ray.io/v1 moved."""
-    return {}
+release, fixes = crd.pinned, crd.unmoved  # (the router's `Door`: KubeRay's pinned CRD)
 
 
 def validate(
