@@ -11,13 +11,24 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .doors import load, load_all
-from .experiment.model import Experiment
-from .problems import ManifestError
-from .settings import Settings
-
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from .doors import load, load_all
+    from .experiment.model import Experiment
+    from .problems import ManifestError
+    from .settings import Settings
+
+# The names the package gives from its modules, imported on first use: `import aichor_iac`
+# (the console script's first step) stays light, so that the command line decides when its
+# imports happen (aichor_iac/cli/process.py)
+EXPORTS = {
+    "Experiment": "experiment.model",
+    "ManifestError": "problems",
+    "Settings": "settings",
+    "load": "doors",
+    "load_all": "doors",
+}
 
 __all__ = [
     "Experiment",
@@ -37,8 +48,11 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """A subpackage on first use (`aichor_iac.local.run_experiment(...)` as the docs write it),
-    rather than imported up front: `validate` would pay for Pulumi's and the local run's imports."""
+    """A name of EXPORTS, or a subpackage, on first use (`aichor_iac.local.run_experiment(...)`
+    as the docs write it), rather than imported up front: `validate` would pay for Pulumi's and
+    the local run's imports."""
+    if name in EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -63,7 +63,7 @@ def test_the_wheel_holds_every_module_the_examples_and_the_schema(wheel):
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))
     )
-    assert b"aichor-iac = aichor_iac.cli:main" in entry_points
+    assert b"aichor-iac = aichor_iac.cli:command" in entry_points
 
 
 def test_the_installed_cli_finds_its_examples_away_from_the_checkout(wheel, tmp_path):

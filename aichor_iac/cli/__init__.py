@@ -11,10 +11,18 @@ import os
 import sys
 
 from ..problems import ManifestError
-from .parser import parser
+from .process import collector_paused, ended
 from .report import report
 
-__all__ = ["main", "parser"]
+__all__ = ["command", "main"]
+
+
+def command() -> int:
+    """`aichor-iac` (the console script, and `python -m aichor_iac.cli`): `main` in a process
+    of its own, which ends with the command."""
+    status = main()
+    ended()
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +34,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = parser().parse_args(argv)
+    with collector_paused():  # (the commands' imports)
+        from .parser import parser
+
+        args = parser().parse_args(argv)
     try:
         return args.handler(args)
     except ManifestError as error:

@@ -13,6 +13,7 @@ from .. import doors, planning
 from ..experiment.model import Experiment
 from ..problems import ManifestError, Problem
 from ..settings import Settings, load_stack_file
+from .process import collector_paused
 from .report import print_problem, problem_json
 
 
@@ -47,6 +48,7 @@ class Inputs:
         return list(zip(self.manifests, self.names, strict=True))
 
 
+@collector_paused()  # (reading makes the objects that live until the command ends)
 def inputs_of(args: argparse.Namespace) -> Inputs:
     """The manifest (MANIFEST, else the stack's aichor:manifest), the settings, the
     experiment's name and the stack the options give."""
