@@ -197,7 +197,7 @@ def tail(
                     with stamped.open("a") as log:
                         log.write(f"{rfc3339(time.time())} {line}\n")
                     if on_line is not None:
-                        on_line(prefix, line)
+                        on_line(prefix, latest_state(line))
                 except OSError:  # where lines go is gone (a closed pipe, the cluster left)
                     return
                 missing = lacked(line) or missing
@@ -207,6 +207,13 @@ def tail(
                     on_line(prefix, install_hint(*missing))
             return
         time.sleep(0.1)
+
+
+def latest_state(line: str) -> str:
+    """What a terminal would show of a line: a progress bar's (tqdm's, as transformers draws
+    it) last state, not every state it redrew after a carriage return. The log keeps it all,
+    as the kubelet's does."""
+    return line.rstrip("\r").rsplit("\r", 1)[-1]
 
 
 def rfc3339(when: float) -> str:

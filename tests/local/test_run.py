@@ -5,6 +5,7 @@ an experiment that never ends, is a clear error."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -75,6 +76,28 @@ def test_run_local_prefixes_each_line_and_exits_with_the_result(
         assert text in out, out
     for text in unseen:
         assert text not in out, out
+
+
+CARRIAGE_RETURNS = (
+    "python3 -c 'import sys; [sys.stdout.write(f\"\\rstep {i}/40 loss {1 / (i + 1):.3f}\") "
+    "for i in range(41)]; print(); print(\"done\")'"
+)
+
+
+@real
+def test_a_progress_bar_shows_its_latest_state_not_every_state_it_drew(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 40-step bar redrawn after carriage returns (tqdm's way) is one short line on the
+    run's output: its last state (the pod's log keeps what it printed, as the kubelet's)."""
+    path = batchjob(tmp_path, 1)
+    data = yaml.safe_load(path.read_text())
+    data["spec"]["command"] = CARRIAGE_RETURNS
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["run", "--local", str(path), "--name", "exp", "--output", "json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    printed = [line["line"] for line in lines if line.get("pod") == "exp-worker-0"]
+    assert printed == ["step 40/40 loss 0.024", "done"]
 
 
 @real
