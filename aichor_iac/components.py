@@ -17,7 +17,7 @@ from . import planning
 from .experiment.model import Experiment
 from .experiment.trial import Trial
 from .frameworks import Plan
-from .k8s import awaits, jupyter, layout, tensorboard
+from .k8s import awaits, jupyter, layout, progress, tensorboard
 from .k8s.context import Context
 from .problems import ManifestError, Problem
 from .settings import Settings
@@ -162,6 +162,9 @@ class ExperimentComponent(pulumi.ComponentResource):
             values["ssh-publickey"] = key.public_key_openssh
         if jupyter.TOKEN_KEY in keys:
             values[jupyter.TOKEN_KEY] = self._password(f"{name}-jupyter-token", 48)
+        if progress.TOKEN in keys:
+            values |= progress_credentials(name, progress.host(ctx), self._child())
+            values[progress.TOKEN] = self._password(f"{name}-progress-token", 48)
         return {k: pulumi.Output.secret(v) for k, v in values.items()}
 
     def _password(self, name: str, length: int) -> pulumi.Output[str]:
@@ -253,6 +256,50 @@ class BatchJob(ExperimentComponent):
 COMPONENTS: dict[str, type[ExperimentComponent]] = {
     op: cls for cls in ExperimentComponent.__subclasses__() for op in cls.OPERATORS
 }
+
+
+# How long the progress receiver's CA and certificate are valid: longer than any experiment's
+# stack lives, shorter than a forgotten one's.
+PROGRESS_CERT_HOURS = 24 * 365
+
+
+def progress_credentials(
+    name: str, host: str, opts: pulumi.ResourceOptions
+) -> dict[str, pulumi.Output[str]]:
+    """The progress receiver's CA, its certificate for `host` signed by that CA, and its key
+    (pulumi-tls: made once per stack, kept in its state)."""
+    ca_key = pulumi_tls.PrivateKey(f"{name}-progress-ca-key", algorithm="ECDSA", opts=opts)
+    ca = pulumi_tls.SelfSignedCert(
+        f"{name}-progress-ca",
+        private_key_pem=ca_key.private_key_pem,
+        is_ca_certificate=True,
+        validity_period_hours=PROGRESS_CERT_HOURS,
+        allowed_uses=["cert_signing", "digital_signature"],
+        subject=pulumi_tls.SelfSignedCertSubjectArgs(common_name=f"{name} progress CA"),
+        opts=opts,
+    )
+    key = pulumi_tls.PrivateKey(f"{name}-progress-key", algorithm="ECDSA", opts=opts)
+    request = pulumi_tls.CertRequest(
+        f"{name}-progress-request",
+        private_key_pem=key.private_key_pem,
+        dns_names=[host],
+        subject=pulumi_tls.CertRequestSubjectArgs(common_name=host[:64]),
+        opts=opts,
+    )
+    cert = pulumi_tls.LocallySignedCert(
+        f"{name}-progress-cert",
+        cert_request_pem=request.cert_request_pem,
+        ca_private_key_pem=ca_key.private_key_pem,
+        ca_cert_pem=ca.cert_pem,
+        validity_period_hours=PROGRESS_CERT_HOURS,
+        allowed_uses=["digital_signature", "key_encipherment", "server_auth"],
+        opts=opts,
+    )
+    return {
+        progress.CA: ca.cert_pem,
+        progress.CERT: cert.cert_pem,
+        progress.KEY: key.private_key_pem,
+    }
 
 
 def stack_outputs(ctx: Context, secrets: dict[str, pulumi.Output[str]]) -> dict[str, Any]:

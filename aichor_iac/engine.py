@@ -81,6 +81,12 @@ GENERATED = {
     "tls:index/privateKey:PrivateKey": {
         "privateKeyOpenssh": "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n",
         "publicKeyOpenssh": "ssh-ed25519 mock\n",
+        "privateKeyPem": "-----BEGIN PRIVATE KEY-----\nmock\n",
+    },
+    "tls:index/selfSignedCert:SelfSignedCert": {"certPem": "-----BEGIN CERTIFICATE-----\nmock\n"},
+    "tls:index/certRequest:CertRequest": {"certRequestPem": "mock"},
+    "tls:index/locallySignedCert:LocallySignedCert": {
+        "certPem": "-----BEGIN CERTIFICATE-----\nmock\n"
     },
 }
 

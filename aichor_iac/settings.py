@@ -169,6 +169,21 @@ class Platform(_Concern):
         return {k: v for k, v in values.items() if v is not None}
 
 
+class Progress(_Concern):
+    """Progress reports: Kubeflow Trainer's protocol, served by the experiment"""
+
+    progress: bool = Field(
+        False,
+        description="Give every replica Kubeflow Trainer's progress protocol "
+        "(`KUBEFLOW_TRAINER_SERVER_*`), served by a receiver beside the entry point "
+        "(docs/architecture.md).",
+    )
+    progress_image: str | None = Field(
+        None,
+        description="Image of the progress receiver (needs `python3`; unset: the experiment's).",
+    )
+
+
 class Storage(_Concern):
     """TensorBoard and the volumes the stack keeps"""
 
@@ -298,6 +313,7 @@ CONCERNS: tuple[type[_Concern], ...] = (
     Waiting,
     Failures,
     Platform,
+    Progress,
     Storage,
     Scheduling,
     Network,
@@ -305,7 +321,9 @@ CONCERNS: tuple[type[_Concern], ...] = (
 )
 
 
-class Settings(Security, Network, Scheduling, Storage, Platform, Failures, Waiting, Placement):
+class Settings(
+    Security, Network, Scheduling, Storage, Progress, Platform, Failures, Waiting, Placement
+):
     """Everything about an experiment that is not in its manifest: the stack's `aichor:*`
     config, one concern per base class."""
 

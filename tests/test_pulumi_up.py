@@ -184,13 +184,15 @@ def stack_settings(path, wait: str | None = None, scheduling: str = "none") -> S
     return settings.model_copy(update={**chosen, **SCHEDULING[scheduling]})
 
 
+@pytest.mark.parametrize("progress", [False, True], ids=["", "progress"])
 @pytest.mark.parametrize("scheduling", sorted(SCHEDULING))
 @pytest.mark.parametrize("wait", [None, "none", "ready", "complete"])
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_every_example_finishes_under_every_wait_and_scheduling(path, wait, scheduling):
+def test_every_example_finishes_under_every_wait_and_scheduling(path, wait, scheduling, progress):
     """Every example with its stack file (None: its own `aichor:wait`), alone, in either gang
-    or queued by Kueue: `pulumi up` creates every object and ends."""
-    settings = stack_settings(path, wait, scheduling)
+    or queued by Kueue, with progress reports or without (nothing waits for the receiver):
+    `pulumi up` creates every object and ends."""
+    settings = stack_settings(path, wait, scheduling).model_copy(update={"progress": progress})
     model = doors.load(path)
     name = settings.experiment_name or model.name or path.stem
     blueprint = planning.blueprint(model, settings, name)

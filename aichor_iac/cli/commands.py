@@ -171,8 +171,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.live import Live
     from rich.markup import escape
 
+    from ..k8s.progress import CONTAINER
     from ..local import LocalUnavailable
     from ..local.progress import progress
+    from ..observe.progress import reported, summary
 
     inputs = inputs_of(args)
     if args.replicas is not None and args.replicas < 1:
@@ -185,12 +187,22 @@ def run(args: argparse.Namespace) -> int:
     colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
     seen: dict[str, str] = {}
     lock = threading.Lock()
-    entries = _entry_pods(inputs)
+    entries = _entry_pods(inputs, trials=True)
+    receivers = {f"{pod}/{CONTAINER}": name for pod, name in _entry_pods(inputs).items()}
     kept: dict[str, list[str]] = {}  # each trial's entry pod's lines, for its metrics
+    reports: dict[str, dict] = {}  # each experiment's latest progress report
 
     def line(pod: str, text: str) -> None:
         if pod in entries:
             kept.setdefault(pod, []).append(text)
+        if pod in receivers and (status := reported(text)) is not None:
+            reports[receivers[pod]] = status
+            if as_json:
+                with lock:
+                    document = {"experiment": receivers[pod], "trainerStatus": status}
+                    print(json.dumps(document, ensure_ascii=False), flush=True)
+                return
+            text = summary(status)
         if as_json:  # (pods print from threads of their own: one whole line at a time)
             with lock:
                 print(json.dumps({"pod": pod, "line": text}, ensure_ascii=False), flush=True)
@@ -215,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     lines: dict[str, list[str]] = {}
     for pod, name in entries.items():  # (whichever of a trial's two names printed)
         lines[name] = lines.get(name) or kept.get(pod, [])
-    return _results(inputs, outcomes, lines, out if not as_json else None, args.plot)
+    return _results(inputs, (outcomes, reports), lines, out if not as_json else None, args.plot)
 
 
 def _run_locally(
@@ -245,14 +257,17 @@ def _run_locally(
 
 def _results(
     inputs: Inputs,
-    outcomes: dict[str, Outcome],
+    ended: tuple[dict[str, Outcome], dict[str, dict]],
     lines: dict[str, list[str]],
     console: Console | None,
     plotted: str | None,
 ) -> int:
-    """Each experiment's result (a line each, JSON without `console`), each sweep's table
-    (and picture, to `plotted`); the exit status: the first failure's, else 0."""
+    """Each experiment's result (a line each, JSON without `console`) with its last progress
+    report, each sweep's table (and picture, to `plotted`); the exit status: the first
+    failure's, else 0."""
+    outcomes, reports = ended
     from ..local.parts import HELD_BACK, TIMED_OUT, first_failure
+    from ..observe.progress import summary
     from ..sweeps.plot import plot
     from ..sweeps.results import table
 
@@ -260,10 +275,12 @@ def _results(
         status = outcomes[name][0]
         result = "succeeded" if status == 0 else "failed"
         why = {HELD_BACK: ": not created, pulumi up failed first", TIMED_OUT: ": timed out"}
+        last = {"trainerStatus": reports[name]} if name in reports else {}
         if console is None:
-            print(json.dumps({"experiment": name, "result": result, "status": status}))
+            print(json.dumps({"experiment": name, "result": result, "status": status, **last}))
         else:
             said = result if status == 0 else f"failed ({status}){why.get(outcomes[name], '')}"
+            said += f" ({summary(reports[name])})" if name in reports else ""
             print(f"aichor-iac: {name} {said}", flush=True)
     sweeps = _sweeps(inputs, outcomes, lines)
     for sweep, found in sweeps.items():
@@ -276,14 +293,15 @@ def _results(
     return first_failure(outcomes)[0]
 
 
-def _entry_pods(inputs: Inputs) -> dict[str, str]:
-    """Each trial's entry-point pod (its entry Job's first: the Job's own pod, or an Indexed
-    Job's pod 0) -> the trial, whose metrics its lines hold."""
+def _entry_pods(inputs: Inputs, trials: bool = False) -> dict[str, str]:
+    """Each experiment's (`trials`: each trial's) entry-point pod (its entry Job's first: the
+    Job's own pod, or an Indexed Job's pod 0) -> the experiment, whose metrics its lines hold
+    and whose progress receiver it carries."""
     from ..k8s.context import Context
 
     found = {}
     for manifest, name in inputs.each():
-        if manifest.trial is not None:
+        if manifest.trial is not None or not trials:
             entry = Context(planning.blueprint(manifest, inputs.settings, name)).entry_job()
             found.update({entry: name, f"{entry}-0": name})
     return found

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..experiment.origin import Kept
 from ..frameworks import Group
+from ..frameworks.base import Mount
 from . import commands, shell
 from .context import Context
 from .lifeline import LIFELINE_PORT
@@ -24,11 +25,13 @@ def template(
     kept: Kept,
     env: list[Any],
     annotations: dict[str, str],
-    volumes: list[Any],
+    added: tuple[list[Any], list[Mount], list[dict[str, Any]]],
 ) -> dict:
     """The pod template of `group`'s Job (Kubernetes JSON): the user's, plus on its container
-    `env` (the operator's variables, after the user's, as the operator appends them) and
-    `volumes` (one per `group.mounts`, mounted where each says)."""
+    `env` (the operator's variables, after the user's, as the operator appends them), and
+    `added`: volumes, the mounts of the container's (each where it says), and native
+    sidecars after the user's init containers."""
+    volumes, mounts, sidecars = added
     result = copy.deepcopy(kept.template)
     metadata = result.setdefault("metadata", {})
     gang = ctx.gang_metadata(group.role)
@@ -56,8 +59,10 @@ def template(
         spec["volumes"] = [*spec.get("volumes", []), *volumes]
         main["volumeMounts"] = [
             *main.get("volumeMounts", []),
-            *({"name": m.name, "mountPath": m.path, "readOnly": True} for m in group.mounts),
+            *({"name": m.name, "mountPath": m.path, "readOnly": True} for m in mounts),
         ]
+    if sidecars:
+        spec["initContainers"] = [*spec.get("initContainers", []), *sidecars]
     _ports(ctx, group, kept, main)
     _command(ctx, group, kept, spec, main)
     _colocate(ctx, group, spec)

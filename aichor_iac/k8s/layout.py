@@ -13,7 +13,7 @@ from typing import Any
 from ..frameworks import Group
 from ..problems import Problem
 from ..rules import limits
-from . import jupyter, kinds, objects, services, tensorboard
+from . import jupyter, kinds, objects, progress, services, tensorboard
 from .context import Context
 
 API_VERSIONS = {
@@ -58,8 +58,10 @@ class Child:
 
 
 def secret_keys(ctx: Context) -> tuple[str, ...]:
-    return SECRET_KEYS.get(ctx.plan.secret or "", ()) + (
-        (jupyter.TOKEN_KEY,) if ctx.blueprint.jupyter else ()
+    return (
+        SECRET_KEYS.get(ctx.plan.secret or "", ())
+        + ((jupyter.TOKEN_KEY,) if ctx.blueprint.jupyter else ())
+        + (progress.KEYS if progress.enabled(ctx) else ())
     )
 
 

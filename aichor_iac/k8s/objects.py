@@ -13,7 +13,7 @@ from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
 from ..frameworks import Group, Names
 from ..frameworks.base import INDEX_VAR, Env, Mount
 from ..settings import Settings
-from . import commands, given, jupyter, kinds, services, shell, tensorboard
+from . import commands, given, jupyter, kinds, progress, services, shell, tensorboard
 from .awaits import COMPLETION, ENDED, NOTHING, SKIP_AWAIT, Await, Mode
 from .context import Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
@@ -152,16 +152,21 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
                 labels={**ctx.labels(group.role), **gang.get("labels", {})},
                 annotations=annotations or None,
             ),
-            spec=pod_spec(ctx, group),
+            spec=pod_spec(ctx, group, replica),
         )
     else:
         restarts = job_restarts(held.restart_policy, held.backoff_limit, held.container)
         restarts.update({kinds.snake(key): value for key, value in held.job.items()})
         if (regroup := ctx.regroup) is not None:  # (its pods: restartPolicy Never)
             restarts.update(_regrouped(held, regroup.budget))
-        volumes = [projected_volume(ctx.names, mount) for mount in group.mounts]
+        mounts = [*group.mounts, *progress.mounts(ctx)]
+        volumes = [projected_volume(ctx.names, mount) for mount in mounts]
+        sidecars = []
+        if progress.receives(ctx, group, replica):
+            volumes.append(projected_volume(ctx.names, progress.RECEIVER_FILES))
+            sidecars.append(progress.sidecar(ctx))
         env = operator_env(ctx, group, replica)
-        template = given.template(ctx, group, held, env, annotations, volumes)
+        template = given.template(ctx, group, held, env, annotations, (volumes, mounts, sidecars))
         if replica is not None:  # (a non-Indexed Job's pods keep the template's host name)
             template["spec"]["hostname"] = ctx.job_name(group, replica)
     origin = spec.origin
@@ -241,7 +246,7 @@ def _regrouped(held: Kept, budget: int) -> dict:
     )
 
 
-def pod_spec(ctx: Context, group: Group) -> kinds.PodSpecArgs:
+def pod_spec(ctx: Context, group: Group, replica: int | None = None) -> kinds.PodSpecArgs:
     resources = group.spec.resources
     volumes, mounts = services.storage(ctx)
     if resources.shm_size_gb:
@@ -254,16 +259,19 @@ def pod_spec(ctx: Context, group: Group) -> kinds.PodSpecArgs:
             )
         )
         mounts.append(kinds.VolumeMountArgs(name="dshm", mount_path="/dev/shm"))
-    for mount in group.mounts:
+    for mount in [*group.mounts, *progress.mounts(ctx)]:
         volumes.append(projected_volume(ctx.names, mount))
         mounts.append(kinds.VolumeMountArgs(name=mount.name, mount_path=mount.path, read_only=True))
-    sidecars = []
+    sidecars: list = []
     if logs := tensorboard.replica_volume(ctx):
         volumes.append(logs[0])
         mounts.append(logs[1])
         sidecars.append(tensorboard.shipper(ctx))
     if group.role == ctx.blueprint.jupyter:
         sidecars.append(jupyter.sidecar(ctx, list(mounts)))
+    if progress.receives(ctx, group, replica):
+        volumes.append(projected_volume(ctx.names, progress.RECEIVER_FILES))
+        sidecars.append(progress.sidecar(ctx))
     return kinds.PodSpecArgs(
         restart_policy="Never",
         subdomain=ctx.names.service,
@@ -373,7 +381,7 @@ def operator_env(ctx: Context, group: Group, replica: int | None = None) -> list
             entries.append(kinds.EnvVarArgs(name=var.name, value=var.value))
         elif var.index_offset == 0:
             entries.append(kinds.EnvVarArgs(name=var.name, value=f"$({INDEX_VAR})"))
-    for name, value in ctx.platform_env().items():
+    for name, value in {**ctx.platform_env(), **progress.env(ctx)}.items():
         entries.append(kinds.EnvVarArgs(name=name, value=shell.k8s_escape(value)))
     return entries
 

@@ -30,6 +30,7 @@ import hmac
 import http.server
 import json
 import os
+import signal
 import ssl
 import sys
 import threading
@@ -250,6 +251,8 @@ def written(state) -> object:
 
 
 def main() -> None:
+    # TERM (the pod's end) ends it at once: as a container's first process it would ignore one
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     environ = os.environ
     with open(environ["AICHOR_PROGRESS_TOKEN"]) as file:
         token = file.read().strip()

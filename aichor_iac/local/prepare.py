@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..k8s import progress, receiver
+from . import reports
 from .host import LocalUnavailable
 
 if TYPE_CHECKING:
@@ -93,6 +95,19 @@ def with_secrets(objects: list[dict[str, Any]], manifest: Any) -> list[dict[str,
     ]
 
 
+def progress_hosts(objects: list[dict[str, Any]]) -> list[str]:
+    """The hosts the experiments' replicas send progress reports to (their URLs' hosts)."""
+    urls = {
+        variable["value"]
+        for o in objects
+        if o["kind"] == "Job"
+        for container in o["spec"]["template"]["spec"]["containers"]
+        for variable in container.get("env", [])
+        if variable["name"] == receiver.ENV_URL
+    }
+    return sorted({url.split("/")[2].rsplit(":", 1)[0] for url in urls})
+
+
 def check_entrypoints(objects: list[dict[str, Any]], entrypoints: dict[str, list[str]]) -> None:
     """LocalUnavailable naming each container that runs its image's entrypoint, where it is
     not given (no image is pulled here)."""
@@ -139,11 +154,17 @@ def capped_to(manifest: Any, replicas: int) -> Any:
     return manifest.model_copy(update={"spec": capped_spec})  # (with where it was read)
 
 
-def secret_values(keys: list[str]) -> dict[str, str]:
-    """Values for the experiment's generated Secret (Pulumi generates them on a cluster)."""
+def secret_values(keys: list[str], hosts: list[str] = ()) -> dict[str, str]:
+    """Values for the experiment's generated Secret (Pulumi generates them on a cluster);
+    the progress receiver's certificate names `hosts` (each experiment's entry pod)."""
     import secrets as random
 
     values = {key: random.token_hex(24) for key in keys}
+    if progress.CERT in keys:
+        with tempfile.TemporaryDirectory() as directory:
+            made = reports.credentials(Path(directory), hosts)
+            files = {progress.CA: made.ca, progress.CERT: made.cert, progress.KEY: made.key}
+            values |= {key: path.read_text() for key, path in files.items()}
     if "ssh-privatekey" in keys:
         if shutil.which("ssh-keygen") is None:
             raise LocalUnavailable("an MPI experiment's key pair needs `ssh-keygen` (openssh)")

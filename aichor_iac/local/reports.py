@@ -26,8 +26,8 @@ class Credentials:
     token: Path
 
 
-def credentials(folder: Path, host: str) -> Credentials:
-    """A CA, a certificate for `host` signed by it, its key and a token, written in `folder`
+def credentials(folder: Path, hosts: list[str]) -> Credentials:
+    """A CA, a certificate for `hosts` signed by it, its key and a token, written in `folder`
     (readable by this user only): TLS with a host name check, as on a cluster."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -54,9 +54,9 @@ def credentials(folder: Path, host: str) -> Credentials:
 
     ca = signed(ca_name, ca_key.public_key(), (x509.BasicConstraints(ca=True, path_length=0), True))
     cert = signed(
-        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]),
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0][:64])]),
         key.public_key(),
-        (x509.SubjectAlternativeName([x509.DNSName(host)]), False),
+        (x509.SubjectAlternativeName([x509.DNSName(host) for host in hosts]), False),
         (x509.BasicConstraints(ca=False, path_length=None), True),
     )
     pem = serialization.Encoding.PEM

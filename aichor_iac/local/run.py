@@ -34,6 +34,7 @@ from .prepare import (
     capped_to,
     check_entrypoints,
     job_order,
+    progress_hosts,
     secret_values,
     sweep_gates,
     with_secrets,
@@ -181,7 +182,7 @@ def _run(
     run = Run(
         objects=objects,
         env=base_env(masked=replicas is not None),
-        secrets=secret_values(sorted(keys)),
+        secrets=secret_values(sorted(keys), progress_hosts(objects)),
         # (as AIchor's image: the manifest's directory)
         workdir=str(source.resolve().parent if source.is_file() else Path.cwd()),
         parts=[Part.of(name, plan) for name, plan in zip(names, plans, strict=True)],

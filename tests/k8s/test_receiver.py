@@ -78,7 +78,7 @@ def test_a_good_payload_is_kept_as_trainer_keeps_it_unknown_fields_dropped():
 @pytest.fixture
 def served(tmp_path):
     """A receiver of this process at localhost, its credentials, and the reports it was given."""
-    found = reports.credentials(tmp_path / "tls", HOST)
+    found = reports.credentials(tmp_path / "tls", [HOST])
     given: list[dict] = []
     running = reports.started(found, PATH, ("127.0.0.1", 0), given.append)
     url = f"https://{HOST}:{running.server_address[1]}{PATH}"
@@ -202,7 +202,7 @@ def test_refusals_are_statuses_and_keep_nothing(served):
 def test_the_program_serves_from_the_environment_and_writes_each_report_whole(tmp_path):
     """As a cluster runs it: `python3 receiver.py`, its settings in the environment; each
     report a line on its output, and the state file."""
-    found = reports.credentials(tmp_path / "tls", HOST)
+    found = reports.credentials(tmp_path / "tls", [HOST])
     state = tmp_path / "latest.json"
     env = {
         **os.environ,

@@ -79,8 +79,8 @@ def test_run_local_prefixes_each_line_and_exits_with_the_result(
 
 
 CARRIAGE_RETURNS = (
-    "python3 -c 'import sys; [sys.stdout.write(f\"\\rstep {i}/40 loss {1 / (i + 1):.3f}\") "
-    "for i in range(41)]; print(); print(\"done\")'"
+    'python3 -c \'import sys; [sys.stdout.write(f"\\rstep {i}/40 loss {1 / (i + 1):.3f}") '
+    'for i in range(41)]; print(); print("done")\''
 )
 
 

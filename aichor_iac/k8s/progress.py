@@ -1,0 +1,117 @@
+"""Progress reports (issue 52; docs/architecture.md, "Progress reports"): what Kubeflow
+Trainer's controller gives a training container under its `TrainJobStatus` gate, given here to
+every replica of every experiment when `aichor:progress` is on; and the receiver
+(`receiver.py`) as a native sidecar of the entry point's pod.
+
+Every replica gets `KUBEFLOW_TRAINER_SERVER_URL` (the entry pod's host, its port, Trainer's
+path), `_CA_CERT` and `_TOKEN` (files at Trainer's reserved path, from the experiment's
+Secret). The Secret also holds the receiver's certificate (for that host, signed by the CA)
+and key, which only the sidecar mounts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..frameworks import Group
+from ..frameworks.base import File, Mount
+from . import receiver
+from .context import Context
+
+CONTAINER = "progress"
+# The experiment's Secret's keys (the component makes them; a local run too)
+CA, CERT, KEY, TOKEN = "progress-ca.crt", "progress-tls.crt", "progress-tls.key", "progress-token"
+KEYS = (CA, CERT, KEY, TOKEN)
+# Trainer's reserved volume and path (its files: ca.crt and token); the receiver's own files
+TRAINER_FILES = Mount(
+    "kubeflow-trainer-token",
+    receiver.MOUNT_PATH,
+    (File("secret", CA, receiver.CA_FILE), File("secret", TOKEN, receiver.TOKEN_FILE)),
+)
+RECEIVER_FILES = Mount(
+    "aichor-progress",
+    "/var/run/aichor/progress",
+    tuple(
+        File("secret", key, path)
+        for key, path in ((CERT, "tls.crt"), (KEY, "tls.key"), (TOKEN, "token"))
+    ),
+)
+# The sidecar's share of the entry pod: requests equal to limits, so that a Guaranteed pod
+# (whole GPUs, pinned CPUs) stays Guaranteed.
+RESOURCES = {"cpu": "100m", "memory": "128Mi"}
+# Its first process: the receiver where python3 is (a TERM ends it at once, so the pod's end
+# does not wait for the grace period), else idle until TERM (a native sidecar that exits is
+# restarted forever); on an Indexed Job's other pods (the same template), idle too.
+_RUN = """\
+if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ] && command -v python3 >/dev/null 2>&1; then
+  exec python3 -c "$1"
+fi
+[ "${JOB_COMPLETION_INDEX:-0}" != 0 ] || echo "aichor: no python3 in the image: no progress reports"
+trap 'exit 0' TERM
+while :; do sleep 1; done
+"""
+
+
+def enabled(ctx: Context) -> bool:
+    return ctx.settings.progress
+
+
+def host(ctx: Context) -> str:
+    """The entry point's first pod: where the receiver listens (its certificate's name)."""
+    return ctx.names.host(ctx.plan.entry_point, 0)
+
+
+def url(ctx: Context) -> str:
+    path = receiver.status_path(ctx.names.namespace, ctx.names.experiment)
+    return f"https://{host(ctx)}:{receiver.PORT}{path}"
+
+
+def env(ctx: Context) -> dict[str, str]:
+    """The three variables of Trainer's protocol (none when progress is off)."""
+    if not enabled(ctx):
+        return {}
+    return {
+        receiver.ENV_URL: url(ctx),
+        receiver.ENV_CA: f"{receiver.MOUNT_PATH}/{receiver.CA_FILE}",
+        receiver.ENV_TOKEN: f"{receiver.MOUNT_PATH}/{receiver.TOKEN_FILE}",
+    }
+
+
+def mounts(ctx: Context) -> list[Mount]:
+    """A training container's files of the protocol (the CA and the token)."""
+    return [TRAINER_FILES] if enabled(ctx) else []
+
+
+def receives(ctx: Context, group: Group, replica: int | None = None) -> bool:
+    """Whether the group's pods (of `replica`'s Job) carry the receiver: the entry point's.
+    Their pod has the receiver's files as a volume too, which only the sidecar mounts."""
+    return enabled(ctx) and group.role == ctx.plan.entry_point and replica in (None, 0)
+
+
+def sidecar(ctx: Context) -> dict:
+    """The receiver's container (Kubernetes JSON): the experiment's image unless
+    `aichor:progressImage` names one; its settings in its environment, its files mounted."""
+    path = receiver.status_path(ctx.names.namespace, ctx.names.experiment)
+    files = RECEIVER_FILES.path
+    settings = {
+        "AICHOR_PROGRESS_PORT": str(receiver.PORT),
+        "AICHOR_PROGRESS_CERT": f"{files}/tls.crt",
+        "AICHOR_PROGRESS_KEY": f"{files}/tls.key",
+        "AICHOR_PROGRESS_TOKEN": f"{files}/token",
+        "AICHOR_PROGRESS_PATH": path,
+    }
+    return {
+        "name": CONTAINER,
+        "image": ctx.settings.progress_image or ctx.spec.image,
+        "restartPolicy": "Always",
+        "command": ["/bin/sh", "-c", _RUN, CONTAINER, program()],
+        "env": [{"name": k, "value": v} for k, v in settings.items()],
+        "ports": [{"name": CONTAINER, "containerPort": receiver.PORT}],
+        "resources": {"requests": RESOURCES, "limits": RESOURCES},
+        "volumeMounts": [{"name": RECEIVER_FILES.name, "mountPath": files, "readOnly": True}],
+    }
+
+
+def program() -> str:
+    """The receiver's source, run by the image's python3."""
+    return Path(receiver.__file__).read_text()

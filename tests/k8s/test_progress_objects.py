@@ -1,0 +1,112 @@
+"""Progress reports on a cluster (issue 52, `aichor:progress`): every training container of
+every door's inputs gets Trainer's three variables and its files; the entry point's pod (and
+only it) the receiver as a native sidecar; the experiment's Secret the CA, the certificate, its
+key and the token. Every object stays namespace-scoped and valid (strict schemas); with the
+setting off, nothing of it is there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import schemas
+from conftest import ROOT
+
+from aichor_iac import doors, engine
+from aichor_iac.frameworks.base import INDEX_VAR
+from aichor_iac.k8s import progress, receiver
+from aichor_iac.problems import ManifestError
+from aichor_iac.settings import Settings, load_stack_file
+
+FOLDERS = ("aichor", "kubeflow", "kuberay", "jobset", "trainer", "katib")
+INPUTS = sorted((ROOT / "examples").glob("*.yaml")) + [
+    path for folder in FOLDERS for path in sorted((ROOT / "tests" / folder).glob("*.yaml"))
+]
+NAMESPACED = {
+    "Secret",
+    "ConfigMap",
+    "Service",
+    "Job",
+    "Deployment",
+    "NetworkPolicy",
+    "PersistentVolumeClaim",
+    "PodGroup",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+}
+
+
+def rendered(path: Path, **update: object) -> list[dict]:
+    stack = ROOT / "stacks" / f"Pulumi.{path.stem}.yaml"
+    settings = load_stack_file(stack)[0] if stack.exists() else Settings()
+    models = doors.load_all(path)
+    settings = settings.model_copy(update=update)
+    if len(models) == 1:
+        return engine.expand(models[0], settings, name="exp").objects
+    return engine.expand(list(models), settings).objects
+
+
+def training_containers(job: dict) -> list[dict]:
+    """A Job's containers that run the experiment's command (not a user's own sidecars):
+    those the operator gave the replica's index."""
+    containers = job["spec"]["template"]["spec"]["containers"]
+    found = [c for c in containers if any(e["name"] == INDEX_VAR for e in c.get("env", []))]
+    assert found, job["metadata"]["name"]
+    return found
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_training_container_of_every_door_gets_the_protocol(path: Path) -> None:
+    try:
+        objects = rendered(path, progress=True)
+    except ManifestError:
+        pytest.skip("an input refused as written (its own tests say why)")
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    # (each experiment's generated Secret; a custom resource's own Secrets beside it too)
+    secrets = [
+        o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"].endswith("-secret")
+    ]
+    urls = set()
+    for job in jobs:
+        spec = job["spec"]["template"]["spec"]
+        for container in training_containers(job):
+            env = {e["name"]: e.get("value") for e in container.get("env", [])}
+            assert env[receiver.ENV_CA] == "/var/run/secrets/kubeflow/trainer/ca.crt"
+            assert env[receiver.ENV_TOKEN] == "/var/run/secrets/kubeflow/trainer/token"
+            urls.add(env[receiver.ENV_URL])
+            mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+            assert mounts[progress.TRAINER_FILES.name] == receiver.MOUNT_PATH
+            assert progress.RECEIVER_FILES.name not in mounts  # (the key: the sidecar's)
+        names = [v["name"] for v in spec["volumes"]]
+        assert progress.TRAINER_FILES.name in names
+    receivers = [
+        job
+        for job in jobs
+        for c in job["spec"]["template"]["spec"].get("initContainers", [])
+        if c["name"] == progress.CONTAINER
+    ]
+    experiments = {o["metadata"]["name"] for o in secrets}
+    assert len(receivers) == len(experiments) == len(urls)  # one receiver per experiment
+    for receiving in receivers:
+        sidecar = next(
+            c
+            for c in receiving["spec"]["template"]["spec"]["initContainers"]
+            if c["name"] == progress.CONTAINER
+        )
+        assert sidecar["restartPolicy"] == "Always"
+        assert sidecar["resources"]["requests"] == sidecar["resources"]["limits"]
+    for secret in secrets:
+        assert set(progress.KEYS) <= set(secret["stringData"])
+        assert all(secret["stringData"][key] == "[secret]" for key in progress.KEYS)
+    for obj in objects:
+        assert obj["kind"] in NAMESPACED or obj["kind"] == "Namespace"
+        if obj["kind"] != "PodGroup":
+            schemas.validate(obj)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_without_the_setting_nothing_of_it_is_rendered(path: Path) -> None:
+    text = str(rendered(path))
+    for word in (receiver.ENV_URL, progress.TRAINER_FILES.name, progress.CA, "aichor-progress"):
+        assert word not in text
