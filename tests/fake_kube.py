@@ -9,6 +9,7 @@ import contextlib
 import json
 import re
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +33,22 @@ class Cluster:
         default_factory=dict
     )  # `[group/]version/plural`
     reviews: list[dict[str, Any]] = field(default_factory=list)  # the access reviews asked
+    # (pod, container) -> its log's lines, each `<RFC 3339 time> <text>` as the kubelet keeps it
+    logs: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def log(self, path: str, query: dict[str, list[str]]) -> list[str] | None:
+        """A pod's container's log (`tailLines`, and without `timestamps` the texts alone),
+        as the API server serves it; None for any other path."""
+        found = re.fullmatch(rf"/api/v1/namespaces/{self.namespace}/pods/([^/]+)/log", path)
+        if not found:
+            return None
+        container = query.get("container", [""])[0]
+        lines = self.logs.get((found[1], container), [])
+        if "tailLines" in query:
+            lines = lines[-int(query["tailLines"][0]) :]
+        if query.get("timestamps") != ["true"]:
+            lines = [line.split(" ", 1)[1] for line in lines]
+        return lines
 
     def answer(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, dict]:
         ns = self.namespace
@@ -113,7 +130,16 @@ def serving(cluster: Cluster) -> Iterator[str]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:
-            self._send("GET")
+            path, _, query = self.path.partition("?")
+            lines = cluster.log(path, urllib.parse.parse_qs(query))
+            if lines is None:
+                return self._send("GET")
+            data = "".join(f"{line}\n" for line in lines).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_POST(self) -> None:
             self._send("POST")

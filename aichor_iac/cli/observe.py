@@ -88,21 +88,25 @@ def status(args: argparse.Namespace) -> int:
     from rich.live import Live
     from rich.text import Text
 
+    from ..k8s.progress import CONTAINER
+    from ..observe.progress import TAIL, last_report, receiver_pod
     from ..observe.status import report, restart_attempt, table
     from ..sweeps.plot import plot
     from ..sweeps.results import table as sweep_table
 
     sources = readers(args)
 
-    def now(source: Any, lead: str | None) -> dict[str, Any]:
-        pods = source.pods()
-        attempt = None
+    def now(source: Source) -> dict[str, Any]:
+        reader, lead, pods = source.reader, source.lead, source.reader.pods()
+        attempt = reported = None
         if lead and any(p["metadata"]["name"] == lead for p in pods):
-            attempt = restart_attempt([text for _, text in source.lines(lead)])
-        return report(source.jobs(), pods, datetime.now(timezone.utc), attempt)
+            attempt = restart_attempt([text for _, text in reader.lines(lead)])
+        if receiving := receiver_pod(pods, source.entry, CONTAINER):
+            reported = last_report(list(reader.lines(receiving, container=CONTAINER, tail=TAIL)))
+        return report(reader.jobs(), pods, datetime.now(timezone.utc), attempt, reported)
 
     def everything() -> tuple[dict[str, Any], dict[str, Any]]:
-        found = {s.name: now(s.reader, s.lead) for s in sources}
+        found = {s.name: now(s) for s in sources}
         sweeps = _sweeps(sources, found)
         if args.plot:  # (again on each --watch refresh)
             plot(sweeps, args.plot)

@@ -121,11 +121,20 @@ class Reader:
         mine = [e for e in self._list(Event) if e["involvedObject"].get("name") in names]
         return sorted(mine, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
-    def lines(self, pod: str, follow: bool = False) -> Iterator[tuple[str, str]]:
-        """The pod's main container's lines, each with the time the kubelet took it (RFC
-        3339); with `follow`, as they come until the container ends."""
+    def lines(
+        self, pod: str, follow: bool = False, container: str | None = None, tail: int | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """The lines of the pod's main container (or `container`; `tail`: its last ones
+        only), each with the time the kubelet took it (RFC 3339); with `follow`, as they come
+        until the container ends."""
+        options = {"container": container, "tail_lines": tail}
         for line in self.api.log(
-            pod, namespace=self.namespace, follow=follow, timestamps=True, newlines=False
+            pod,
+            namespace=self.namespace,
+            follow=follow,
+            timestamps=True,
+            newlines=False,
+            **{k: v for k, v in options.items() if v is not None},
         ):
             when, _, text = line.partition(" ")
             yield when, text

@@ -4,9 +4,15 @@ of an experiment's receiver, `k8s/receiver.py`) in a few words."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from ..k8s import receiver
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_NAME = "batch.kubernetes.io/job-name"
+STALE_SECONDS = 300  # a report older than this while pods run is marked stale
+TAIL = 20  # the receiver's last lines read for its last report
 
 
 def reported(line: str) -> dict[str, Any] | None:
@@ -18,6 +24,38 @@ def reported(line: str) -> dict[str, Any] | None:
     except (ValueError, AttributeError):
         return None
     return status if isinstance(status, dict) else None
+
+
+def receiver_pod(pods: list[dict[str, Any]], entry_job: str, container: str) -> str | None:
+    """The entry Job's first pod that carries the receiver (the newest, if it was replaced)."""
+    found = [
+        p
+        for p in pods
+        if (p["metadata"].get("labels") or {}).get(JOB_NAME) == entry_job
+        and (p["metadata"].get("annotations") or {}).get(INDEX, "0") == "0"
+        and any(c["name"] == container for c in (p.get("spec") or {}).get("initContainers", []))
+    ]
+    found.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+    return found[-1]["metadata"]["name"] if found else None
+
+
+def last_report(lines: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """The last report of a receiver's lines (each with the kubelet's time): its
+    `trainerStatus` and when the receiver took it."""
+    for when, text in reversed(lines):
+        if (status := reported(text)) is not None:
+            return {"trainerStatus": status, "receivedAt": when}
+    return None
+
+
+def seconds_since(when: str, now: datetime) -> int | None:
+    """How long ago an RFC 3339 time was (the kubelet's nanoseconds cut to microseconds)."""
+    try:
+        head, _, fraction = when.rstrip("Z").partition(".")
+        stamp = datetime.fromisoformat(f"{head}.{fraction[:6] or '0'}+00:00")
+    except ValueError:
+        return None
+    return max(0, int((now - stamp).total_seconds()))
 
 
 def summary(status: dict[str, Any]) -> str:

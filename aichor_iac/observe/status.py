@@ -16,6 +16,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from .progress import STALE_SECONDS, seconds_since, summary
+
 GPU = re.compile(r"^(nvidia\.com|amd\.com)/")
 JOB_NAME = "batch.kubernetes.io/job-name"
 RESTART = re.compile(r"aichor: restart attempt (\d+)")
@@ -32,9 +34,12 @@ def report(
     pods: list[dict[str, Any]],
     now: datetime,
     attempt: int | None = None,
+    reported: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The experiment's state: its groups (Jobs) with their pods, the pods by phase, the
-    GPUs held, the restart attempt."""
+    GPUs held, the restart attempt, and its last progress report (`trainerStatus`, in
+    Kubeflow Trainer's shape; `progress`: how old it is, stale when over STALE_SECONDS while
+    pods run)."""
     groups = []
     for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         name, status = job["metadata"]["name"], job.get("status") or {}
@@ -50,11 +55,22 @@ def report(
             }
         )
     rows = [row for group in groups for row in group["pods"]]
+    phases = dict(sorted(Counter(row["phase"] for row in rows).items()))
+    age = seconds_since(reported["receivedAt"], now) if reported else None
+    running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
     return {
         "groups": groups,
-        "phases": dict(sorted(Counter(row["phase"] for row in rows).items())),
+        "phases": phases,
         "gpus": sum(row["gpus"] for row in rows if row["phase"] == "Running"),
         "restart_attempt": attempt,
+        "trainerStatus": reported["trainerStatus"] if reported else None,
+        "progress": {
+            "receivedAt": reported["receivedAt"],
+            "seconds": age,
+            "stale": running and (age or 0) > STALE_SECONDS,
+        }
+        if reported
+        else None,
     }
 
 
@@ -117,12 +133,21 @@ def table(found: dict[str, Any]) -> Table:
             out.add_row(f"  {row['pod']}", *values, spent)
             if row["message"]:
                 out.add_row(Text(f"    {row['message']}", style="dim"))
+    if found.get("trainerStatus") is not None:
+        out.add_row(Text(f"progress  {_progress(found)}", style="bold"))
     attempt = found["restart_attempt"]
-    summary = ", ".join(f"{n} {phase.lower()}" for phase, n in found["phases"].items())
-    out.caption = f"{summary}; {found['gpus']} GPUs held" + (
+    phases = ", ".join(f"{n} {phase.lower()}" for phase, n in found["phases"].items())
+    out.caption = f"{phases}; {found['gpus']} GPUs held" + (
         f"; restart attempt {attempt}" if attempt is not None else ""
     )
     return out
+
+
+def _progress(found: dict[str, Any]) -> str:
+    """`50% · 1m 0s left · loss 0.5 (12s ago)`, and `stale` past STALE_SECONDS."""
+    seconds, stale = found["progress"]["seconds"], found["progress"]["stale"]
+    ago = f" ({_duration(seconds)} ago{', stale' if stale else ''})" if seconds is not None else ""
+    return summary(found["trainerStatus"]) + ago
 
 
 def _duration(seconds: int) -> str:

@@ -73,3 +73,55 @@ def test_without_progress_the_script_runs_unchanged_and_reports_nothing(
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert not any("trainerStatus" in line for line in lines)
     assert lines[-1] == {"experiment": "exp", "result": "succeeded", "status": 0}
+
+
+def test_status_local_shows_a_running_experiments_last_report(tmp_path: Path) -> None:
+    """`status --local` reads the receiver's log through the run's read API, as it reads a
+    cluster's: the last report, in Trainer's shape, while the pod runs."""
+    import io
+    import time
+    from contextlib import redirect_stdout
+
+    from conftest import expand
+    from kube import pod_env
+
+    from aichor_iac.local.api import LocalApi, announce
+    from aichor_iac.local.prepare import progress_hosts, secret_values
+
+    script = tmp_path / "report.py"
+    script.write_text(
+        "import time\nfrom kubeflow.trainer import update_trainjob_status\n"
+        "while not update_trainjob_status(progress_percent=50, metrics={'loss': 0.5}):\n"
+        "    time.sleep(0.5)\ntime.sleep(60)\n"
+    )
+    worker = {"count": 1, "resources": {"cpus": 1, "ramRatio": 1}}
+    spec = {"operator": "batchjob", "image": "i", "command": "python3 report.py"}
+    data = {"kind": "AIchorManifest", "spec": {**spec, "types": {"Worker": worker}}}
+    manifest = tmp_path / "exp.yaml"
+    manifest.write_text(yaml.safe_dump(data))
+    objects = expand(data, name="watched", progress=True).objects
+    keys = sorted({k for o in objects if o["kind"] == "Secret" for k in o["stringData"]})
+    secrets = secret_values(keys, progress_hosts(objects))
+    stack = tmp_path / "Pulumi.local.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aichor:progress": True}}))
+    argv = ["status", "--local", str(manifest), "--name", "watched", "--stack-config", str(stack)]
+    with (
+        LocalCluster(objects, pod_env(), secrets=secrets, workdir=tmp_path) as cluster,
+        LocalApi(cluster, "default") as api,
+        announce("watched", api.url, api.namespace),
+    ):
+        cluster.start("watched-worker")
+        deadline, found = time.monotonic() + 60, {}
+        while time.monotonic() < deadline and not found.get("trainerStatus"):
+            out = io.StringIO()
+            with redirect_stdout(out):
+                assert cli.main([*argv, "--output", "json"]) == 0
+            found = json.loads(out.getvalue())
+            time.sleep(0.5)
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert cli.main(argv) == 0
+    assert found["trainerStatus"]["progressPercentage"] == 50
+    assert found["trainerStatus"]["metrics"] == [{"name": "loss", "value": "0.5"}]
+    assert found["progress"]["stale"] is False
+    assert "progress  50% · loss 0.5 (" in out.getvalue()

@@ -3,6 +3,7 @@ says for the states a user asks about first. The real reads are in tests/local/t
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import pytest
@@ -194,3 +195,80 @@ def unschedulable(job: dict, message: str) -> dict:
         "spec": template["spec"],
         "status": {"phase": "Pending", "conditions": [{**condition, "message": message}]},
     }
+
+
+REPORT = {
+    "trainerStatus": {
+        "progressPercentage": 50,
+        "estimatedRemainingSeconds": 90,
+        "metrics": [{"name": "loss", "value": "0.5"}],
+        "lastUpdatedTime": "2026-11-26T11:59:00+00:00",
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("received", "phase", "stale"),
+    [
+        ("2026-11-26T11:59:48.123456789Z", "Running", False),  # 11 s ago
+        ("2026-11-26T11:50:00.000000001Z", "Running", True),  # 10 min ago, pods still running
+        ("2026-11-26T11:50:00Z", "Succeeded", False),  # the last report of an ended run
+    ],
+)
+def test_the_last_progress_report_shows_with_its_age_stale_while_pods_run(received, phase, stale):
+    from aichor_iac.observe.progress import last_report
+
+    lines = [("2026-11-26T11:40:00Z", "aichor: progress receiver on port 28443")]
+    lines.append((received, "aichor-progress: " + json.dumps(REPORT)))
+    found = report([], [pod("a", phase, {})], NOW, reported=last_report(lines))
+    assert found["trainerStatus"] == REPORT["trainerStatus"]
+    assert found["progress"]["stale"] is stale
+    shown = Console(width=200, record=True)
+    shown.print(table(found))
+    text = shown.export_text()
+    assert "progress  50% · 1m 30s left · loss 0.5 (" in text
+    assert ("stale)" in text) is stale
+    assert report([], [], NOW)["trainerStatus"] is None
+
+
+def test_status_reads_the_receivers_last_report_from_the_cluster(tmp_path, capsys):
+    """The entry pod's `progress` container's log, through the API as kubectl reads it: JSON
+    with Trainer's `trainerStatus`, and a line of the table."""
+    import yaml
+    from conftest import ROOT
+    from fake_kube import Cluster, kubeconfig, serving
+
+    from aichor_iac import render
+    from aichor_iac.cli import main
+
+    manifest = ROOT / "examples" / "pytorch.yaml"
+    stack = tmp_path / "Pulumi.dev.yaml"
+    settings = {"aichor:namespace": "team-a", "aichor:progress": True}
+    stack.write_text(yaml.safe_dump({"config": settings}))
+    from aichor_iac.settings import Settings
+
+    rendered = render(manifest, settings=Settings(namespace="team-a", progress=True))
+    jobs = [o for o in rendered if o["kind"] == "Job"]
+    pods = [unschedulable(job, "waits") | {"status": {"phase": "Running"}} for job in jobs]
+    for each in pods:
+        each["metadata"]["annotations"] = {"batch.kubernetes.io/job-completion-index": "0"}
+    receiving = next(p for p in pods if p["spec"].get("initContainers"))
+    lines = [
+        f"2026-11-26T11:59:{second:02}.000000000Z aichor-progress: "
+        + json.dumps({"trainerStatus": {**REPORT["trainerStatus"], "progressPercentage": p}})
+        for second, p in ((10, 25), (40, 50))
+    ]
+    cluster = Cluster(
+        served={"batch/v1/jobs": jobs, "v1/pods": pods, "v1/events": []},
+        logs={(receiving["metadata"]["name"], "progress"): lines},
+    )
+    with serving(cluster) as url:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(kubeconfig(url)))
+        argv = ["status", str(manifest), "--stack-config", str(stack), "--kubeconfig", str(config)]
+        assert main([*argv, "--output", "json"]) == 0
+        found = json.loads(capsys.readouterr().out)
+        assert found["trainerStatus"]["progressPercentage"] == 50
+        assert found["progress"]["receivedAt"] == "2026-11-26T11:59:40.000000000Z"
+        assert main(argv) == 0
+        assert "progress  50% · 1m 30s left · loss 0.5 (" in capsys.readouterr().out
