@@ -71,6 +71,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/lifecycle.py
 	$(BIN)/python benchmarks/structure.py
 	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/progress.py
 
 # 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)

@@ -125,3 +125,36 @@ def test_status_local_shows_a_running_experiments_last_report(tmp_path: Path) ->
     assert found["trainerStatus"]["metrics"] == [{"name": "loss", "value": "0.5"}]
     assert found["progress"]["stale"] is False
     assert "progress  50% · loss 0.5 (" in out.getvalue()
+
+
+# A Hugging Face Trainer on a model built here (no download), with no callback added: the
+# transformers release adds its KubeflowCallback when KUBEFLOW_TRAINER_SERVER_URL is set.
+HF_TRAINER = """\
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+torch.manual_seed(0)
+config = GPT2Config(vocab_size=32, n_positions=8, n_embd=16, n_layer=1, n_head=2)
+rows = [torch.randint(0, 32, (8,)) for _ in range(16)]
+args = TrainingArguments(
+    output_dir="out", max_steps=4, per_device_train_batch_size=4, logging_steps=1,
+    save_strategy="no", use_cpu=True,
+)
+data = [{"input_ids": row, "labels": row} for row in rows]
+Trainer(model=GPT2LMHeadModel(config), args=args, train_dataset=data).train()
+"""
+
+
+def test_a_hugging_face_trainer_reports_with_no_code_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest, stack = experiment(tmp_path)
+    (tmp_path / "train.py").write_text(HF_TRAINER)
+    argv = ["run", "--local", str(manifest), "--name", "hf", "--stack-config", str(stack)]
+    assert cli.main([*argv, "--output", "json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    reports = [line["trainerStatus"] for line in lines if "trainerStatus" in line]
+    assert reports[0]["progressPercentage"] == 0
+    assert reports[-1]["progressPercentage"] == 100
+    assert lines[-1]["result"] == "succeeded"
+    assert "train_loss" in {m["name"] for m in lines[-1]["trainerStatus"]["metrics"]}
