@@ -282,7 +282,7 @@ def _results(
             said = result if status == 0 else f"failed ({status}){why.get(outcomes[name], '')}"
             said += f" ({summary(reports[name])})" if name in reports else ""
             print(f"aichor-iac: {name} {said}", flush=True)
-    sweeps = _sweeps(inputs, outcomes, lines)
+    sweeps = _sweeps(inputs, outcomes, lines, reports)
     for sweep, found in sweeps.items():
         if console is None:
             print(json.dumps({"sweep": sweep, **found}))
@@ -308,10 +308,13 @@ def _entry_pods(inputs: Inputs, trials: bool = False) -> dict[str, str]:
 
 
 def _sweeps(
-    inputs: Inputs, outcomes: dict[str, Outcome], lines: dict[str, list[str]]
+    inputs: Inputs,
+    outcomes: dict[str, Outcome],
+    lines: dict[str, list[str]],
+    reports: dict[str, dict],
 ) -> dict[str, Any]:
     """Each sweep's results (`sweeps.report`) from the run: each trial's state from its
-    outcome, its metrics from its entry pod's `lines`."""
+    outcome, its metrics from its last progress report, else its entry pod's `lines`."""
     from ..local.parts import HELD_BACK, TIMED_OUT
     from ..sweeps import results as sweeps
 
@@ -324,7 +327,7 @@ def _sweeps(
             state = "Running" if lines[name] else "Waiting"
         elif outcomes[name] == HELD_BACK:
             state = "Not created"
-        place = (name, manifest.trial, state, lines[name])
+        place = (name, manifest.trial, state, lines[name], reports.get(name))
         trials.setdefault(manifest.trial.sweep, []).append(place)
     return {sweep: sweeps.report(each) for sweep, each in trials.items()}
 

@@ -145,20 +145,22 @@ def status(args: argparse.Namespace) -> int:
 
 def _sweeps(sources: list[Source], found: dict[str, Any]) -> dict[str, Any]:
     """Each sweep's results (`sweeps.report`): its trials' states from their entry-point
-    Jobs (`found`: each experiment's report), their metrics from the output of those Jobs'
-    first pods."""
+    Jobs (`found`: each experiment's report), their metrics from their last progress report,
+    else from the output of those Jobs' first pods (read only then)."""
     from ..sweeps import results as sweeps
 
     trials: dict[str, list[Any]] = {}
     for source in (s for s in sources if s.trial is not None):
         group = next((g for g in found[source.name]["groups"] if g["job"] == source.entry), None)
-        if group is None:  # (created once an earlier trial has ended)
-            state, lines = "Waiting", []
-        else:
+        status = found[source.name].get("trainerStatus")
+        state, lines = "Waiting", []  # (created once an earlier trial has ended)
+        if group is not None:
             state = {"Complete": "Succeeded", "Failed": "Failed"}.get(group["condition"], "Running")
             ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
-            lines = [text for _, text in source.reader.lines(ran[0])] if ran else []
-        trials.setdefault(source.trial.sweep, []).append((source.name, source.trial, state, lines))
+            if ran and not sweeps.reports_objective(status, source.trial):
+                lines = [text for _, text in source.reader.lines(ran[0])]
+        place = (source.name, source.trial, state, lines, status)
+        trials.setdefault(source.trial.sweep, []).append(place)
     return {sweep: sweeps.report(each) for sweep, each in trials.items()}
 
 

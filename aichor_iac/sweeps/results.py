@@ -68,9 +68,12 @@ def value(values: list[float], strategy: str) -> float | None:
     return {"min": min, "max": max}.get(strategy, lambda v: v[-1])(values)
 
 
-def report(trials: list[tuple[str, Trial, str, list[str]]]) -> dict[str, Any]:
-    """A sweep's trials — (name, place, state, entry point's lines) each — with their
-    parameters, state, objective and other metrics, and the best one."""
+def report(
+    trials: list[tuple[str, Trial, str, list[str], dict[str, Any] | None]],
+) -> dict[str, Any]:
+    """A sweep's trials — (name, place, state, entry point's lines, last progress report)
+    each — with their parameters, state, progress, objective and other metrics, and the best
+    one. A metric the last report holds is its value there; the others, from the lines."""
     trial = trials[0][1]
     objective = trial.objective
     assert objective is not None  # (a door's trials carry it)
@@ -78,14 +81,16 @@ def report(trials: list[tuple[str, Trial, str, list[str]]]) -> dict[str, Any]:
     given = dict(objective.strategies)
     strategies = {m: given.get(m, default) for m in (objective.metric, *objective.additional)}
     rows = []
-    for name, place, state, lines in sorted(trials, key=lambda t: t[1].index):
+    for name, place, state, lines, status in sorted(trials, key=lambda t: t[1].index):
         found = metrics(lines, objective)
         values = {m: value(found.get(m, []), s) for m, s in strategies.items()}
+        values |= {m: v for m, v in reported_metrics(status).items() if m in strategies}
         rows.append(
             {
                 "trial": name,
                 "parameters": dict(place.values),
                 "state": state,
+                "progress": (status or {}).get("progressPercentage"),
                 "objective": values.get(objective.metric),
                 "metrics": {m: v for m, v in values.items() if m != objective.metric},
             }
@@ -107,18 +112,38 @@ def report(trials: list[tuple[str, Trial, str, list[str]]]) -> dict[str, Any]:
     }
 
 
+def reported_metrics(status: dict[str, Any] | None) -> dict[str, float]:
+    """The numbers of a progress report's metrics (values are text: those that are numbers)."""
+    found = {}
+    for metric in (status or {}).get("metrics", []):
+        try:
+            found[metric["name"]] = float(metric["value"])
+        except ValueError:
+            continue
+    return found
+
+
+def reports_objective(status: dict[str, Any] | None, trial: Trial) -> bool:
+    """Whether a trial's last report holds its objective (its lines need not be read)."""
+    objective = trial.objective
+    return objective is not None and objective.metric in reported_metrics(status)
+
+
 def table(found: dict[str, Any]) -> Table:
     """The sweep as a terminal table: a line per trial, the best one marked."""
     out = Table(box=None, header_style="bold", pad_edge=False)
     parameters = list(found["trials"][0]["parameters"]) if found["trials"] else []
     extra = list(found["trials"][0]["metrics"]) if found["trials"] else []
-    for column in ("trial", *parameters, "state", found["objective"], *extra):
+    shown = any(row.get("progress") is not None for row in found["trials"])
+    progress = ("progress",) if shown else ()
+    for column in ("trial", *parameters, "state", *progress, found["objective"], *extra):
         out.add_column(column, justify="left" if column in ("trial", "state") else "right")
     for row in found["trials"]:
         mark = " *" if row["trial"] == found["best"] else ""
         cells = [_number(row["objective"]), *(_number(row["metrics"][m]) for m in extra)]
         values = (row["parameters"][p] for p in parameters)
-        out.add_row(row["trial"] + mark, *values, row["state"], *cells)
+        done = [] if not shown else [f"{row['progress']}%" if row["progress"] is not None else ""]
+        out.add_row(row["trial"] + mark, *values, row["state"], *done, *cells)
     aim = f"{found['direction']} {found['objective']}"
     if not found["collected"]:
         out.caption = f"{found['sweep']}: {aim}; its metrics are not in the trials' output"

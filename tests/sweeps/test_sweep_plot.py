@@ -33,6 +33,7 @@ def found() -> dict:
             Trial("s", i, len(rows), 2, (("lr", lr), ("optimizer", opt)), objective=LOSS),
             state,
             lines,
+            None,
         )
         for i, (_, lr, opt, state, lines) in enumerate(rows)
     ]

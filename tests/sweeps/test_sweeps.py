@@ -4,6 +4,7 @@ them, each metric's value by its strategy, the best trial for the objective's di
 from __future__ import annotations
 
 import pytest
+from rich.console import Console
 
 from aichor_iac.doors.katib.door import DEFAULT_FORMAT
 from aichor_iac.experiment.trial import MARKER, Objective, Trial
@@ -54,9 +55,9 @@ def test_the_best_trial_is_the_objectives_direction(direction, best):
     objective = Objective("loss", direction, formats=(DEFAULT_FORMAT,))
     found = sweeps.report(
         [
-            ("s-2", trial(2, objective), "Waiting", []),
-            ("s-0", trial(0, objective), "Succeeded", ["loss=0.9"]),
-            ("s-1", trial(1, objective), "Failed", ["loss=0.1"]),
+            ("s-2", trial(2, objective), "Waiting", [], None),
+            ("s-0", trial(0, objective), "Succeeded", ["loss=0.9"], None),
+            ("s-1", trial(1, objective), "Failed", ["loss=0.1"], None),
         ]
     )
     assert [r["trial"] for r in found["trials"]] == ["s-0", "s-1", "s-2"]
@@ -78,7 +79,7 @@ def test_the_best_trial_is_the_objectives_direction(direction, best):
 def test_a_sweep_fails_once_as_many_trials_failed_as_its_limit(limit, states, failed):
     # Katib's UpdateExperimentStatusCondition: `failed != 0 && failed >= maxFailedTrialCount`
     places = [Trial("s", i, 2, 1, (("lr", str(i)),), limit, LOSS) for i in range(2)]
-    found = sweeps.report([(f"s-{i}", places[i], st, []) for i, st in enumerate(states)])
+    found = sweeps.report([(f"s-{i}", places[i], st, [], None) for i, st in enumerate(states)])
     assert found["failed"] is failed
     caption = str(sweeps.table(found).caption)
     assert (
@@ -87,7 +88,7 @@ def test_a_sweep_fails_once_as_many_trials_failed_as_its_limit(limit, states, fa
 
 
 def test_a_sweep_without_results_names_no_best():
-    found = sweeps.report([("s-0", trial(0, LOSS), "Running", ["starting"])])
+    found = sweeps.report([("s-0", trial(0, LOSS), "Running", ["starting"], None)])
     assert found["best"] is None and found["trials"][0]["metrics"] == {"accuracy": None}
 
 
@@ -113,3 +114,30 @@ FILE_JSON = Objective("loss", "minimize", additional=("acc",), file="/k/m.json",
 )
 def test_the_file_collectors_lines_are_read_as_katib_reads_the_file(objective, lines, expected):
     assert sweeps.metrics(lines, objective) == expected
+
+
+def test_a_trial_reporting_its_objective_takes_it_from_its_last_report():
+    """Issue 52: a metric named as the objective in a trial's last progress report is its
+    value there (its lines are not needed); the table shows each trial's progress."""
+    objective = Objective("loss", "minimize", formats=(DEFAULT_FORMAT,))
+    status = {
+        "progressPercentage": 40,
+        "metrics": [{"name": "loss", "value": "0.25"}, {"name": "note", "value": "warm"}],
+    }
+    found = sweeps.report(
+        [
+            ("s-0", trial(0, objective), "Running", ["loss=0.9"], status),
+            ("s-1", trial(1, objective), "Succeeded", ["loss=0.5"], None),
+        ]
+    )
+    assert [(r["objective"], r["progress"]) for r in found["trials"]] == [(0.25, 40), (0.5, None)]
+    assert found["best"] == "s-0"
+    assert sweeps.reports_objective(status, trial(0, objective))
+    assert not sweeps.reports_objective(
+        {"metrics": [{"name": "loss", "value": "n/a"}]}, trial(0, objective)
+    )
+    console = Console(width=200, record=True)
+    console.print(sweeps.table(found))
+    header, first = console.export_text().splitlines()[:2]
+    assert header.split()[:4] == ["trial", "lr", "state", "progress"]
+    assert first.split()[:4] == ["s-0", "*", "0", "Running"] and "40%" in first
