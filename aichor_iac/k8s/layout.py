@@ -98,6 +98,8 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         needed.append(add("PersistentVolumeClaim", "shared-volume", args, first, retain=keep))
     if ctx.blueprint.network_policy:
         needed.append(add("NetworkPolicy", "network-policy", services.network_policy(ctx), first))
+    elif progress.enabled(ctx):  # (the receiver's port: the experiment's pods only)
+        needed.append(add("NetworkPolicy", "progress-policy", progress.network_policy(ctx), first))
     if ctx.blueprint.gang and ctx.blueprint.gang.roles:
         needed.append(add("PodGroup", "pod-group", services.pod_group(ctx), first))
     service = add("Service", "service", objects.service(ctx), needed)

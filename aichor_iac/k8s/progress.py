@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..frameworks import Group
 from ..frameworks.base import File, Mount
-from . import receiver
+from . import kinds, receiver
 from .context import Context
 
 CONTAINER = "progress"
@@ -116,3 +116,32 @@ def sidecar(ctx: Context) -> dict:
 def program() -> str:
     """The receiver's source, run by the image's python3."""
     return Path(receiver.__file__).read_text()
+
+
+def network_policy(ctx: Context) -> dict:
+    """Where the experiment has no NetworkPolicy of its own: the receiver's port reached by
+    the experiment's pods only, every other port of the entry point's pods as before (from
+    anywhere: the ports below and above it, `endPort` ranges, Kubernetes 1.25+)."""
+    own = kinds.NetworkPolicyPeerArgs(
+        pod_selector=kinds.LabelSelectorArgs(match_labels=ctx.experiment_selector())
+    )
+    below, above = (1, receiver.PORT - 1), (receiver.PORT + 1, 65535)
+    others = [
+        kinds.NetworkPolicyPortArgs(protocol="TCP", port=low, end_port=high)
+        for low, high in (below, above)
+    ] + [
+        kinds.NetworkPolicyPortArgs(protocol=protocol, port=1, end_port=65535)
+        for protocol in ("UDP", "SCTP")
+    ]
+    entry = {**ctx.experiment_selector(), "app.kubernetes.io/component": ctx.plan.entry_point}
+    return dict(
+        metadata=ctx.metadata(f"{ctx.names.experiment}-progress", replica=False),
+        spec=kinds.NetworkPolicySpecArgs(
+            pod_selector=kinds.LabelSelectorArgs(match_labels=entry),
+            policy_types=["Ingress"],
+            ingress=[
+                kinds.NetworkPolicyIngressRuleArgs(from_=[own]),
+                kinds.NetworkPolicyIngressRuleArgs(ports=others),
+            ],
+        ),
+    )

@@ -96,6 +96,21 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
         )
         assert sidecar["restartPolicy"] == "Always"
         assert sidecar["resources"]["requests"] == sidecar["resources"]["limits"]
+    # The receiver's port: the experiment's pods only (its own NetworkPolicy, else one for it
+    # that selects the receiver's pods and leaves their other ports as they were)
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    for receiving in receivers:
+        labels = receiving["spec"]["template"]["metadata"]["labels"]
+        selecting = [
+            p for p in policies if p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+        ]
+        assert selecting, receiving["metadata"]["name"]
+        for policy in selecting:
+            ports = [port for rule in policy["spec"]["ingress"] for port in rule.get("ports", [])]
+            assert not any(
+                p["port"] <= receiver.PORT <= p.get("endPort", p["port"]) and p["protocol"] == "TCP"
+                for p in ports
+            )
     for secret in secrets:
         assert set(progress.KEYS) <= set(secret["stringData"])
         assert all(secret["stringData"][key] == "[secret]" for key in progress.KEYS)
