@@ -3,7 +3,7 @@
 
 By default they are pulumi_kubernetes' own typed `*Args`, which the components register. Under
 `plain()` they are `Plain` stand-ins that keep the same keyword arguments and give the same
-Kubernetes JSON (`layout.plain`) without importing pulumi_kubernetes, whose type modules take
+Kubernetes JSON (`as_json`) without importing pulumi_kubernetes, whose type modules take
 half a second to import: `aichor-iac validate`, which editors and hooks call on every save,
 holds every object to the API server's rules that way. tests/k8s/test_kinds.py checks that
 both give the same objects for every input of the render corpus, and that `GROUPS` and
@@ -133,3 +133,21 @@ def __getattr__(name: str) -> Any:
     if _PLAIN.get():
         return functools.partial(Plain, name)
     return getattr(importlib.import_module(f"pulumi_kubernetes.{GROUPS[name]}.v1"), name)
+
+
+def as_json(value: Any) -> Any:
+    """Typed `pulumi_kubernetes` arguments (or their `kinds.Plain` stand-ins) as Kubernetes
+    JSON (their keys camelCase, maps' keys as they are, no None)."""
+    if isinstance(value, Plain):
+        value = value.to_dict()
+    elif type(value).__module__.startswith("pulumi_kubernetes."):
+        # The SDK's own reading of its `*Args` classes (private, but what it serialises with);
+        # tests/rules/test_limits.py keeps `Child.object` equal to what the engine registers.
+        from pulumi._types import input_type_to_dict
+
+        value = input_type_to_dict(value)
+    if isinstance(value, dict):
+        return {k: as_json(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [as_json(v) for v in value]
+    return value

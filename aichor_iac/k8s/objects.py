@@ -164,7 +164,7 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
         sidecars = []
         if progress.receives(ctx, group, replica):
             volumes.append(projected_volume(ctx.names, progress.RECEIVER_FILES))
-            sidecars.append(progress.sidecar(ctx))
+            sidecars.append(kinds.as_json(progress.sidecar(ctx)))
         env = operator_env(ctx, group, replica)
         template = given.template(ctx, group, held, env, annotations, (volumes, mounts, sidecars))
         if replica is not None:  # (a non-Indexed Job's pods keep the template's host name)

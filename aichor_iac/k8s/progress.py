@@ -16,7 +16,7 @@ from pathlib import Path
 from ..frameworks import Group
 from ..frameworks.base import File, Mount
 from . import kinds, receiver
-from .context import Context
+from .context import Context, container_security
 
 CONTAINER = "progress"
 # The experiment's Secret's keys (the component makes them; a local run too)
@@ -89,9 +89,10 @@ def receives(ctx: Context, group: Group, replica: int | None = None) -> bool:
     return enabled(ctx) and group.role == ctx.plan.entry_point and replica in (None, 0)
 
 
-def sidecar(ctx: Context) -> dict:
-    """The receiver's container (Kubernetes JSON): the experiment's image unless
-    `aichor:progressImage` names one; its settings in its environment, its files mounted."""
+def sidecar(ctx: Context) -> kinds.ContainerArgs:
+    """The receiver's container: the experiment's image unless `aichor:progressImage` names
+    one; its settings in its environment, its files mounted; the security of the project's
+    other containers."""
     path = receiver.status_path(ctx.names.namespace, ctx.names.experiment)
     files = RECEIVER_FILES.path
     settings = {
@@ -101,16 +102,19 @@ def sidecar(ctx: Context) -> dict:
         "AICHOR_PROGRESS_TOKEN": f"{files}/token",
         "AICHOR_PROGRESS_PATH": path,
     }
-    return {
-        "name": CONTAINER,
-        "image": ctx.settings.progress_image or ctx.spec.image,
-        "restartPolicy": "Always",
-        "command": ["/bin/sh", "-c", _RUN, CONTAINER, program()],
-        "env": [{"name": k, "value": v} for k, v in settings.items()],
-        "ports": [{"name": CONTAINER, "containerPort": receiver.PORT}],
-        "resources": {"requests": RESOURCES, "limits": RESOURCES},
-        "volumeMounts": [{"name": RECEIVER_FILES.name, "mountPath": files, "readOnly": True}],
-    }
+    return kinds.ContainerArgs(
+        name=CONTAINER,
+        image=ctx.settings.progress_image or ctx.spec.image,
+        restart_policy="Always",
+        command=["/bin/sh", "-c", _RUN, CONTAINER, program()],
+        env=[kinds.EnvVarArgs(name=k, value=v) for k, v in settings.items()],
+        ports=[kinds.ContainerPortArgs(name=CONTAINER, container_port=receiver.PORT)],
+        resources=kinds.ResourceRequirementsArgs(requests=RESOURCES, limits=RESOURCES),
+        security_context=container_security(ctx.spec),
+        volume_mounts=[
+            kinds.VolumeMountArgs(name=RECEIVER_FILES.name, mount_path=files, read_only=True)
+        ],
+    )
 
 
 def program() -> str:

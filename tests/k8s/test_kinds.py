@@ -39,7 +39,7 @@ def test_a_stand_in_is_not_a_typed_argument():
     typed = kinds.ServiceSpecArgs(cluster_ip="None", publish_not_ready_addresses=True)
     assert isinstance(stand_in, kinds.Plain) and not isinstance(typed, kinds.Plain)
     expected = {"clusterIP": "None", "publishNotReadyAddresses": True}
-    assert layout.plain(stand_in) == layout.plain(typed) == expected
+    assert kinds.as_json(stand_in) == kinds.as_json(typed) == expected
 
 
 @pytest.mark.parametrize("name", sorted(kinds.GROUPS))

@@ -95,6 +95,9 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
             if c["name"] == progress.CONTAINER
         )
         assert sidecar["restartPolicy"] == "Always"
+        security = sidecar["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"]["drop"] == ["ALL"]
         assert sidecar["resources"]["requests"] == sidecar["resources"]["limits"]
     # The receiver's port: the experiment's pods only (its own NetworkPolicy, else one for it
     # that selects the receiver's pods and leaves their other ports as they were)
