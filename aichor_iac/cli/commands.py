@@ -197,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
             kept.setdefault(pod, []).append(text)
         if pod in receivers and (status := reported(text)) is not None:
             reports[receivers[pod]] = status
+            if shown:
+                live.update(progress(states, reports), refresh=True)
             if as_json:
                 with lock:
                     document = {"experiment": receivers[pod], "trainerStatus": status}
@@ -214,14 +216,16 @@ def run(args: argparse.Namespace) -> int:
     # the output is the pods' lines alone.
     live = Live(progress({}), console=out, transient=True, auto_refresh=False)
     shown = out.is_terminal and not as_json
+    states: dict[str, str] = {}  # each pod's, as the run last said
+
+    def moved(now: dict[str, str]) -> None:
+        states.clear()
+        states.update(now)
+        live.update(progress(states, reports), refresh=True)
+
     try:
         with live if shown else contextlib.nullcontext():
-            outcomes = _run_locally(
-                args,
-                inputs,
-                line,
-                (lambda states: live.update(progress(states), refresh=True)) if shown else None,
-            )
+            outcomes = _run_locally(args, inputs, line, moved if shown else None)
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
     lines: dict[str, list[str]] = {}

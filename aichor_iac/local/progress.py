@@ -1,17 +1,40 @@
 """A local run's progress as a table: each Job's pods by state (`kubectl get jobs` with the
-pods' phases), below the pods' lines on a terminal."""
+pods' phases), and each experiment's last progress report as a bar, below the pods' lines on
+a terminal."""
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
+from rich.console import Group, RenderableType
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from ..observe.progress import summary
 from .jobs import STATES, job_of
 
+BAR_WIDTH = 30
 
-def progress(states: dict[str, str]) -> Table:
-    """The table for `states` (pod -> state)."""
+
+def progress(states: dict[str, str], reports: dict[str, dict[str, Any]] | None = None) -> Any:
+    """The table for `states` (pod -> state), and a bar per experiment of `reports` (its
+    last `trainerStatus`): its percentage, time left and metrics."""
+    table = jobs_table(states)
+    if not reports:
+        return table
+    bars = Table.grid(padding=(0, 1))
+    for name, status in reports.items():
+        done = status.get("progressPercentage")
+        bar: RenderableType = (
+            ProgressBar(total=100, completed=done, width=BAR_WIDTH) if done is not None else ""
+        )
+        bars.add_row(name, bar, summary(status))
+    return Group(table, bars)
+
+
+def jobs_table(states: dict[str, str]) -> Table:
+    """Each Job's pods by state (`states`: pod -> state)."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("job", *STATES):
         table.add_column(column, justify="left" if column == "job" else "right")

@@ -209,6 +209,18 @@ def test_the_progress_display_counts_each_jobs_pods_by_state() -> None:
     ]
 
 
+def test_the_progress_display_draws_each_experiments_last_report_as_a_bar() -> None:
+    """On a terminal, below the Jobs: a bar per experiment that reported (issue 52)."""
+    report = {"progressPercentage": 50, "estimatedRemainingSeconds": 75}
+    report["metrics"] = [{"name": "loss", "value": "0.5"}]
+    console = Console(width=100, record=True, color_system=None)
+    console.print(progress({"e-worker-0": "running"}, {"e": report, "f": {"metrics": []}}))
+    lines = console.export_text().splitlines()
+    assert lines[2].split()[0] == "e" and lines[2].endswith("50% · 1m 15s left · loss 0.5")
+    assert "━" in lines[2]  # (the bar, half drawn)
+    assert lines[3].split() == ["f", "reported"]
+
+
 @pytest.mark.parametrize(
     ("argv", "lacks", "message"),
     [
