@@ -369,3 +369,16 @@ def test_a_limit_range_bounds_the_claims_too(tmp_path, monkeypatch, capsys) -> N
     assert re.fullmatch(
         r"PersistentVolumeClaim/\S+-tensorboard: storage \d+Gi > max 1Gi", line["detail"]
     )
+
+
+def test_progress_reports_add_their_objects_to_what_is_checked(tmp_path, monkeypatch, capsys):
+    """Issue 52: with `aichor:progress`, the experiment's Secret (the receiver's CA,
+    certificate and token) is asked for too, and the receiver's sidecar counts in the pod's
+    requests and its security."""
+    cluster = fitting()
+    code, lines = check(tmp_path, monkeypatch, capsys, cluster, config={"aichor:progress": True})
+    assert code == 0
+    assert lines["permissions: secrets"]["state"] == "ok"
+    assert lines["pod security"]["state"] == "ok" and lines["quotas"]["state"] == "ok"
+    asked = {(r["verb"], r["resource"]) for r in cluster.reviews}
+    assert ("create", "secrets") in asked
