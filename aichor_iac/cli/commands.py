@@ -4,14 +4,12 @@ the parsed options and returns the exit status; problems are raised as ManifestE
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import re
 import shlex
 import shutil
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -168,13 +166,9 @@ def run(args: argparse.Namespace) -> int:
     comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
     and one for the result. Several experiments (a sweep's trials) run together, in the order
     `pulumi up` creates them, each with its result, and each sweep's table at the end."""
-    from rich.live import Live
-    from rich.markup import escape
-
     from ..k8s.progress import CONTAINER
     from ..local import LocalUnavailable
-    from ..local.progress import progress
-    from ..observe.progress import reported, summary
+    from .running import RunOutput
 
     inputs = inputs_of(args)
     if args.replicas is not None and args.replicas < 1:
@@ -184,54 +178,16 @@ def run(args: argparse.Namespace) -> int:
     show_warnings(inputs)
     as_json = args.output == "json"
     out = console()
-    colours = ["cyan", "magenta", "green", "yellow", "blue", "red"]
-    seen: dict[str, str] = {}
-    lock = threading.Lock()
-    entries = _entry_pods(inputs, trials=True)
     receivers = {f"{pod}/{CONTAINER}": name for pod, name in _entry_pods(inputs).items()}
-    kept: dict[str, list[str]] = {}  # each trial's entry pod's lines, for its metrics
-    reports: dict[str, dict] = {}  # each experiment's latest progress report
-
-    def line(pod: str, text: str) -> None:
-        if pod in entries:
-            kept.setdefault(pod, []).append(text)
-        if pod in receivers and (status := reported(text)) is not None:
-            reports[receivers[pod]] = status
-            if shown:
-                live.update(progress(states, reports), refresh=True)
-            if as_json:
-                with lock:
-                    document = {"experiment": receivers[pod], "trainerStatus": status}
-                    print(json.dumps(document, ensure_ascii=False), flush=True)
-                return
-            text = summary(status)
-        if as_json:  # (pods print from threads of their own: one whole line at a time)
-            with lock:
-                print(json.dumps({"pod": pod, "line": text}, ensure_ascii=False), flush=True)
-            return
-        colour = seen.setdefault(pod, colours[len(seen) % len(colours)])
-        out.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)
-
-    # On a terminal, a live table of each Job's pods by state stays below the output; piped,
-    # the output is the pods' lines alone.
-    live = Live(progress({}), console=out, transient=True, auto_refresh=False)
-    shown = out.is_terminal and not as_json
-    states: dict[str, str] = {}  # each pod's, as the run last said
-
-    def moved(now: dict[str, str]) -> None:
-        states.clear()
-        states.update(now)
-        live.update(progress(states, reports), refresh=True)
-
+    shown = RunOutput(out, as_json, _entry_pods(inputs, trials=True), receivers)
     try:
-        with live if shown else contextlib.nullcontext():
-            outcomes = _run_locally(args, inputs, line, moved if shown else None)
+        with shown.showing():
+            moved = shown.moved if shown.shown else None
+            outcomes = _run_locally(args, inputs, shown.line, moved)
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
-    lines: dict[str, list[str]] = {}
-    for pod, name in entries.items():  # (whichever of a trial's two names printed)
-        lines[name] = lines.get(name) or kept.get(pod, [])
-    return _results(inputs, (outcomes, reports), lines, out if not as_json else None, args.plot)
+    ended = (outcomes, shown.reports)
+    return _results(inputs, ended, shown.trial_lines(), out if not as_json else None, args.plot)
 
 
 def _run_locally(
