@@ -22,13 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from aichor_iac.k8s import receiver
+from aichor_iac.k8s import progress, receiver
 from aichor_iac.local import reports
 
 PODS = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 30
 INTERVAL = 5.0  # the SDK's throttle: a report every 5 s at most
-PATH = receiver.status_path("team", "bench")
+PATH = progress.status_path("team", "bench")
 
 
 def request(token: str, pod: int) -> bytes:

@@ -15,18 +15,26 @@ from pathlib import Path
 
 from ..frameworks import Group
 from ..frameworks.base import File, Mount
-from . import kinds, receiver
+from . import kinds
 from .context import Context, container_security
 
 CONTAINER = "progress"
+PORT = 28443  # the receiver's
+# What Trainer's controller gives a training container: the variables its clients read, and
+# the CA and token files at its reserved path
+ENV_URL = "KUBEFLOW_TRAINER_SERVER_URL"
+ENV_CA = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+ENV_TOKEN = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+MOUNT_PATH = "/var/run/secrets/kubeflow/trainer"
+CA_FILE, TOKEN_FILE = "ca.crt", "token"
 # The experiment's Secret's keys (the component makes them; a local run too)
 CA, CERT, KEY, TOKEN = "progress-ca.crt", "progress-tls.crt", "progress-tls.key", "progress-token"
 KEYS = (CA, CERT, KEY, TOKEN)
 # Trainer's reserved volume and path (its files: ca.crt and token); the receiver's own files
 TRAINER_FILES = Mount(
     "kubeflow-trainer-token",
-    receiver.MOUNT_PATH,
-    (File("secret", CA, receiver.CA_FILE), File("secret", TOKEN, receiver.TOKEN_FILE)),
+    MOUNT_PATH,
+    (File("secret", CA, CA_FILE), File("secret", TOKEN, TOKEN_FILE)),
 )
 RECEIVER_FILES = Mount(
     "aichor-progress",
@@ -53,6 +61,11 @@ while :; do sleep 1; done
 """
 
 
+def status_path(namespace: str, name: str) -> str:
+    """The URL path of an experiment's reports, as Trainer's (`statusserver.StatusUrl`)."""
+    return f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status"
+
+
 def enabled(ctx: Context) -> bool:
     return ctx.settings.progress
 
@@ -63,8 +76,8 @@ def host(ctx: Context) -> str:
 
 
 def url(ctx: Context) -> str:
-    path = receiver.status_path(ctx.names.namespace, ctx.names.experiment)
-    return f"https://{host(ctx)}:{receiver.PORT}{path}"
+    path = status_path(ctx.names.namespace, ctx.names.experiment)
+    return f"https://{host(ctx)}:{PORT}{path}"
 
 
 def env(ctx: Context) -> dict[str, str]:
@@ -72,9 +85,9 @@ def env(ctx: Context) -> dict[str, str]:
     if not enabled(ctx):
         return {}
     return {
-        receiver.ENV_URL: url(ctx),
-        receiver.ENV_CA: f"{receiver.MOUNT_PATH}/{receiver.CA_FILE}",
-        receiver.ENV_TOKEN: f"{receiver.MOUNT_PATH}/{receiver.TOKEN_FILE}",
+        ENV_URL: url(ctx),
+        ENV_CA: f"{MOUNT_PATH}/{CA_FILE}",
+        ENV_TOKEN: f"{MOUNT_PATH}/{TOKEN_FILE}",
     }
 
 
@@ -93,10 +106,10 @@ def sidecar(ctx: Context) -> kinds.ContainerArgs:
     """The receiver's container: the experiment's image unless `aichor:progressImage` names
     one; its settings in its environment, its files mounted; the security of the project's
     other containers."""
-    path = receiver.status_path(ctx.names.namespace, ctx.names.experiment)
+    path = status_path(ctx.names.namespace, ctx.names.experiment)
     files = RECEIVER_FILES.path
     settings = {
-        "AICHOR_PROGRESS_PORT": str(receiver.PORT),
+        "AICHOR_PROGRESS_PORT": str(PORT),
         "AICHOR_PROGRESS_CERT": f"{files}/tls.crt",
         "AICHOR_PROGRESS_KEY": f"{files}/tls.key",
         "AICHOR_PROGRESS_TOKEN": f"{files}/token",
@@ -108,7 +121,7 @@ def sidecar(ctx: Context) -> kinds.ContainerArgs:
         restart_policy="Always",
         command=["/bin/sh", "-c", _RUN, CONTAINER, program()],
         env=[kinds.EnvVarArgs(name=k, value=v) for k, v in settings.items()],
-        ports=[kinds.ContainerPortArgs(name=CONTAINER, container_port=receiver.PORT)],
+        ports=[kinds.ContainerPortArgs(name=CONTAINER, container_port=PORT)],
         resources=kinds.ResourceRequirementsArgs(requests=RESOURCES, limits=RESOURCES),
         security_context=container_security(ctx.spec),
         volume_mounts=[
@@ -118,8 +131,8 @@ def sidecar(ctx: Context) -> kinds.ContainerArgs:
 
 
 def program() -> str:
-    """The receiver's source, run by the image's python3."""
-    return Path(receiver.__file__).read_text()
+    """The receiver's source (`receiver.py`, read, not imported), run by the image's python3."""
+    return Path(__file__).with_name("receiver.py").read_text()
 
 
 def network_policy(ctx: Context) -> dict:
@@ -129,7 +142,7 @@ def network_policy(ctx: Context) -> dict:
     own = kinds.NetworkPolicyPeerArgs(
         pod_selector=kinds.LabelSelectorArgs(match_labels=ctx.experiment_selector())
     )
-    below, above = (1, receiver.PORT - 1), (receiver.PORT + 1, 65535)
+    below, above = (1, PORT - 1), (PORT + 1, 65535)
     others = [
         kinds.NetworkPolicyPortArgs(protocol="TCP", port=low, end_port=high)
         for low, high in (below, above)

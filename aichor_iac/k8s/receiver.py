@@ -2,7 +2,7 @@
 controller, for one experiment.
 
 A training container finds `KUBEFLOW_TRAINER_SERVER_URL`, `KUBEFLOW_TRAINER_SERVER_CA_CERT`
-and `KUBEFLOW_TRAINER_SERVER_TOKEN` (the files under MOUNT_PATH, as Trainer mounts them) and
+and `KUBEFLOW_TRAINER_SERVER_TOKEN` (files where Trainer mounts them: `progress.py`) and
 POSTs `{"trainerStatus": {"progressPercentage", "estimatedRemainingSeconds", "metrics":
 [{"name", "value"}], "lastUpdatedTime"}}` to the URL, as kubeflow SDK's
 `update_trainjob_status` and transformers' `KubeflowCallback` do. This program answers as
@@ -17,7 +17,8 @@ MAX_BODY bytes gets 413; a bad field (or over MAX_METRICS metrics) 400, naming t
 the TrainJob's status schema would refuse it.
 
 Standard library only, for Python 3.8 and later: it runs in an image the experiment already
-uses (`python3 receiver.py`), as the lifeline does, and on this machine for `run --local`.
+uses (its source given to `python3 -c`), as the lifeline does, and on this machine for `run
+--local`; nothing of the package imports it to render (its imports cost `validate` 20 ms).
 Settings come from the environment, never from a shell's words:
 AICHOR_PROGRESS_PORT, AICHOR_PROGRESS_CERT and AICHOR_PROGRESS_KEY (PEM files),
 AICHOR_PROGRESS_TOKEN (the token's file), AICHOR_PROGRESS_PATH (the URL's path) and
@@ -36,13 +37,6 @@ import sys
 import threading
 from datetime import datetime
 
-# Where Trainer mounts the CA and the token in a training container (its reserved names).
-MOUNT_PATH = "/var/run/secrets/kubeflow/trainer"
-CA_FILE, TOKEN_FILE = "ca.crt", "token"
-ENV_URL = "KUBEFLOW_TRAINER_SERVER_URL"
-ENV_CA = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
-ENV_TOKEN = "KUBEFLOW_TRAINER_SERVER_TOKEN"
-PORT = 28443
 MAX_BODY = 1 << 16  # 64 KiB, as Trainer's server
 MAX_METRICS = 256  # the TrainJob status schema's maxItems
 MAX_TEXT = 64  # a metric's name or value (minLength 1, maxLength 64)
@@ -50,11 +44,6 @@ INT32 = 2**31 - 1
 IDLE_SECONDS = 60
 DRAIN = 1 << 18  # the most of a refused request's body read (and dropped) before answering
 LINE = "aichor-progress: "  # the latest report on the receiver's output: LINE + its JSON
-
-
-def status_path(namespace: str, name: str) -> str:
-    """The URL path of an experiment's reports, as Trainer's (`statusserver.StatusUrl`)."""
-    return f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status"
 
 
 class Refused(Exception):
@@ -257,7 +246,7 @@ def main() -> None:
     with open(environ["AICHOR_PROGRESS_TOKEN"]) as file:
         token = file.read().strip()
     receiver = Receiver(
-        ("", int(environ.get("AICHOR_PROGRESS_PORT", PORT))),
+        ("", int(environ["AICHOR_PROGRESS_PORT"])),
         environ["AICHOR_PROGRESS_PATH"],
         token,
         written(environ.get("AICHOR_PROGRESS_STATE")),

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..k8s import progress, receiver
+from ..k8s import progress
 from . import reports
 from .host import LocalUnavailable
 
@@ -103,7 +103,7 @@ def progress_hosts(objects: list[dict[str, Any]]) -> list[str]:
         if o["kind"] == "Job"
         for container in o["spec"]["template"]["spec"]["containers"]
         for variable in container.get("env", [])
-        if variable["name"] == receiver.ENV_URL
+        if variable["name"] == progress.ENV_URL
     }
     return sorted({url.split("/")[2].rsplit(":", 1)[0] for url in urls})
 

@@ -14,7 +14,7 @@ from conftest import ROOT
 
 from aichor_iac import doors, engine
 from aichor_iac.frameworks.base import INDEX_VAR
-from aichor_iac.k8s import progress, receiver
+from aichor_iac.k8s import progress
 from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings, load_stack_file
 
@@ -72,11 +72,11 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
         spec = job["spec"]["template"]["spec"]
         for container in training_containers(job):
             env = {e["name"]: e.get("value") for e in container.get("env", [])}
-            assert env[receiver.ENV_CA] == "/var/run/secrets/kubeflow/trainer/ca.crt"
-            assert env[receiver.ENV_TOKEN] == "/var/run/secrets/kubeflow/trainer/token"
-            urls.add(env[receiver.ENV_URL])
+            assert env[progress.ENV_CA] == "/var/run/secrets/kubeflow/trainer/ca.crt"
+            assert env[progress.ENV_TOKEN] == "/var/run/secrets/kubeflow/trainer/token"
+            urls.add(env[progress.ENV_URL])
             mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
-            assert mounts[progress.TRAINER_FILES.name] == receiver.MOUNT_PATH
+            assert mounts[progress.TRAINER_FILES.name] == progress.MOUNT_PATH
             assert progress.RECEIVER_FILES.name not in mounts  # (the key: the sidecar's)
         names = [v["name"] for v in spec["volumes"]]
         assert progress.TRAINER_FILES.name in names
@@ -111,7 +111,7 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
         for policy in selecting:
             ports = [port for rule in policy["spec"]["ingress"] for port in rule.get("ports", [])]
             assert not any(
-                p["port"] <= receiver.PORT <= p.get("endPort", p["port"]) and p["protocol"] == "TCP"
+                p["port"] <= progress.PORT <= p.get("endPort", p["port"]) and p["protocol"] == "TCP"
                 for p in ports
             )
     for secret in secrets:
@@ -126,5 +126,5 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_without_the_setting_nothing_of_it_is_rendered(path: Path) -> None:
     text = str(rendered(path))
-    for word in (receiver.ENV_URL, progress.TRAINER_FILES.name, progress.CA, "aichor-progress"):
+    for word in (progress.ENV_URL, progress.TRAINER_FILES.name, progress.CA, "aichor-progress"):
         assert word not in text

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from aichor_iac.k8s import receiver
+from aichor_iac.k8s import progress, receiver
 from aichor_iac.local import reports
 
 HOST = "localhost"
-PATH = receiver.status_path("team", "exp")
+PATH = progress.status_path("team", "exp")
 NOW = "2026-11-28T15:00:00.123456+00:00"
 
 
@@ -88,9 +88,9 @@ def served(tmp_path):
 
 def test_the_sdks_update_trainjob_status_reaches_the_receiver(served, monkeypatch):
     url, found, given, running = served
-    monkeypatch.setenv(receiver.ENV_URL, url)
-    monkeypatch.setenv(receiver.ENV_CA, str(found.ca))
-    monkeypatch.setenv(receiver.ENV_TOKEN, str(found.token))
+    monkeypatch.setenv(progress.ENV_URL, url)
+    monkeypatch.setenv(progress.ENV_CA, str(found.ca))
+    monkeypatch.setenv(progress.ENV_TOKEN, str(found.token))
     from kubeflow.trainer import update_trainjob_status
     from kubeflow.trainer.backends.kubernetes import utils
 
@@ -149,9 +149,9 @@ if server_url and ca_cert_path and token_path:
 """
     env = {
         **os.environ,
-        receiver.ENV_URL: url,
-        receiver.ENV_CA: str(ca),
-        receiver.ENV_TOKEN: str(token),
+        progress.ENV_URL: url,
+        progress.ENV_CA: str(ca),
+        progress.ENV_TOKEN: str(token),
     }
     return subprocess.run(
         [sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True
