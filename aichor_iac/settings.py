@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from .problems import ManifestError, Problem
-from .rules.limits import INT32, LabelKey, LabelValue, dns_label, is_dns_label
+from .rules.limits import INT32, Image, LabelKey, LabelValue, dns_label, is_dns_label
 from .rules.limits import is_subdomain as _subdomain
 
 WaitMode = Literal["none", "ready", "complete"]
@@ -178,7 +178,7 @@ class Progress(_Concern):
         "(`KUBEFLOW_TRAINER_SERVER_*`), served by a receiver beside the entry point "
         "(docs/architecture.md).",
     )
-    progress_image: str | None = Field(
+    progress_image: Image | None = Field(
         None,
         description="Image of the progress receiver (needs `python3`; unset: the experiment's).",
     )

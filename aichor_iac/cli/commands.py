@@ -178,8 +178,10 @@ def run(args: argparse.Namespace) -> int:
     show_warnings(inputs)
     as_json = args.output == "json"
     out = console()
-    receivers = {f"{pod}/{CONTAINER}": name for pod, name in _entry_pods(inputs).items()}
-    shown = RunOutput(out, as_json, _entry_pods(inputs, trials=True), receivers)
+    entries = _entry_pods(inputs)
+    trials = {name for manifest, name in inputs.each() if manifest.trial is not None}
+    receivers = {f"{pod}/{CONTAINER}": name for pod, name in entries.items()}
+    shown = RunOutput(out, as_json, {p: n for p, n in entries.items() if n in trials}, receivers)
     try:
         with shown.showing():
             moved = shown.moved if shown.shown else None
@@ -253,17 +255,16 @@ def _results(
     return first_failure(outcomes)[0]
 
 
-def _entry_pods(inputs: Inputs, trials: bool = False) -> dict[str, str]:
-    """Each experiment's (`trials`: each trial's) entry-point pod (its entry Job's first: the
-    Job's own pod, or an Indexed Job's pod 0) -> the experiment, whose metrics its lines hold
-    and whose progress receiver it carries."""
+def _entry_pods(inputs: Inputs) -> dict[str, str]:
+    """Each experiment's entry-point pod (its entry Job's first: the Job's own pod, or an
+    Indexed Job's pod 0) -> the experiment, whose metrics its lines hold (a trial's) and whose
+    progress receiver it carries."""
     from ..k8s.context import Context
 
     found = {}
     for manifest, name in inputs.each():
-        if manifest.trial is not None or not trials:
-            entry = Context(planning.blueprint(manifest, inputs.settings, name)).entry_job()
-            found.update({entry: name, f"{entry}-0": name})
+        entry = Context(planning.blueprint(manifest, inputs.settings, name)).entry_job()
+        found.update({entry: name, f"{entry}-0": name})
     return found
 
 

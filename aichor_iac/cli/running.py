@@ -12,6 +12,11 @@ import threading
 from typing import Any
 
 from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+
+from ..local.progress import progress
+from ..observe.progress import reported, summary
 
 COLOURS = ["cyan", "magenta", "green", "yellow", "blue", "red"]
 
@@ -20,10 +25,6 @@ class RunOutput:
     def __init__(
         self, out: Console, as_json: bool, entries: dict[str, str], receivers: dict[str, str]
     ) -> None:
-        from rich.live import Live
-
-        from ..local.progress import progress
-
         self.out, self.as_json = out, as_json
         self.entries, self.receivers = entries, receivers  # pod -> trial; container -> exp.
         self.kept: dict[str, list[str]] = {}  # each trial's entry pod's lines
@@ -40,10 +41,6 @@ class RunOutput:
 
     def line(self, pod: str, text: str) -> None:
         """A line a pod printed (pods print from threads of their own: one whole at a time)."""
-        from rich.markup import escape
-
-        from ..observe.progress import reported, summary
-
         if pod in self.entries:
             self.kept.setdefault(pod, []).append(text)
         if pod in self.receivers and (status := reported(text)) is not None:
@@ -70,8 +67,6 @@ class RunOutput:
         return lines
 
     def _refresh(self) -> None:
-        from ..local.progress import progress
-
         if self.shown:
             self.live.update(progress(self.states, self.reports), refresh=True)
 

@@ -10,8 +10,8 @@ from typing import Any
 from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Resources
 from ..experiment.model import Spec
 from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
-from ..frameworks import Group, Names
-from ..frameworks.base import INDEX_VAR, Env, Mount
+from ..frameworks import Group
+from ..frameworks.base import INDEX_VAR, Env
 from ..settings import Settings
 from . import commands, given, jupyter, kinds, progress, services, shell, tensorboard
 from .awaits import COMPLETION, ENDED, NOTHING, SKIP_AWAIT, Await, Mode
@@ -160,11 +160,10 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
         if (regroup := ctx.regroup) is not None:  # (its pods: restartPolicy Never)
             restarts.update(_regrouped(held, regroup.budget))
         mounts = [*group.mounts, *progress.mounts(ctx)]
-        volumes = [projected_volume(ctx.names, mount) for mount in mounts]
-        sidecars = []
-        if progress.receives(ctx, group, replica):
-            volumes.append(projected_volume(ctx.names, progress.RECEIVER_FILES))
-            sidecars.append(kinds.as_json(progress.sidecar(ctx)))
+        volumes = [services.projected_volume(ctx.names, mount) for mount in mounts]
+        receiving, sidecars = progress.receiver_parts(ctx, group, replica)
+        volumes += receiving
+        sidecars = [kinds.as_json(sidecar) for sidecar in sidecars]
         env = operator_env(ctx, group, replica)
         template = given.template(ctx, group, held, env, annotations, (volumes, mounts, sidecars))
         if replica is not None:  # (a non-Indexed Job's pods keep the template's host name)
@@ -260,18 +259,18 @@ def pod_spec(ctx: Context, group: Group, replica: int | None = None) -> kinds.Po
         )
         mounts.append(kinds.VolumeMountArgs(name="dshm", mount_path="/dev/shm"))
     for mount in [*group.mounts, *progress.mounts(ctx)]:
-        volumes.append(projected_volume(ctx.names, mount))
+        volumes.append(services.projected_volume(ctx.names, mount))
         mounts.append(kinds.VolumeMountArgs(name=mount.name, mount_path=mount.path, read_only=True))
-    sidecars: list = []
+    sidecars = []
     if logs := tensorboard.replica_volume(ctx):
         volumes.append(logs[0])
         mounts.append(logs[1])
         sidecars.append(tensorboard.shipper(ctx))
     if group.role == ctx.blueprint.jupyter:
         sidecars.append(jupyter.sidecar(ctx, list(mounts)))
-    if progress.receives(ctx, group, replica):
-        volumes.append(projected_volume(ctx.names, progress.RECEIVER_FILES))
-        sidecars.append(progress.sidecar(ctx))
+    receiving, receivers = progress.receiver_parts(ctx, group, replica)
+    volumes += receiving
+    sidecars += receivers
     return kinds.PodSpecArgs(
         restart_policy="Never",
         subdomain=ctx.names.service,
@@ -406,35 +405,6 @@ def user_env(spec: Spec) -> list[kinds.EnvVarArgs]:
         else:
             entries.append(kinds.EnvVarArgs(name=var.name, value=shell.k8s_escape(var.value or "")))
     return entries
-
-
-def projected_volume(names: Names, mount: Mount) -> kinds.VolumeArgs:
-    """Files of the experiment's Secret and ConfigMap in one directory, with one mode."""
-
-    def items(source: str) -> list[kinds.KeyToPathArgs]:
-        return [
-            kinds.KeyToPathArgs(key=f.key, path=f.path, mode=f.mode)
-            for f in mount.files
-            if f.source == source
-        ]
-
-    sources = []
-    if secret := items("secret"):
-        sources.append(
-            kinds.VolumeProjectionArgs(
-                secret=kinds.SecretProjectionArgs(name=names.secret, items=secret)
-            )
-        )
-    if config := items("config"):
-        sources.append(
-            kinds.VolumeProjectionArgs(
-                config_map=kinds.ConfigMapProjectionArgs(name=names.config, items=config)
-            )
-        )
-    return kinds.VolumeArgs(
-        name=mount.name,
-        projected=kinds.ProjectedVolumeSourceArgs(sources=sources, default_mode=mount.mode),
-    )
 
 
 def requirements(

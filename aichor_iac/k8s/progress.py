@@ -11,11 +11,12 @@ and key, which only the sidecar mounts.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from ..frameworks import Group
 from ..frameworks.base import File, Mount
-from . import kinds
+from . import kinds, services
 from .context import Context, container_security
 
 CONTAINER = "progress"
@@ -102,6 +103,16 @@ def receives(ctx: Context, group: Group, replica: int | None = None) -> bool:
     return enabled(ctx) and group.role == ctx.plan.entry_point and replica in (None, 0)
 
 
+def receiver_parts(
+    ctx: Context, group: Group, replica: int | None = None
+) -> tuple[list[kinds.VolumeArgs], list[kinds.ContainerArgs]]:
+    """What the receiver adds to the pods of the group (of `replica`'s Job): its files'
+    volume and its sidecar, on the entry point's; nothing elsewhere."""
+    if not receives(ctx, group, replica):
+        return [], []
+    return [services.projected_volume(ctx.names, RECEIVER_FILES)], [sidecar(ctx)]
+
+
 def sidecar(ctx: Context) -> kinds.ContainerArgs:
     """The receiver's container: the experiment's image unless `aichor:progressImage` names
     one; its settings in its environment, its files mounted; the security of the project's
@@ -130,6 +141,7 @@ def sidecar(ctx: Context) -> kinds.ContainerArgs:
     )
 
 
+@functools.cache  # (read once: a sweep renders a receiver per trial)
 def program() -> str:
     """The receiver's source (`receiver.py`, read, not imported), run by the image's python3."""
     return Path(__file__).with_name("receiver.py").read_text()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..frameworks import Names
+from ..frameworks.base import Mount
 from . import kinds
 from .awaits import SKIP_AWAIT
 from .context import Context
@@ -151,3 +153,32 @@ def storage(
             kinds.VolumeMountArgs(name=name, mount_path=mount_point, read_only=read_only or None)
         )
     return volumes, mounts
+
+
+def projected_volume(names: Names, mount: Mount) -> kinds.VolumeArgs:
+    """Files of the experiment's Secret and ConfigMap in one directory, with one mode."""
+
+    def items(source: str) -> list[kinds.KeyToPathArgs]:
+        return [
+            kinds.KeyToPathArgs(key=f.key, path=f.path, mode=f.mode)
+            for f in mount.files
+            if f.source == source
+        ]
+
+    sources = []
+    if secret := items("secret"):
+        sources.append(
+            kinds.VolumeProjectionArgs(
+                secret=kinds.SecretProjectionArgs(name=names.secret, items=secret)
+            )
+        )
+    if config := items("config"):
+        sources.append(
+            kinds.VolumeProjectionArgs(
+                config_map=kinds.ConfigMapProjectionArgs(name=names.config, items=config)
+            )
+        )
+    return kinds.VolumeArgs(
+        name=mount.name,
+        projected=kinds.ProjectedVolumeSourceArgs(sources=sources, default_mode=mount.mode),
+    )

@@ -1,17 +1,13 @@
 """Progress reports of a local run: the credentials of its receiver (a CA made for the run, a
-certificate for the receiver's host name signed by it, a token), and the receiver itself, the
-same program (`k8s/receiver.py`) a cluster runs, served from this process."""
+certificate for the receiver's host names signed by it, a token); the receiver is the same
+sidecar a cluster runs."""
 
 from __future__ import annotations
 
 import datetime
 import secrets
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from ..k8s import receiver as protocol
 
 VALID_DAYS = 7  # a local run's credentials: longer than any run, never reused
 
@@ -74,19 +70,3 @@ def credentials(folder: Path, hosts: list[str]) -> Credentials:
         path.touch(mode=0o600)
         path.write_bytes(data)
     return Credentials(folder / "ca.crt", folder / "tls.crt", folder / "tls.key", folder / "token")
-
-
-def started(
-    found: Credentials, path: str, address: tuple[str, int], report: Callable[[dict], None]
-) -> protocol.Receiver:
-    """A receiver of the reports to `path` at `address` (port 0: any free one, then its
-    `server_address`), with these credentials, in a thread of this process; `report` is given
-    each report; `shutdown()` stops it."""
-    receiver = protocol.Receiver(address, path, found.token.read_text().strip(), report)
-    threading.Thread(
-        target=protocol.serve,
-        args=(receiver, str(found.cert), str(found.key)),
-        name="progress receiver",
-        daemon=True,
-    ).start()
-    return receiver

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -80,7 +81,10 @@ def served(tmp_path):
     """A receiver of this process at localhost, its credentials, and the reports it was given."""
     found = reports.credentials(tmp_path / "tls", [HOST])
     given: list[dict] = []
-    running = reports.started(found, PATH, ("127.0.0.1", 0), given.append)
+    running = receiver.Receiver(("127.0.0.1", 0), PATH, found.token.read_text(), given.append)
+    threading.Thread(
+        target=receiver.serve, args=(running, str(found.cert), str(found.key)), daemon=True
+    ).start()
     url = f"https://{HOST}:{running.server_address[1]}{PATH}"
     yield url, found, given, running
     running.shutdown()
