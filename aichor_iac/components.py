@@ -41,6 +41,10 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "Deployment": ("apps.v1", "Deployment"),
 }
 
+# The progress receiver's: its CA's and certificate's PEM, its key's, the clients' token (by
+# the experiment Secret's key)
+Credentials = dict[str, pulumi.Output[str]]
+
 
 def resource_class(kind: str) -> Callable[..., pulumi.CustomResource]:
     """The pulumi_kubernetes resource a child of `kind` is registered as."""
@@ -71,9 +75,11 @@ class ExperimentComponent(pulumi.ComponentResource):
         settings: Settings | None = None,
         opts: pulumi.ResourceOptions | None = None,
         after: Sequence[pulumi.Input[pulumi.Resource]] = (),
+        progress_values: Credentials | None = None,
     ) -> None:
         """`after`: resources every object waits for (the namespace another experiment of
-        the stack creates)."""
+        the stack creates); `progress_values`: the progress receiver's credentials, made once
+        for all the trials of a sweep (else the experiment makes its own)."""
         operator = manifest.spec.operator
         if operator not in self.OPERATORS:
             raise ValueError(
@@ -90,7 +96,7 @@ class ExperimentComponent(pulumi.ComponentResource):
         for warning in _warnings(ctx, children):
             pulumi.log.warn(warning, resource=self)
         self.retained = [f"{c.kind}/{c.object['metadata']['name']}" for c in children if c.retain]
-        self.secrets = self._secret_data(name, ctx)
+        self.secrets = self._secret_data(name, ctx, progress_values)
         registered: dict[layout.Child, pulumi.Resource] = {}
         for child in children:
             depends_on = [*after, *(registered[c] for c in child.after)]
@@ -149,9 +155,12 @@ class ExperimentComponent(pulumi.ComponentResource):
             retain_on_delete=retain or None,
         )
 
-    def _secret_data(self, name: str, ctx: Context) -> dict[str, pulumi.Output[str]]:
+    def _secret_data(
+        self, name: str, ctx: Context, progress_values: Credentials | None
+    ) -> dict[str, pulumi.Output[str]]:
         """Values for the experiment's Secret, from Pulumi resources created once per stack
-        (Ray's password, MPI's SSH key pair, Jupyter's token), marked secret."""
+        (Ray's password, MPI's SSH key pair, Jupyter's token, the progress receiver's
+        credentials), marked secret."""
         keys = layout.secret_keys(ctx)  # the keys the layout's Secret has
         values: dict[str, pulumi.Output[str]] = {}
         if "password" in keys:
@@ -163,8 +172,9 @@ class ExperimentComponent(pulumi.ComponentResource):
         if jupyter.TOKEN_KEY in keys:
             values[jupyter.TOKEN_KEY] = self._password(f"{name}-jupyter-token", 48)
         if progress.TOKEN in keys:
-            values |= progress_credentials(name, progress.host(ctx), self._child())
-            values[progress.TOKEN] = self._password(f"{name}-progress-token", 48)
+            values |= progress_values or progress_credentials(
+                name, [progress.host(ctx)], self._child()
+            )
         return {k: pulumi.Output.secret(v) for k, v in values.items()}
 
     def _password(self, name: str, length: int) -> pulumi.Output[str]:
@@ -264,10 +274,10 @@ PROGRESS_CERT_HOURS = 24 * 365
 
 
 def progress_credentials(
-    name: str, host: str, opts: pulumi.ResourceOptions
-) -> dict[str, pulumi.Output[str]]:
-    """The progress receiver's CA, its certificate for `host` signed by that CA, and its key
-    (pulumi-tls: made once per stack, kept in its state)."""
+    name: str, hosts: list[str], opts: pulumi.ResourceOptions | None = None
+) -> Credentials:
+    """The progress receiver's CA, its certificate for `hosts` signed by that CA, its key and
+    the clients' token (pulumi-tls and pulumi-random: made once per stack, kept in its state)."""
     ca_key = pulumi_tls.PrivateKey(f"{name}-progress-ca-key", algorithm="ECDSA", opts=opts)
     ca = pulumi_tls.SelfSignedCert(
         f"{name}-progress-ca",
@@ -282,8 +292,8 @@ def progress_credentials(
     request = pulumi_tls.CertRequest(
         f"{name}-progress-request",
         private_key_pem=key.private_key_pem,
-        dns_names=[host],
-        subject=pulumi_tls.CertRequestSubjectArgs(common_name=host[:64]),
+        dns_names=hosts,
+        subject=pulumi_tls.CertRequestSubjectArgs(common_name=hosts[0][:64]),
         opts=opts,
     )
     cert = pulumi_tls.LocallySignedCert(
@@ -295,11 +305,30 @@ def progress_credentials(
         allowed_uses=["digital_signature", "key_encipherment", "server_auth"],
         opts=opts,
     )
+    token = pulumi_random.RandomPassword(
+        f"{name}-progress-token", length=48, special=False, opts=opts
+    )
     return {
         progress.CA: ca.cert_pem,
         progress.CERT: cert.cert_pem,
         progress.KEY: key.private_key_pem,
+        progress.TOKEN: token.result,
     }
+
+
+def sweep_credentials(named: dict[str, Experiment], settings: Settings) -> dict[str, Credentials]:
+    """One set of progress credentials per sweep of a stack, for all its trials (the
+    certificate names each trial's receiver): a sweep of 1,000 trials makes 6 resources for
+    them, not 6,000. A trial's clients could post to another trial's receiver with it: the
+    trials are one user's, with one template."""
+    if not settings.progress:
+        return {}
+    hosts: dict[str, list[str]] = {}
+    for name, manifest in named.items():
+        if manifest.trial is not None:
+            ctx = Context(planning.blueprint(manifest, settings, name))
+            hosts.setdefault(manifest.trial.sweep, []).append(progress.host(ctx))
+    return {sweep: progress_credentials(sweep, found) for sweep, found in hosts.items()}
 
 
 def stack_outputs(ctx: Context, secrets: dict[str, pulumi.Output[str]]) -> dict[str, Any]:
@@ -404,9 +433,11 @@ def experiment(
     settings: Settings | None = None,
     opts: pulumi.ResourceOptions | None = None,
     after: Sequence[pulumi.Input[pulumi.Resource]] = (),
+    progress_values: Credentials | None = None,
 ) -> ExperimentComponent:
     """The component for the manifest's operator."""
-    return COMPONENTS[manifest.spec.operator](name, manifest, settings, opts, after)
+    component = COMPONENTS[manifest.spec.operator]
+    return component(name, manifest, settings, opts, after, progress_values)
 
 
 def experiments(
@@ -422,11 +453,12 @@ def experiments(
             "experiment is named by its own name)"
         )
         raise ManifestError("Pulumi config", [Problem("aichor:experimentName", reason)])
+    named = {settings.experiment_name or m.name_in(stack): m for m in manifests}
+    shared = sweep_credentials(named, settings)
     found: dict[str, ExperimentComponent] = {}
     trials: dict[tuple[str, int], ExperimentComponent] = {}
     after: list[pulumi.Resource] = []
-    for manifest in manifests:
-        name = settings.experiment_name or manifest.name_in(stack)
+    for name, manifest in named.items():
         own = settings if not found else settings.updated("", create_namespace=False)
         trial = manifest.trial
         waits: list[pulumi.Input[pulumi.Resource]] = list(after)
@@ -434,7 +466,8 @@ def experiments(
             waits.append(trials[trial.sweep, trial.waits_for].entry_job)
         if trial is not None and trial.counted:  # (created unless too many have failed)
             waits.append(sweep_gate(trial, [trials[trial.sweep, i] for i in trial.counted]))
-        found[name] = component = experiment(name, manifest, own, after=waits)
+        credentials = shared.get(trial.sweep) if trial is not None else None
+        found[name] = component = experiment(name, manifest, own, None, waits, credentials)
         if trial is not None:
             trials[trial.sweep, trial.index] = component
         if component.created_namespace is not None:

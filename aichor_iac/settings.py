@@ -173,7 +173,7 @@ class Progress(_Concern):
     """Progress reports: Kubeflow Trainer's protocol, served by the experiment"""
 
     progress: bool = Field(
-        False,
+        True,
         description="Give every replica Kubeflow Trainer's progress protocol "
         "(`KUBEFLOW_TRAINER_SERVER_*`), served by a receiver beside the entry point "
         "(docs/architecture.md).",

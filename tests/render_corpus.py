@@ -6,6 +6,7 @@ the error, word for word.
 
     python tests/render_corpus.py           # which cases differ from tests/golden/renders.json
     python tests/render_corpus.py --write   # record the current outcomes there
+    python tests/render_corpus.py --progress   # what aichor:progress changes in each case
 
 tests/test_render_corpus.py checks each case against the record.
 """
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from aichor_iac import doors, engine
+from aichor_iac.k8s import progress
 from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings, load_stack_file
 
@@ -151,7 +153,103 @@ def recorded() -> dict[str, str]:
     return json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
 
 
+# What `aichor:progress` adds to an experiment (issue 52; aichor_iac/k8s/progress.py): the
+# receiver's credentials (made per experiment, or once for a sweep's trials), its Secret keys,
+# its NetworkPolicy, Trainer's variables and files in every training container, the sidecar
+# and its volume on the entry point's pod, and the sidecar's requests in a PodGroup's sum.
+CREDENTIALS = ("-progress-ca-key", "-progress-ca", "-progress-key", "-progress-request")
+CREDENTIALS += ("-progress-cert", "-progress-token")
+VOLUMES = (progress.TRAINER_FILES.name, progress.RECEIVER_FILES.name)
+
+
+def without_progress(document: dict[str, Any]) -> dict[str, Any]:
+    """A case's outcome (`outcome`, read back) with what `aichor:progress` adds taken out:
+    with the setting on, this is the outcome with it off, or the setting changed more."""
+    dropped = set()
+    kept = []
+    for resource in document.get("resources", []):
+        inputs = resource["inputs"]
+        name = inputs.get("metadata", {}).get("name", "")
+        secret = inputs.get("stringData", {})
+        for key in progress.KEYS:
+            secret.pop(key, None)
+        if (
+            resource["name"].endswith(CREDENTIALS)
+            or (inputs.get("kind") == "NetworkPolicy" and name.endswith("-progress"))
+            or (inputs.get("kind") == "Secret" and "stringData" in inputs and not secret)
+        ):
+            dropped.add(resource["urn"] if "urn" in resource else resource["name"])
+            continue
+        _pods_without_progress(inputs)
+        kept.append(resource)
+    for resource in kept:
+        resource["dependencies"] = [
+            d for d in resource["dependencies"] if d.rsplit("::", 1)[-1] not in dropped
+        ]
+    return {**document, "resources": kept}
+
+
+def _pods_without_progress(value: Any) -> None:
+    """Each pod spec in `value` without Trainer's variables and files and the receiver."""
+    if isinstance(value, list):
+        for item in value:
+            _pods_without_progress(item)
+        return
+    if not isinstance(value, dict):
+        return
+    if "containers" in value:
+        _drop(value, "initContainers", lambda c: c["name"] == progress.CONTAINER)
+        _drop(value, "volumes", lambda v: v["name"] in VOLUMES)
+        for container in value["containers"] + value.get("initContainers", []):
+            _drop(container, "env", lambda e: e["name"].startswith("KUBEFLOW_TRAINER_SERVER_"))
+            _drop(container, "volumeMounts", lambda m: m["name"] in VOLUMES)
+    for item in value.values():
+        _pods_without_progress(item)
+
+
+def _drop(value: dict[str, Any], key: str, added: Any) -> None:
+    """`value[key]` without the items the setting `added` (the key too, if none is left)."""
+    if key in value:
+        value[key] = [item for item in value[key] if not added(item)]
+        if not value[key]:
+            del value[key]
+
+
+def progress_change(case: str) -> str:
+    """What `aichor:progress` changes in the case: "nothing", "the receiver" (its outcome with
+    the setting off is its outcome with it on, without what the setting adds), "the receiver
+    and the order" (the same, resources registered in another order: a sweep's trials wait
+    for the credentials they share), else "more"."""
+    text, settings, name = cases()[case]
+    on = outcome(text, settings.model_copy(update={"progress": True}), name)
+    off = outcome(text, settings.model_copy(update={"progress": False}), name)
+    if on == off:
+        return "nothing"
+    if on.startswith("error") or off.startswith("error"):
+        return "more"
+    stripped, before = without_progress(json.loads(on)), json.loads(off)
+    if stripped == before:
+        return "the receiver"
+    for document in stripped, before:
+        document["resources"].sort(key=lambda r: (r["parent"], r["type"], r["name"]))
+    return "the receiver and the order" if stripped == before else "more"
+
+
+def progress_changes() -> int:
+    """`progress_change` of every case, listed."""
+    found: dict[str, list[str]] = {}
+    for case in cases():
+        found.setdefault(progress_change(case), []).append(case)
+    for change, listed in sorted(found.items()):
+        for case in listed:
+            print(f"{change}: {case}")
+    print(f"{len(cases())} cases: " + ", ".join(f"{len(v)} {k}" for k, v in sorted(found.items())))
+    return 1 if "more" in found else 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--progress"]:
+        return progress_changes()
     current = {case: digest(*args) for case, args in cases().items()}
     if sys.argv[1:] == ["--write"]:
         GOLDEN.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")

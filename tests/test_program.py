@@ -152,7 +152,7 @@ def test_preview_shows_the_tree_order_and_totals(capsys):
         == 0
     )
     text = capsys.readouterr().out
-    rows = [line.split() for line in text.splitlines()[3:10]]
+    rows = [line.split() for line in text.splitlines()[3:17]]
     # mark, tree, type, name, plan: the stack, its component, then creation order
     assert rows[:2] == [
         ["+", "pulumi:pulumi:Stack", "aichor-pytorch", "create"],
@@ -160,16 +160,23 @@ def test_preview_shows_the_tree_order_and_totals(capsys):
     ]
     assert [(r[2], r[3]) for r in rows[2:]] == [
         ("kubernetes:core/v1:Namespace", "ml-experiments"),
+        ("tls:index/privateKey:PrivateKey", "pytorch-ddp-progress-ca-key"),
+        ("tls:index/selfSignedCert:SelfSignedCert", "pytorch-ddp-progress-ca"),
+        ("tls:index/privateKey:PrivateKey", "pytorch-ddp-progress-key"),
+        ("tls:index/certRequest:CertRequest", "pytorch-ddp-progress-request"),
+        ("tls:index/locallySignedCert:LocallySignedCert", "pytorch-ddp-progress-cert"),
+        ("random:index/randomPassword:RandomPassword", "pytorch-ddp-progress-token"),
+        ("kubernetes:core/v1:Secret", "pytorch-ddp-secret"),
         ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "pytorch-ddp"),
         ("kubernetes:core/v1:Service", "pytorch-ddp"),
         ("kubernetes:batch/v1:Job", "pytorch-ddp-master"),
         ("kubernetes:batch/v1:Job", "pytorch-ddp-worker"),
     ]
-    worker = text.splitlines()[9]
+    worker = text.splitlines()[16]
     assert "2 pods, 4 CPU, 12Gi memory, 1 × nvidia.com/gpu (Quadro-RTX-4000) each" in worker
     # what it is created after, less what that already follows
     assert worker.endswith("(after Job/pytorch-ddp-master)")
-    assert "Resources:\n    + 7 to create" in text
+    assert "Resources:\n    + 14 to create" in text
     assert "Totals: 3 pods, GPUs: 3 × Quadro-RTX-4000, 12 CPUs, 36 GiB memory" in text
 
 
@@ -190,7 +197,8 @@ def test_cli_options_override_the_stack(capsys):
     objects = list(yaml.safe_load_all(capsys.readouterr().out))
     assert {o["metadata"]["namespace"] for o in objects} == {"team-a"}
     # cleaned into a DNS label, with a hash of the name given (names that clean alike differ)
-    assert re.fullmatch(r"other-name-[0-9a-f]{6}", objects[0]["metadata"]["name"])
+    service = next(o for o in objects if o["kind"] == "Service")
+    assert re.fullmatch(r"other-name-[0-9a-f]{6}", service["metadata"]["name"])
 
 
 def test_bad_stack_config_is_a_clear_error(tmp_path, capsys):

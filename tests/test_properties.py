@@ -5,6 +5,7 @@ the totals match the manifest."""
 from __future__ import annotations
 
 import schemas
+import yaml
 from conftest import expand
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -119,3 +120,20 @@ def test_any_manifest_renders_valid_deterministic_objects(case):
         last = f"{job['metadata']['name']}-{job['spec']['completions'] - 1}"
         assert DNS_LABEL.match(last) and len(last) <= 63
     assert rendering.outputs["pods"] == pods(data) == sum(j["spec"]["completions"] for j in jobs)
+
+
+# Any text a user can put in a manifest (commands, env values, labels), nested as objects nest
+texts = st.text(min_size=1, max_size=12)
+documents = st.recursive(
+    st.one_of(st.text(), st.integers(), st.booleans(), st.none()),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(texts, inner, max_size=3)),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(texts, documents, max_size=4))
+@settings(max_examples=500, deadline=None)
+def test_rendered_yaml_reads_back_as_the_objects(obj):
+    """`render`'s YAML (libyaml's emitter where PyYAML has it, else PyYAML's) is the objects:
+    `kubectl apply -f` of it creates what the program registers, whatever the strings hold."""
+    assert yaml.safe_load(output.to_yaml([obj])) == obj

@@ -6,7 +6,7 @@ says why in its commit."""
 from __future__ import annotations
 
 import pytest
-from render_corpus import cases, digest, recorded
+from render_corpus import cases, digest, progress_change, recorded
 
 RECORDED = recorded()
 
@@ -20,4 +20,14 @@ def test_a_case_renders_as_recorded(case):
     assert digest(*cases()[case]) == RECORDED[case], (
         f"{case} renders differently: run `python tests/render_corpus.py` to list the cases "
         "that changed, `--write` to record them if the change is meant"
+    )
+
+
+@pytest.mark.parametrize("case", sorted(c for c in RECORDED if not c.startswith("fuzz")))
+def test_progress_adds_only_the_receiver(case):
+    """`aichor:progress: false` gives each case's objects as they were before the receiver;
+    on, it adds the receiver's objects, variables and files, and nothing else (issue 52)."""
+    assert progress_change(case) != "more", (
+        f"aichor:progress changes more than the receiver in {case}: "
+        "`python tests/render_corpus.py --progress` lists what it changes in each case"
     )

@@ -91,7 +91,7 @@ def test_the_script_previews_each_changed_manifest_against_the_base_branch(tmp_p
     previewed = re.findall(r"### aichor-iac preview: `([^`]+)`", comment)
     assert previewed == ["pytorch-ddp", "xgboost-dist"]  # (not tf-ps: unchanged)
     assert "~ spec.parallelism: 2 => 3" in comment  # (the change, field by field)
-    assert "+- 2 to replace" in comment and "+ 6 to create" in comment
+    assert "+- 2 to replace" in comment and "+ 13 to create" in comment
     # the posting step is valid shell
     syntax = subprocess.run(["bash", "-n", "-c", scripts()[2]], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr

@@ -49,16 +49,23 @@ RECEIVER_FILES = Mount(
 # (whole GPUs, pinned CPUs) stays Guaranteed. 1,000 pods reporting every 5 s take a fifth of a
 # core and 43 MB (benchmarks/progress.py).
 RESOURCES = {"cpu": "250m", "memory": "128Mi"}
-# Its first process: the receiver where python3 is (a TERM ends it at once, so the pod's end
-# does not wait for the grace period), else idle until TERM (a native sidecar that exits is
-# restarted forever); on an Indexed Job's other pods (the same template), idle too.
+# Its first process, a shell that handles TERM from its first line (a container's first
+# process drops a TERM it has no handler for: the pod's end would wait for the grace period's
+# KILL, 30 s, as when a main container ends while python3 still imports). It runs the
+# receiver where python3 is, and passes a TERM on to it; else it idles until TERM (a native
+# sidecar that exits is restarted forever); on an Indexed Job's other pods (the same
+# template), it idles too.
 _RUN = """\
+trap 'exit 0' TERM
 if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ] && command -v python3 >/dev/null 2>&1; then
-  exec python3 -c "$1"
+  python3 -c "$1" &
+  receiver=$!
+  trap 'kill -TERM "$receiver" 2>/dev/null; wait "$receiver" 2>/dev/null; exit 0' TERM
+  wait "$receiver"
+  exit $?
 fi
 [ "${JOB_COMPLETION_INDEX:-0}" != 0 ] || echo "aichor: no python3 in the image: no progress reports"
-trap 'exit 0' TERM
-while :; do sleep 1; done
+while :; do sleep 1 & wait $!; done
 """
 
 

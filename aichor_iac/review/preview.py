@@ -118,10 +118,12 @@ def steps(rendering: Rendering, stack: str, old: Rendering | None = None) -> lis
         )
     # What the new version no longer has: another framework's component first, then each
     # object under its old parent where that is shown (a `render -o` directory has none).
+    gone_urns: set[str] = set()
     for r in old.resources if known and old else []:
         if not r.is_kubernetes and r.urn not in by_urn:
-            parent = r.parent if r.parent in by_urn else root
+            parent = r.parent if r.parent in by_urn or r.parent in gone_urns else root
             rows.append(Step("delete", r.type, r.name, r.urn, parent))
+            gone_urns.add(r.urn)
     shown = {row.urn for row in rows}
     component = next((r.urn for r in rendering.resources if not r.custom), root)
     old_by_key = {changes.key(r.inputs): r for r in old.resources} if old else {}

@@ -183,7 +183,7 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             ["preview", "-", "--output", "json"],
             PYTORCH,
             0,
-            '"changeSummary": {\n    "create": 6',
+            '"changeSummary": {\n    "create": 13',  # (with the progress receiver's 7)
             "",
         ),
         (["schema", "--output", "json"], "", 0, '"$schema"', ""),
@@ -199,7 +199,7 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             ["preview", "examples/pytorch.yaml", "--diff", "examples/pytorch.yaml"],
             "",
             0,
-            "Resources:\n    6 unchanged",
+            "Resources:\n    13 unchanged",
             "",
         ),
         (["preview", "-", "--diff", "{tmp}"], PYTORCH, 2, "", "holds no rendered objects"),
@@ -222,15 +222,15 @@ def cli(*argv: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Pat
             ["preview", "examples/pytorch.yaml", "--diff", "examples/jax.yaml"],
             "",
             0,
-            "-   └─ aichor:index:JaxJob                               jax-spmd            delete\n"
-            "-      ├─ kubernetes:batch/v1:Job                        jax-spmd-worker     delete\n",
+            "-   └─ aichor:index:JaxJob                               jax-spmd                      delete\n"
+            "-      ├─ tls:index/privateKey:PrivateKey                jax-spmd-progress-ca-key      delete\n",
             "",
         ),
         (
             ["preview", "examples/pytorch.yaml", "--diff", "examples/jax.yaml"],
             "",
             0,
-            "Resources:\n    + 5 to create\n    - 4 to delete\n    1 unchanged\n",
+            "Resources:\n    + 12 to create\n    - 11 to delete\n    1 unchanged\n",
             "",
         ),
         # --help: every command with examples
@@ -293,13 +293,14 @@ def test_render_to_a_directory_replaces_an_earlier_render(tmp_path):
     (out / "notes.txt").write_text("mine")
     assert cli("render", "examples/jax.yaml", "-o", str(out)).returncode == 0
     assert sorted(p.name for p in out.iterdir()) == [
-        "01-networkpolicy-jax-spmd.yaml",
-        "02-service-jax-spmd.yaml",
-        "03-job-jax-spmd-worker.yaml",
+        "01-secret-jax-spmd-secret.yaml",
+        "02-networkpolicy-jax-spmd.yaml",
+        "03-service-jax-spmd.yaml",
+        "04-job-jax-spmd-worker.yaml",
         "notes.txt",  # not a render's: left alone
     ]
     assert cli("render", "examples/jax.yaml", "-o", str(out), "--output", "json").returncode == 0
-    assert sorted(p.suffix for p in out.iterdir()) == [".json", ".json", ".json", ".txt"]
+    assert sorted(p.suffix for p in out.iterdir()) == [".json"] * 4 + [".txt"]
 
 
 def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_path):
@@ -332,7 +333,7 @@ def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_pa
     )
     # named items (containers, env) by name, as a reviewer reads them
     assert '    ~ spec.template.spec.containers[pytorch].env[WORLD_SIZE].value: "3" => "4"' in lines
-    assert "Resources:" in lines and "    +-2 to replace" in lines and "    5 unchanged" in lines
+    assert "Resources:" in lines and "    +-2 to replace" in lines and "    12 unchanged" in lines
     # an object the new version no longer has is deleted
     (old / "09-service-gone.yaml").write_text(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: gone\n  namespace: ml-experiments\n"
@@ -341,7 +342,7 @@ def test_preview_diff_says_what_pulumi_up_would_replace_update_and_delete(tmp_pa
         "preview", str(new), "--diff", str(old), "--stack-config", PYTORCH_STACK, "--output", "json"
     )
     document = json.loads(result.stdout)
-    assert document["changeSummary"] == {"replace": 2, "delete": 1, "same": 5}
+    assert document["changeSummary"] == {"replace": 2, "delete": 1, "same": 12}
     gone = next(s for s in document["steps"] if s["op"] == "delete")
     assert (gone["type"], gone["name"]) == ("kubernetes:core/v1:Service", "gone")
     replaced = [s for s in document["steps"] if s["op"] == "replace"]
@@ -423,7 +424,12 @@ def test_run_local_json_lines(tmp_path):
     result = cli("run", "--local", str(manifest), "--output", "json", "--timeout", "120")
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert sorted(e["line"] for e in events if "pod" in e) == ["shard 0", "shard 1"]
+    lines = [(e["pod"], e["line"]) for e in events if "pod" in e]
+    assert sorted(text for pod, text in lines if "/" not in pod) == ["shard 0", "shard 1"]
+    # the progress receiver beside shard 0, ended by the TERM at the pod's end even while it
+    # starts, never killed after the grace period (`unshare: ...` says a KILL)
+    receiver = [text for pod, text in lines if pod == "dev-worker-0/progress"]
+    assert all(text.startswith("aichor: progress receiver on port") for text in receiver)
     assert events[-1] == {"experiment": "dev", "result": "succeeded", "status": 0}
 
 

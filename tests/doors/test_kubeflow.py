@@ -24,7 +24,7 @@ from kube import process_env
 
 from aichor_iac import cli, doors, planning
 from aichor_iac.convert import convert
-from aichor_iac.k8s import shell
+from aichor_iac.k8s import progress, shell
 from aichor_iac.problems import ManifestError
 from aichor_iac.rules import limits
 from aichor_iac.settings import Settings
@@ -33,6 +33,7 @@ PRINT_ENV = ["python3", "-c", "import json, os; print(json.dumps(dict(os.environ
 # What aichor-iac adds beside the operator: the replica index (Kubernetes sets it too) and,
 # for a followed entry point's peers, nothing the program reads.
 OURS = {"JOB_COMPLETION_INDEX", "HOSTNAME", "PATH", "AICHOR_FOLLOW_INTERVAL"}
+OURS |= {progress.ENV_URL, progress.ENV_CA, progress.ENV_TOKEN}  # (tests/k8s/test_progress_*)
 
 
 KINDS = {  # kind -> (replica specs field, the operator's container)
@@ -367,14 +368,18 @@ def test_the_pod_template_is_kept() -> None:
     assert rendered["metadata"]["labels"]["team"] == "nlp"
     assert rendered["metadata"]["annotations"] == {"note": "x"}
     spec = rendered["spec"]
-    for key in ("volumes", "initContainers", "nodeSelector", "tolerations", "affinity"):
+    for key in ("initContainers", "nodeSelector", "tolerations", "affinity"):
         assert spec[key] == pod["spec"][key], key
+    # (then ours: the progress receiver's CA and token at Trainer's path)
+    assert spec["volumes"][:1] == pod["spec"]["volumes"]
+    assert [v["name"] for v in spec["volumes"][1:]] == [progress.TRAINER_FILES.name]
     assert spec["securityContext"] == pod["spec"]["securityContext"]
     assert spec["serviceAccountName"] == "trainer"
     assert spec["containers"][1] == {"name": "sidecar", "image": "fluentd"}
     out = spec["containers"][0]
-    for key in ("resources", "envFrom", "volumeMounts", "securityContext"):
+    for key in ("resources", "envFrom", "securityContext"):
         assert out[key] == main[key], key
+    assert out["volumeMounts"][:1] == main["volumeMounts"]
     assert spec["subdomain"] == "exp" and spec["restartPolicy"] == "OnFailure"
 
 
@@ -738,8 +743,16 @@ def test_rendering_is_deterministic() -> None:
 
 def test_no_network_policy_unless_asked() -> None:
     """The Training Operator adds no NetworkPolicy (its examples download their data): a
-    custom resource gets one only when the stack asks for it."""
-    assert not [o for o in expand(pytorchjob()).objects if o["kind"] == "NetworkPolicy"]
+    custom resource gets one only when the stack asks for it. Unasked, the progress
+    receiver's own closes its port alone, and only on the entry point's pods."""
+    policies = [o for o in expand(pytorchjob()).objects if o["kind"] == "NetworkPolicy"]
+    assert [p["metadata"]["name"] for p in policies] == ["exp-progress"]
+    assert policies[0]["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
+        "master"
+    )
+    assert not [
+        o for o in expand(pytorchjob(), progress=False).objects if o["kind"] == "NetworkPolicy"
+    ]
     asked = expand(pytorchjob(), network_policy=True).objects
     assert [o["kind"] for o in asked].count("NetworkPolicy") == 1
 
@@ -805,7 +818,11 @@ def test_mpijob_files_keys_and_the_default_worker_command():
     launcher = objects["Job/exp-launcher"]["spec"]["template"]["spec"]
     worker = objects["Job/exp-worker"]["spec"]["template"]["spec"]
     mounts = {m["name"]: m["mountPath"] for m in launcher["containers"][0]["volumeMounts"]}
-    assert mounts == {"ssh-auth": "/home/mpiuser/.ssh", "mpi-job-config": "/etc/mpi"}
+    assert mounts == {
+        "ssh-auth": "/home/mpiuser/.ssh",
+        "mpi-job-config": "/etc/mpi",
+        progress.TRAINER_FILES.name: progress.MOUNT_PATH,  # (ours: Trainer's CA and token)
+    }
     volumes = {v["name"]: v["projected"] for v in launcher["volumes"]}
     assert volumes["ssh-auth"]["defaultMode"] == 0o644
     files = [i["path"] for i in volumes["ssh-auth"]["sources"][0]["secret"]["items"]]

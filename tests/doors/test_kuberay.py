@@ -126,7 +126,7 @@ POOL_START = (
 
 
 def test_each_node_and_the_submitter_see_kuberays_env() -> None:
-    found = jobs(rayjob())
+    found = jobs(rayjob(), progress=False)  # (KubeRay's env: not our progress variables)
     assert list(found) == ["exp-head", "exp-pool", "exp-submitter"]
     assert env(found["exp-head"]) == kuberay_env("headgroup", HEAD_START, worker=False)
     assert env(found["exp-pool"]) == kuberay_env("pool", POOL_START, worker=True)

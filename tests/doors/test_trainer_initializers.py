@@ -16,6 +16,7 @@ from test_trainjob import container, env, run_locally, trainjob
 
 from aichor_iac import doors, engine
 from aichor_iac.problems import ManifestError
+from aichor_iac.settings import Settings
 
 MOUNT = [{"name": "initializer", "mountPath": "/workspace"}]
 
@@ -70,7 +71,8 @@ def on(given: dict[str, Any], initializer: dict[str, Any], **trainer: Any) -> li
 
 def render(documents: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     text = yaml.safe_dump_all(documents, sort_keys=False)
-    objects = engine.expand(doors.parse(text, source="t.yaml"), stack="test", name="tj").objects
+    model = doors.parse(text, source="t.yaml")  # (as Trainer's plugins make it: node_jobs)
+    objects = engine.expand(model, Settings(progress=False), stack="test", name="tj").objects
     return {f"{o['kind']}/{o['metadata']['name']}": o for o in objects}
 
 

@@ -34,11 +34,14 @@ def trainjob(runtime: str = "torch-distributed", **trainer: Any) -> dict[str, An
 
 
 def node_jobs(data: dict[str, Any] | str) -> dict[str, dict[str, Any]]:
-    """The Jobs of a TrainJob (or of a YAML text: a TrainJob and its runtime)."""
+    """The Jobs of a TrainJob (or of a YAML text: a TrainJob and its runtime), as Trainer's
+    plugins make them: without `aichor:progress`'s variables and files, which Trainer gives
+    only under its TrainJobStatus gate (tests/k8s/test_progress_objects.py)."""
     if isinstance(data, str):
-        rendering = engine.expand(doors.parse(data, source="test.yaml"), stack="test", name="tj")
+        model = doors.parse(data, source="test.yaml")
+        rendering = engine.expand(model, Settings(progress=False), stack="test", name="tj")
     else:
-        rendering = expand(data, name="tj")
+        rendering = expand(data, name="tj", progress=False)
     objects = rendering.objects
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import expand, replica_envs, wait_of
 
 from aichor_iac.doors import validate
-from aichor_iac.k8s import lifeline, shell
+from aichor_iac.k8s import lifeline, progress, shell
 from aichor_iac.problems import ManifestError
 
 R = {"cpus": 2, "ramRatio": 2}
@@ -83,7 +83,8 @@ def test_jax_processes_wait_for_and_follow_process_zero():
     assert f"{HOST.format(role='worker', i=0)} 1234" in wait_of(worker)
     assert "aichor_lookup" in worker["containers"][0]["command"][2]
     single = pods(manifest("jax", Worker=1))["exp-worker"]
-    assert "initContainers" not in single
+    # (no wait for peers: its only init container is the progress receiver)
+    assert [c["name"] for c in single.get("initContainers", [])] == [progress.CONTAINER]
     assert single["containers"][0]["command"] == ["/bin/sh", "-c", "run"]
 
 

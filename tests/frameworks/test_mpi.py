@@ -17,7 +17,7 @@ from conftest import ROOT, by_name, expand, wait_of
 from kube import LocalCluster, container_env, pod_env
 
 from aichor_iac import doors, engine
-from aichor_iac.k8s import shell
+from aichor_iac.k8s import progress, shell
 
 EXAMPLE = ROOT / "examples" / "mpi-horovod.yaml"
 HOST = "exp-worker-{i}.exp.default.svc.cluster.local"
@@ -57,6 +57,7 @@ def test_example_gives_secret_hostfile_workers_and_a_launcher_after_them():
     assert secret["stringData"] == {
         "ssh-privatekey": engine.REDACTED,
         "ssh-publickey": engine.REDACTED,
+        **dict.fromkeys(progress.KEYS, engine.REDACTED),  # (the progress receiver's)
     }
     hostfile = objects["ConfigMap/horovod-config"]["data"]["hostfile"]
     assert hostfile == "".join(
@@ -160,8 +161,10 @@ def test_mounts_modes_and_sshd_capabilities(render):
     ]
     assert ssh["sources"][1]["configMap"]["items"] == [{"key": "ssh_config", "path": "config"}]
     mounts = {m["mountPath"]: m for m in launcher["containers"][0]["volumeMounts"]}
-    assert set(mounts) == {"/root/.ssh", "/etc/mpi"} and all(m["readOnly"] for m in mounts.values())
-    assert [m["mountPath"] for m in worker["containers"][0]["volumeMounts"]] == ["/root/.ssh"]
+    ours = progress.MOUNT_PATH  # (the progress receiver's CA and token)
+    assert set(mounts) == {"/root/.ssh", "/etc/mpi", ours}
+    assert all(m["readOnly"] for m in mounts.values())
+    assert [m["mountPath"] for m in worker["containers"][0]["volumeMounts"]] == ["/root/.ssh", ours]
     caps = worker["containers"][0]["securityContext"]["capabilities"]
     assert caps["drop"] == ["ALL"] and "SYS_CHROOT" in caps["add"]
     assert "add" not in launcher["containers"][0]["securityContext"]["capabilities"]

@@ -18,6 +18,7 @@ from test_mpi import validate
 
 from aichor_iac import doors, engine
 from aichor_iac.frameworks import ray as ray_framework
+from aichor_iac.k8s import progress
 from aichor_iac.k8s.regroup import GAVE_UP
 
 EXAMPLES = {"ray": ROOT / "examples" / "ray.yaml", "kuberay": ROOT / "examples" / "kuberay.yaml"}
@@ -208,7 +209,10 @@ def test_env_on_every_container_and_the_secret_by_reference(version, legacy):
         # Ray 1.x's password is on command lines (Ray's own too): seen only inside the container
         assert "shareProcessNamespace" not in job["spec"]["template"]["spec"]
     secret = next(o for o in objects if o["kind"] == "Secret")
-    assert secret["stringData"] == {"password": engine.REDACTED}
+    assert secret["stringData"] == {
+        "password": engine.REDACTED,
+        **dict.fromkeys(progress.KEYS, engine.REDACTED),  # (the progress receiver's)
+    }
     assert engine.GENERATED["random:index/randomPassword:RandomPassword"]["result"] not in str(
         objects
     )

@@ -190,9 +190,8 @@ def test_jobs_are_indexed_with_stable_hosts_and_limits(render):
 
 def test_accelerators_selectors_and_shm(render):
     data = with_resources(pytorch_manifest(None, 2), **VARIANTS["gpu product + shm"])
-    pod = render(data, gpu_product_label="example.com/gpu")["Job/exp-worker"]["spec"]["template"][
-        "spec"
-    ]
+    rendered = render(data, gpu_product_label="example.com/gpu", progress=False)
+    pod = rendered["Job/exp-worker"]["spec"]["template"]["spec"]
     main = pod["containers"][0]
     assert main["resources"]["limits"] == {"cpu": "8", "memory": "14Gi", "nvidia.com/gpu": "2"}
     assert pod["nodeSelector"] == {"example.com/gpu": "A100"}
@@ -279,6 +278,14 @@ def test_resources_are_created_in_dependency_order():
     assert order == [
         ("aichor:index:PyTorchJob", "exp"),
         ("kubernetes:core/v1:Namespace", "namespace-ml"),
+        # the progress receiver's credentials (pulumi-tls, pulumi-random), in its Secret
+        ("tls:index/privateKey:PrivateKey", "exp-progress-ca-key"),
+        ("tls:index/selfSignedCert:SelfSignedCert", "exp-progress-ca"),
+        ("tls:index/privateKey:PrivateKey", "exp-progress-key"),
+        ("tls:index/certRequest:CertRequest", "exp-progress-request"),
+        ("tls:index/locallySignedCert:LocallySignedCert", "exp-progress-cert"),
+        ("random:index/randomPassword:RandomPassword", "exp-progress-token"),
+        ("kubernetes:core/v1:Secret", "exp-secret"),
         ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "exp-network-policy"),
         ("kubernetes:core/v1:Service", "exp-service"),
         ("kubernetes:batch/v1:Job", "exp-master"),
@@ -286,9 +293,11 @@ def test_resources_are_created_in_dependency_order():
     ]
     urns = {r.name: r.urn for r in rendering.resources}
     worker = rendering.resources[-1]
-    assert set(worker.dependencies) == {
-        urns[n] for n in ("namespace-ml", "exp-network-policy", "exp-service", "exp-master")
-    }
+    before = ("namespace-ml", "exp-secret", "exp-network-policy", "exp-service", "exp-master")
+    assert set(worker.dependencies) == {urns[n] for n in before}
+    secret = next(r for r in rendering.resources if r.name == "exp-secret")
+    made = ("exp-progress-ca", "exp-progress-cert", "exp-progress-key", "exp-progress-token")
+    assert set(secret.dependencies) == {urns[n] for n in ("namespace-ml", *made)}
     assert all(r.parent == urns["exp"] for r in rendering.resources[1:])
     assert all(r.options["deleteBeforeReplace"] for r in rendering.resources[1:])
     assert all(o["metadata"]["namespace"] == "ml" for o in rendering.objects[1:])
@@ -355,10 +364,11 @@ def test_render_writes_one_file_per_object(tmp_path):
     assert cli.main(["render", str(ROOT / "examples/pytorch.yaml"), "-o", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == [
-        "01-networkpolicy-pytorch-ddp.yaml",
-        "02-service-pytorch-ddp.yaml",
-        "03-job-pytorch-ddp-master.yaml",
-        "04-job-pytorch-ddp-worker.yaml",
+        "01-secret-pytorch-ddp-secret.yaml",  # (the progress receiver's credentials)
+        "02-networkpolicy-pytorch-ddp.yaml",
+        "03-service-pytorch-ddp.yaml",
+        "04-job-pytorch-ddp-master.yaml",
+        "05-job-pytorch-ddp-worker.yaml",
     ]
 
 

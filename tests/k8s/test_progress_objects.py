@@ -59,7 +59,7 @@ def training_containers(job: dict) -> list[dict]:
 @pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_training_container_of_every_door_gets_the_protocol(path: Path) -> None:
     try:
-        objects = rendered(path, progress=True)
+        objects = rendered(path)  # (on by default)
     except ManifestError:
         pytest.skip("an input refused as written (its own tests say why)")
     jobs = [o for o in objects if o["kind"] == "Job"]
@@ -125,6 +125,32 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_without_the_setting_nothing_of_it_is_rendered(path: Path) -> None:
-    text = str(rendered(path))
+    text = str(rendered(path, progress=False))
     for word in (progress.ENV_URL, progress.TRAINER_FILES.name, progress.CA, "aichor-progress"):
         assert word not in text
+
+
+def test_a_sweeps_trials_share_one_ca_certificate_and_token() -> None:
+    """A sweep of 1,000 trials must not make 6,000 Pulumi resources: one CA, one certificate
+    naming every trial's receiver, one token, in each trial's Secret."""
+    (*models,) = doors.load_all(ROOT / "examples" / "sweep.yaml")
+    rendering = engine.expand(models, Settings())
+    made = [r for r in rendering.resources if r.type.startswith(("tls:", "random:"))]
+    made_for = ("ca-key", "ca", "key", "request", "cert", "token")
+    assert sorted(r.name for r in made) == sorted(f"lr-momentum-progress-{m}" for m in made_for)
+    (request,) = (r for r in made if r.type == "tls:index/certRequest:CertRequest")
+    urls = {
+        e["value"]
+        for job in rendering.objects
+        if job["kind"] == "Job"
+        for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        if e["name"] == progress.ENV_URL
+    }
+    assert len(urls) == len(models) == 6
+    assert sorted(request.inputs["dnsNames"]) == sorted(
+        url.split("/")[2].split(":")[0] for url in urls
+    )
+    # each trial's Secret waits for the shared credentials: created with them, not before
+    secrets = [r for r in rendering.resources if r.type == "kubernetes:core/v1:Secret"]
+    token = next(r.urn for r in made if r.type.startswith("random:"))
+    assert len(secrets) == 6 and all(token in s.dependencies for s in secrets)

@@ -14,6 +14,7 @@ import yaml
 from conftest import AICHOR_EXAMPLES, ROOT, expand, pytorch_manifest
 
 from aichor_iac.doors.aichor import json_schema
+from aichor_iac.k8s import progress
 from aichor_iac.problems import ManifestError
 
 STORAGE = {
@@ -44,6 +45,7 @@ def test_issue_example_tensorboard_shared_volume_network_policy_and_outputs(caps
         "Job/exp-worker",
         "NetworkPolicy/exp",
         "PersistentVolumeClaim/exp-shared",
+        "Secret/exp-secret",  # (the progress receiver's credentials)
         "Service/exp",
         "Service/exp-tensorboard",
     ]
@@ -86,7 +88,7 @@ def test_issue_example_tensorboard_shared_volume_network_policy_and_outputs(caps
 
 
 def test_nothing_extra_when_disabled():
-    rendered = objects(pytorch_manifest(1, 1), network_policy=False)
+    rendered = objects(pytorch_manifest(1, 1), network_policy=False, progress=False)
     assert sorted(rendered) == ["Job/exp-master", "Job/exp-worker", "Service/exp"]
     outputs = expand(pytorch_manifest(1, 1)).outputs
     assert "tensorboard" not in outputs and "sharedVolume" not in outputs
@@ -155,7 +157,11 @@ def test_spec_env_values_and_secret_references():
             {"name": "WANDB_MODE", "value": "offline $$(HOME)"},
             {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
         ]
-    assert "Secret" not in {o["kind"] for o in rendered.objects}  # never copied
+    # never copied: the one Secret is the experiment's own (the progress receiver's keys)
+    secrets = [o for o in rendered.objects if o["kind"] == "Secret"]
+    assert [(s["metadata"]["name"], sorted(s["stringData"])) for s in secrets] == [
+        ("exp-secret", sorted(progress.KEYS))
+    ]
 
 
 @pytest.mark.parametrize(
@@ -208,7 +214,7 @@ def test_bad_env(env, settings, expected):
 def test_tensorboard_log_location_is_chosen_once_and_explained(spec, settings, source, path):
     path = path or "/aichor/tensorboard"
     data = pytorch_manifest(1, 2, tensorboard={"enabled": True}, **spec)
-    rendering = expand(data, **settings)
+    rendering = expand(data, progress=False, **settings)  # (TensorBoard's sidecar alone)
     rendered = {f"{o['kind']}/{o['metadata']['name']}": o for o in rendering.objects}
     assert rendering.outputs["tensorboardLogs"].startswith(f"{path} ({source}: ")
     board = pod(rendered["Deployment/exp-tensorboard"])

@@ -271,7 +271,9 @@ def test_without_root_the_run_happens_in_a_user_namespace_of_its_own(
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     made: list[str] = []  # (what this run makes in /var/tmp: other tests' runs may be there)
     mkdtemp = tempfile.mkdtemp
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(mkdtemp(**kw)) or made[-1])
+    monkeypatch.setattr(
+        tempfile, "mkdtemp", lambda *a, **kw: made.append(mkdtemp(*a, **kw)) or made[-1]
+    )
     lines: list[tuple[str, str]] = []
     progress: list[dict[str, str]] = []
     args = {"count": 1} if fail < 0 else {"count": "not a number"}

@@ -55,7 +55,8 @@ def blocks(text: str) -> list[tuple[str, str]]:
 def test_the_comment_names_the_experiment_and_lists_its_objects_in_creation_order(capsys):
     text = comment(capsys, str(PYTORCH), "--namespace", "ml")
     assert text.startswith(COMMENT_MARK + "\n\n### aichor-iac preview: `pytorch-ddp` (stack `dev`)")
-    assert "**+ 6 to create**" in text  # (the stack, the component, 4 objects)
+    # (the stack, the component, 5 objects, the progress receiver's 6 credentials)
+    assert "**+ 13 to create**" in text
     experiments, objects = tables(text)
     assert experiments == [
         ["experiment", "component", "pods", "GPUs", "CPUs", "memory"],
@@ -68,7 +69,7 @@ def test_the_comment_names_the_experiment_and_lists_its_objects_in_creation_orde
     assert "**Images**: `pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime`" in text
     ((language, outputs),) = blocks(text)
     assert language == "json" and json.loads(outputs) == rendering.outputs
-    assert "<details><summary>Objects in creation order (4)</summary>" in text
+    assert "<details><summary>Objects in creation order (5)</summary>" in text
     assert "field by field" not in text  # (nothing to compare with)
 
 
@@ -76,7 +77,7 @@ def test_with_diff_each_changed_field_is_shown_and_why_a_job_is_replaced(capsys,
     new = tmp_path / "pytorch.yaml"
     new.write_text(PYTORCH.read_text().replace("count: 2", "count: 3"))
     text = comment(capsys, str(new), "--diff", str(PYTORCH))
-    assert "**+- 2 to replace · 4 unchanged**" in text
+    assert "**+- 2 to replace · 11 unchanged**" in text
     diffs = dict(re.findall(r"\*\*Job `([^`]+)`: replace\*\*.*?```diff\n(.*?)```", text, re.S))
     assert diffs["pytorch-ddp-worker"].splitlines() == [
         "~ spec.completions: 2 => 3",
