@@ -157,14 +157,16 @@ def test_status_of_a_sweep_names_each_trials_values_state_and_objective_and_the_
 
 
 def test_a_sweep_that_fails_at_2_failed_trials_creates_no_trial_after_its_second_failure():
-    # Seeds 2 and 4 (trials 0 and 1, run together) fail, each after `seed` seconds. Trial 2
-    # waits for trial 0 alone (one ended trial cannot reach 2 failures): created at 2 s.
-    # Trial 3 counts trials 0 and 1, both failed at 4 s: `up` fails before it.
+    # Trials 0 and 1 (run together) fail, after 1 s and 3 s. Trial 2 waits for trial 0 alone
+    # (one ended trial cannot reach 2 failures): created at 1 s. Trial 3 counts trials 0 and
+    # 1, both failed at 3 s: `up` fails before it.
     sweep = copy.deepcopy(SWEEP)
     sweep["spec"]["maxFailedTrialCount"] = 2
+    order = [dict(t.trial.values)["seed"] for t in doors.parse_all(yaml.safe_dump(sweep), "s")]
     master = sweep["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]
-    command = COMMAND.replace("sleep 3", "sleep ${trialParameters.seed}").replace(
-        "!= 3 ]", '!= 2 ] && [ "${trialParameters.seed}" != 4 ]'
+    first = "${trialParameters.seed}"  # (the grid's order: that of the seed of "seeds")
+    command = COMMAND.replace("sleep 3", f"sleep $(( {first} == {order[0]} ? 1 : 3 ))").replace(
+        "!= 3 ]", f'!= {order[0]} ] && [ "${{trialParameters.seed}}" != {order[1]} ]'
     )
     master["template"]["spec"]["containers"][0]["command"][2] = command
     text = yaml.safe_dump(sweep)
@@ -187,7 +189,7 @@ def test_a_sweep_that_fails_at_2_failed_trials_creates_no_trial_after_its_second
     codes = {
         dict(t.trial.values)["seed"]: results[f"{t.name}-master-0"].returncode for t in trials[:3]
     }
-    assert codes == {"2": 1, "4": 1, "1": 0}
+    assert codes == {order[0]: 1, order[1]: 1, order[2]: 0}
 
 
 # A master that waits for its worker to say hello (as a rendezvous does: the probes of the

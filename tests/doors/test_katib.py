@@ -89,7 +89,8 @@ def test_katibs_examples_render_their_trials(name: str) -> None:
             else:
                 assert Decimal(space["min"]) <= Decimal(value) <= Decimal(space["max"])
             if spec["algorithm"]["algorithmName"] == "grid" and "step" in space:  # on the grid
-                assert (Decimal(value) - Decimal(space["min"])) % Decimal(space["step"]) == 0
+                steps = (float(value) - float(space["min"])) / float(space["step"])  # (arange's
+                assert abs(steps - round(steps)) < 1e-9  # floats, binary noise and all)
         commands = [
             " ".join(c.get("command", []) + c.get("args", []))
             for o in objects
@@ -270,6 +271,35 @@ def test_a_limit_above_the_trial_count_is_refused() -> None:
         "spec.maxFailedTrialCount": "13 is above maxTrialCount 12: at most maxTrialCount "
         "trials fail"
     }
+
+
+def test_settings_katibs_services_refuse_are_refused_at_their_line_in_katibs_words() -> None:
+    data = example("grid.yaml")
+    data["spec"]["algorithm"]["algorithmSettings"] = [
+        {"name": "random_state", "value": "10"},
+        {"name": "seed", "value": "3"},
+    ]
+    assert problems(data) == {
+        "spec.algorithm.algorithmSettings.1": "unknown setting seed for algorithm grid"
+    }
+    text = yaml.safe_dump(data, sort_keys=False)
+    with pytest.raises(ManifestError) as caught:
+        doors.parse_all(text, "katib.yaml")
+    line = text.splitlines().index("    - name: seed") + 1
+    assert f"katib.yaml:{line}: spec.algorithm.algorithmSettings.1:" in str(caught.value)
+
+
+def test_random_state_orders_the_grid_and_more_trials_than_it_holds_give_it_whole() -> None:
+    def trials(random_state: str) -> list:
+        data = example("grid.yaml")
+        data["spec"]["algorithm"]["algorithmSettings"] = [
+            {"name": "random_state", "value": random_state}
+        ]
+        return [t.trial.values for t in sweep(data)]
+
+    assert trials("10") == trials("10") != trials("11")  # (Katib's grid reads random_state)
+    # more trials than the grid holds: the whole grid (Katib's service refuses the experiment)
+    assert len(sweep(example("grid.yaml", maxTrialCount=1000))) == 45
 
 
 def test_trial_metadata_is_substituted_as_katib_does() -> None:

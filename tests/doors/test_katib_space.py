@@ -5,6 +5,7 @@ seed, earlier trials kept when more are asked for, Katib's webhook rules enforce
 from __future__ import annotations
 
 import itertools
+import math
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from aichor_iac.doors.katib.space import Parameter, grid, grid_size, random_search, seed_of
+from aichor_iac.doors.katib.space import (
+    Parameter,
+    grid,
+    grid_size,
+    random_search,
+    seed_of,
+    settings_problem,
+)
 
 LR = {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.05"}}
 LR_STEP = {**LR, "feasibleSpace": {"min": "0.01", "max": "0.05", "step": "0.005"}}
@@ -32,16 +40,21 @@ def params(*specs: dict[str, Any]) -> list[Parameter]:
 def test_a_grid_is_katibs_combinations_in_a_seeded_order() -> None:
     space = params(LR_STEP, LAYERS, OPT)
     assert [p.points() for p in space] == [
-        ["0.010", "0.015", "0.020", "0.025", "0.030", "0.035", "0.040", "0.045", "0.050"],
+        # (numpy's arange, as Katib's `convert_to_combinations` lists a double's values)
+        [
+            *("0.01", "0.015", "0.019999999999999997", "0.024999999999999998", "0.03"),
+            *("0.034999999999999996", "0.039999999999999994", "0.045", "0.049999999999999996"),
+        ],
         ["2", "3", "4", "5"],
         ["sgd", "adam", "ftrl"],
     ]
     assert grid_size(space) == 9 * 4 * 3
-    every = grid(space, 1000, seed=7)
+    every = grid(space, 108, seed=7, parallel=3)
     combinations = {tuple(v) for v in itertools.product(*(p.points() for p in space))}
-    assert len(every) == 108 and {tuple(t.values()) for t in every} == combinations
-    assert grid(space, 12, seed=7) == every[:12]  # more trials keep the earlier ones
-    assert grid(space, 12, seed=8) != every[:12]
+    assert len(every) == 108
+    assert {(t["lr"], t["layers"], t["optimizer"]) for t in every} == combinations
+    assert grid(space, 12, seed=7, parallel=3) == every[:12]  # more trials keep the earlier
+    assert grid(space, 12, seed=8, parallel=3) != every[:12]
 
 
 def test_random_values_lie_in_their_space_and_depend_on_the_seed_and_the_trial_alone() -> None:
@@ -72,7 +85,7 @@ def test_random_values_lie_in_their_space_and_depend_on_the_seed_and_the_trial_a
     width=st.decimals(min_value=0, max_value=50, places=3),
     step=st.one_of(st.none(), st.decimals(min_value="0.001", max_value=10, places=3)),
     kind=st.sampled_from(["int", "double"]),
-    seed=st.integers(0, 2**32),
+    seed=st.integers(0, 2**32 - 1),
 )
 def test_every_drawn_value_is_feasible_and_on_the_step(low, width, step, kind, seed) -> None:
     if kind == "int":
@@ -82,11 +95,15 @@ def test_every_drawn_value_is_feasible_and_on_the_step(low, width, step, kind, s
     if step is not None:
         space["step"] = str(step)
     (parameter,) = params({"name": "x", "parameterType": kind, "feasibleSpace": space})
+    if step is not None and math.floor((low + width) / step) * step < low:
+        with pytest.raises(ValueError, match="no multiple of step"):
+            random_search([parameter], 5, seed)
+        return
     for trial in random_search([parameter], 5, seed):
         value = Decimal(trial["x"])
         assert low <= value <= low + width
-        if step is not None:
-            assert (value - low) % step == 0
+        if step is not None:  # (hyperopt's multiples of the step, from 0)
+            assert abs(float(value) / float(step) - round(float(value) / float(step))) < 1e-6
         if kind == "int":
             assert value == value.to_integral_value()
 
@@ -146,9 +163,29 @@ def test_a_grid_needs_a_step_for_a_double_and_a_bounded_size() -> None:
         grid(params(*wide), 3, 0)
 
 
-def test_the_seed_is_the_settings_else_the_experiments() -> None:
-    assert seed_of({"random_state": "10"}, "random", "exp") == 10
-    assert seed_of({"seed": "3"}, "grid", "exp") == 3
-    assert seed_of({}, "grid", "exp") == seed_of({}, "random", "exp") != seed_of({}, "grid", "x")
-    with pytest.raises(ValueError, match="random_state: 'ten' is not an integer"):
-        seed_of({"random_state": "ten"}, "random", "exp")
+def test_the_seed_is_random_state_else_the_experiments() -> None:
+    assert seed_of({"random_state": "10"}, "exp") == 10
+    assert seed_of({}, "exp") == seed_of({}, "exp") != seed_of({}, "x")
+    assert 0 <= seed_of({}, "exp") <= 2**32 - 1  # (numpy's RandomState takes it)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "name", "value", "problem"),
+    [
+        ("grid", "random_state", "10", None),
+        ("random", "random_state", "0", None),
+        ("sobol", "random_state", "3", None),
+        ("grid", "seed", "3", "unknown setting seed for algorithm grid"),
+        ("random", "seed", "3", "unknown setting seed for algorithm random"),
+        ("random", "random_state", "-1", "random_state should be great or equal than zero"),
+        (
+            "grid",
+            "random_state",
+            "ten",
+            "failed to validate random_state(ten): invalid literal for int() with base 10: 'ten'",
+        ),
+        ("grid", "random_state", str(2**32), "random_state: Seed must be between 0 and 2**32 - 1"),
+    ],
+)
+def test_settings_as_katibs_services_read_them(algorithm, name, value, problem) -> None:
+    assert settings_problem(algorithm, name, value) == problem

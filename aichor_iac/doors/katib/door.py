@@ -27,7 +27,7 @@ from ...reading import podtemplate as templates
 from ...rules.limits import INT32
 from . import collect
 from .sobol import sobol_search
-from .space import Parameter, grid, grid_size, random_search, seed_of
+from .space import Parameter, grid, grid_size, random_search, seed_of, settings_problem
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
@@ -254,6 +254,10 @@ def _refused(spec: Spec) -> list[Problem]:
     if spec.nas_config is not None:
         reason = "neural architecture search (ENAS, DARTS) needs Katib's suggestion service"
         problems.append(Problem("spec.nasConfig", reason))
+    if algorithm in FIXED:  # (its service's `ValidateAlgorithmSettings`, in its words)
+        for i, setting in enumerate(spec.algorithm.algorithm_settings):
+            if reason := settings_problem(algorithm, setting.name, setting.value):
+                problems.append(Problem(f"spec.algorithm.algorithmSettings.{i}", reason))
     limit, total = spec.max_failed_trial_count, spec.max_trial_count
     if limit is not None and total is not None and limit > total:  # (Katib's webhook)
         reason = f"{limit} is above maxTrialCount {total}: at most maxTrialCount trials fail"
@@ -336,11 +340,11 @@ def _from_config_map(
 def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]]:
     """How many trials, and each one's values."""
     algorithm = spec.algorithm.algorithm_name
-    settings = {s.name: s.value for s in spec.algorithm.algorithm_settings}
+    seed = seed_of({s.name: s.value for s in spec.algorithm.algorithm_settings}, name)
     try:
-        seed = seed_of(settings, algorithm, name)
         if algorithm == "grid":
             size = grid_size(spec.parameters)
+            # (more than the grid: the whole grid, where Katib's optuna service refuses it)
             count = min(spec.max_trial_count or size, size)
         elif spec.max_trial_count is None:
             reason = f"{algorithm} search has no end of its own: give the number of trials"
@@ -351,7 +355,7 @@ def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]
             reason = f"{count:,} trials: a stack runs at most {MAX_TRIALS:,} of one sweep"
             raise fail([Problem("spec.maxTrialCount", reason)])
         if algorithm == "grid":
-            return count, grid(spec.parameters, count, seed)
+            return count, grid(spec.parameters, count, seed, spec.parallel_trial_count)
         if algorithm == "sobol":  # (no seed: the sequence is fixed)
             return count, sobol_search(spec.parameters, count)
         return count, random_search(spec.parameters, count, seed)

@@ -1,34 +1,40 @@
 """Katib's search space (`spec.parameters` of a `kubeflow.org/v1beta1` Experiment) and the two
-algorithms whose trials are fixed before the first one runs (issue 41): the values each trial
-gets, the same for the same experiment.
+algorithms whose trials are fixed before the first one runs (issues 41, 53): the values each
+trial gets, the same for the same experiment.
 
-- `grid` (Katib's: optuna's GridSampler over Katib's combinations, `convert_to_combinations`):
-  every combination of the parameters' values — int: min to max by step (default 1); double:
-  min to max by step (required); categorical and discrete: the list. GridSampler takes an
-  unvisited point at random for each trial; here a seeded shuffle of the grid fixes that
-  order, and the trials are its first `maxTrialCount` points.
-- `random` (Katib's: hyperopt's `rand.suggest`): each value drawn on its own — uniform, or
-  log-uniform (`distribution: logUniform`), between min and max, on the step's multiples
-  from min when a step is given, integers for an int; one of a list's items.
+- `grid` is Katib's own (its optuna service, kubeflow/katib 33c8ff4e5
+  `pkg/suggestion/v1beta1/optuna`, optuna 3.3's `GridSampler`): every combination of the
+  parameters' values (`convert_to_combinations`: an int from min to max by step, default 1; a
+  double from min by step with `numpy.arange`, its floats as they are; a list as given), over
+  the parameters in name order; trial k's point is drawn by `RandomState(random_state)` among
+  those not given out yet, listed as GridSampler lists them when trial k is asked: after the
+  trial `parallelTrialCount` before it has ended (Katib's order whenever each trial ends in
+  turn). Without `random_state`, the seed comes from the experiment's name.
+- `random` draws by the laws of Katib's hyperopt service (`rand.suggest`): uniform, or
+  log-uniform (`distribution: logUniform`), between min and max; with a step (an int's is 1),
+  quantized as hyperopt quantizes (`round(x / step) * step`, multiples of the step from 0).
+  Where hyperopt's multiple falls outside min..max, the nearest multiple inside is given. The
+  seed is `random_state`, else one derived from the experiment's name; trial k's values depend
+  on the seed and k alone, so a larger `maxTrialCount` keeps the earlier trials.
 
-The seed is `algorithmSettings`' `random_state` (hyperopt's) or `seed` (optuna's), else one
-derived from the experiment's name. Trial k's values depend on the seed and k alone, so a
-larger `maxTrialCount` keeps the earlier trials as they were. Values are written as Katib
-writes them into a trial: an int as digits, a double as its shortest decimal (on a step's
-grid, with the step's decimals), a list item as given. Katib's `normal` and `logNormal`
-distributions are unbounded (hyperopt draws outside min..max), so they are refused.
+Values are written as Katib's services write them into a trial: an int as digits, a double as
+Python writes the float (`0.024999999999999998`, as numpy's arange gives it), a list item as
+given. Katib's `normal` and `logNormal` distributions are unbounded (hyperopt draws outside
+min..max), so they are refused.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
-import itertools
 import math
 import random
-from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .numpy_legacy import SEED_MAX, RandomState, arange
 
 GRID_LIMIT = 100_000  # points of a grid enumerated (Katib's optuna lists them all too)
 
@@ -98,72 +104,119 @@ class Parameter(BaseModel):
         return self.space.distribution == "logUniform"
 
     def points(self) -> list[str]:
-        """The parameter's values on Katib's grid (`convert_to_combinations`)."""
+        """The parameter's values on Katib's grid (`convert_to_combinations`), as text."""
         if self.space.list:
             return list(self.space.list)
-        low, step, count = self._steps()
+        low, high, step = self._bounds()
         if step is None:
             raise ValueError(f"{self.name}: a grid needs feasibleSpace.step for a double")
-        return [self._text(low + i * step) for i in range(count)]
+        _limit(self.name, (high - low) / step + 1)
+        if self.type == "int":  # (exact, as Katib's `int(min)`, whatever their size)
+            first, last = (int(_number(v, "int") or 0) for v in (self.space.min, self.space.max))
+            by = int(_number(self.space.step, "int") or 1)  # (a step is positive: the rules)
+            return [str(v) for v in range(first, last + 1, by)]
+        values = arange(low, high + step, step)
+        if values and values[-1] > high:  # (Katib drops arange's last value past max)
+            values.pop()
+        return [repr(v) for v in values]
 
     def draw(self, rng: random.Random) -> str:
-        """One value as hyperopt's random search draws it (with a step: one of the step's
-        multiples from min, within min..max)."""
+        """One value as Katib's hyperopt service draws it: uniform or log-uniform between
+        min and max, quantized to the step (an int's: 1) as hyperopt quantizes."""
         if self.space.list:
             return rng.choice(self.space.list)
-        low, step, count = self._steps()
-        high = _number(self.space.max, self.type)
-        assert low is not None and high is not None  # (the model's rules)
-        if step is not None and not self.log:
-            return self._text(low + rng.randrange(count) * step)
+        low, high, step = self._bounds()
         if self.log:
-            value = Decimal(math.exp(rng.uniform(math.log(low), math.log(high))))
+            value = math.exp(rng.uniform(math.log(low), math.log(high)))
         else:
-            value = Decimal(rng.uniform(float(low), float(high)))
-        if step is not None:
-            index = min(int(((value - low) / step).to_integral_value(ROUND_FLOOR)), count - 1)
-            value = low + index * step
-        return self._text(min(max(value, low), high))
+            value = rng.uniform(low, high)
+        # (without a step: within the bounds, as exp of a log can land a hair past one)
+        value = self.quantized(value) if step is not None else min(max(value, low), high)
+        return str(int(value)) if self.type == "int" else repr(value)
 
-    def _steps(self) -> tuple[Decimal, Decimal | None, int]:
-        """min, the step (an int's: 1 by default) and how many steps fit min..max."""
+    def quantized(self, value: float) -> float:
+        """hyperopt's `quniform`/`qloguniform`: the step's multiple nearest `value` (from 0,
+        halves to even, as `numpy.round`), else, where that falls outside min..max, the
+        nearest multiple inside (and a multiple a float's hair past a bound: that bound)."""
+        low, high, step = self._bounds()
+        assert step is not None
+        first, last = self._multiples()
+        return min(max(min(max(round(value / step), first), last) * step, low), high)
+
+    def _multiples(self) -> tuple[int, int]:
+        """The first and last multiples of the step (as counts of it) within min..max."""
         low, high = _number(self.space.min, self.type), _number(self.space.max, self.type)
-        step = _number(self.space.step, self.type) or (Decimal(1) if self.type == "int" else None)
+        step = _number(self.space.step, self.type) or Decimal(1)
         assert low is not None and high is not None
-        count = 0 if step is None else int((high - low) / step) + 1
-        if count > GRID_LIMIT:
-            raise ValueError(f"{self.name}: more than {GRID_LIMIT:,} values from min to max")
-        return low, step, count
+        first = int((low / step).to_integral_value(ROUND_CEILING))
+        last = int((high / step).to_integral_value(ROUND_FLOOR))
+        if first > last:
+            raise ValueError(
+                f"{self.name}: no multiple of step {self.space.step} lies between min "
+                f"{self.space.min} and max {self.space.max} (Katib's random search rounds to "
+                "them, from 0): give a step that has one, or no step"
+            )
+        return first, last
 
-    def _text(self, value: Decimal) -> str:
-        """A value as a trial gets it: digits for an int; a double on a step with the
-        decimals of its min and step (no binary noise), else its shortest decimal."""
-        if self.type == "int":
-            return str(int(value))
-        if self.space.step is None:
-            return repr(float(value))
-        places = max(_places(self.space.step), _places(self.space.min))
-        return f"{value:.{places}f}"
+    def _bounds(self) -> tuple[float, float, float | None]:
+        """min, max and the step (an int's: 1 by default, as Katib reads it) as floats."""
+        low, high = _number(self.space.min, self.type), _number(self.space.max, self.type)
+        step = _number(self.space.step, self.type)
+        assert low is not None and high is not None  # (the model's rules)
+        if step is None and self.type == "int":
+            step = Decimal(1)
+        return float(low), float(high), None if step is None else float(step)
 
 
 def grid_size(parameters: list[Parameter]) -> int:
     return math.prod(len(p.points()) for p in parameters)
 
 
-def grid(parameters: list[Parameter], count: int, seed: int) -> list[dict[str, str]]:
-    """The first `count` points of the grid, in the order the seed shuffles it to."""
-    if grid_size(parameters) > GRID_LIMIT:
-        raise ValueError(
-            f"the grid has {grid_size(parameters):,} points (at most {GRID_LIMIT:,}): give "
-            "larger steps, fewer values, or algorithmName: random"
-        )
-    names = [p.name for p in parameters]
-    points = [
-        dict(zip(names, values, strict=True))
-        for values in itertools.product(*(p.points() for p in parameters))
-    ]
-    random.Random(seed).shuffle(points)
-    return points[:count]
+def grid(
+    parameters: list[Parameter], count: int, seed: int, parallel: int = 1
+) -> list[dict[str, str]]:
+    """The first `count` trials of Katib's grid: GridSampler's combinations over the
+    parameters in name order, trial k's drawn among those not given out yet, listed as
+    GridSampler lists them when k is asked after the trial `parallel` before it has ended."""
+    ordered = sorted(parameters, key=lambda p: p.name)
+    values = [p.points() for p in ordered]
+    size = math.prod(len(v) for v in values)
+    _limit("the grid", size)
+    rng = RandomState(seed)
+    given: list[int] = []
+    taken: list[int] = []  # (the same, in ascending order)
+    for k in range(min(count, size)):
+        point = _next_point(rng, size, given, taken, max(0, k - parallel + 1))
+        given.append(point)
+        bisect.insort(taken, point)
+    names = [p.name for p in ordered]
+    return [dict(zip(names, _combination(values, g), strict=True)) for g in given]
+
+
+def _next_point(rng: RandomState, size: int, given: list[int], taken: list[int], ended: int) -> int:
+    """GridSampler's next grid id: `rng.choice(list(unvisited))`, its unvisited ids being
+    `set(range(size)) - set(visited) - set(running)` in CPython's order. Where both of those
+    differences copy the grid's table (each set much larger than what it takes away), the ids
+    sit at their own slots: the list is ascending, and the draw picks its j-th id directly."""
+    visited, running = len(given[:ended]), len(given) - ended
+    if (size >> 2) > visited and ((size - visited) >> 2) > running:
+        point = rng.bounded(size - len(given) - 1)
+        for id_ in taken:  # (the j-th id not taken: count past each taken one below it)
+            if id_ > point:
+                break
+            point += 1
+        return point
+    unvisited = list(set(range(size)) - set(given[:ended]) - set(given[ended:]))
+    return rng.choice(unvisited)
+
+
+def _combination(values: list[list[str]], index: int) -> list[str]:
+    """The `index`-th of `itertools.product(*values)` (the last parameter changes fastest)."""
+    picked = []
+    for options in reversed(values):
+        index, at = divmod(index, len(options))
+        picked.append(options[at])
+    return picked[::-1]
 
 
 def random_search(parameters: list[Parameter], count: int, seed: int) -> list[dict[str, str]]:
@@ -174,18 +227,39 @@ def random_search(parameters: list[Parameter], count: int, seed: int) -> list[di
     ]
 
 
-def seed_of(settings: dict[str, str], algorithm: str, experiment: str) -> int:
-    """The algorithm's seed: `random_state` (random) or `seed` (grid) as given, else one
-    derived from the experiment's name."""
-    key = "random_state" if algorithm == "random" else "seed"
-    if key in settings:
-        try:
-            return int(settings[key])
-        except ValueError:
-            raise ValueError(
-                f"algorithmSettings {key}: {settings[key]!r} is not an integer"
-            ) from None
-    return int.from_bytes(hashlib.sha256(experiment.encode()).digest()[:8], "big")
+def seed_of(settings: dict[str, str], experiment: str) -> int:
+    """The algorithm's seed: `random_state` (checked by `settings_problem`), else one derived
+    from the experiment's name."""
+    if "random_state" in settings:
+        return int(settings["random_state"])
+    return int.from_bytes(hashlib.sha256(experiment.encode()).digest()[:4], "big")
+
+
+# The settings each algorithm's Katib service accepts (its `ValidateAlgorithmSettings`)
+SETTINGS = {"grid": ("random_state",), "random": ("random_state",), "sobol": ("random_state",)}
+
+
+def settings_problem(algorithm: str, name: str, value: str) -> str | None:
+    """Why Katib's service refuses the setting, in its words (None: it accepts it)."""
+    if name not in SETTINGS[algorithm]:
+        return f"unknown setting {name} for algorithm {algorithm}"
+    try:
+        number = int(value)
+    except ValueError as error:
+        return f"failed to validate {name}({value}): {error}"
+    if number < 0:
+        return f"{name} should be great or equal than zero"
+    if number > SEED_MAX:  # (numpy's RandomState refuses it when the first trial is asked)
+        return f"{name}: Seed must be between 0 and 2**32 - 1"
+    return None
+
+
+def _limit(what: str, size: float) -> None:
+    if size > GRID_LIMIT:
+        raise ValueError(
+            f"{what} has {math.ceil(size):,} points (at most {GRID_LIMIT:,}): give larger "
+            "steps, fewer values, or algorithmName: random"
+        )
 
 
 def _number(value: str | None, kind: str) -> Decimal | None:
@@ -199,9 +273,3 @@ def _number(value: str | None, kind: str) -> Decimal | None:
     if not number.is_finite() or (kind == "int" and number != number.to_integral_value()):
         raise ValueError(f"{value!r} is not {'a whole number' if kind == 'int' else 'finite'}")
     return number
-
-
-def _places(value: str | None) -> int:
-    """How many decimals a number is written with."""
-    exponent = Decimal(value or "0").normalize().as_tuple().exponent
-    return max(0, -exponent) if isinstance(exponent, int) else 0
