@@ -11,9 +11,11 @@ from typing import Any, ClassVar
 import pulumi
 import pulumi_random
 import pulumi_tls
+from pulumi.resource import DependencyResource
 from pulumi_kubernetes.batch.v1 import Job
 
 from . import planning
+from .credentials import Credentials, progress_credentials, sweep_credentials
 from .experiment.model import Experiment
 from .experiment.trial import Trial
 from .frameworks import Plan
@@ -40,10 +42,6 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "Job": ("batch.v1", "Job"),
     "Deployment": ("apps.v1", "Deployment"),
 }
-
-# The progress receiver's: its CA's and certificate's PEM, its key's, the clients' token (by
-# the experiment Secret's key)
-Credentials = dict[str, pulumi.Output[str]]
 
 
 def resource_class(kind: str) -> Callable[..., pulumi.CustomResource]:
@@ -268,69 +266,6 @@ COMPONENTS: dict[str, type[ExperimentComponent]] = {
 }
 
 
-# How long the progress receiver's CA and certificate are valid: longer than any experiment's
-# stack lives, shorter than a forgotten one's.
-PROGRESS_CERT_HOURS = 24 * 365
-
-
-def progress_credentials(
-    name: str, hosts: list[str], opts: pulumi.ResourceOptions | None = None
-) -> Credentials:
-    """The progress receiver's CA, its certificate for `hosts` signed by that CA, its key and
-    the clients' token (pulumi-tls and pulumi-random: made once per stack, kept in its state)."""
-    ca_key = pulumi_tls.PrivateKey(f"{name}-progress-ca-key", algorithm="ECDSA", opts=opts)
-    ca = pulumi_tls.SelfSignedCert(
-        f"{name}-progress-ca",
-        private_key_pem=ca_key.private_key_pem,
-        is_ca_certificate=True,
-        validity_period_hours=PROGRESS_CERT_HOURS,
-        allowed_uses=["cert_signing", "digital_signature"],
-        subject=pulumi_tls.SelfSignedCertSubjectArgs(common_name=f"{name} progress CA"),
-        opts=opts,
-    )
-    key = pulumi_tls.PrivateKey(f"{name}-progress-key", algorithm="ECDSA", opts=opts)
-    request = pulumi_tls.CertRequest(
-        f"{name}-progress-request",
-        private_key_pem=key.private_key_pem,
-        dns_names=hosts,
-        subject=pulumi_tls.CertRequestSubjectArgs(common_name=hosts[0][:64]),
-        opts=opts,
-    )
-    cert = pulumi_tls.LocallySignedCert(
-        f"{name}-progress-cert",
-        cert_request_pem=request.cert_request_pem,
-        ca_private_key_pem=ca_key.private_key_pem,
-        ca_cert_pem=ca.cert_pem,
-        validity_period_hours=PROGRESS_CERT_HOURS,
-        allowed_uses=["digital_signature", "key_encipherment", "server_auth"],
-        opts=opts,
-    )
-    token = pulumi_random.RandomPassword(
-        f"{name}-progress-token", length=48, special=False, opts=opts
-    )
-    return {
-        progress.CA: ca.cert_pem,
-        progress.CERT: cert.cert_pem,
-        progress.KEY: key.private_key_pem,
-        progress.TOKEN: token.result,
-    }
-
-
-def sweep_credentials(named: dict[str, Experiment], settings: Settings) -> dict[str, Credentials]:
-    """One set of progress credentials per sweep of a stack, for all its trials (the
-    certificate names each trial's receiver): a sweep of 1,000 trials makes 6 resources for
-    them, not 6,000. A trial's clients could post to another trial's receiver with it: the
-    trials are one user's, with one template."""
-    if not settings.progress:
-        return {}
-    hosts: dict[str, list[str]] = {}
-    for name, manifest in named.items():
-        if manifest.trial is not None:
-            ctx = Context(planning.blueprint(manifest, settings, name))
-            hosts.setdefault(manifest.trial.sweep, []).append(progress.host(ctx))
-    return {sweep: progress_credentials(sweep, found) for sweep, found in hosts.items()}
-
-
 def stack_outputs(ctx: Context, secrets: dict[str, pulumi.Output[str]]) -> dict[str, Any]:
     """The stack outputs contract (docs/outputs.md); `secrets`: the generated Secret's values."""
     names = ctx.names
@@ -463,7 +398,7 @@ def experiments(
         trial = manifest.trial
         waits: list[pulumi.Input[pulumi.Resource]] = list(after)
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
-            waits.append(trials[trial.sweep, trial.waits_for].entry_job)
+            waits.append(_after(trials[trial.sweep, trial.waits_for].entry_job))
         if trial is not None and trial.counted:  # (created unless too many have failed)
             waits.append(sweep_gate(trial, [trials[trial.sweep, i] for i in trial.counted]))
         credentials = shared.get(trial.sweep) if trial is not None else None
@@ -473,6 +408,18 @@ def experiments(
         if component.created_namespace is not None:
             after = [component.created_namespace]
     return found
+
+
+def _after(job: Job) -> pulumi.Output[pulumi.Resource]:
+    """A dependency on `job` by its URN alone (the engine creates the dependent after it, its
+    await included), which Pulumi's SDK does not walk through: it walks every resource a new
+    one depends on, and all theirs, to refuse a cycle (`resource_cycle_breaker`, recursively),
+    and through a sweep's chain of trials each walk grew with the trials before (a
+    RecursionError from 700 trials one at a time)."""
+    reference = job.urn.apply(DependencyResource)
+    return pulumi.Output(
+        set(), reference.future(with_unknowns=True), reference.is_known(), reference.is_secret()
+    )
 
 
 def sweep_gate(trial: Trial, earlier: list[ExperimentComponent]) -> pulumi.Output:

@@ -29,7 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "observe",
         "check",
     ),  # Kubernetes objects: made, read back from a cluster, checked there
-    ("components",),  # thin Pulumi components
+    ("components", "credentials"),  # thin Pulumi components; the secrets they make
     ("engine", "review", "convert", "submit", "local", "sweeps"),  # run, review, observe
     ("cli", ""),  # the command line, and the package's own API (`aichor_iac`)
 )

@@ -144,6 +144,12 @@ class Receiver(http.server.ThreadingHTTPServer):
         self.latest: dict = {}
         self.lock = threading.Lock()
 
+    def handle_error(self, request, client_address) -> None:
+        """A connection that broke (a client that refused the certificate, one gone half-way):
+        a line on the error output, not a traceback among the reports."""
+        error = sys.exc_info()[1]
+        print(f"aichor: progress receiver: {client_address[0]}: {error}", file=sys.stderr)
+
     def keep(self, payload: dict) -> None:
         with self.lock:
             self.latest = payload

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
+import itertools
 import re
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -166,6 +169,26 @@ def test_the_trials_are_created_at_most_parallel_at_once_each_after_an_earlier_o
             for r in own:
                 assert (gate in r.dependencies) == (gate is not None), (r.name, gate)
     assert [t.trial.waits_for for t in trials] == [None, None, None, *range(9)]
+
+
+def test_a_long_sweep_one_trial_at_a_time_registers_without_deep_recursion() -> None:
+    """Pulumi's SDK walks, recursively, every resource a new one depends on and all theirs
+    (`resource_cycle_breaker`): a trial made to wait on the last one's Job directly made that
+    walk as deep as the sweep was long (a RecursionError from 700 trials). It waits on the
+    Job's URN alone: 150 trials register within 120 frames more than the test's own."""
+    data = example("random.yaml", maxFailedTrialCount=None, maxTrialCount=150)
+    data["spec"]["parallelTrialCount"] = 1
+    trials = sweep(data)
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 120)
+    try:
+        rendering = engine.expand(list(trials), Settings(progress=False), "dev")
+    finally:
+        sys.setrecursionlimit(previous)
+    jobs = [r for r in rendering.resources if r.kind == "Job"]
+    assert len(jobs) == 150
+    for earlier, later in itertools.pairwise(jobs):  # (still each after the last)
+        assert earlier.urn in later.dependencies
 
 
 def test_a_sweep_that_stops_at_its_first_failure_awaits_each_trial_to_succeed() -> None:

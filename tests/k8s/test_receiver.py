@@ -218,11 +218,17 @@ def test_the_program_serves_from_the_environment_and_writes_each_report_whole(tm
         "AICHOR_PROGRESS_STATE": str(state),
     }
     process = subprocess.Popen(
-        [sys.executable, "-u", receiver.__file__], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-u", receiver.__file__],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         first = process.stdout.readline()
         port = int(first.rsplit(" ", 1)[1])
+        with pytest.raises(requests.exceptions.SSLError):  # (a client without the CA)
+            requests.get(f"https://{HOST}:{port}{PATH}", timeout=5)
         when = datetime.now(timezone.utc).isoformat()
         payload = {"trainerStatus": {"progressPercentage": 7, "lastUpdatedTime": when}}
         answer = requests.post(
@@ -243,6 +249,9 @@ def test_the_program_serves_from_the_environment_and_writes_each_report_whole(tm
     finally:
         process.terminate()
         process.wait(10)
+    # the refused handshake: one line, no traceback
+    errors = process.stderr.read()
+    assert "Traceback" not in errors and errors.startswith("aichor: progress receiver: 127.0.0.1:")
 
 
 def test_the_program_needs_nothing_but_pythons_standard_library():
