@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -392,6 +393,7 @@ def experiments(
     shared = sweep_credentials(named, settings)
     found: dict[str, ExperimentComponent] = {}
     trials: dict[tuple[str, int], ExperimentComponent] = {}
+    failures: dict[str, list[pulumi.Output[list[str]]]] = {}  # (`_failed`)
     after: list[pulumi.Resource] = []
     for name, manifest in named.items():
         own = settings if not found else settings.updated("", create_namespace=False)
@@ -400,7 +402,7 @@ def experiments(
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
             waits.append(_after(trials[trial.sweep, trial.waits_for].entry_job))
         if trial is not None and trial.counted:  # (created unless too many have failed)
-            waits.append(sweep_gate(trial, [trials[trial.sweep, i] for i in trial.counted]))
+            waits.append(sweep_gate(trial, _failed(trial, trials, failures)))
         credentials = shared.get(trial.sweep) if trial is not None else None
         found[name] = component = experiment(name, manifest, own, None, waits, credentials)
         if trial is not None:
@@ -416,29 +418,66 @@ def _after(job: Job) -> pulumi.Output[pulumi.Resource]:
     one depends on, and all theirs, to refuse a cycle (`resource_cycle_breaker`, recursively),
     and through a sweep's chain of trials each walk grew with the trials before (a
     RecursionError from 700 trials one at a time)."""
-    reference = job.urn.apply(DependencyResource)
-    return pulumi.Output(
-        set(), reference.future(with_unknowns=True), reference.is_known(), reference.is_secret()
-    )
+    return _unlinked(job.urn.apply(DependencyResource))
 
 
-def sweep_gate(trial: Trial, earlier: list[ExperimentComponent]) -> pulumi.Output:
-    """A dependency of the trial's objects on the earlier trials it counts (`Trial.counted`:
-    their entry Jobs, each awaited until it ends) that resolves only while fewer of them have
+def _unlinked(output: pulumi.Output[Any]) -> pulumi.Output[Any]:
+    """The same value, known when it is, without the resources it came from (`_after`); a
+    failure (a gate's) is the new output's."""
+    loop = asyncio.get_event_loop()
+    known, secret = loop.create_future(), loop.create_future()
+
+    async def value() -> Any:
+        try:
+            found = await output.future(with_unknowns=True)
+            known.set_result(await output.is_known())
+            secret.set_result(await output.is_secret())
+            return found
+        except BaseException:
+            known.set_result(False)
+            secret.set_result(False)
+            raise
+
+    return pulumi.Output(set(), value(), known, secret)
+
+
+def _failed(
+    trial: Trial,
+    trials: dict[tuple[str, int], ExperimentComponent],
+    failures: dict[str, list[pulumi.Output[list[str]]]],
+) -> pulumi.Output[list[str]]:
+    """The names of the failed trials among those `trial` counts (its sweep's first ones, up
+    to the one it waits for), known once each has ended: `failures[sweep][i]` is trial i's
+    count, the one before it and one trial more, so that a sweep's gates grow with its
+    trials, not their square."""
+    counts = failures.setdefault(trial.sweep, [])
+    for index in range(len(counts), trial.counted[-1] + 1):
+        component = trials[trial.sweep, index]
+        before = counts[-1] if counts else pulumi.Output.from_input([])
+
+        def more(known: list[Any], name: str = component.experiment) -> list[str]:
+            names, status = known
+            return [*names, name] if awaits.job_failed(status) else names
+
+        counts.append(_unlinked(pulumi.Output.all(before, component.entry_job.status).apply(more)))
+    return counts[trial.counted[-1]]
+
+
+def sweep_gate(trial: Trial, failed: pulumi.Output[list[str]]) -> pulumi.Output[None]:
+    """A dependency of the trial's objects that resolves, to nothing, once every trial it
+    counts (`Trial.counted`, each awaited until it ends) has ended, while fewer of them have
     failed than the sweep's maxFailedTrialCount. Else it raises: the trial's registration
     fails, naming them, and `pulumi up` with it, creating no later trial (Katib creates none
-    once the experiment has failed)."""
+    once the experiment has failed). The engine is told of the trial it waits for alone
+    (`_after`); the program holds it back until the others have ended."""
     assert trial.max_failed is not None
 
-    def check(statuses: list[Any]) -> pulumi.Resource:
-        ended = zip(earlier, statuses, strict=True)
-        failed = [c.experiment for c, status in ended if awaits.job_failed(status)]
-        if len(failed) >= trial.max_failed:  # (Katib's `failed >= maxFailedTrialCount`)
+    def check(names: list[str]) -> None:
+        if len(names) >= trial.max_failed:  # (Katib's `failed >= maxFailedTrialCount`)
             raise pulumi.RunError(
-                f"sweep {trial.sweep} failed: {len(failed)} of its trials failed "
-                f"({', '.join(failed)}), and its maxFailedTrialCount is {trial.max_failed}: "
+                f"sweep {trial.sweep} failed: {len(names)} of its trials failed "
+                f"({', '.join(names)}), and its maxFailedTrialCount is {trial.max_failed}: "
                 f"trial {trial.index} and those after it are not created"
             )
-        return earlier[-1].entry_job
 
-    return pulumi.Output.all(*(c.entry_job.status for c in earlier)).apply(check)
+    return _unlinked(failed.apply(check))

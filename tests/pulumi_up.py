@@ -86,6 +86,14 @@ def up(rendering: Rendering, cluster: Cluster, gates: dict[str, Gate] | None = N
     when an awaited Job fails or a trial's gate refuses it."""
     objects = [r for r in rendering.resources if r.is_kubernetes]
     urns = {r.urn for r in objects}
+    jobs = {r.inputs["metadata"]["name"]: r.urn for r in objects if r.kind == "Job"}
+    # what each waits for: its dependencies, and a trial's gate the trials it counts (the
+    # program holds its registration until each has ended: `components.sweep_gate`)
+    waits = {
+        r.urn: [d for d in r.dependencies if d in urns]
+        + [jobs[n] for n in (gates or {}).get(_instance(r), (0, []))[1]]
+        for r in objects
+    }
     created: list[Resource] = []
     done: set[str] = set()
     while True:
@@ -93,7 +101,7 @@ def up(rendering: Rendering, cluster: Cluster, gates: dict[str, Gate] | None = N
         for r in objects:
             if r.urn in done:
                 continue
-            if r not in created and all(d in done for d in r.dependencies if d in urns):
+            if r not in created and all(d in done for d in waits[r.urn]):
                 _check_gate(r, gates or {}, cluster)
                 created.append(r)
                 cluster.create(r.inputs)
@@ -110,11 +118,15 @@ def up(rendering: Rendering, cluster: Cluster, gates: dict[str, Gate] | None = N
 def _check_gate(r: Resource, gates: dict[str, Gate], cluster: Cluster) -> None:
     """`Failed` when `r` is of a trial whose sweep has failed: the program's registration of it
     raises (`components.sweep_gate`), and `up` fails."""
-    instance = (r.inputs["metadata"].get("labels") or {}).get("app.kubernetes.io/instance")
-    limit, counted = gates.get(instance, (0, []))
+    limit, counted = gates.get(_instance(r), (0, []))
     failed = [n for n in counted if awaits.job_failed(cluster.job_status(n))]
     if counted and len(failed) >= limit:
         raise Failed(f"sweep failed ({', '.join(failed)}): {_name(r)} is not created")
+
+
+def _instance(r: Resource) -> str | None:
+    """The experiment an object is of."""
+    return (r.inputs["metadata"].get("labels") or {}).get("app.kubernetes.io/instance")
 
 
 def awaited(r: Resource) -> str:

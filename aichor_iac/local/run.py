@@ -334,7 +334,7 @@ class _Creation:
                 self.held.add(name)  # (ended: held for good, and `up` fails)
                 self.failed = True
         for name in list(self.waiting):
-            if self.failed or not set(self.after.get(name, ())) <= self.held:
+            if self.failed or not {*self.after.get(name, ()), *self._counted(name)} <= self.held:
                 continue
             if self._refused(name):
                 self.failed = True
@@ -342,6 +342,11 @@ class _Creation:
             self.cluster.start(name, self.timeout)
             self.waiting.remove(name)
             self.created.append(name)
+
+    def _counted(self, name: str) -> list[str]:
+        """The entry Jobs of the earlier trials the Job's trial counts (its gate waits until
+        each has ended: `components.sweep_gate`)."""
+        return self.gates.get(owner(self.cluster.controllers.job(name))[0], (0, []))[1]
 
     def _refused(self, name: str) -> bool:
         """Whether the Job's sweep has failed (as many failed trials as its limit)."""

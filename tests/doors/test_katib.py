@@ -22,9 +22,10 @@ import schemas
 import yaml
 from conftest import ROOT
 
-from aichor_iac import cli, doors, engine
+from aichor_iac import cli, doors, engine, planning
 from aichor_iac.components import experiments
 from aichor_iac.k8s.awaits import ENDED, SKIP_AWAIT, WAIT_FOR
+from aichor_iac.local.prepare import sweep_gates
 from aichor_iac.problems import ManifestError
 from aichor_iac.review import preview
 from aichor_iac.settings import Settings
@@ -218,22 +219,33 @@ def test_a_sweep_fails_at_its_first_failed_trial_when_its_limit_is_0_or_1(limit)
 def test_a_sweep_that_fails_at_some_failed_trials_creates_a_trial_after_those_it_counts() -> None:
     # As written: 12 trials, 3 at once, failing at 3 failed trials. Trial k is created after
     # every trial up to the one it waits for (k - 3) has ended, from the first whose earlier
-    # trials can reach 3 (k = 5).
+    # trials can reach 3 (k = 5): the engine is told of trial k - 3 (its dependency); the
+    # program holds the trial's registration until the others have ended too (its gate,
+    # `prepare.sweep_gates` for the models of `pulumi up`).
     trials = sweep(example("pytorchjob-mnist.yaml"))
     assert [list(t.trial.counted) for t in trials] == [[]] * 5 + [
         list(range(k - 2)) for k in range(5, 12)
     ]
-    rendering = engine.expand(list(trials), Settings(), "dev")
+    settings = Settings()
+    rendering = engine.expand(list(trials), settings, "dev")
     masters = {
         r.inputs["metadata"]["name"]: r.urn
         for r in rendering.resources
         if r.is_kubernetes and r.kind == "Job"
     }
+    gates = sweep_gates([planning.blueprint(t, settings, t.name) for t in trials])
     for trial in trials:
-        counted = {masters[f"{trials[i].name}-master"] for i in trial.trial.counted}
+        counted = [f"{trials[i].name}-master" for i in trial.trial.counted]
+        assert gates.get(trial.name, (None, []))[1] == counted
+        if trial.trial.waits_for is None:
+            continue
+        waited = masters[f"{trials[trial.trial.waits_for].name}-master"]
         for r in rendering.resources:
             if r.is_kubernetes and r.inputs["metadata"]["name"].startswith(trial.name):
-                assert counted <= set(r.dependencies), (trial.trial.index, r.name)
+                assert waited in r.dependencies, (trial.trial.index, r.name)
+    # one trial's failures count once: the gates grow with the trials, not their square
+    dependencies = sum(len(r.dependencies) for r in rendering.resources)
+    assert dependencies < 12 * 20
 
 
 class _Ended(pulumi.runtime.Mocks):
