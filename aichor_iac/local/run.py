@@ -343,14 +343,17 @@ class _Creation:
             self.waiting.remove(name)
             self.created.append(name)
 
+    def _gate(self, name: str) -> Gate:
+        """The Job's trial's gate: its sweep's limit, and the entry Jobs of the earlier trials
+        it counts (it waits until each has ended: `components.sweep_gate`)."""
+        return self.gates.get(owner(self.cluster.controllers.job(name))[0], (0, []))
+
     def _counted(self, name: str) -> list[str]:
-        """The entry Jobs of the earlier trials the Job's trial counts (its gate waits until
-        each has ended: `components.sweep_gate`)."""
-        return self.gates.get(owner(self.cluster.controllers.job(name))[0], (0, []))[1]
+        return self._gate(name)[1]
 
     def _refused(self, name: str) -> bool:
         """Whether the Job's sweep has failed (as many failed trials as its limit)."""
-        limit, counted = self.gates.get(owner(self.cluster.controllers.job(name))[0], (0, []))
+        limit, counted = self._gate(name)
         status = self.cluster.job_status
         return bool(counted) and sum(awaits.job_failed(status(n)) for n in counted) >= limit
 

@@ -198,8 +198,8 @@ def _next_point(rng: RandomState, size: int, given: list[int], taken: list[int],
     `set(range(size)) - set(visited) - set(running)` in CPython's order. Where both of those
     differences copy the grid's table (each set much larger than what it takes away), the ids
     sit at their own slots: the list is ascending, and the draw picks its j-th id directly."""
-    visited, running = len(given[:ended]), len(given) - ended
-    if (size >> 2) > visited and ((size - visited) >> 2) > running:
+    running = len(given) - ended  # (the trials given out that have not ended)
+    if (size >> 2) > ended and ((size - ended) >> 2) > running:
         point = rng.bounded(size - len(given) - 1)
         for id_ in taken:  # (the j-th id not taken: count past each taken one below it)
             if id_ > point:
