@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,13 +97,20 @@ class _Recorder(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
-        if args.typ.startswith("kubernetes:"):
-            # Emulate auto-naming for objects that leave metadata.name out.
-            metadata = dict(state.get("metadata") or {})
-            metadata.setdefault("name", args.name)
-            state["metadata"] = metadata
+        if not args.typ.startswith("kubernetes:"):
+            self.inputs[(args.typ, args.name)] = state
+            return f"{args.name}-id", {**state, **GENERATED.get(args.typ, {})}
+        # Emulate auto-naming for objects that leave metadata.name out.
+        metadata = dict(state.get("metadata") or {})
+        metadata.setdefault("name", args.name)
+        state["metadata"] = metadata
         self.inputs[(args.typ, args.name)] = state
-        return f"{args.name}-id", {**state, **GENERATED.get(args.typ, {})}
+        # The object's identity as its outputs: the program reads no other output of an
+        # object but its status (none here, as before the cluster answers), and handing the
+        # whole object back cost each object its translation twice more.
+        return f"{args.name}-id", {
+            k: state[k] for k in ("apiVersion", "kind", "metadata") if k in state
+        }
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         return {}
@@ -123,23 +130,30 @@ class _Logs(logging.Handler):
         self.warnings.append(record.getMessage())
 
 
-def _thread_loop_closed(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+# The event loops Pulumi's mocks made for the worker threads of the monitor's calls, one each
+# (`_close_loop` closes them at exit).
+_WORKER_LOOPS: list[asyncio.AbstractEventLoop] = []
+
+
+def _thread_loop_kept(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """A mock monitor's call, after which the event loop Pulumi's mocks made for the worker
-    thread that called it is closed (they make one for each such thread and leave it open,
-    for the interpreter's exit to finalise: now and then a traceback after the result)."""
+    thread that called it, if it is new, is kept to be closed at exit. They make one for each
+    such thread and leave it open, for the interpreter's exit to finalise (now and then a
+    traceback after the result). Closed after each call, each call made a new one: a quarter
+    of a sweep's render went to making and closing loops."""
 
     @functools.wraps(call)
-    def closing(self: Any, request: Any) -> Any:
+    def keeping(self: Any, request: Any) -> Any:
         try:
             return call(self, request)
         finally:
             if threading.current_thread() is not threading.main_thread():
-                with contextlib.suppress(RuntimeError):  # (none made: nothing to close)
+                with contextlib.suppress(RuntimeError):  # (none made: nothing to keep)
                     loop = asyncio.get_event_loop()
-                    asyncio.set_event_loop(None)
-                    loop.close()
+                    if loop not in _WORKER_LOOPS:
+                        _WORKER_LOOPS.append(loop)
 
-    return closing
+    return keeping
 
 
 class _Monitor(pulumi_mocks.MockMonitor):
@@ -149,10 +163,10 @@ class _Monitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.registrations: list[dict[str, Any]] = []
 
-    Invoke = _thread_loop_closed(pulumi_mocks.MockMonitor.Invoke)
-    ReadResource = _thread_loop_closed(pulumi_mocks.MockMonitor.ReadResource)
+    Invoke = _thread_loop_kept(pulumi_mocks.MockMonitor.Invoke)
+    ReadResource = _thread_loop_kept(pulumi_mocks.MockMonitor.ReadResource)
 
-    @_thread_loop_closed
+    @_thread_loop_kept
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":  # the program's root, not one of its own
@@ -193,13 +207,6 @@ def run(
     recorder = _Recorder()
     monitor = _Monitor(recorder)
     logs = _Logs()
-    # A root stack of this run's own: set_mocks keeps the process's first one, whose URN
-    # would name the stack of the first rendering as the parent of every later one.
-    pulumi.runtime.reset_options(project=PROJECT, stack=stack)
-    pulumi.runtime.set_mocks(
-        recorder, project=PROJECT, stack=stack, preview=False, monitor=monitor, logger=logs.logger
-    )
-    pulumi.runtime.set_all_config(config or {})
     outputs: dict[str, Any] = {}
 
     async def collect(exported: dict[str, Any]) -> None:
@@ -212,12 +219,42 @@ def run(
     def body() -> Any:
         return pulumi.Output.from_input(collect(program() or {}))
 
-    pulumi.runtime.test(body)()
+    with _no_source_positions():
+        # A root stack of this run's own: set_mocks keeps the process's first one, whose URN
+        # would name the stack of the first rendering as the parent of every later one.
+        pulumi.runtime.reset_options(project=PROJECT, stack=stack)
+        pulumi.runtime.set_mocks(
+            recorder,
+            project=PROJECT,
+            stack=stack,
+            preview=False,
+            monitor=monitor,
+            logger=logs.logger,
+        )
+        pulumi.runtime.set_all_config(config or {})
+        pulumi.runtime.test(body)()
     resources = [
         Resource(inputs=normalise(recorder.inputs.get((r["type"], r["name"]), {})), **r)
         for r in monitor.registrations
     ]
     return Rendering(creation_order(resources), normalise(outputs), logs.warnings)
+
+
+@contextlib.contextmanager
+def _no_source_positions() -> Iterator[None]:
+    """Pulumi's SDK takes the Python stack at each registration, for the engine to show where
+    in the program a resource was made (`sourcePosition`); the mock monitor drops it, and a
+    sweep's render spent a tenth of its time taking them. Within the block, none is taken
+    (tests/test_program.py); an SDK without the function it replaces fails every render."""
+    from pulumi.runtime import resource
+    from pulumi.runtime.proto import source_pb2
+
+    taken = resource._get_stack_trace
+    resource._get_stack_trace = source_pb2.StackTrace
+    try:
+        yield
+    finally:
+        resource._get_stack_trace = taken
 
 
 @functools.cache
@@ -233,15 +270,17 @@ def _close_loop_at_exit() -> None:
 def _close_loop() -> None:
     with contextlib.suppress(RuntimeError):  # (no loop, or one still running: left alone)
         loop = asyncio.get_event_loop_policy().get_event_loop()
-        if loop.is_running() or loop.is_closed():
-            return
-        left = asyncio.all_tasks(loop)  # (a failed program's: nothing awaits them now)
-        for task in left:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
-        loop.close()
+        if not loop.is_running() and not loop.is_closed():
+            left = asyncio.all_tasks(loop)  # (a failed program's: nothing awaits them now)
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())  # (the worker threads)
+            loop.close()
+    for worker in _WORKER_LOOPS:  # (their threads ended, or idle: none runs)
+        if not worker.is_running() and not worker.is_closed():
+            worker.close()
 
 
 def expand(
@@ -312,19 +351,28 @@ def creation_order(resources: list[Resource]) -> list[Resource]:
         kind = r.kind
         return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), r.name)
 
+    def needs(r: Resource) -> Iterator[Resource]:
+        return iter(
+            sorted((by_urn[d] for d in [*r.dependencies, r.parent] if d in by_urn), key=rank)
+        )
+
     ordered: list[Resource] = []
     done: set[str] = set()
-
-    def visit(r: Resource) -> None:
-        if r.urn in done:
-            return
-        done.add(r.urn)
-        for dep in sorted(
-            (by_urn[d] for d in [*r.dependencies, r.parent] if d in by_urn), key=rank
-        ):
-            visit(dep)
-        ordered.append(r)
-
-    for r in sorted(resources, key=lambda r: (r.custom, rank(r))):
-        visit(r)
+    for first in sorted(resources, key=lambda r: (r.custom, rank(r))):
+        if first.urn in done:
+            continue
+        # Depth first, each resource after what it needs, without recursion: a sweep's trials
+        # are a chain as long as the sweep.
+        done.add(first.urn)
+        path = [(first, needs(first))]
+        while path:
+            r, left = path[-1]
+            for dep in left:
+                if dep.urn not in done:
+                    done.add(dep.urn)
+                    path.append((dep, needs(dep)))
+                    break
+            else:
+                path.pop()
+                ordered.append(r)
     return ordered

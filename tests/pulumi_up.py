@@ -52,6 +52,7 @@ from aichor_iac.local.prepare import Gate
 from aichor_iac.review import changes
 
 INDEPENDENT = ("jobset", "batchjob")  # pods that end on their own: no rendezvous
+ENDED = ("succeeded", "failed")  # a pod's states once its program has ended
 
 
 def unarranged(plan: Any, settings: Any, trial: Any = None) -> Any:
@@ -98,15 +99,17 @@ def up(rendering: Rendering, cluster: Cluster, gates: dict[str, Gate] | None = N
     done: set[str] = set()
     while True:
         progressed = False
+        made = {r.urn for r in created}  # (a set: a sweep has thousands of objects)
         for r in objects:
             if r.urn in done:
                 continue
-            if r not in created and all(d in done for d in waits[r.urn]):
+            if r.urn not in made and all(d in done for d in waits[r.urn]):
                 _check_gate(r, gates or {}, cluster)
                 created.append(r)
+                made.add(r.urn)
                 cluster.create(r.inputs)
                 progressed = True
-            if r in created and _await_holds(r, cluster):
+            if r.urn in made and _await_holds(r, cluster):
                 done.add(r.urn)
                 progressed = True
         if len(done) == len(objects):
@@ -167,7 +170,7 @@ class Pod:
     index: int
     gang: str | None
     job: str = ""  # the Job that made it (the group's, or its replica's own)
-    state: str = "pending"  # pending → waiting (for its targets) → running → succeeded
+    state: str = "pending"  # pending → waiting (for its targets) → running → ENDED
     seen_entry: bool = False
     created: bool = False  # made by the Job controller (pending until scheduled)
 
@@ -175,11 +178,13 @@ class Pod:
 @dataclass
 class Model:
     """The experiment's pods under the rules in this module's docstring; `kueue_quota`: the
-    pods Kueue's queue admits at once (None: any)."""
+    pods Kueue's queue admits at once (None: any); `failing`: its entry point's pods fail
+    where they would succeed."""
 
     plan: Plan
     experiment: str
     kueue_quota: int | None = None
+    failing: bool = False  # its entry point's program fails (its Job gets `Failed`)
     gangs: dict[str, tuple[int, bool]] = field(default_factory=dict)  # minMember, Volcano's
     pods: dict[tuple[str, int], Pod] = field(default_factory=dict)
     parallelism: dict[str, int] = field(default_factory=dict)  # Job -> its parallelism
@@ -213,8 +218,11 @@ class Model:
             "active": sum(p.state in ("waiting", "running") for p in pods),
             "ready": sum(p.state == "running" for p in pods),
             "succeeded": sum(p.state == "succeeded" for p in pods),
+            "failed": sum(p.state == "failed" for p in pods),
         }
-        if pods and status["succeeded"] == len(pods):
+        if status["failed"]:  # (no retry: the program fails alike each time)
+            status["conditions"] = [{"type": "Failed", "status": "True"}]
+        elif pods and status["succeeded"] == len(pods):
             status["conditions"] = [{"type": "Complete", "status": "True"}]
         return {k: v for k, v in status.items() if v}
 
@@ -263,9 +271,7 @@ class Model:
                 if pod.job in self.queued and pod.job not in self.admitted:
                     continue  # suspended by Kueue
                 if not pod.created:
-                    active = [
-                        p for p in self.of_job(pod.job) if p.created and p.state != "succeeded"
-                    ]
+                    active = [p for p in self.of_job(pod.job) if p.created and p.state not in ENDED]
                     if len(active) >= self.parallelism[pod.job]:  # the Job's parallelism
                         continue
                     pod.created, changed = True, True
@@ -279,11 +285,12 @@ class Model:
                 if entry and entry[0] is not pod:  # one following its own host just runs
                     if entry[0].state == "running" and not pod.seen_entry:
                         pod.seen_entry, changed = True, True
-                    gone = entry[0].state == "succeeded"
+                    gone = entry[0].state in ENDED
                     if gone and (pod.seen_entry or group.sees_entry_first):
                         pod.state, changed = "succeeded", True
                 elif self._done(pod):
-                    pod.state, changed = "succeeded", True
+                    fails = self.failing and pod.role == self.plan.entry_point
+                    pod.state, changed = "failed" if fails else "succeeded", True
         return changed
 
     def _admit(self) -> bool:
@@ -305,7 +312,7 @@ class Model:
         return gang is None or self._gang_count(gang) >= self.gangs[gang][0]
 
     def _gang_count(self, gang: str) -> int:
-        ended = () if self.gangs[gang][1] else ("succeeded",)
+        ended = ("failed",) if self.gangs[gang][1] else ENDED
         members = [p for p in self.pods.values() if p.gang == gang and p.created]
         return sum(p.state not in ended for p in members)
 
@@ -322,9 +329,39 @@ class Model:
             return True
         everyone = [(g.role, i) for g in self.plan.groups for i in range(g.count)]
         return all(
-            key in self.pods and self.pods[key].state in ("running", "succeeded")
-            for key in everyone
+            key in self.pods and self.pods[key].state in ("running", *ENDED) for key in everyone
         )
+
+
+@dataclass
+class Trials:
+    """The trials of a sweep on one cluster, each its own `Model` (routed by the
+    `app.kubernetes.io/instance` label); `running`: the most trials that ever had pods not
+    ended at once."""
+
+    models: dict[str, Model]  # by experiment
+    jobs: dict[str, Model] = field(default_factory=dict)  # by Job
+    running: int = 0
+
+    def create(self, obj: dict[str, Any]) -> None:
+        model = self.models[obj["metadata"]["labels"]["app.kubernetes.io/instance"]]
+        model.create(obj)
+        if obj["kind"] == "Job":
+            self.jobs[obj["metadata"]["name"]] = model
+
+    def job_status(self, name: str) -> dict[str, Any]:
+        return self.jobs[name].job_status(name)
+
+    def describe(self, name: str) -> str:
+        return self.jobs[name].describe(name)
+
+    def step(self, progressed: bool) -> bool:
+        changed = [model.step(progressed) for model in self.models.values()]
+        now = sum(
+            any(p.state not in ENDED for p in model.pods.values()) for model in self.models.values()
+        )
+        self.running = max(self.running, now)
+        return any(changed)
 
 
 class Live:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import runpy
+import traceback
 from pathlib import Path
 
 import pulumi
@@ -310,3 +311,15 @@ def test_pulumi_up_logs_the_experiments_warnings(spec, settings, expected):
     assert len(warnings) == len(expected), warnings
     for warning, text in zip(warnings, expected, strict=True):
         assert text in warning
+
+
+def test_a_render_takes_no_stack_at_a_registration_and_leaves_the_sdk_as_it_was(monkeypatch):
+    """The mock monitor drops each registration's source position: a render takes no stack for
+    it (a tenth of a sweep's render), and a program's own mocks afterwards get theirs."""
+    from pulumi.runtime import resource
+
+    taken, stacks = resource._get_stack_trace, []
+    monkeypatch.setattr(traceback, "extract_stack", lambda *a, **k: stacks.append(1) or [])
+    rendering = engine.expand(doors.validate(pytorch_manifest()))
+    assert rendering.resources and not stacks
+    assert resource._get_stack_trace is taken

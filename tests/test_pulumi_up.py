@@ -5,15 +5,19 @@ scheduling fails with a "deadlock: X waits for Y" message instead of hanging."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import yaml
 from conftest import EXAMPLES, KUBEFLOW_EXAMPLES, ROOT, expand, runnable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kube import gang_of
-from pulumi_up import Deadlock, Model, unarranged, up
+from pulumi_up import Deadlock, Failed, Model, Trials, unarranged, up
 
 from aichor_iac import doors, engine, planning
 from aichor_iac.k8s.awaits import waitfor_holds
+from aichor_iac.local.prepare import sweep_gates
 from aichor_iac.planning import blueprints
 from aichor_iac.settings import Settings, load_stack_file
 
@@ -444,3 +448,46 @@ def test_any_gang_is_satisfied_by_the_pods_that_exist_at_once(shape, scheduling,
         assert gang.size == sum(g.at_once for g in members) <= blueprint.plan.at_once
         groups = [r for r in rendering.resources if r.kind == "PodGroup"]
         assert [g.inputs["spec"]["minMember"] for g in groups] == ([gang.size] if members else [])
+
+
+SWEEP = ROOT / "tests" / "katib" / "pytorchjob-mnist.yaml"  # (3 at once, failing at 3 failed)
+
+
+def sweep_of(trials: int) -> tuple:
+    data = yaml.safe_load(SWEEP.read_text())
+    data["spec"]["maxTrialCount"] = trials
+    return doors.parse_all(yaml.safe_dump(data), SWEEP.name)
+
+
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+@pytest.mark.parametrize("failing", [(40, 90), (40, 90, 150)])
+def test_a_200_trial_sweep_with_a_failure_limit_runs_as_the_engine_runs_it(wait, failing):
+    """200 trials of a Katib sweep (parallelTrialCount 3, maxFailedTrialCount 3), under each
+    `aichor:wait`, each trial's PyTorchJob in the cluster model: never more than 3 trials run
+    at once; with 2 trials failing, every trial is created and `up` ends; with a third, `up`
+    fails at the first trial that counts all three, and creates none after it."""
+    trials = sweep_of(200)
+    settings = Settings(wait=wait)
+    rendering = engine.expand(list(trials), settings)
+    named = [planning.blueprint(t, settings, t.name) for t in trials]
+    failed = {trials[i].name for i in failing}
+    cluster = Trials({b.names.experiment: Model(b.plan, b.names.experiment) for b in named})
+    for name in failed:
+        cluster.models[name].failing = True
+    gates = sweep_gates(named)
+
+    def created() -> set[int]:
+        return {t.trial.index for t in trials if f"{t.name}-master" in cluster.jobs}
+
+    if len(failing) < 3:
+        up(rendering, cluster, gates)
+        assert created() == set(range(200))
+    else:
+        refused = next(t for t in trials if max(failing) in t.trial.counted)
+        failed_jobs = ", ".join(f"{trials[i].name}-master" for i in failing)
+        with pytest.raises(Failed) as caught:
+            up(rendering, cluster, gates)
+        said = rf"sweep failed \({failed_jobs}\): \w+/{refused.name}-\S+ is not created"
+        assert re.fullmatch(said, str(caught.value))
+        assert max(created()) < refused.trial.index
+    assert cluster.running <= 3

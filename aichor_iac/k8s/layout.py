@@ -7,6 +7,7 @@ object within the API server's rules (`aichor_iac.rules.limits`), so nothing is 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,7 @@ class Child:
     timeout: int | None = None  # seconds `pulumi up` may wait for its awaits
     group: str | None = None  # the replica type a Job runs
 
-    @property
+    @functools.cached_property  # (read by the checks, then the component: the same args)
     def object(self) -> dict[str, Any]:
         """The object as the API server receives it (Kubernetes JSON)."""
         # The top level holds the resource's keyword arguments (`api_version`, `string_data`).

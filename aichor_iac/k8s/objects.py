@@ -73,7 +73,10 @@ def job_await(ctx: Context, group: Group, pods: int | None = None) -> Await:
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
     if group.gate == "complete":  # the Jobs after it wait until it completes
         return COMPLETION
-    if (wait == "ready" and not ctx.plan.independent) or group.gates:
+    # A trial a later one waits for has its entry point created last (`planning.arrange`):
+    # its peers cannot be up before it exists, and its end is awaited anyway.
+    entry_last = trial is not None and trial.gates and ctx.settings.gang_scheduler == "none"
+    if (wait == "ready" and not ctx.plan.independent and not entry_last) or group.gates:
         if pods is not None:
             return Await(Mode.CONDITION, ready_or_finished(pods))
         return Await(Mode.CONDITION, ready_or_finished(group.at_once, group.count))
