@@ -170,11 +170,12 @@ class ExperimentComponent(pulumi.ComponentResource):
             values["ssh-publickey"] = key.public_key_openssh
         if jupyter.TOKEN_KEY in keys:
             values[jupyter.TOKEN_KEY] = self._password(f"{name}-jupyter-token", 48)
-        if progress.TOKEN in keys:
-            values |= progress_values or progress_credentials(
+        marked = {k: pulumi.Output.secret(v) for k, v in values.items()}
+        if progress.TOKEN in keys:  # (marked where they are made: once for a whole sweep)
+            marked |= progress_values or progress_credentials(
                 name, [progress.host(ctx)], self._child()
             )
-        return {k: pulumi.Output.secret(v) for k, v in values.items()}
+        return marked
 
     def _password(self, name: str, length: int) -> pulumi.Output[str]:
         return pulumi_random.RandomPassword(

@@ -15,7 +15,8 @@ from .k8s import progress
 from .k8s.context import Context
 from .settings import Settings
 
-# By the experiment Secret's key: the CA's and the certificate's PEM, the key's, the token
+# By the experiment Secret's key: the CA's and the certificate's PEM, the key's, the token,
+# each marked secret
 Credentials = dict[str, pulumi.Output[str]]
 
 # How long the progress receiver's CA and certificate are valid: longer than any experiment's
@@ -58,12 +59,13 @@ def progress_credentials(
     token = pulumi_random.RandomPassword(
         f"{name}-progress-token", length=48, special=False, opts=opts
     )
-    return {
+    found = {
         progress.CA: ca.cert_pem,
         progress.CERT: cert.cert_pem,
         progress.KEY: key.private_key_pem,
         progress.TOKEN: token.result,
     }
+    return {k: pulumi.Output.secret(v) for k, v in found.items()}
 
 
 def sweep_credentials(named: dict[str, Experiment], settings: Settings) -> dict[str, Credentials]:

@@ -131,9 +131,9 @@ class _Logs(logging.Handler):
         self.warnings.append(record.getMessage())
 
 
-# The event loops Pulumi's mocks made for the worker threads of the monitor's calls, one each
-# (`_close_loop` closes them at exit).
-_WORKER_LOOPS: list[asyncio.AbstractEventLoop] = []
+# The event loop Pulumi's mocks made for each worker thread of the monitor's calls: closed once
+# its thread has ended (`_close_ended_loops`), the others at exit (`_close_loop`)
+_WORKER_LOOPS: dict[threading.Thread, asyncio.AbstractEventLoop] = {}
 
 
 def _thread_loop_kept(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -150,9 +150,7 @@ def _thread_loop_kept(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], A
         finally:
             if threading.current_thread() is not threading.main_thread():
                 with contextlib.suppress(RuntimeError):  # (none made: nothing to keep)
-                    loop = asyncio.get_event_loop()
-                    if loop not in _WORKER_LOOPS:
-                        _WORKER_LOOPS.append(loop)
+                    _WORKER_LOOPS[threading.current_thread()] = asyncio.get_event_loop()
 
     return keeping
 
@@ -205,6 +203,7 @@ def run(
 ) -> Rendering:
     """Run a Pulumi program function under the mock monitor; `program` returns its outputs."""
     _close_loop_at_exit()
+    _close_ended_loops()
     recorder = _Recorder()
     monitor = _Monitor(recorder)
     logs = _Logs()
@@ -279,7 +278,7 @@ def _close_loop_at_exit() -> None:
     own Pulumi mocks may take it up after a render), for the interpreter's exit to finalise:
     after the modules it needs are gone, where now and then its finaliser met a closed
     descriptor and printed a traceback after the command's result (issue 50). So it is
-    closed at exit, before that, as `asyncio.run` closes one."""
+    closed at exit, before that, as `asyncio.run` closes one, and so are the worker threads'."""
     atexit.register(_close_loop)
 
 
@@ -294,9 +293,18 @@ def _close_loop() -> None:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())  # (the worker threads)
             loop.close()
-    for worker in _WORKER_LOOPS:  # (their threads ended, or idle: none runs)
-        if not worker.is_running() and not worker.is_closed():
-            worker.close()
+    _close_ended_loops(every=True)  # (the threads ended, or idle: no loop runs)
+
+
+def _close_ended_loops(every: bool = False) -> None:
+    """Close the kept loops of worker threads that have ended (`every`: of all of them): a
+    process that renders many times (a test suite) makes new ones as its executors come and
+    go, each with a selector and a pair of sockets."""
+    for thread, loop in list(_WORKER_LOOPS.items()):
+        if every or not thread.is_alive():
+            del _WORKER_LOOPS[thread]
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
 
 
 def expand(

@@ -13,10 +13,18 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import sys
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+
+
+def say(line: str) -> None:
+    """A line in one write: the processes of a node (torchrun's) share its output, and
+    `print` writes the text and its newline apart (another's line could come between)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def main() -> None:
@@ -51,17 +59,17 @@ def main() -> None:
             loss.backward()  # gradients averaged over every rank
             optimizer.step()
         if rank == 0:
-            print(f"epoch {epoch} loss {loss.item():.4f}", flush=True)
+            say(f"epoch {epoch} loss {loss.item():.4f}")
         if writer is not None:
             writer.add_scalar("loss", loss.item(), epoch)
     if writer is not None:
         writer.close()
-        print(f"loss written for TensorBoard in {args.logdir}", flush=True)
+        say(f"loss written for TensorBoard in {args.logdir}")
     if args.out and rank == 0:
         os.makedirs(args.out, exist_ok=True)
         torch.save(model.module.state_dict(), os.path.join(args.out, "model.pt"))
-        print(f"model saved in {args.out}", flush=True)
-    print(f"rank {rank} of {world} done", flush=True)
+        say(f"model saved in {args.out}")
+    say(f"rank {rank} of {world} done")
     dist.barrier()  # every rank done before any tears its connections down
     # The model and optimizer freed while Python is whole: DDP's reference cycles otherwise
     # keep the gloo group's last user alive until the interpreter's final teardown, where

@@ -323,3 +323,27 @@ def test_a_render_takes_no_stack_at_a_registration_and_leaves_the_sdk_as_it_was(
     rendering = engine.expand(doors.validate(pytorch_manifest()))
     assert rendering.resources and not stacks
     assert resource._get_stack_trace is taken
+
+
+def test_renders_in_loops_that_come_and_go_leave_no_descriptor_open():
+    """Each worker thread's event loop is kept while the thread lives (made once, not at each
+    registration) and closed once it has ended: a process that renders in event loops that
+    come and go (their executors' threads with them) does not gather open descriptors."""
+    import asyncio
+    import os
+
+    def render_in_a_new_loop() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            engine.expand(doors.validate(pytorch_manifest()))
+        finally:
+            loop.run_until_complete(loop.shutdown_default_executor())
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    render_in_a_new_loop()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(6):
+        render_in_a_new_loop()
+    assert len(os.listdir("/proc/self/fd")) <= before + 4  # (the last loop's workers')
