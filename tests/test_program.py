@@ -332,6 +332,8 @@ def test_renders_in_loops_that_come_and_go_leave_no_descriptor_open():
     import asyncio
     import os
 
+    previous = asyncio.get_event_loop_policy().get_event_loop()  # (put back: the next tests')
+
     def render_in_a_new_loop() -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
@@ -339,7 +341,7 @@ def test_renders_in_loops_that_come_and_go_leave_no_descriptor_open():
             engine.expand(doors.validate(pytorch_manifest()))
         finally:
             loop.run_until_complete(loop.shutdown_default_executor())
-            asyncio.set_event_loop(None)
+            asyncio.set_event_loop(previous)
             loop.close()
 
     render_in_a_new_loop()
