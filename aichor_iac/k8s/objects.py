@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .. import planning
 from ..experiment.groups import TPU_RESOURCE, TPU_SELECTORS, Resources
 from ..experiment.model import Spec
 from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
@@ -73,10 +74,10 @@ def job_await(ctx: Context, group: Group, pods: int | None = None) -> Await:
     # (`parallelisms`): their Jobs have no "all Ready" to wait for, so `ready` waits for none.
     if group.gate == "complete":  # the Jobs after it wait until it completes
         return COMPLETION
-    # A trial a later one waits for has its entry point created last (`planning.arrange`):
-    # its peers cannot be up before it exists, and its end is awaited anyway.
-    entry_last = trial is not None and trial.gates and ctx.settings.gang_scheduler == "none"
-    if (wait == "ready" and not ctx.plan.independent and not entry_last) or group.gates:
+    # Where the groups that complete the experiment are created last (`planning.arrange`),
+    # the others cannot be up before those exist: their end is awaited instead.
+    last = planning.created_last(ctx.plan, ctx.settings, trial)
+    if (wait == "ready" and not ctx.plan.independent and not last) or group.gates:
         if pods is not None:
             return Await(Mode.CONDITION, ready_or_finished(pods))
         return Await(Mode.CONDITION, ready_or_finished(group.at_once, group.count))

@@ -2,7 +2,24 @@
 framework's plan, its gang, its restart policy and platform env, or every problem that only shows
 once they meet (`blueprint()`, the one path that decides validity)."""
 
-from .blueprints import Blueprint, TensorboardLogs, about, arrange, blueprint, warnings
+from .blueprints import (
+    Blueprint,
+    TensorboardLogs,
+    about,
+    arrange,
+    blueprint,
+    created_last,
+    warnings,
+)
 from .gangs import Gang
 
-__all__ = ["Blueprint", "Gang", "TensorboardLogs", "about", "arrange", "blueprint", "warnings"]
+__all__ = [
+    "Blueprint",
+    "Gang",
+    "TensorboardLogs",
+    "about",
+    "arrange",
+    "blueprint",
+    "created_last",
+    "warnings",
+]

@@ -161,9 +161,7 @@ def arrange(plan: Plan, settings: Settings, trial: Trial | None = None) -> Plan:
     the follower's readiness: Ray's head and pools, MPI's workers)."""
     if settings.gang_scheduler != "none":
         held = {g.role for g in plan.groups}  # every Job is created at once
-    elif (settings.wait == "complete" or (trial and trial.gates)) and not plan.independent:
-        held = set(plan.completes)
-    else:
+    elif not (held := created_last(plan, settings, trial)):
         return plan
     groups = []
     for group in plan.groups:
@@ -172,6 +170,17 @@ def arrange(plan: Plan, settings: Settings, trial: Trial | None = None) -> Plan:
             after = tuple(g.role for g in plan.groups if g.role not in held)
         groups.append(replace(group, after=after))
     return replace(plan, groups=tuple(_topological(groups)))
+
+
+def created_last(plan: Plan, settings: Settings, trial: Trial | None = None) -> set[str]:
+    """The groups `arrange` creates after all the others, awaited until they end: those
+    that complete the experiment, under `wait: complete` or in a trial a later one waits
+    for (none with a gang scheduler, which creates every Job at once, or independent pods)."""
+    if settings.gang_scheduler != "none" or plan.independent:
+        return set()
+    if settings.wait == "complete" or (trial is not None and trial.gates):
+        return set(plan.completes)
+    return set()
 
 
 def _topological(groups: list[Group]) -> list[Group]:
