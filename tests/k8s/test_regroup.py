@@ -5,6 +5,7 @@ restarts, when it fails and what it says. The real runs are in tests/local/test_
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import sys
@@ -39,6 +40,13 @@ def replica(command: str, port: int, host: str, log: Path, budget: int = 1, perm
 def ended(process: subprocess.Popen, timeout: float = 30) -> tuple[int, str]:
     out, _ = process.communicate(timeout=timeout)
     return process.returncode, out
+
+
+def first_line(process: subprocess.Popen, timeout: float = 30) -> str:
+    """The first line the process prints (its command has begun), within `timeout`."""
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    assert ready, f"nothing printed in {timeout} s"
+    return process.stdout.readline()
 
 
 # The lead alone (a one-replica experiment): a command that fails in attempt 0 and succeeds
@@ -88,9 +96,12 @@ def test_a_member_killed_restarts_both_and_the_lead_s_end_ends_it(processes, tmp
     lead_cmd = 'echo "lead $AICHOR_RESTART_ATTEMPT"; sleep 3'
     processes.append(lead := replica(lead_cmd, port, "127", tmp_path / "a"))
     connected(port)
+    # (attempt 0 has begun: under load the member's restart could end it before its echo)
+    said = first_line(lead)
     member_cmd = 'echo "member $AICHOR_RESTART_ATTEMPT"; [ "$RETRY" != 0 ] || kill -9 $$; sleep 600'
     processes.append(member := replica(member_cmd, port, "m-1", tmp_path / "b"))
     status, out = ended(lead)
+    out = said + out
     assert status == 0, out
     assert "lead 0" in out and "restart attempt 1 (1 of 1 counted)" in out and "lead 1" in out
     status, out = ended(member)
