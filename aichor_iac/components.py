@@ -65,6 +65,7 @@ class ExperimentComponent(pulumi.ComponentResource):
     plan: Plan
     jobs: dict[str, Job]  # by group (`worker-0`, … where each replica has one), created in order
     jobs_after: dict[str, list[str]]  # each Job's Jobs it is created after (their awaits held)
+    sweep_objects: list[pulumi.Resource]  # its sweep's, as its first trial: the others wait
     outputs: dict[str, Any]
 
     def __init__(
@@ -95,11 +96,18 @@ class ExperimentComponent(pulumi.ComponentResource):
         for warning in _warnings(ctx, children):
             pulumi.log.warn(warning, resource=self)
         self.retained = [f"{c.kind}/{c.object['metadata']['name']}" for c in children if c.retain]
-        self.secrets = self._secret_data(name, ctx, progress_values)
+        generated = {  # (the experiment's Secret and its sweep's: the values to put in)
+            c: c.arguments["string_data"]
+            for c in children
+            if c.kind == "Secret" and c.suffix in (layout.GENERATED_SECRET, layout.SWEEP_SECRET)
+        }
+        keys = [k for data in generated.values() for k in data]
+        self.secrets = self._secret_data(name, ctx, keys, progress_values)
         registered: dict[layout.Child, pulumi.Resource] = {}
         for child in children:
             depends_on = [*after, *(registered[c] for c in child.after)]
-            args, options = child.args, self._child(depends_on, child.timeout, child.retain)
+            args = child.arguments
+            options = self._child(depends_on, child.timeout, child.retain)
             resource_name = f"{name}-{child.suffix}"
             if child.kind == "Namespace":
                 # Named for the namespace, not the experiment: renaming the experiment on a
@@ -111,8 +119,8 @@ class ExperimentComponent(pulumi.ComponentResource):
                     options,
                     pulumi.ResourceOptions(aliases=[pulumi.Alias(name=f"{name}-namespace")]),
                 )
-            if child.kind == "Secret" and child.suffix == "secret":  # the generated one
-                args = {**args, "string_data": self.secrets}
+            if child in generated:
+                args = {**args, "string_data": {k: self.secrets[k] for k in generated[child]}}
             elif child.kind == "Secret":  # a user's, given beside a custom resource
                 values = ("data", "string_data")
                 args = {k: pulumi.Output.secret(v) if k in values else v for k, v in args.items()}
@@ -131,6 +139,7 @@ class ExperimentComponent(pulumi.ComponentResource):
         self.created_namespace = next(
             (registered[c] for c in children if c.kind == "Namespace"), None
         )
+        self.sweep_objects = [registered[c] for c in children if c.shared]
         # (what a later trial of a sweep waits for: `awaits.ENDED`)
         entry = ctx.entry_job()
         self.entry_job = next(registered[c] for c in jobs if c.object["metadata"]["name"] == entry)
@@ -155,12 +164,11 @@ class ExperimentComponent(pulumi.ComponentResource):
         )
 
     def _secret_data(
-        self, name: str, ctx: Context, progress_values: Credentials | None
+        self, name: str, ctx: Context, keys: list[str], progress_values: Credentials | None
     ) -> dict[str, pulumi.Output[str]]:
-        """Values for the experiment's Secret, from Pulumi resources created once per stack
-        (Ray's password, MPI's SSH key pair, Jupyter's token, the progress receiver's
-        credentials), marked secret."""
-        keys = layout.secret_keys(ctx)  # the keys the layout's Secret has
+        """Values for `keys` of the experiment's Secrets (its own, its sweep's), from Pulumi
+        resources created once per stack (Ray's password, MPI's SSH key pair, Jupyter's token,
+        the progress receiver's credentials), marked secret."""
         values: dict[str, pulumi.Output[str]] = {}
         if "password" in keys:
             values["password"] = self._password(f"{name}-password", 32)
@@ -382,7 +390,8 @@ def experiments(
 ) -> dict[str, ExperimentComponent]:
     """A component for each experiment of a stack, keyed by its name (each its own,
     `Experiment.name_in`): the stack's namespace, when the stack creates it, is created with
-    the first and the others' objects wait for it."""
+    the first and the others' objects wait for it; a sweep's objects (`layout.Child.shared`),
+    with its first trial, and its other trials' objects wait for them."""
     settings = settings or Settings.default()
     if len(manifests) > 1 and settings.experiment_name:
         reason = (
@@ -396,10 +405,13 @@ def experiments(
     trials: dict[tuple[str, int], ExperimentComponent] = {}
     failures: dict[str, list[pulumi.Output[list[str]]]] = {}  # (`_failed`)
     after: list[pulumi.Resource] = []
+    sweep_objects: dict[str, list[pulumi.Resource]] = {}  # (made with a sweep's first trial)
     for name, manifest in named.items():
         own = settings if not found else settings.updated("", create_namespace=False)
         trial = manifest.trial
         waits: list[pulumi.Input[pulumi.Resource]] = list(after)
+        if trial is not None:
+            waits += sweep_objects.get(trial.sweep, [])
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
             waits.append(_after(trials[trial.sweep, trial.waits_for].entry_job))
         if trial is not None and trial.counted:  # (created unless too many have failed)
@@ -408,6 +420,7 @@ def experiments(
         found[name] = component = experiment(name, manifest, own, None, waits, credentials)
         if trial is not None:
             trials[trial.sweep, trial.index] = component
+            sweep_objects.setdefault(trial.sweep, component.sweep_objects)
         if component.created_namespace is not None:
             after = [component.created_namespace]
     return found

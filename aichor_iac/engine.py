@@ -2,7 +2,8 @@
 and record every resource with its inputs, parent and dependencies. No Pulumi CLI, no cluster.
 
 The mock engine hands inputs over camelCased (i.e. as Kubernetes JSON), integers as floats
-and secrets wrapped in a sentinel (DESIGN §7); `normalise` undoes that, redacting secrets.
+and secrets wrapped in a sentinel (DESIGN §7); `normalise` undoes that, redacting secrets, and
+`plain` reads a Kubernetes object's inputs so from its registration's request.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from google.protobuf import struct_pb2
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.sync_await import _sync_await
 
 from . import doors
 from .experiment.model import Experiment
@@ -28,6 +33,7 @@ from .settings import Settings
 
 PROJECT = "aichor"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
+SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"  # (the SDK's `_special_secret_sig`)
 REDACTED = "[secret]"
 # Kinds created first when nothing else orders them (the order `kubectl apply` would use).
 KIND_ORDER = (
@@ -93,25 +99,16 @@ GENERATED = {
 
 
 class _Recorder(pulumi.runtime.Mocks):
+    """The mocks of the resources that are not Kubernetes objects (`_Monitor` records those):
+    their inputs, and the outputs of those that generate secrets."""
+
     def __init__(self) -> None:
-        self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.inputs: dict[tuple[str, str], dict[str, Any]] = {}  # normalised
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
-        if not args.typ.startswith("kubernetes:"):
-            self.inputs[(args.typ, args.name)] = state
-            return f"{args.name}-id", {**state, **GENERATED.get(args.typ, {})}
-        # Emulate auto-naming for objects that leave metadata.name out.
-        metadata = dict(state.get("metadata") or {})
-        metadata.setdefault("name", args.name)
-        state["metadata"] = metadata
-        self.inputs[(args.typ, args.name)] = state
-        # The object's identity as its outputs: the program reads no other output of an
-        # object but its status (none here, as before the cluster answers), and handing the
-        # whole object back cost each object its translation twice more.
-        return f"{args.name}-id", {
-            k: state[k] for k in ("apiVersion", "kind", "metadata") if k in state
-        }
+        self.inputs[(args.typ, args.name)] = normalise(state)
+        return f"{args.name}-id", {**state, **GENERATED.get(args.typ, {})}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         return {}
@@ -124,7 +121,8 @@ class _Logs(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.warnings: list[str] = []
-        self.logger = logging.Logger(__name__)  # one per run, in no registry
+        # One per run, in no registry; warnings only (the SDK's debug messages made records)
+        self.logger = logging.Logger(__name__, logging.WARNING)
         self.logger.addHandler(self)
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -167,7 +165,10 @@ class _Monitor(pulumi_mocks.MockMonitor):
 
     @_thread_loop_kept
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
+        if request.type.startswith("kubernetes:"):
+            response = self._object(request)
+        else:
+            response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":  # the program's root, not one of its own
             return response
         timeouts = request.customTimeouts
@@ -196,6 +197,27 @@ class _Monitor(pulumi_mocks.MockMonitor):
             }
         )
         return response
+
+    def _object(self, request: Any) -> Any:
+        """A Kubernetes object's registration: its inputs recorded as plain data, its identity
+        (apiVersion, kind, metadata) as its outputs. The program reads no other output of an
+        object but its status (none here, as before the cluster answers); the whole object
+        back cost each its translation twice more. Its inputs are read from the request at
+        once (`plain`), not through the SDK's reading and then `normalise`."""
+        urn = self.make_urn(request.parent, request.type, request.name)
+        inputs = plain(request.object)
+        metadata = dict(inputs.get("metadata") or {})  # (auto-naming, where it is left out)
+        metadata.setdefault("name", request.name)
+        inputs["metadata"] = metadata
+        self.mocks.inputs[(request.type, request.name)] = inputs
+        identity = {k: inputs[k] for k in ("apiVersion", "kind", "metadata") if k in inputs}
+        self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(
+            urn, f"{request.name}-id", identity
+        )
+        outputs = _sync_await(rpc.serialize_properties(identity, {}))
+        return resource_pb2.RegisterResourceResponse(
+            urn=urn, id=f"{request.name}-id", object=outputs
+        )
 
 
 def run(
@@ -234,7 +256,7 @@ def run(
         pulumi.runtime.set_all_config(config or {})
         pulumi.runtime.test(body)()
         resources = [
-            Resource(inputs=normalise(recorder.inputs.get((r["type"], r["name"]), {})), **r)
+            Resource(inputs=recorder.inputs.get((r["type"], r["name"]), {}), **r)
             for r in monitor.registrations
         ]
         return Rendering(creation_order(resources), normalise(outputs), logs.warnings)
@@ -365,6 +387,51 @@ def normalise(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def plain(struct: struct_pb2.Struct) -> dict[str, Any]:
+    """A registration's inputs as `normalise(rpc.deserialize_properties(struct))` gives them,
+    in one walk: a property holding a secret anywhere is redacted whole (the SDK lifts a
+    secret to its top-level property), keeping its keys if it is a map; nulls and unknowns
+    are left out of maps."""
+    found = {}
+    for key, value in struct.fields.items():
+        data, secret = _plain(value)
+        if secret:
+            found[key] = {k: REDACTED for k in data} if isinstance(data, dict) else REDACTED
+        elif data is not None:
+            found[key] = data
+    return found
+
+
+def _plain(value: struct_pb2.Value) -> tuple[Any, bool]:
+    """The value as plain data, and whether it holds a secret."""
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        text = value.string_value
+        return (None, False) if text == rpc.UNKNOWN else (text, False)
+    if kind == "number_value":
+        number = value.number_value
+        return int(number) if number.is_integer() else number, False
+    if kind == "bool_value":
+        return value.bool_value, False
+    if kind == "list_value":
+        items = [_plain(v) for v in value.list_value.values]
+        return [data for data, _ in items], any(secret for _, secret in items)
+    if kind != "struct_value":
+        return None, False
+    fields = value.struct_value.fields
+    if SECRET_SIG in fields:
+        if fields[SECRET_SIG].string_value != SECRET_VALUE:
+            raise ValueError(f"an input the offline engine cannot read: {value}")
+        return _plain(fields["value"])[0], True
+    data, secret = {}, False
+    for key, item in fields.items():
+        found, hidden = _plain(item)
+        secret = secret or hidden
+        if found is not None or hidden:  # (a secret of nothing is still there)
+            data[key] = found
+    return data, secret
 
 
 def creation_order(resources: list[Resource]) -> list[Resource]:

@@ -33,11 +33,12 @@ def sweep(trials: int, parallel: int, limit: int | None) -> dict:
     return data
 
 
-# One render, then its own peak memory (KB) on stderr's last line
+# One render as the console script runs it (`command`: a process that ends with it), then its
+# own peak memory (KB) on stderr's last line
 RENDER = (
     "import resource, sys\n"
-    "from aichor_iac.cli import main\n"
-    "code = main(sys.argv[1:])\n"
+    "from aichor_iac.cli import command\n"
+    "code = command()\n"
     "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
     "sys.exit(code)\n"
 )

@@ -344,7 +344,10 @@ class Trials:
     running: int = 0
 
     def create(self, obj: dict[str, Any]) -> None:
-        model = self.models[obj["metadata"]["labels"]["app.kubernetes.io/instance"]]
+        trial = obj["metadata"]["labels"].get("app.kubernetes.io/instance")
+        if trial is None:  # (the sweep's own: its progress Secret and NetworkPolicy)
+            return
+        model = self.models[trial]
         model.create(obj)
         if obj["kind"] == "Job":
             self.jobs[obj["metadata"]["name"]] = model

@@ -217,9 +217,8 @@ def _drop(value: dict[str, Any], key: str, added: Any) -> None:
 
 def progress_change(case: str) -> str:
     """What `aichor:progress` changes in the case: "nothing", "the receiver" (its outcome with
-    the setting off is its outcome with it on, without what the setting adds), "the receiver
-    and the order" (the same, resources registered in another order: a sweep's trials wait
-    for the credentials they share), else "more"."""
+    the setting off is its outcome with it on, without what the setting adds, in the same
+    order), else "more"."""
     text, settings, name = cases()[case]
     on = outcome(text, settings.model_copy(update={"progress": True}), name)
     off = outcome(text, settings.model_copy(update={"progress": False}), name)
@@ -228,11 +227,7 @@ def progress_change(case: str) -> str:
     if on.startswith("error") or off.startswith("error"):
         return "more"
     stripped, before = without_progress(json.loads(on)), json.loads(off)
-    if stripped == before:
-        return "the receiver"
-    for document in stripped, before:
-        document["resources"].sort(key=lambda r: (r["parent"], r["type"], r["name"]))
-    return "the receiver and the order" if stripped == before else "more"
+    return "the receiver" if stripped == before else "more"
 
 
 def progress_changes() -> int:

@@ -183,7 +183,7 @@ def test_a_sweep_that_fails_at_2_failed_trials_creates_no_trial_after_its_second
             thread.join(60)
         results = dict(local.results)
     failed = f"{trials[0].name}-master, {trials[1].name}-master"
-    first = f"Secret/{trials[3].name}-secret"  # (its first object: the progress receiver's)
+    first = f"Service/{trials[3].name}"  # (its first object)
     assert str(caught.value) == f"sweep failed ({failed}): {first} is not created"
     assert created == {f"{t.name}-master" for t in trials[:3]}
     codes = {

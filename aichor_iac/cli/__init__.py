@@ -11,7 +11,7 @@ import os
 import sys
 
 from ..problems import ManifestError
-from .process import collector_paused, ended
+from .process import collector_paused, ended, ends_with_command
 from .report import report
 
 __all__ = ["command", "main"]
@@ -20,6 +20,7 @@ __all__ = ["command", "main"]
 def command() -> int:
     """`aichor-iac` (the console script, and `python -m aichor_iac.cli`): `main` in a process
     of its own, which ends with the command."""
+    ends_with_command()
     status = main()
     ended()
     return status

@@ -20,6 +20,7 @@ import yaml
 from .. import doors, planning
 from ..problems import ManifestError, Problem, one_line
 from ..review import output
+from . import process
 from .inputs import Inputs, expand, inputs_of, names_of, show_warnings
 from .report import console, print_json
 
@@ -71,6 +72,7 @@ def render(args: argparse.Namespace) -> int:
     several), or one file each in a directory: nothing else on stdout, warnings on stderr."""
     inputs = inputs_of(args)
     show_warnings(inputs)
+    process.batch()
     objects = expand(inputs).objects
     as_json = args.output == "json"
     if not args.output_dir:
@@ -102,6 +104,7 @@ def preview(args: argparse.Namespace) -> int:
 
     inputs = inputs_of(args)
     warnings = show_warnings(inputs)
+    process.batch()
     rendering = expand(inputs)
     old = _old(args, inputs) if args.diff else None
     steps = preview.steps(rendering, inputs.stack, old)

@@ -41,6 +41,9 @@ class Trial:
     # when 0), and no trial is created after (None: it never fails)
     max_failed: int | None = None
     objective: Objective | None = None
+    # The label naming the sweep on every object of its trials (a door gives its own:
+    # Katib's `katib.kubeflow.org/experiment`, which Katib puts on a trial's pods)
+    label: str = "aichor.ai/sweep"
 
     @property
     def waits_for(self) -> int | None:

@@ -131,6 +131,7 @@ class Mount:
     path: str
     files: tuple[File, ...]
     mode: int = 0o644
+    secret_name: str | None = None  # another Secret than the experiment's (its sweep's)
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,8 @@ class Context:
         }
         if self.spec.engine_name:  # AIchor's choice of cluster, kept for the record
             labels[ENGINE_LABEL] = self.spec.engine_name
+        if trial := self.blueprint.manifest.trial:  # (what its sweep's objects select)
+            labels[trial.label] = trial.sweep
         if replica:
             labels["training.kubeflow.org/job-name"] = self.names.experiment
         if role:

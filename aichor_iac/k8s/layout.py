@@ -34,6 +34,8 @@ API_VERSIONS = {
 # The experiment's Secret's keys for each kind of generated secret (the component generates
 # the values; they never pass through here).
 SECRET_KEYS = {"password": ("password",), "ssh": ("ssh-privatekey", "ssh-publickey")}
+# The Secrets whose values the component generates: the experiment's, its sweep's
+GENERATED_SECRET, SWEEP_SECRET = "secret", "sweep-progress"
 
 
 @dataclass(eq=False)
@@ -47,22 +49,31 @@ class Child:
     retain: bool = False
     timeout: int | None = None  # seconds `pulumi up` may wait for its awaits
     group: str | None = None  # the replica type a Job runs
+    shared: bool = False  # its sweep's, made with its first trial: the others' wait for it
 
-    @functools.cached_property  # (read by the checks, then the component: the same args)
+    @functools.cached_property  # (read by the checks, then the component: the same values)
+    def arguments(self) -> dict[str, Any]:
+        """The resource's keyword arguments (`metadata`, `spec`, `string_data`), each as
+        Kubernetes JSON: what the component registers. The SDK serialises JSON as it is,
+        without reading a typed class's metadata at each field (a tenth of a sweep's render)."""
+        return {k: kinds.as_json(v) for k, v in self.args.items() if v is not None}
+
+    @functools.cached_property
     def object(self) -> dict[str, Any]:
         """The object as the API server receives it (Kubernetes JSON)."""
-        # The top level holds the resource's keyword arguments (`api_version`, `string_data`).
-        body = {kinds.camel(k): kinds.as_json(v) for k, v in self.args.items() if v is not None}
+        body = {kinds.camel(k): v for k, v in self.arguments.items()}
         if self.kind in API_VERSIONS:
             body = {"apiVersion": API_VERSIONS[self.kind], "kind": self.kind, **body}
         return body
 
 
 def secret_keys(ctx: Context) -> tuple[str, ...]:
+    """The keys of the experiment's generated Secret (a sweep's trials have the receiver's in
+    their sweep's)."""
     return (
         SECRET_KEYS.get(ctx.plan.secret or "", ())
         + ((jupyter.TOKEN_KEY,) if ctx.blueprint.jupyter else ())
-        + (progress.KEYS if progress.enabled(ctx) else ())
+        + (progress.KEYS if progress.enabled(ctx) and not progress.sweep(ctx) else ())
     )
 
 
@@ -83,9 +94,8 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         metadata = {"name": names.namespace, "labels": {"app.kubernetes.io/part-of": "aichor"}}
         first.append(add("Namespace", "namespace", {"metadata": metadata}, [], retain=keep))
     needed = list(first)  # what every pod of the experiment needs to exist first
-    if keys := secret_keys(ctx):
-        placeholders = dict.fromkeys(keys, "")  # the component puts the generated values in
-        needed.append(add("Secret", "secret", services.generated_secret(ctx, placeholders), first))
+    for suffix, args, shared in _secrets(ctx):
+        needed.append(add("Secret", suffix, args, first, shared=shared))
     if plan.files:
         needed.append(add("ConfigMap", "config", services.config_map(ctx), first))
     origin = ctx.spec.origin
@@ -97,10 +107,9 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
     if ctx.shared_volume_claim:
         args = services.shared_volume(ctx)
         needed.append(add("PersistentVolumeClaim", "shared-volume", args, first, retain=keep))
-    if ctx.blueprint.network_policy:
-        needed.append(add("NetworkPolicy", "network-policy", services.network_policy(ctx), first))
-    elif progress.enabled(ctx):  # (the receiver's port: the experiment's pods only)
-        needed.append(add("NetworkPolicy", "progress-policy", progress.network_policy(ctx), first))
+    if policy := _network_policy(ctx):
+        suffix, args, shared = policy
+        needed.append(add("NetworkPolicy", suffix, args, first, shared=shared))
     if ctx.blueprint.gang and ctx.blueprint.gang.roles:
         needed.append(add("PodGroup", "pod-group", services.pod_group(ctx), first))
     service = add("Service", "service", objects.service(ctx), needed)
@@ -125,6 +134,31 @@ def children(ctx: Context, create_namespace: bool = False) -> list[Child]:
         add("Deployment", "tensorboard", tensorboard.deployment(ctx), after)
         add("Service", "tensorboard-service", tensorboard.service(ctx), needed)
     return result
+
+
+def _secrets(ctx: Context) -> list[tuple[str, dict, bool]]:
+    """The generated Secrets (suffix, arguments, whether the sweep's): the experiment's, and
+    on a sweep's first trial the sweep's, each with placeholders for the values the component
+    puts in."""
+    found = []
+    if keys := secret_keys(ctx):
+        found.append((GENERATED_SECRET, services.generated_secret(ctx, dict.fromkeys(keys, ""))))
+    if progress.creates_sweep_objects(ctx):
+        found.append((SWEEP_SECRET, progress.sweep_secret(ctx, dict.fromkeys(progress.KEYS, ""))))
+    return [(suffix, args, suffix == SWEEP_SECRET) for suffix, args in found]
+
+
+def _network_policy(ctx: Context) -> tuple[str, dict, bool] | None:
+    """The NetworkPolicy (suffix, arguments, whether the sweep's): the experiment's own, else
+    with progress reports one that keeps the receiver's port to the experiment's pods (to the
+    sweep's, on a sweep's first trial; none on its others)."""
+    if ctx.blueprint.network_policy:
+        return "network-policy", services.network_policy(ctx), False
+    if progress.enabled(ctx) and not progress.sweep(ctx):
+        return "progress-policy", progress.network_policy(ctx), False
+    if progress.creates_sweep_objects(ctx):
+        return "sweep-progress-policy", progress.network_policy(ctx), True
+    return None
 
 
 def _jobs(ctx: Context, group: Group, after: list[Child]) -> list[Child]:

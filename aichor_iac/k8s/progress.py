@@ -6,14 +6,17 @@ every replica of every experiment when `aichor:progress` is on; and the receiver
 Every replica gets `KUBEFLOW_TRAINER_SERVER_URL` (the entry pod's host, its port, Trainer's
 path), `_CA_CERT` and `_TOKEN` (files at Trainer's reserved path, from the experiment's
 Secret). The Secret also holds the receiver's certificate (for that host, signed by the CA)
-and key, which only the sidecar mounts.
+and key, which only the sidecar mounts. A sweep's trials share one set, in one Secret of the
+sweep's, and one NetworkPolicy (`sweep`).
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 
+from ..experiment.trial import Trial
 from ..frameworks import Group
 from ..frameworks.base import File, Mount
 from . import kinds, services
@@ -78,6 +81,37 @@ def enabled(ctx: Context) -> bool:
     return ctx.settings.progress
 
 
+def sweep(ctx: Context) -> Trial | None:
+    """The trial the experiment is, when the receiver's credentials are its sweep's: a sweep's
+    trials share one set (`credentials.sweep_credentials`), in one Secret, and one
+    NetworkPolicy. Its first trial creates both; the others' objects wait for them
+    (`components.experiments`): two objects for a sweep of 1,000 trials, not 2,000."""
+    return ctx.blueprint.manifest.trial if enabled(ctx) else None
+
+
+def creates_sweep_objects(ctx: Context) -> bool:
+    return (trial := sweep(ctx)) is not None and trial.index == 0
+
+
+def secret_name(ctx: Context) -> str:
+    """The Secret of the receiver's credentials: the experiment's, or its sweep's."""
+    trial = sweep(ctx)
+    return f"{trial.sweep}-sweep-progress" if trial else ctx.names.secret
+
+
+def sweep_secret(ctx: Context, data: dict[str, str]) -> dict:
+    """The sweep's Secret of the receiver's credentials (the component puts their values in)."""
+    return dict(metadata=_sweep_metadata(ctx), type="Opaque", string_data=data)
+
+
+def _sweep_metadata(ctx: Context) -> kinds.ObjectMetaArgs:
+    """An object of the trial's sweep: named for the sweep, with the trial's labels but the
+    one naming the trial."""
+    labels = ctx.labels(replica=False)
+    del labels["app.kubernetes.io/instance"]
+    return kinds.ObjectMetaArgs(name=secret_name(ctx), namespace=ctx.names.namespace, labels=labels)
+
+
 def host(ctx: Context) -> str:
     """The entry point's first pod: where the receiver listens (its certificate's name)."""
     return ctx.names.host(ctx.plan.entry_point, 0)
@@ -101,7 +135,7 @@ def env(ctx: Context) -> dict[str, str]:
 
 def mounts(ctx: Context) -> list[Mount]:
     """A training container's files of the protocol (the CA and the token)."""
-    return [TRAINER_FILES] if enabled(ctx) else []
+    return [replace(TRAINER_FILES, secret_name=secret_name(ctx))] if enabled(ctx) else []
 
 
 def receives(ctx: Context, group: Group, replica: int | None = None) -> bool:
@@ -117,7 +151,8 @@ def receiver_parts(
     volume and its sidecar, on the entry point's; nothing elsewhere."""
     if not receives(ctx, group, replica):
         return [], []
-    return [services.projected_volume(ctx.names, RECEIVER_FILES)], [sidecar(ctx)]
+    files = replace(RECEIVER_FILES, secret_name=secret_name(ctx))
+    return [services.projected_volume(ctx.names, files)], [sidecar(ctx)]
 
 
 def sidecar(ctx: Context) -> kinds.ContainerArgs:
@@ -156,11 +191,14 @@ def program() -> str:
 
 def network_policy(ctx: Context) -> dict:
     """Where the experiment has no NetworkPolicy of its own: the receiver's port reached by
-    the experiment's pods only, every other port of the entry point's pods as before (from
-    anywhere: the ports below and above it, `endPort` ranges, Kubernetes 1.25+)."""
-    own = kinds.NetworkPolicyPeerArgs(
-        pod_selector=kinds.LabelSelectorArgs(match_labels=ctx.experiment_selector())
-    )
+    the experiment's pods only (a sweep's: its trials'), every other port of the entry point's
+    pods as before (from anywhere: the ports below and above it, `endPort` ranges, Kubernetes
+    1.25+)."""
+    selector, metadata = ctx.experiment_selector(), None
+    if trial := sweep(ctx):
+        selector = {"app.kubernetes.io/part-of": "aichor", trial.label: trial.sweep}
+        metadata = _sweep_metadata(ctx)
+    own = kinds.NetworkPolicyPeerArgs(pod_selector=kinds.LabelSelectorArgs(match_labels=selector))
     below, above = (1, PORT - 1), (PORT + 1, 65535)
     others = [
         kinds.NetworkPolicyPortArgs(protocol="TCP", port=low, end_port=high)
@@ -169,9 +207,9 @@ def network_policy(ctx: Context) -> dict:
         kinds.NetworkPolicyPortArgs(protocol=protocol, port=1, end_port=65535)
         for protocol in ("UDP", "SCTP")
     ]
-    entry = {**ctx.experiment_selector(), "app.kubernetes.io/component": ctx.plan.entry_point}
+    entry = {**selector, "app.kubernetes.io/component": ctx.plan.entry_point}
     return dict(
-        metadata=ctx.metadata(f"{ctx.names.experiment}-progress", replica=False),
+        metadata=metadata or ctx.metadata(f"{ctx.names.experiment}-progress", replica=False),
         spec=kinds.NetworkPolicySpecArgs(
             pod_selector=kinds.LabelSelectorArgs(match_labels=entry),
             policy_types=["Ingress"],

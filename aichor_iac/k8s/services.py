@@ -156,7 +156,8 @@ def storage(
 
 
 def projected_volume(names: Names, mount: Mount) -> kinds.VolumeArgs:
-    """Files of the experiment's Secret and ConfigMap in one directory, with one mode."""
+    """Files of the experiment's Secret (or the mount's) and ConfigMap in one directory, with
+    one mode."""
 
     def items(source: str) -> list[kinds.KeyToPathArgs]:
         return [
@@ -169,7 +170,9 @@ def projected_volume(names: Names, mount: Mount) -> kinds.VolumeArgs:
     if secret := items("secret"):
         sources.append(
             kinds.VolumeProjectionArgs(
-                secret=kinds.SecretProjectionArgs(name=names.secret, items=secret)
+                secret=kinds.SecretProjectionArgs(
+                    name=mount.secret_name or names.secret, items=secret
+                )
             )
         )
     if config := items("config"):

@@ -89,3 +89,28 @@ def test_validate_imports_no_server_and_no_pulumi():
         check=True,
     )
     assert json.loads(found.stdout.splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize("entry", ["command", "main"])
+def test_a_render_in_a_process_of_its_own_makes_its_objects_with_no_collection(entry):
+    """`render` (and `preview`) in the console script: no cyclic collection from the expansion
+    to the end (`batch`), the collector on again once what is alive is frozen; called in a
+    process that goes on (`main`), collections as usual."""
+    program = f"""
+import gc, json, sys
+import aichor_iac.engine as engine
+from aichor_iac.cli import command, main
+seen, expand = [], engine.expand
+engine.expand = lambda *a, **k: seen.append(gc.isenabled()) or expand(*a, **k)
+sys.argv = ["aichor-iac", "render", sys.argv[1]]
+status = command() if {entry!r} == "command" else main()
+print(json.dumps([status, seen, gc.isenabled(), gc.get_freeze_count() > 0]))
+"""
+    found = subprocess.run(
+        [sys.executable, "-c", program, "examples/pytorch.yaml"],
+        capture_output=True,
+        cwd=ROOT,
+        check=True,
+    )
+    ended = entry == "command"
+    assert json.loads(found.stdout.splitlines()[-1]) == [0, [not ended], True, ended]

@@ -492,8 +492,8 @@ def test_a_second_up_changes_nothing_and_more_trials_only_add(limit: int | None)
     # (3 at once), are awaited to their end (their masters' annotation): updated in place
     created = {s.name for s in steps if s.op == "create"}
     names = [t.name for t in sweep(data)]
-    objects = ("", "-master", "-worker", "-secret", "-progress")  # (a Secret and NetworkPolicy
-    # of the progress receiver's: its credentials, shared by the sweep's trials, change not)
+    objects = ("", "-master", "-worker")  # (the progress receiver's Secret and NetworkPolicy
+    # are the sweep's, made with its first trial)
     assert created == {f"{n}{suffix}" for n in names[4:] for suffix in objects}
     changed = {(s.op, s.name) for s in steps if s.op != "create"}
     assert changed == {("update", f"{names[1]}-master"), ("update", f"{names[2]}-master")}

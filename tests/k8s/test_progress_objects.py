@@ -63,11 +63,8 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
     except ManifestError:
         pytest.skip("an input refused as written (its own tests say why)")
     jobs = [o for o in objects if o["kind"] == "Job"]
-    # (each experiment's generated Secret; a custom resource's own Secrets beside it too)
-    secrets = [
-        o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"].endswith("-secret")
-    ]
-    urls = set()
+    secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
+    urls, holding = set(), set()  # (the Secrets the files come from: an experiment's, a sweep's)
     for job in jobs:
         spec = job["spec"]["template"]["spec"]
         for container in training_containers(job):
@@ -78,15 +75,16 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
             mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
             assert mounts[progress.TRAINER_FILES.name] == progress.MOUNT_PATH
             assert progress.RECEIVER_FILES.name not in mounts  # (the key: the sidecar's)
-        names = [v["name"] for v in spec["volumes"]]
-        assert progress.TRAINER_FILES.name in names
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        (source,) = volumes[progress.TRAINER_FILES.name]["projected"]["sources"]
+        holding.add(source["secret"]["name"])
     receivers = [
         job
         for job in jobs
         for c in job["spec"]["template"]["spec"].get("initContainers", [])
         if c["name"] == progress.CONTAINER
     ]
-    experiments = {o["metadata"]["name"] for o in secrets}
+    experiments = {job["metadata"]["labels"]["app.kubernetes.io/instance"] for job in jobs}
     assert len(receivers) == len(experiments) == len(urls)  # one receiver per experiment
     for receiving in receivers:
         sidecar = next(
@@ -114,7 +112,7 @@ def test_every_training_container_of_every_door_gets_the_protocol(path: Path) ->
                 p["port"] <= progress.PORT <= p.get("endPort", p["port"]) and p["protocol"] == "TCP"
                 for p in ports
             )
-    for secret in secrets:
+    for secret in (secrets[name] for name in holding):
         assert set(progress.KEYS) <= set(secret["stringData"])
         assert all(secret["stringData"][key] == "[secret]" for key in progress.KEYS)
     for obj in objects:
@@ -132,7 +130,7 @@ def test_without_the_setting_nothing_of_it_is_rendered(path: Path) -> None:
 
 def test_a_sweeps_trials_share_one_ca_certificate_and_token() -> None:
     """A sweep of 1,000 trials must not make 6,000 Pulumi resources: one CA, one certificate
-    naming every trial's receiver, one token, in each trial's Secret."""
+    naming every trial's receiver, one token."""
     (*models,) = doors.load_all(ROOT / "examples" / "sweep.yaml")
     rendering = engine.expand(models, Settings())
     made = [r for r in rendering.resources if r.type.startswith(("tls:", "random:"))]
@@ -150,7 +148,45 @@ def test_a_sweeps_trials_share_one_ca_certificate_and_token() -> None:
     assert sorted(request.inputs["dnsNames"]) == sorted(
         url.split("/")[2].split(":")[0] for url in urls
     )
-    # each trial's Secret waits for the shared credentials: created with them, not before
-    secrets = [r for r in rendering.resources if r.type == "kubernetes:core/v1:Secret"]
-    token = next(r.urn for r in made if r.type.startswith("random:"))
-    assert len(secrets) == 6 and all(token in s.dependencies for s in secrets)
+
+
+def test_a_sweep_has_one_secret_and_one_network_policy_its_trials_wait_for() -> None:
+    """The credentials in one Secret of the sweep's and one NetworkPolicy, made with its first
+    trial (not two objects per trial): every trial's pods mount that Secret, every later
+    trial's objects are created after both, and the policy admits the sweep's pods alone to
+    the receivers' port of every trial's entry pods. An experiment beside it keeps its own."""
+    (*trials,) = doors.load_all(ROOT / "examples" / "sweep.yaml")
+    (alone,) = doors.load_all(ROOT / "examples" / "pytorch.yaml")
+    rendering = engine.expand([*trials, alone], Settings())
+    objects = [r for r in rendering.resources if r.is_kubernetes]
+    secrets = {r.inputs["metadata"]["name"]: r for r in objects if r.kind == "Secret"}
+    policies = {r.inputs["metadata"]["name"]: r for r in objects if r.kind == "NetworkPolicy"}
+    shared, own = "lr-momentum-sweep-progress", alone.name_in("dev")
+    assert set(secrets) == {shared, f"{own}-secret"}
+    assert set(policies) == {shared, own}  # (its own: the experiment's NetworkPolicy)
+    assert set(secrets[shared].inputs["stringData"]) == set(progress.KEYS)
+    first, *later = (f"::{trial.name_in('dev')}" for trial in trials)
+    sweep_objects = {secrets[shared].urn, policies[shared].urn}
+    assert all(r.parent.endswith(first) for r in (secrets[shared], policies[shared]))
+    of_later = [r for r in objects if r.parent.endswith(tuple(later))]
+    assert len(of_later) == 5 * 2  # (each trial's Service and Job)
+    assert all(sweep_objects <= set(r.dependencies) for r in of_later)
+    sweep = {"app.kubernetes.io/part-of": "aichor", "katib.kubeflow.org/experiment": "lr-momentum"}
+    jobs = [r for r in objects if r.kind == "Job" and r.parent.endswith((first, *later))]
+    assert len(jobs) == 6
+    for job in jobs:
+        pod = job.inputs["spec"]["template"]
+        assert sweep.items() <= pod["metadata"]["labels"].items()
+        mounted = {
+            source["secret"]["name"]
+            for volume in pod["spec"]["volumes"]
+            for source in volume.get("projected", {}).get("sources", [])
+            if "secret" in source
+        }
+        assert mounted == {shared}
+    policy = policies[shared].inputs["spec"]
+    assert policy["podSelector"]["matchLabels"] == {
+        **sweep,
+        "app.kubernetes.io/component": "worker",
+    }
+    assert policy["ingress"][0] == {"from": [{"podSelector": {"matchLabels": sweep}}]}

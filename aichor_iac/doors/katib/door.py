@@ -49,6 +49,8 @@ INDEXED = re.compile(r"(.+)\[(.+)]")
 # Katib's StdOut collector's filter (metricscollector/v1beta1/common/const.go DefaultFilter)
 DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 TWO_GROUPS = re.compile(r".*\(.*\).*\(.*\).*")
+# The label Katib puts on a trial's pods (`util.TrialLabels`, its webhook's `mutatePodMetadata`)
+EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' rand.String, which Katib's names use
 MAX_TRIALS = 1000  # of one sweep in one stack (each trial is several objects Pulumi tracks)
 
@@ -203,7 +205,8 @@ def trials(
             if problems := collect.with_file(document, primary, objective.file):
                 raise fail(problems)
         parallel, failed = spec.parallel_trial_count, spec.max_failed_trial_count
-        place = Trial(name, index, count, parallel, tuple(assigned.items()), failed, objective)
+        given = tuple(assigned.items())
+        place = Trial(name, index, count, parallel, given, failed, objective, EXPERIMENT_LABEL)
         found.append((document, place))
     return found
 
