@@ -126,9 +126,12 @@ def test_more_trials_keep_the_earlier_ones() -> None:
             "spec.algorithm.algorithmName",
             "bayesianoptimization learns",
         ),
-        ("hyperband.yaml", "spec.algorithm.algorithmName", "hyperband learns"),
+        ("hyperband.yaml", "spec.algorithm.algorithmName", "hyperband runs brackets of"),
         ("cma-es.yaml", "spec.algorithm.algorithmName", "cmaes learns"),
-        ("simple-pbt.yaml", "spec.algorithm.algorithmName", "pbt learns"),
+        ("simple-pbt.yaml", "spec.algorithm.algorithmName", "pbt is population-based training"),
+        # (a search's spec has no parameters: refused as what it is, not for the parameters)
+        ("enas-cpu.yaml", "spec.nasConfig", "neural architecture search (ENAS, DARTS)"),
+        ("darts-cpu.yaml", "spec.nasConfig", "neural architecture search (ENAS, DARTS)"),
         ("median-stop.yaml", "spec.earlyStopping", "early stopping (medianstop) needs Katib's"),
     ],
 )
@@ -600,3 +603,10 @@ def test_a_file_collectors_directory_mounted_already_is_refused_at_its_path() ->
     found = problems(data)
     where = "spec.metricsCollectorSpec.source.fileSystemPath.path"
     assert "training-container mounts a volume at /katib" in found[where], found
+
+
+@pytest.mark.parametrize("name", ["enas-cpu.yaml", "darts-cpu.yaml"])
+def test_an_architecture_search_is_refused_as_one_not_for_the_parameters_it_has_none_of(name):
+    """Katib's ENAS and DARTS examples describe `nasConfig`, not `parameters`: the one
+    problem named is the search (issue 54: `spec.parameters: required` was wrong advice)."""
+    assert list(problems(example(name))) == ["spec.nasConfig"]

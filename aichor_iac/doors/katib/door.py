@@ -6,7 +6,7 @@ reads each trial's custom resource by its own door; the trials are created at mo
 
 Katib's CRD has no schema (it keeps unknown fields): its webhook's rules are checked here.
 Algorithms that learn from finished trials, early stopping and neural architecture search
-need Katib's suggestion service and are refused by name.
+need Katib's suggestion service and are refused by name, each with what it needs.
 """
 
 from __future__ import annotations
@@ -32,17 +32,20 @@ from .space import Parameter, grid, grid_size, random_search, seed_of, settings_
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
 FIXED = ("grid", "random", "sobol")  # the algorithms whose trials are fixed beforehand
-# Katib's other algorithms: each suggests from the trials that have ended
-LEARNING = (
-    "bayesianoptimization",
-    "tpe",
-    "multivariate-tpe",
-    "hyperband",
-    "cmaes",
-    "pbt",
-    "enas",
-    "darts",
+# Katib's other algorithms, by what they need that a sweep of fixed trials is not
+LEARNING = dict.fromkeys(
+    ("bayesianoptimization", "tpe", "multivariate-tpe", "cmaes"),
+    "learns from the trials that have ended: it needs Katib's suggestion service",
 )
+LEARNING |= {
+    "hyperband": "runs brackets of successive halving, each round's trials and budgets chosen "
+    "from the last round's results: it needs Katib's hyperband service",
+    "pbt": "is population-based training: each generation's trials start from the best "
+    "checkpoints of the last, on a volume Katib's pbt service manages",
+}
+# Neural architecture search: a controller network (ENAS) or a supernet (DARTS) trained
+# across trials, described by `nasConfig` instead of `parameters`
+ARCHITECTURE_SEARCH = ("enas", "darts")
 PARAMETER = re.compile(r"\$\{trialParameters\.(.+?)\}")
 META = re.compile(r"\$\{trialSpec\.(.+?)\}")
 INDEXED = re.compile(r"(.+)\[(.+)]")
@@ -153,7 +156,6 @@ class Spec(Model):
     metrics_collector_spec: MetricsCollector = Field(default_factory=MetricsCollector)
     resume_policy: Literal["Never", "LongRunning", "FromVolume"] = "Never"
     early_stopping: dict[str, Any] | None = None
-    nas_config: dict[str, Any] | None = None
 
 
 class Resource(Model):
@@ -171,6 +173,8 @@ def trials(
     the sweep (the template inline, or in a ConfigMap `beside` it); or ManifestError naming
     every problem with its path and line."""
     fail = functools.partial(templates.error, source, lines=lines)
+    if searching := _architecture_search(data):
+        raise fail([searching])
     resource, spec = templates.resource_and_spec(data, fail, KIND, API_VERSION, (Resource, Spec))
     source_map = spec.trial_template.config_map or {}
     others = [  # (the template's ConfigMap is read, not created)
@@ -237,26 +241,44 @@ def _objective(spec: Spec) -> Aim:
     )
 
 
+ARCHITECTURE_SEARCH_IS = (
+    "neural architecture search (ENAS, DARTS), which trains a controller network or a "
+    "supernet across its trials in Katib's suggestion service"
+)
+
+
+def _architecture_search(data: dict[str, Any]) -> Problem | None:
+    """A neural architecture search (`nasConfig`), refused as one before its spec is held to a
+    hyperparameter sweep's (whose `parameters` it has none of)."""
+    spec = data.get("spec")
+    if not isinstance(spec, dict) or "nasConfig" not in spec:
+        return None
+    reason = (
+        f"{ARCHITECTURE_SEARCH_IS}: aichor-iac runs hyperparameter sweeps (spec.parameters) "
+        "by grid, random or sobol"
+    )
+    return Problem("spec.nasConfig", reason)
+
+
 def _refused(spec: Spec) -> list[Problem]:
     """What needs Katib's own services, and counts a sweep cannot keep."""
     problems = []
     algorithm = spec.algorithm.algorithm_name
     if algorithm not in FIXED:
-        how = "learns from the trials that have ended" if algorithm in LEARNING else "unknown"
+        how = LEARNING.get(algorithm, "is unknown: it needs Katib's suggestion service")
+        if algorithm in ARCHITECTURE_SEARCH:
+            how = f"is {ARCHITECTURE_SEARCH_IS}"
         problems.append(
             Problem(
                 "spec.algorithm.algorithmName",
-                f"{algorithm} {how}: it needs Katib's suggestion service; aichor-iac runs the "
-                "algorithms whose trials are fixed beforehand: grid, random or sobol",
+                f"{algorithm} {how}; aichor-iac runs the algorithms whose trials are fixed "
+                "beforehand: grid, random or sobol",
             )
         )
     if spec.early_stopping is not None:
         name = spec.early_stopping.get("algorithmName", "")
         reason = f"early stopping ({name}) needs Katib's controller to stop trials: remove it"
         problems.append(Problem("spec.earlyStopping", reason))
-    if spec.nas_config is not None:
-        reason = "neural architecture search (ENAS, DARTS) needs Katib's suggestion service"
-        problems.append(Problem("spec.nasConfig", reason))
     if algorithm in FIXED:  # (its service's `ValidateAlgorithmSettings`, in its words)
         for i, setting in enumerate(spec.algorithm.algorithm_settings):
             if reason := settings_problem(algorithm, setting.name, setting.value):
