@@ -22,7 +22,7 @@ MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 500, 150, 60
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("problems", "rules"),  # how every floor reports; the API server's rules for objects
     ("experiment", "settings"),  # the neutral experiment and the stack's settings
-    ("reading", "frameworks"),  # reading input below the doors; each framework's plan
+    ("reading", "frameworks", "search"),  # reading below the doors; plans; searches that learn
     ("doors", "planning"),  # front doors; an experiment's plan, gang and restart policy
     (
         "k8s",

@@ -71,7 +71,28 @@ def main() -> int:
     total = sum(size(d) for d in everything)
     python = sys.version.split()[0]
     print(f"\nin all: {total / 1e6:.0f} MB in {len(everything)} distributions (Python {python})")
+    print("\n| optional extra | MB it adds to the runtime | distributions |")
+    print("|---|---|---|")
+    for extra in EXTRAS:
+        added = set().union(*(closure(n) for n in extra_requirements(extra))) - everything
+        missing = [n for n in extra_requirements(extra) if n not in added | everything]
+        shown = f"{sum(size(d) for d in added) / 1e6:.1f}" + (" (not installed)" * bool(missing))
+        print(f"| {extra} | {shown} | {', '.join(sorted(added))} |")
     return 0
+
+
+EXTRAS = ("plot", "search")  # what a user adds (`pip install 'aichor-iac[search]'`)
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """The distributions an extra of aichor-iac names."""
+    return [
+        name_of(text)
+        for text in metadata.requires("aichor-iac") or []
+        if (marker := Requirement(text).marker) is not None
+        and marker.evaluate({"extra": extra})
+        and name_of(text) != "aichor-iac"
+    ]
 
 
 if __name__ == "__main__":
