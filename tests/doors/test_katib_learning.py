@@ -1,6 +1,7 @@
-"""Katib's algorithms that learn, as aichor_iac.search runs them (aichor_iac/doors/katib/
-learning.py, issue 54): settings with Katib's names and defaults, refused in its services'
-words; parameters as Katib's optuna service makes its search space."""
+"""Katib's algorithms that learn, as aichor_iac.search runs them (issue 54): their settings
+with Katib's names and defaults, refused in its services' words (aichor_iac/doors/katib/
+settings.py); parameters as Katib's optuna service makes its search space
+(`space.Parameter.dimension`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from aichor_iac.doors.katib import learning
+from aichor_iac.doors.katib import settings as katib_settings
 from aichor_iac.doors.katib.space import Parameter
 from aichor_iac.search.learning import Dimension, suggest
 
@@ -29,8 +30,8 @@ def test_katibs_examples_settings_are_taken_with_katibs_defaults(name, algorithm
     spec = example(name)
     assert spec["algorithm"]["algorithmName"] == algorithm
     given = [(s["name"], s["value"]) for s in spec["algorithm"].get("algorithmSettings", [])]
-    assert [learning.problem(algorithm, n, v) for n, v in given] == [None] * len(given)
-    assert learning.sampler_settings(algorithm, given) == expected
+    assert [katib_settings.problem(algorithm, n, v) for n, v in given] == [None] * len(given)
+    assert katib_settings.sampler_settings(algorithm, given) == expected
 
 
 @pytest.mark.parametrize(
@@ -48,17 +49,17 @@ def test_katibs_examples_settings_are_taken_with_katibs_defaults(name, algorithm
     ],
 )
 def test_a_setting_katibs_service_refuses_is_refused_in_its_words(algorithm, name, value, refused):
-    assert refused in (learning.problem(algorithm, name, value) or "")
+    assert refused in (katib_settings.problem(algorithm, name, value) or "")
 
 
 def test_settings_become_the_samplers_arguments():
     given = [("n_startup_trials", "4"), ("random_state", "7"), ("n_ei_candidates", "5")]
-    assert learning.sampler_settings("multivariate-tpe", given) == {
+    assert katib_settings.sampler_settings("multivariate-tpe", given) == {
         "n_startup_trials": 4,
         "n_ei_candidates": 5,
     }
     given = [("n_initial_points", "3"), ("acq_func", "EI"), ("base_estimator", "GP")]
-    assert learning.sampler_settings("bayesianoptimization", given) == {"n_startup_trials": 3}
+    assert katib_settings.sampler_settings("bayesianoptimization", given) == {"n_startup_trials": 3}
 
 
 def parameter(kind: str, **space: object) -> Parameter:
@@ -88,14 +89,14 @@ def parameter(kind: str, **space: object) -> Parameter:
     ],
 )
 def test_parameters_become_dimensions_as_katibs_optuna_service_makes_them(given, expected):
-    assert learning.dimension(given) == expected
+    assert given.dimension() == expected
 
 
 def test_a_katib_tpe_examples_first_trials_are_in_its_space():
     spec = example("tpe.yaml")
     parameters = [Parameter.model_validate(p) for p in spec["parameters"]]
-    space = [learning.dimension(p) for p in parameters]
-    settings = learning.sampler_settings("tpe", [])
+    space = [p.dimension() for p in parameters]
+    settings = katib_settings.sampler_settings("tpe", [])
     for number in range(3):
         values = suggest(space, "tpe", settings, 1, False, number, [])
         assert 0.01 <= float(values["lr"]) <= 0.05

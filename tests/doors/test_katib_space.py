@@ -14,14 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from aichor_iac.doors.katib.space import (
-    Parameter,
-    grid,
-    grid_size,
-    random_search,
-    seed_of,
-    settings_problem,
-)
+from aichor_iac.doors.katib import settings as katib_settings
+from aichor_iac.doors.katib.space import Parameter, grid, grid_size, random_search, seed_of
 
 LR = {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.05"}}
 LR_STEP = {**LR, "feasibleSpace": {"min": "0.01", "max": "0.05", "step": "0.005"}}
@@ -188,4 +182,4 @@ def test_the_seed_is_random_state_else_the_experiments() -> None:
     ],
 )
 def test_settings_as_katibs_services_read_them(algorithm, name, value, problem) -> None:
-    assert settings_problem(algorithm, name, value) == problem
+    assert katib_settings.problem(algorithm, name, value) == problem

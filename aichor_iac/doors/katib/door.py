@@ -25,9 +25,9 @@ from ...experiment.trial import Trial
 from ...problems import Problem, one_line
 from ...reading import podtemplate as templates
 from ...rules.limits import INT32
-from . import collect
+from . import collect, settings
 from .sobol import sobol_search
-from .space import Parameter, grid, grid_size, random_search, seed_of, settings_problem
+from .space import Parameter, grid, grid_size, random_search, seed_of
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
@@ -281,7 +281,7 @@ def _refused(spec: Spec) -> list[Problem]:
         problems.append(Problem("spec.earlyStopping", reason))
     if algorithm in FIXED:  # (its service's `ValidateAlgorithmSettings`, in its words)
         for i, setting in enumerate(spec.algorithm.algorithm_settings):
-            if reason := settings_problem(algorithm, setting.name, setting.value):
+            if reason := settings.problem(algorithm, setting.name, setting.value):
                 problems.append(Problem(f"spec.algorithm.algorithmSettings.{i}", reason))
     limit, total = spec.max_failed_trial_count, spec.max_trial_count
     if limit is not None and total is not None and limit > total:  # (Katib's webhook)

@@ -34,7 +34,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .numpy_legacy import SEED_MAX, RandomState, arange
+from ...search.learning import Dimension
+from .numpy_legacy import RandomState, arange
 
 GRID_LIMIT = 100_000  # points of a grid enumerated (Katib's optuna lists them all too)
 
@@ -134,6 +135,24 @@ class Parameter(BaseModel):
         value = self.quantized(value) if step is not None else min(max(value, low), high)
         return str(int(value)) if self.type == "int" else repr(value)
 
+    def dimension(self) -> Dimension:
+        """The parameter as Katib's optuna service makes it for its samplers
+        (`_get_optuna_search_space`): an int between min and max (by its step; on a log scale
+        from max(1, min), step 1), a double between min and max (by its step; on a log scale
+        without one), a list's items."""
+        space = self.space
+        if space.list:
+            return Dimension(self.name, "choice", choices=tuple(space.list))
+        low, high = float(space.min or 0), float(space.max or 0)
+        step = float(space.step) if space.step is not None else None
+        if self.type == "int":
+            if self.log:
+                return Dimension(self.name, "int", max(1, int(low)), int(high), 1, log=True)
+            return Dimension(self.name, "int", int(low), int(high), step)
+        if self.log:
+            return Dimension(self.name, "float", max(1e-10, low), high, log=True)
+        return Dimension(self.name, "float", low, high, step)
+
     def quantized(self, value: float) -> float:
         """hyperopt's `quniform`/`qloguniform`: the step's multiple nearest `value` (from 0,
         halves to even, as `numpy.round`), else, where that falls outside min..max, the
@@ -228,30 +247,11 @@ def random_search(parameters: list[Parameter], count: int, seed: int) -> list[di
 
 
 def seed_of(settings: dict[str, str], experiment: str) -> int:
-    """The algorithm's seed: `random_state` (checked by `settings_problem`), else one derived
+    """The algorithm's seed: `random_state` (checked by `settings.problem`), else one derived
     from the experiment's name."""
     if "random_state" in settings:
         return int(settings["random_state"])
     return int.from_bytes(hashlib.sha256(experiment.encode()).digest()[:4], "big")
-
-
-# The settings each algorithm's Katib service accepts (its `ValidateAlgorithmSettings`)
-SETTINGS = {"grid": ("random_state",), "random": ("random_state",), "sobol": ("random_state",)}
-
-
-def settings_problem(algorithm: str, name: str, value: str) -> str | None:
-    """Why Katib's service refuses the setting, in its words (None: it accepts it)."""
-    if name not in SETTINGS[algorithm]:
-        return f"unknown setting {name} for algorithm {algorithm}"
-    try:
-        number = int(value)
-    except ValueError as error:
-        return f"failed to validate {name}({value}): {error}"
-    if number < 0:
-        return f"{name} should be great or equal than zero"
-    if number > SEED_MAX:  # (numpy's RandomState refuses it when the first trial is asked)
-        return f"{name}: Seed must be between 0 and 2**32 - 1"
-    return None
 
 
 def _limit(what: str, size: float) -> None:

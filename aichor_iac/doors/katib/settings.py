@@ -1,18 +1,21 @@
-"""Katib's algorithms that learn from the trials that have ended (issue 54), as
-`aichor_iac.search` runs them: each one's settings with Katib's names, defaults and checks,
-refused in its service's words; its parameters as dimensions, as Katib's optuna service makes
-its search space (kubeflow/katib 33c8ff4e5 `pkg/suggestion/v1beta1/optuna`, `.../skopt`).
+"""The settings of Katib's algorithms (`spec.algorithm.algorithmSettings`) and of its
+early stopping (`spec.earlyStopping.algorithmSettings`), as its services read them (kubeflow/katib
+33c8ff4e5 `pkg/suggestion/v1beta1`, `pkg/earlystopping/v1beta1`): each algorithm takes exactly
+the settings its service takes, with its defaults, and refuses any other in the service's
+words (`problem`, `stopping_problem`).
 
-- `tpe`, `multivariate-tpe`: Katib's optuna service's settings, `n_startup_trials` (default
-  10), `n_ei_candidates` (24), `random_state`. (Katib's default configuration runs `tpe` on
-  hyperopt; its optuna service runs it as Optuna's TPESampler, which is what runs here.)
-- `bayesianoptimization`: Katib's scikit-optimize service's settings, `n_initial_points`
-  (default 10), `random_state`, `base_estimator` (`GP` alone: scikit-optimize's forests are
-  not Gaussian processes), `acq_func` (`gp_hedge`, its default, or `EI`: Optuna's GPSampler
-  maximises log expected improvement), `acq_optimizer` (read, not used: the sampler optimises
-  its acquisition its own way). scikit-optimize is no longer maintained (katib issue 2280).
+- `grid`, `random`, `sobol`: `random_state` alone (0 to 2**32 - 1: numpy's RandomState takes
+  no more).
+- `tpe`, `multivariate-tpe`: Katib's optuna service's `n_startup_trials` (default 10),
+  `n_ei_candidates` (24), `random_state`.
+- `bayesianoptimization`: its scikit-optimize service's `n_initial_points` (default 10),
+  `random_state`, `base_estimator` (`GP` alone: the Gaussian process here is Optuna's
+  GPSampler, not one of scikit-optimize's forests), `acq_func` (`gp_hedge`, its default, or
+  `EI`: GPSampler maximises log expected improvement), `acq_optimizer` (read, not used:
+  GPSampler optimises its acquisition its own way).
+- `medianstop`: `min_trials_required` (default 3), `start_step` (4).
 
-Without `random_state`, the seed comes from the experiment's name, as for grid and random.
+Without `random_state`, the seed comes from the experiment's name (`space.seed_of`).
 """
 
 from __future__ import annotations
@@ -21,9 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...search.learning import Dimension
+from ...search.stopping import MIN_TRIALS_REQUIRED, START_STEP
 from .numpy_legacy import SEED_MAX
-from .space import Parameter
 
 
 @dataclass(frozen=True)
@@ -62,17 +64,22 @@ def _one_of(allowed: Sequence[str], why: str = "") -> Callable[[str, str], str |
 
 
 OPTUNA = "should be greate or equal than zero"  # (Katib's optuna service's words, as written)
-SKOPT = "should be great or equal than zero"  # (its scikit-optimize service's)
-# What each algorithm's service reads, with the sampler's name and Katib's default
+GREAT = "should be great or equal than zero"  # (its other services': hyperopt, skopt, goptuna)
+SEED = Setting(None, _count(GREAT))  # `random_state`, read as the seed, not passed on
+# What each algorithm's service reads (its `ValidateAlgorithmSettings`), and the sampler's
+# argument each becomes
 SETTINGS: dict[str, dict[str, Setting]] = {
+    "grid": {"random_state": SEED},
+    "random": {"random_state": SEED},
+    "sobol": {"random_state": SEED},
     "tpe": {
         "n_startup_trials": Setting("n_startup_trials", _count(OPTUNA)),
         "n_ei_candidates": Setting("n_ei_candidates", _count(OPTUNA)),
         "random_state": Setting(None, _count(OPTUNA)),
     },
     "bayesianoptimization": {
-        "n_initial_points": Setting("n_startup_trials", _count(SKOPT)),
-        "random_state": Setting(None, _count(SKOPT)),
+        "n_initial_points": Setting("n_startup_trials", _count(GREAT)),
+        "random_state": SEED,
         "base_estimator": Setting(
             None, _one_of(("GP",), ": here a Gaussian process (GP), Optuna's GPSampler")
         ),
@@ -93,6 +100,33 @@ DEFAULTS: dict[str, dict[str, int]] = {
 }
 
 
+# medianstop's settings: the least value each takes, and its service's words below that
+STOPPING = {
+    "min_trials_required": (1, "min_trials_required must be greater than zero (>0)"),
+    "start_step": (1, "start_step must be greater or equal than one (>=1)"),
+}
+
+
+def stopping_problem(name: str, value: str) -> str | None:
+    """Why Katib's medianstop service refuses an `earlyStopping` setting, in its words."""
+    if name not in STOPPING:
+        return f"unknown setting {name} for algorithm medianstop"
+    least, words = STOPPING[name]
+    try:
+        number = int(value)
+    except ValueError as error:
+        return f"failed to validate {name}({value}): {error}"
+    return words if number < least else None
+
+
+def stopping_settings(given: Sequence[tuple[str, str]]) -> tuple[int, int]:
+    """`min_trials_required` and `start_step` (each `stopping_problem`-free), with Katib's
+    defaults (3 and 4)."""
+    found = {"min_trials_required": MIN_TRIALS_REQUIRED, "start_step": START_STEP}
+    found |= {name: int(value) for name, value in given}
+    return found["min_trials_required"], found["start_step"]
+
+
 def problem(algorithm: str, name: str, value: str) -> str | None:
     """Why Katib's service refuses the setting, in its words (None: it takes it)."""
     setting = SETTINGS[algorithm].get(name)
@@ -109,21 +143,3 @@ def sampler_settings(algorithm: str, given: Sequence[tuple[str, str]]) -> dict[s
         if (argument := SETTINGS[algorithm][name].argument) is not None:
             found[argument] = int(value)
     return found
-
-
-def dimension(parameter: Parameter) -> Dimension:
-    """A parameter as Katib's optuna service makes it (`_get_optuna_search_space`): an int
-    between min and max (by its step; on a log scale from max(1, min), step 1), a double
-    between min and max (by its step; on a log scale without one), a list's items."""
-    space = parameter.space
-    if space.list:
-        return Dimension(parameter.name, "choice", choices=tuple(space.list))
-    low, high = float(space.min or 0), float(space.max or 0)
-    step = float(space.step) if space.step is not None else None
-    if parameter.type == "int":
-        if parameter.log:
-            return Dimension(parameter.name, "int", max(1, int(low)), int(high), 1, log=True)
-        return Dimension(parameter.name, "int", int(low), int(high), step)
-    if parameter.log:
-        return Dimension(parameter.name, "float", max(1e-10, low), high, log=True)
-    return Dimension(parameter.name, "float", low, high, step)
