@@ -43,9 +43,12 @@ LEARNING |= {
     "pbt": "is population-based training: each generation's trials start from the best "
     "checkpoints of the last, on a volume Katib's pbt service manages",
 }
-# Neural architecture search: a controller network (ENAS) or a supernet (DARTS) trained
-# across trials, described by `nasConfig` instead of `parameters`
-ARCHITECTURE_SEARCH = ("enas", "darts")
+# Neural architecture search: described by `nasConfig` instead of `parameters`
+ARCHITECTURE_SEARCH_IS = (
+    "neural architecture search (ENAS, DARTS), which trains a controller network or a "
+    "supernet across its trials in Katib's suggestion service"
+)
+LEARNING |= dict.fromkeys(("enas", "darts"), f"is {ARCHITECTURE_SEARCH_IS}")
 PARAMETER = re.compile(r"\$\{trialParameters\.(.+?)\}")
 META = re.compile(r"\$\{trialSpec\.(.+?)\}")
 INDEXED = re.compile(r"(.+)\[(.+)]")
@@ -241,12 +244,6 @@ def _objective(spec: Spec) -> Aim:
     )
 
 
-ARCHITECTURE_SEARCH_IS = (
-    "neural architecture search (ENAS, DARTS), which trains a controller network or a "
-    "supernet across its trials in Katib's suggestion service"
-)
-
-
 def _architecture_search(data: dict[str, Any]) -> Problem | None:
     """A neural architecture search (`nasConfig`), refused as one before its spec is held to a
     hyperparameter sweep's (whose `parameters` it has none of)."""
@@ -266,8 +263,6 @@ def _refused(spec: Spec) -> list[Problem]:
     algorithm = spec.algorithm.algorithm_name
     if algorithm not in FIXED:
         how = LEARNING.get(algorithm, "is unknown: it needs Katib's suggestion service")
-        if algorithm in ARCHITECTURE_SEARCH:
-            how = f"is {ARCHITECTURE_SEARCH_IS}"
         problems.append(
             Problem(
                 "spec.algorithm.algorithmName",

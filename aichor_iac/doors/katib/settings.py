@@ -37,16 +37,17 @@ class Setting:
     check: Callable[[str, str], str | None]
 
 
-def _count(words: str) -> Callable[[str, str], str | None]:
-    """A whole number of at least 0 (`int(value) >= 0`, as Katib's services check it)."""
+def _whole(least: int, refused: str) -> Callable[[str, str], str | None]:
+    """A whole number of at least `least` (`int(value)`, as Katib's services read it), else
+    `refused`: the service's words, `{name}` in them."""
 
     def check(name: str, value: str) -> str | None:
         try:
             number = int(value)
         except ValueError as error:
             return f"failed to validate {name}({value}): {error}"
-        if number < 0:
-            return f"{name} {words}"
+        if number < least:
+            return refused.format(name=name)
         if name == "random_state" and number > SEED_MAX:
             return f"{name}: Seed must be between 0 and 2**32 - 1"
         return None
@@ -63,9 +64,9 @@ def _one_of(allowed: Sequence[str], why: str = "") -> Callable[[str, str], str |
     return check
 
 
-OPTUNA = "should be greate or equal than zero"  # (Katib's optuna service's words, as written)
-GREAT = "should be great or equal than zero"  # (its other services': hyperopt, skopt, goptuna)
-SEED = Setting(None, _count(GREAT))  # `random_state`, read as the seed, not passed on
+OPTUNA = _whole(0, "{name} should be greate or equal than zero")  # (its words, as written)
+GREAT = _whole(0, "{name} should be great or equal than zero")  # (hyperopt's, skopt's, goptuna's)
+SEED = Setting(None, GREAT)  # `random_state`, read as the seed, not passed on
 # What each algorithm's service reads (its `ValidateAlgorithmSettings`), and the sampler's
 # argument each becomes
 SETTINGS: dict[str, dict[str, Setting]] = {
@@ -73,12 +74,12 @@ SETTINGS: dict[str, dict[str, Setting]] = {
     "random": {"random_state": SEED},
     "sobol": {"random_state": SEED},
     "tpe": {
-        "n_startup_trials": Setting("n_startup_trials", _count(OPTUNA)),
-        "n_ei_candidates": Setting("n_ei_candidates", _count(OPTUNA)),
-        "random_state": Setting(None, _count(OPTUNA)),
+        "n_startup_trials": Setting("n_startup_trials", OPTUNA),
+        "n_ei_candidates": Setting("n_ei_candidates", OPTUNA),
+        "random_state": Setting(None, OPTUNA),
     },
     "bayesianoptimization": {
-        "n_initial_points": Setting("n_startup_trials", _count(GREAT)),
+        "n_initial_points": Setting("n_startup_trials", GREAT),
         "random_state": SEED,
         "base_estimator": Setting(
             None, _one_of(("GP",), ": here a Gaussian process (GP), Optuna's GPSampler")
@@ -91,39 +92,33 @@ SETTINGS: dict[str, dict[str, Setting]] = {
     },
 }
 SETTINGS["multivariate-tpe"] = SETTINGS["tpe"]
-# The sampler each runs (aichor_iac.search.learning), and Katib's defaults it starts from
-SAMPLERS = {"tpe": "tpe", "multivariate-tpe": "multivariate-tpe", "bayesianoptimization": "gp"}
+# Early stopping's (`earlyStopping.algorithmSettings`), by its service's words
+SETTINGS["medianstop"] = {
+    "min_trials_required": Setting(
+        "min_trials_required", _whole(1, "min_trials_required must be greater than zero (>0)")
+    ),
+    "start_step": Setting(
+        "start_step", _whole(1, "start_step must be greater or equal than one (>=1)")
+    ),
+}
+# Katib's defaults of the arguments the settings become
 DEFAULTS: dict[str, dict[str, int]] = {
     "tpe": {"n_startup_trials": 10, "n_ei_candidates": 24},
     "multivariate-tpe": {"n_startup_trials": 10, "n_ei_candidates": 24},
     "bayesianoptimization": {"n_startup_trials": 10},
-}
-
-
-# medianstop's settings: the least value each takes, and its service's words below that
-STOPPING = {
-    "min_trials_required": (1, "min_trials_required must be greater than zero (>0)"),
-    "start_step": (1, "start_step must be greater or equal than one (>=1)"),
+    "medianstop": {"min_trials_required": MIN_TRIALS_REQUIRED, "start_step": START_STEP},
 }
 
 
 def stopping_problem(name: str, value: str) -> str | None:
     """Why Katib's medianstop service refuses an `earlyStopping` setting, in its words."""
-    if name not in STOPPING:
-        return f"unknown setting {name} for algorithm medianstop"
-    least, words = STOPPING[name]
-    try:
-        number = int(value)
-    except ValueError as error:
-        return f"failed to validate {name}({value}): {error}"
-    return words if number < least else None
+    return problem("medianstop", name, value)
 
 
 def stopping_settings(given: Sequence[tuple[str, str]]) -> tuple[int, int]:
     """`min_trials_required` and `start_step` (each `stopping_problem`-free), with Katib's
     defaults (3 and 4)."""
-    found = {"min_trials_required": MIN_TRIALS_REQUIRED, "start_step": START_STEP}
-    found |= {name: int(value) for name, value in given}
+    found = sampler_settings("medianstop", given)
     return found["min_trials_required"], found["start_step"]
 
 
