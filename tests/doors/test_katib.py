@@ -428,6 +428,11 @@ def test_trial_metadata_is_substituted_as_katib_does() -> None:
             "spec.trialTemplate",
             "must be a mapping, not '0.0.0.0/0' (text)",
         ),
+        (  # (its trials take it, and every object of a trial carries it as a label)
+            lambda d: d["metadata"].update(name="m" * 41),
+            "metadata.name",
+            "may not be longer than 40 characters, as Katib's webhook requires",
+        ),
         (
             lambda d: d["spec"]["parameters"][0]["feasibleSpace"].update(min="0.09"),
             "spec.parameters.0",

@@ -58,6 +58,7 @@ TWO_GROUPS = re.compile(r".*\(.*\).*\(.*\).*")
 # The label Katib puts on a trial's pods (`util.TrialLabels`, its webhook's `mutatePodMetadata`)
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' rand.String, which Katib's names use
+MAX_NAME = 40  # an Experiment's name (Katib's `ValidateExperiment`)
 MAX_TRIALS = 1000  # of one sweep in one stack (each trial is several objects Pulumi tracks)
 
 
@@ -199,6 +200,9 @@ def trials(
         problems += collect.file_source(spec.metrics_collector_spec)[2]
     if not name:
         problems.append(Problem("metadata.name", "give the sweep a name: its trials take it"))
+    elif len(name) > MAX_NAME:  # (Katib's webhook: its trials, and their label, take it)
+        reason = f"may not be longer than {MAX_NAME} characters, as Katib's webhook requires"
+        problems.append(Problem("metadata.name", reason))
     if problems:
         raise fail(problems)
     count, values = _values(spec, name, fail)
