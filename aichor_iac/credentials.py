@@ -75,9 +75,20 @@ def sweep_credentials(named: dict[str, Experiment], settings: Settings) -> dict[
     trials are one user's, with one template."""
     if not settings.progress:
         return {}
+    found = sweep_hosts(named, settings)
+    return {sweep: progress_credentials(sweep, hosts) for sweep, hosts in found.items()}
+
+
+def sweep_hosts(named: dict[str, Experiment], settings: Settings) -> dict[str, list[str]]:
+    """Each sweep's receivers' hosts, every trial's. A sweep that learns names all its trials,
+    the later ones before their values are known (its certificate stays the same as they
+    come): each is its first known trial's entry point under the trial's name."""
     hosts: dict[str, list[str]] = {}
     for name, manifest in named.items():
-        if manifest.trial is not None:
-            ctx = Context(planning.blueprint(manifest, settings, name))
-            hosts.setdefault(manifest.trial.sweep, []).append(progress.host(ctx))
-    return {sweep: progress_credentials(sweep, found) for sweep, found in hosts.items()}
+        if (trial := manifest.trial) is None or (trial.learns and trial.sweep in hosts):
+            continue
+        names = trial.names or (name,)
+        hosts.setdefault(trial.sweep, []).extend(
+            progress.host(Context(planning.blueprint(manifest, settings, n))) for n in names
+        )
+    return hosts

@@ -108,16 +108,18 @@ def preview(args: argparse.Namespace) -> int:
     rendering = expand(inputs)
     old = _old(args, inputs) if args.diff else None
     steps = preview.steps(rendering, inputs.stack, old)
+    later = preview.later_trials([m.trial for m in inputs.manifests if m.trial is not None])
     if args.output == "json":
-        print_json(preview.as_json(steps, rendering, inputs.stack, warnings))
+        print_json(preview.as_json(steps, rendering, inputs.stack, warnings, later))
         return 0
     if args.output == "markdown":
         from ..review.markdown import markdown
 
-        sys.stdout.write(markdown(steps, rendering, inputs.stack, warnings))
+        sys.stdout.write(markdown(steps, rendering, inputs.stack, warnings, later))
         return 0
     # Lines are never cut (a terminal wraps them; piped, grep sees each whole).
-    preview.show(console(soft_wrap=True), steps, rendering, inputs.stack, diff=old is not None)
+    out = console(soft_wrap=True)
+    preview.show(out, steps, rendering, inputs.stack, diff=old is not None, later=later)
     return 0
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..experiment.model import Experiment
+from ..experiment.trial import NONE_ENDED, Ended
 from ..problems import ManifestError, Problem, line_for, one_line
 from ..reading import companions, crd, text
 from . import aichor, several
@@ -66,12 +67,13 @@ def load(path: str | Path) -> Experiment:
     return parse(data, source=source)
 
 
-def load_all(path: str | Path) -> tuple[Experiment, ...]:
+def load_all(path: str | Path, ended: Ended = NONE_ENDED) -> tuple[Experiment, ...]:
     """Every experiment in a file (`parse_all`), or in the YAML files of a directory (each
-    file's own, in the order of their names); their names differ."""
+    file's own, in the order of their names); their names differ. `ended`: the objectives of
+    the trials that have ended, by name, from which a sweep that learns asks its next."""
     if str(path) == "-" or not Path(path).is_dir():
         data, source = text.read(path)
-        return parse_all(data, source)
+        return parse_all(data, source, ended)
     files = sorted(f for f in Path(path).iterdir() if f.suffix in (".yaml", ".yml"))
     if not files:
         reason = "holds no YAML file (*.yaml, *.yml): give a directory of experiments"
@@ -80,7 +82,7 @@ def load_all(path: str | Path) -> tuple[Experiment, ...]:
     problems: list[Problem] = []
     for file in files:  # (every file's problems, not the first file's alone)
         try:
-            found += load_all(file)
+            found += load_all(file, ended)
         except ManifestError as error:
             problems += [replace(p, source=p.source or error.source) for p in error.problems]
     problems = problems or _same_names(found)
@@ -98,7 +100,9 @@ def parse(data: str, source: str = "<manifest>") -> Experiment:
     return experiments[0]
 
 
-def parse_all(data: str, source: str = "<manifest>") -> tuple[Experiment, ...]:
+def parse_all(
+    data: str, source: str = "<manifest>", ended: Ended = NONE_ENDED
+) -> tuple[Experiment, ...]:
     """Every experiment a YAML text describes: each AIchor manifest, and each custom resource
     (a RayJob with the RayCluster it selects is one) with the objects given beside it that
     it uses (`several.users`)."""
@@ -133,7 +137,7 @@ def parse_all(data: str, source: str = "<manifest>") -> tuple[Experiment, ...]:
         given = runtimes if document in trainer else []
         try:  # (every problem of the file at once)
             if _is_sweep(document.data):
-                found += [(trial, document) for trial in _sweep(document, source, used)]
+                found += [(t, document) for t in _sweep(document, source, used, ended)]
             else:
                 found.append((_experiment(document, source, used, given, checked=True), document))
         except ManifestError as error:
@@ -153,14 +157,15 @@ def _is_sweep(data: dict[str, Any]) -> bool:
 
 
 def _sweep(
-    document: text.Document, source: str, companions: list[dict[str, Any]]
+    document: text.Document, source: str, companions: list[dict[str, Any]], ended: Ended
 ) -> list[Experiment]:
     """A Katib Experiment's trials, each read by the door of its custom resource (the
     template's problems, found in the first trial, at the template's lines)."""
     where = ("spec", "trialTemplate", "trialSpec")
     lines = {path[3:]: n for path, n in document.lines.items() if path[:3] == where}
     found = []
-    trials = _door("katib.door").trials(document.data, source, document.lines, tuple(companions))
+    katib = _door("katib.door")
+    trials = katib.trials(document.data, source, document.lines, tuple(companions), ended)
     for data, place in trials:
         trial = text.Document(data, lines, line_for(where, document.lines) or document.line)
         try:

@@ -1,13 +1,20 @@
-"""A trial of a sweep (issue 41): one experiment among those a sweep fixes beforehand, with
-its place in the sweep (which decides what it waits for) and the values it was given."""
+"""A trial of a sweep (issue 41): one experiment among those of a sweep, with its place in the
+sweep (which decides what it waits for) and the values it was given: fixed beforehand (grid,
+random, sobol), or asked from the trials that ended before it (a sweep that learns, issue 54)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 # Before each line of a trial's metrics file on its output (Katib's File collector, read here
 # from the output: `doors.katib.collect`)
 MARKER = "aichor-katib-metrics: "
+# The objectives of a sweep's trials that have ended, by trial name (None: ended without one),
+# from which a sweep that learns asks its next trials
+Ended = Mapping[str, float | None]
+NONE_ENDED: Ended = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,15 @@ class Trial:
     # The label naming the sweep on every object of its trials (a door gives its own:
     # Katib's `katib.kubeflow.org/experiment`, which Katib puts on a trial's pods)
     label: str = "aichor.ai/sweep"
+    # A sweep that learns: every trial's name, in order, the later ones' before their values
+    # are known (each is asked once the trials before it allow: `learns`)
+    names: tuple[str, ...] = ()
+
+    @property
+    def learns(self) -> bool:
+        """Whether the sweep's later trials are asked from the results of the earlier ones: a
+        render knows the trials that can start now, not all `count`."""
+        return bool(self.names)
 
     @property
     def waits_for(self) -> int | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..check import needs
@@ -17,9 +18,13 @@ COMMENT_MARK = "<!-- aichor-iac preview -->"  # finds the comment again, to edit
 
 
 def markdown(
-    rows: list[Step], rendering: Rendering, stack: str, warnings: list[dict[str, Any]]
+    rows: list[Step],
+    rendering: Rendering,
+    stack: str,
+    warnings: list[dict[str, Any]],
+    later: Sequence[str] = (),
 ) -> str:
-    """The comment's body."""
+    """The comment's body (`later`: what waits for results, `preview.later_trials`)."""
     components = [r for r in rendering.resources if not r.custom]
     names = ", ".join(f"`{r.name}`" for r in components)
     parts = [COMMENT_MARK, f"### aichor-iac preview: {names} (stack `{stack}`)", _summary(rows)]
@@ -29,6 +34,7 @@ def markdown(
     if images:
         parts.append("**Images**: " + ", ".join(f"`{i}`" for i in images))
     parts += [f"> [!WARNING]\n> {_line(w['message'])}" for w in warnings]
+    parts += [f"> [!NOTE]\n> {_line(line)}" for line in later]
     objects = [row for row in rows if row.type.startswith("kubernetes:")]
     parts.append(_details(f"Objects in creation order ({len(objects)})", _objects(objects)))
     changed = [row for row in rows if row.change and row.change.op in ("update", "replace")]

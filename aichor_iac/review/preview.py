@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..engine import PROJECT, Rendering, Resource
+from ..experiment.trial import Trial
 from . import changes, output
 from .changes import Change, Op
 
@@ -173,8 +176,26 @@ def _direct_dependencies(rendering: Rendering) -> dict[str, list[str]]:
     return result
 
 
+def later_trials(trials: Sequence[Trial]) -> list[str]:
+    """What a preview says of each sweep that learns among the `trials` rendered: how many of
+    its trials can start now, and that the others wait for results."""
+    known = Counter(t.sweep for t in trials if t.learns)
+    total = {t.sweep: t.count for t in trials if t.learns}
+    return [
+        f"sweep {sweep} learns from its trials' results: {n} of its {total[sweep]} trials can "
+        f"start now; the other {total[sweep] - n} are asked from the results of the trials "
+        "before them, as those end"
+        for sweep, n in known.items()
+        if n < total[sweep]
+    ]
+
+
 def as_json(
-    rows: list[Step], rendering: Rendering, stack: str, warnings: list[dict[str, Any]]
+    rows: list[Step],
+    rendering: Rendering,
+    stack: str,
+    warnings: list[dict[str, Any]],
+    later: Sequence[str] = (),
 ) -> dict[str, Any]:
     """`preview --output json`: Pulumi's `preview --json` names (steps, changeSummary)."""
     return {
@@ -183,11 +204,20 @@ def as_json(
         "changeSummary": changes.counts(s.op for s in rows),
         "outputs": rendering.outputs,
         "warnings": warnings,
+        **({"laterTrials": list(later)} if later else {}),
     }
 
 
-def show(console: Console, rows: list[Step], rendering: Rendering, stack: str, diff: bool) -> None:
-    """The preview as `pulumi preview` prints it (with `--diff`: each changed field)."""
+def show(
+    console: Console,
+    rows: list[Step],
+    rendering: Rendering,
+    stack: str,
+    diff: bool,
+    later: Sequence[str] = (),
+) -> None:
+    """The preview as `pulumi preview` prints it (with `--diff`: each changed field), and
+    what waits for results (`later_trials`)."""
     console.print(f"Previewing update ([bold]{escape(stack)}[/]):\n")
     table = [(("", ""), ("Type", "bold"), ("Name", "bold"), ("Plan", "bold"), "[bold]Info[/]")]
     for row, prefix in zip(rows, _tree_prefixes(rows), strict=True):
@@ -232,6 +262,8 @@ def show(console: Console, rows: list[Step], rendering: Rendering, stack: str, d
             console.print(f"    {n} unchanged")
         else:
             console.print(f"    [{colour}]{mark.strip().ljust(2)}{n} {SUMMARY[op]}[/]")
+    for line in later:
+        console.print(f"\n{escape(line)}")
 
 
 def _totals(outputs: dict[str, Any]) -> dict[str, Any]:

@@ -120,14 +120,8 @@ def test_more_trials_keep_the_earlier_ones() -> None:
 @pytest.mark.parametrize(
     ("name", "path", "message"),
     [
-        ("tpe.yaml", "spec.algorithm.algorithmName", "tpe learns from the trials that have ended"),
-        (
-            "bayesian-optimization.yaml",
-            "spec.algorithm.algorithmName",
-            "bayesianoptimization learns",
-        ),
         ("hyperband.yaml", "spec.algorithm.algorithmName", "hyperband runs brackets of"),
-        ("cma-es.yaml", "spec.algorithm.algorithmName", "cmaes learns"),
+        ("cma-es.yaml", "spec.algorithm.algorithmName", "cmaes keeps its state from one"),
         ("simple-pbt.yaml", "spec.algorithm.algorithmName", "pbt is population-based training"),
         # (a search's spec has no parameters: refused as what it is, not for the parameters)
         ("enas-cpu.yaml", "spec.nasConfig", "neural architecture search (ENAS, DARTS)"),

@@ -5,12 +5,20 @@ settings.py); parameters as Katib's optuna service makes its search space
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 import yaml
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from aichor_iac import doors
+from aichor_iac.cli import main
 from aichor_iac.doors.katib import settings as katib_settings
 from aichor_iac.doors.katib.space import Parameter
+from aichor_iac.problems import ManifestError
 from aichor_iac.search.learning import Dimension, suggest
 
 
@@ -101,3 +109,109 @@ def test_a_katib_tpe_examples_first_trials_are_in_its_space():
         values = suggest(space, "tpe", settings, 1, False, number, [])
         assert 0.01 <= float(values["lr"]) <= 0.05
         assert 0.5 <= float(values["momentum"]) <= 0.9
+
+
+# A sweep that learns, read by the door: the trials the results so far allow
+
+
+def learning_sweep(name: str, ended: dict[str, float | None] | None = None, **spec: object):
+    data = yaml.safe_load((ROOT / "tests" / "katib" / name).read_text().split("---", 1)[1])
+    data["spec"].update(spec)
+    return doors.parse_all(yaml.safe_dump(data), name, ended or {})
+
+
+@pytest.mark.parametrize("name", ["tpe.yaml", "bayesian-optimization.yaml"])
+def test_without_results_a_learning_sweep_knows_its_first_parallel_trials(name):
+    trials = learning_sweep(name)
+    assert [t.trial.index for t in trials] == [0, 1, 2]  # (parallelTrialCount: 3)
+    first = trials[0].trial
+    assert first.learns and len(first.names) == first.count == 12
+    assert [t.trial.sweep for t in trials] == [first.sweep] * 3
+    assert [t.name_in("dev") for t in trials] == list(first.names[:3])
+
+
+def test_trial_k_is_known_once_the_trials_up_to_k_minus_parallel_have_ended():
+    names = learning_sweep("tpe.yaml")[0].trial.names
+    assert len(learning_sweep("tpe.yaml", {names[0]: 0.5})) == 4
+    assert len(learning_sweep("tpe.yaml", {names[1]: 0.5})) == 3  # (trial 0 still runs)
+    assert len(learning_sweep("tpe.yaml", {names[0]: 0.5, names[1]: None})) == 5
+    assert len(learning_sweep("tpe.yaml", dict.fromkeys(names, 1.0))) == 12
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    objectives=st.lists(
+        st.one_of(st.none(), st.floats(-10, 10, allow_nan=False)), min_size=12, max_size=12
+    ),
+    extra=st.integers(0, 3),
+)
+def test_a_trials_values_depend_on_the_trials_before_it_alone(objectives, extra):
+    """Trial k asked once trials 0..k-p ended is the same trial however many more have
+    ended since: a loop that reads the cluster later, or again after a restart, asks it
+    alike (parallelTrialCount 2, n_startup_trials 2: TPE learns from the third trial)."""
+    spec = {"parallelTrialCount": 2, "maxTrialCount": 8}
+    spec["algorithm"] = {
+        "algorithmName": "tpe",
+        "algorithmSettings": [{"name": "n_startup_trials", "value": "2"}],
+    }
+    names = learning_sweep("tpe.yaml", **spec)[0].trial.names
+    results = dict(zip(names, objectives, strict=False))
+    k = 6  # (known once trials 0 to 4 have ended)
+    least = learning_sweep("tpe.yaml", {n: results[n] for n in names[: k - 1]}, **spec)
+    more = learning_sweep("tpe.yaml", {n: results[n] for n in names[: k - 1 + extra]}, **spec)
+    assert len(least) == k + 1
+    assert [t.trial.values for t in more[: k + 1]] == [t.trial.values for t in least]
+
+
+def test_a_trial_is_asked_from_the_results_of_the_trials_before_it():
+    spec = {"parallelTrialCount": 1, "maxTrialCount": 6}
+    spec["algorithm"] = {
+        "algorithmName": "tpe",
+        "algorithmSettings": [{"name": "n_startup_trials", "value": "2"}],
+    }
+    names = learning_sweep("tpe.yaml", **spec)[0].trial.names
+    before = dict.fromkeys(names[:4], 0.1)
+    low = learning_sweep("tpe.yaml", {**before, names[4]: -9.0}, **spec)  # (the best)
+    high = learning_sweep("tpe.yaml", {**before, names[4]: 9.0}, **spec)  # (the worst)
+    assert [t.trial.values for t in low[:5]] == [t.trial.values for t in high[:5]]
+    assert low[5].trial.values != high[5].trial.values  # (trial 5 learned from trial 4's)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "reason"),
+    [
+        ("cmaes", "cmaes keeps its state from one generation of trials to the next"),
+        ("hyperband", "hyperband runs brackets of successive halving"),
+        ("nelder-mead", "nelder-mead is unknown"),
+    ],
+)
+def test_the_algorithms_not_run_here_are_refused_saying_which_are(algorithm, reason):
+    with pytest.raises(ManifestError) as caught:
+        learning_sweep("tpe.yaml", algorithm={"algorithmName": algorithm})
+    (problem,) = caught.value.problems
+    assert problem.path == "spec.algorithm.algorithmName"
+    assert reason in problem.message
+    assert "grid, random, sobol, tpe, multivariate-tpe and bayesianoptimization" in problem.message
+
+
+def test_without_the_search_extra_a_learning_sweep_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # (its import fails)
+    with pytest.raises(ManifestError) as caught:
+        learning_sweep("tpe.yaml")
+    (problem,) = caught.value.problems
+    assert problem.path == "spec.algorithm.algorithmName"
+    assert "pip install 'aichor-iac[search]'" in problem.message
+
+
+def test_a_preview_says_how_many_trials_wait_for_results(capsys):
+    tpe, random = (str(ROOT / "tests" / "katib" / n) for n in ("tpe.yaml", "random.yaml"))
+
+    def preview(*argv: str) -> str:
+        assert main(["preview", *argv]) == 0
+        return capsys.readouterr().out
+
+    said = "sweep tpe learns from its trials' results: 3 of its 12 trials can start now"
+    assert said in " ".join(preview(tpe).split())
+    assert f"> [!NOTE]\n> {said}" in preview(tpe, "--output", "markdown")
+    assert json.loads(preview(tpe, "--output", "json"))["laterTrials"][0].startswith(said)
+    assert "laterTrials" not in json.loads(preview(random, "--output", "json"))

@@ -4,9 +4,15 @@ as Katib's controller puts them (`manifest/generator.go`), named for the trial. 
 reads each trial's custom resource by its own door; the trials are created at most
 `parallelTrialCount` at once (`components.experiments`).
 
+Algorithms that learn from finished trials (tpe, multivariate-tpe, bayesianoptimization) ask
+each trial from the objectives of the trials that ended before it (`aichor_iac.search`): trial k
+is known once trials 0 to k - parallelTrialCount have ended, from their objectives (`ended`, read
+back from the cluster), the trials between them counted as running. A render without results
+knows the first parallelTrialCount trials.
+
 Katib's CRD has no schema (it keeps unknown fields): its webhook's rules are checked here.
-Algorithms that learn from finished trials, early stopping and neural architecture search
-need Katib's suggestion service and are refused by name, each with what it needs.
+Early stopping, cmaes, and the algorithms that need more than a trial's objective (hyperband,
+pbt, neural architecture search) are refused by name, each with what it needs.
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ import yaml
 from pydantic import ConfigDict, Field, model_validator
 
 from ...experiment.groups import Model as Lax
+from ...experiment.trial import NONE_ENDED, Ended, Trial
 from ...experiment.trial import Objective as Aim
-from ...experiment.trial import Trial
 from ...problems import Problem, one_line
 from ...reading import podtemplate as templates
 from ...rules.limits import INT32
+from ...search import learning
 from . import collect, settings
 from .sobol import sobol_search
 from .space import Parameter, grid, grid_size, random_search, seed_of
@@ -32,12 +39,12 @@ from .space import Parameter, grid, grid_size, random_search, seed_of
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
 FIXED = ("grid", "random", "sobol")  # the algorithms whose trials are fixed beforehand
-# Katib's other algorithms, by what they need that a sweep of fixed trials is not
-LEARNING = dict.fromkeys(
-    ("bayesianoptimization", "tpe", "multivariate-tpe", "cmaes"),
-    "learns from the trials that have ended: it needs Katib's suggestion service",
-)
-LEARNING |= {
+# The algorithms that learn from the trials that have ended, by the sampler each runs
+SAMPLERS = {"tpe": "tpe", "multivariate-tpe": "multivariate-tpe", "bayesianoptimization": "gp"}
+# Katib's other algorithms, by what they need that is not here
+LEARNING = {
+    "cmaes": "keeps its state from one generation of trials to the next, which is not rebuilt "
+    "from the trials' results here yet",
     "hyperband": "runs brackets of successive halving, each round's trials and budgets chosen "
     "from the last round's results: it needs Katib's hyperband service",
     "pbt": "is population-based training: each generation's trials start from the best "
@@ -171,11 +178,16 @@ class Resource(Model):
 
 
 def trials(
-    data: dict[str, Any], source: str, lines: dict, beside: tuple[dict[str, Any], ...] = ()
+    data: dict[str, Any],
+    source: str,
+    lines: dict,
+    beside: tuple[dict[str, Any], ...] = (),
+    ended: Ended = NONE_ENDED,
 ) -> list[tuple[dict[str, Any], Trial]]:
     """The trials' custom resources, in the order they are created, each with its place in
     the sweep (the template inline, or in a ConfigMap `beside` it); or ManifestError naming
-    every problem with its path and line."""
+    every problem with its path and line. A sweep that learns: the trials known from the
+    objectives of the trials that have `ended` (by name; None: ended without one)."""
     fail = functools.partial(templates.error, source, lines=lines)
     if searching := _architecture_search(data):
         raise fail([searching])
@@ -205,8 +217,10 @@ def trials(
         problems.append(Problem("metadata.name", reason))
     if problems:
         raise fail(problems)
-    count, values = _values(spec, name, fail)
+    count, values = _values(spec, name, fail, ended)
     template, objective = spec.trial_template, _objective(spec)
+    learns = spec.algorithm.algorithm_name in SAMPLERS
+    names = tuple(trial_name(name, i) for i in range(count)) if learns else ()
     found = []
     for index, assigned in enumerate(values):
         trial = trial_name(name, index)
@@ -217,7 +231,9 @@ def trials(
                 raise fail(problems)
         parallel, failed = spec.parallel_trial_count, spec.max_failed_trial_count
         given = tuple(assigned.items())
-        place = Trial(name, index, count, parallel, given, failed, objective, EXPERIMENT_LABEL)
+        place = Trial(
+            name, index, count, parallel, given, failed, objective, EXPERIMENT_LABEL, names
+        )
         found.append((document, place))
     return found
 
@@ -265,20 +281,20 @@ def _refused(spec: Spec) -> list[Problem]:
     """What needs Katib's own services, and counts a sweep cannot keep."""
     problems = []
     algorithm = spec.algorithm.algorithm_name
-    if algorithm not in FIXED:
+    if algorithm not in (*FIXED, *SAMPLERS):
         how = LEARNING.get(algorithm, "is unknown: it needs Katib's suggestion service")
         problems.append(
             Problem(
                 "spec.algorithm.algorithmName",
-                f"{algorithm} {how}; aichor-iac runs the algorithms whose trials are fixed "
-                "beforehand: grid, random or sobol",
+                f"{algorithm} {how}; aichor-iac runs grid, random, sobol, tpe, "
+                "multivariate-tpe and bayesianoptimization",
             )
         )
     if spec.early_stopping is not None:
         name = spec.early_stopping.get("algorithmName", "")
         reason = f"early stopping ({name}) needs Katib's controller to stop trials: remove it"
         problems.append(Problem("spec.earlyStopping", reason))
-    if algorithm in FIXED:  # (its service's `ValidateAlgorithmSettings`, in its words)
+    if algorithm in (*FIXED, *SAMPLERS):  # (its service's `ValidateAlgorithmSettings`)
         for i, setting in enumerate(spec.algorithm.algorithm_settings):
             if reason := settings.problem(algorithm, setting.name, setting.value):
                 problems.append(Problem(f"spec.algorithm.algorithmSettings.{i}", reason))
@@ -361,8 +377,8 @@ def _from_config_map(
     return loaded
 
 
-def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]]:
-    """How many trials, and each one's values."""
+def _values(spec: Spec, name: str, fail: Any, ended: Ended) -> tuple[int, list[dict[str, str]]]:
+    """How many trials, and each known one's values (all but a learning sweep's later ones)."""
     algorithm = spec.algorithm.algorithm_name
     seed = seed_of({s.name: s.value for s in spec.algorithm.algorithm_settings}, name)
     try:
@@ -382,9 +398,41 @@ def _values(spec: Spec, name: str, fail: Any) -> tuple[int, list[dict[str, str]]
             return count, grid(spec.parameters, count, seed, spec.parallel_trial_count)
         if algorithm == "sobol":  # (no seed: the sequence is fixed)
             return count, sobol_search(spec.parameters, count)
+        if algorithm in SAMPLERS:
+            return count, _learned(spec, name, seed, count, ended)
         return count, random_search(spec.parameters, count, seed)
     except ValueError as error:
         raise fail([Problem("spec.parameters", str(error))]) from None
+    except ImportError as error:  # (the search extra)
+        raise fail([Problem("spec.algorithm.algorithmName", str(error))]) from None
+
+
+def _learned(spec: Spec, name: str, seed: int, count: int, ended: Ended) -> list[dict[str, str]]:
+    """The values of the trials known from the `ended` ones: trial k once trials 0 to k - p
+    have ended (p: parallelTrialCount), asked from their objectives with trials k - p + 1
+    to k - 1 as running, whenever they ended. Each trial is so the same whatever the order
+    trials end in, and whoever asks: a loop stopped and started again asks the same."""
+    algorithm = spec.algorithm.algorithm_name
+    given = [(s.name, s.value) for s in spec.algorithm.algorithm_settings]
+    arguments = settings.sampler_settings(algorithm, given)
+    space = [p.dimension() for p in spec.parameters]
+    maximize, parallel = spec.objective.type == "maximize", spec.parallel_trial_count
+    names = [trial_name(name, i) for i in range(count)]
+    found: list[dict[str, str]] = []
+    for k in range(count):
+        known = range(k - parallel + 1) if k >= parallel else range(0)
+        if any(names[i] not in ended for i in known):
+            break
+        history = [
+            learning.Told(tuple(v.items()), ended[names[i]], True)
+            if i in known
+            else learning.Told(tuple(v.items()))
+            for i, v in enumerate(found)
+        ]
+        found.append(
+            learning.suggest(space, SAMPLERS[algorithm], arguments, seed, maximize, k, history)
+        )
+    return found
 
 
 def trial_name(experiment: str, index: int) -> str:
