@@ -50,7 +50,13 @@ class Cluster:
             lines = [line.split(" ", 1)[1] for line in lines]
         return lines
 
-    def answer(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, dict]:
+    def answer(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        query: dict[str, list[str]] | None = None,
+    ) -> tuple[int, dict]:
         ns = self.namespace
         if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             return 201, self._review(body or {})
@@ -71,7 +77,7 @@ class Cluster:
             return 200, {"apiVersion": "v1", "kind": f"{kind}List", "metadata": {}, "items": items}
         served = re.fullmatch(rf"/(?:api|apis)/((?:[^/]+/)?[^/]+)/namespaces/{ns}/([^/]+)", path)
         if served and f"{served[1]}/{served[2]}" in self.served:
-            items = self.served[f"{served[1]}/{served[2]}"]
+            items = selected(self.served[f"{served[1]}/{served[2]}"], query or {})
             kind = CORE_LISTS.get(served[2], "List") if served[1] == "v1" else "List"
             return 200, {"apiVersion": served[1], "kind": kind, "metadata": {}, "items": items}
         return 404, status(404, "NotFound", "the server could not find the requested resource")
@@ -84,6 +90,16 @@ class Cluster:
             named += f"/{asked['subresource']}"
         allowed = (asked["verb"], named) not in self.denied
         return {**review, "status": {"allowed": allowed}}
+
+
+def selected(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The items a list's `labelSelector` selects (its equality terms, `k=v,k2=v2`)."""
+    terms = [t.split("=", 1) for t in query.get("labelSelector", [""])[0].split(",") if t]
+    return [
+        item
+        for item in items
+        if all((item["metadata"].get("labels") or {}).get(k) == v for k, v in terms)
+    ]
 
 
 def kubeconfig(url: str) -> dict[str, Any]:
@@ -119,7 +135,8 @@ def serving(cluster: Cluster) -> Iterator[str]:
         def _send(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length)) if length else None
-            code, answer = cluster.answer(method, self.path.split("?")[0], body)
+            path, _, query = self.path.partition("?")
+            code, answer = cluster.answer(method, path, body, urllib.parse.parse_qs(query))
             if answer.get("apiVersion") in ("v1", "authorization.k8s.io/v1"):
                 schemas.validate(answer)  # (the API's own shape)
             data = json.dumps(answer).encode()

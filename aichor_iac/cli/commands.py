@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..local.parts import Outcome
+    from .running import Asked
 
 # The files `render -o DIR` writes (`output.file_name`): the ones a new render replaces.
 RENDERED = re.compile(r"^\d{2,}-[a-z0-9]+-[a-z0-9.-]+\.(yaml|json)$")
@@ -171,9 +172,8 @@ def run(args: argparse.Namespace) -> int:
     comes, one colour per pod on a terminal; `--output json`, one JSON line per output line
     and one for the result. Several experiments (a sweep's trials) run together, in the order
     `pulumi up` creates them, each with its result, and each sweep's table at the end."""
-    from ..k8s.progress import CONTAINER
     from ..local import LocalUnavailable
-    from .running import RunOutput
+    from .running import Asked, RunOutput
 
     inputs = inputs_of(args)
     if args.replicas is not None and args.replicas < 1:
@@ -183,16 +183,20 @@ def run(args: argparse.Namespace) -> int:
     show_warnings(inputs)
     as_json = args.output == "json"
     out = console()
-    entries = _entry_pods(inputs)
+    shown = RunOutput(out, as_json, {}, {})
+    asked = None
+    if any(m.trial and m.trial.learns for m in inputs.manifests):
+        asked = Asked(inputs.grown({}), shown, _entry_pods)
+        inputs = asked.inputs
     trials = {name for manifest, name in inputs.each() if manifest.trial is not None}
-    receivers = {f"{pod}/{CONTAINER}": name for pod, name in entries.items()}
-    shown = RunOutput(out, as_json, {p: n for p, n in entries.items() if n in trials}, receivers)
+    shown.follow(_entry_pods(inputs), trials)
     try:
         with shown.showing():
             moved = shown.moved if shown.shown else None
-            outcomes = _run_locally(args, inputs, shown.line, moved)
+            outcomes = _run_locally(args, inputs, shown.line, moved, asked)
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
+    inputs = asked.inputs if asked else inputs  # (every trial the sweep asked)
     ended = (outcomes, shown.reports)
     return _results(inputs, ended, shown.trial_lines(), out if not as_json else None, args.plot)
 
@@ -202,8 +206,10 @@ def _run_locally(
     inputs: Inputs,
     line: Callable[[str, str], None],
     on_progress: Callable[[dict[str, str]], None] | None,
+    asked: Asked | None = None,
 ) -> dict[str, Outcome]:
-    """Each experiment's outcome (exit status, deciding pod) from the local run."""
+    """Each experiment's outcome (exit status, deciding pod) from the local run (one that
+    grows as its sweeps that learn ask, `asked`)."""
     from ..local import LocalRunFailed, run_experiment, run_experiments
 
     options = {
@@ -213,8 +219,10 @@ def _run_locally(
         "on_line": line,
         "on_progress": on_progress,
     }
-    if len(inputs.manifests) > 1:
-        return run_experiments(inputs.manifests, inputs.settings, stack=inputs.stack, **options)
+    if len(inputs.manifests) > 1 or asked is not None:
+        return run_experiments(
+            inputs.manifests, inputs.settings, stack=inputs.stack, grow=asked, **options
+        )
     try:
         run_experiment(inputs.manifest, inputs.settings, name=inputs.name, **options)
     except LocalRunFailed as failed:  # (its lines were printed as they came)

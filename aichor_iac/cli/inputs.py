@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .. import doors, planning
 from ..experiment.model import Experiment
+from ..experiment.trial import Ended
 from ..problems import ManifestError, Problem
 from ..settings import Settings, load_stack_file
 from .process import collector_paused
@@ -24,6 +25,20 @@ class Inputs:
     names: tuple[str, ...]  # each one's
     stack: str
     stack_file: str | None
+    path: str = "-"  # where the experiments were read
+
+    def grown(self, ended: Ended) -> Inputs:
+        """The inputs read again, with the objectives of the trials that have `ended`: a
+        sweep that learns with the trials they allow (`doors.load_all`)."""
+        if self.path == "-":
+            reason = (
+                "a sweep that learns is read again as its trials end: give its file, not "
+                "standard input"
+            )
+            raise ManifestError("<stdin>", [Problem("", reason)])
+        manifests = doors.load_all(self.path, ended)
+        names = tuple(m.name_in(self.stack) for m in manifests)
+        return replace(self, manifests=manifests, names=names)
 
     @property
     def manifest(self) -> Experiment:
@@ -72,7 +87,7 @@ def inputs_of(args: argparse.Namespace) -> Inputs:
         print_problem(Problem("aichor:manifest", reason), args.stack_config, warning=True)
     manifests = doors.load_all(path)
     names = names_of(args, settings, manifests, stack)
-    return Inputs(manifests, settings, names, stack, args.stack_config)
+    return Inputs(manifests, settings, names, stack, args.stack_config, path)
 
 
 def names_of(

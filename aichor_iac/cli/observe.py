@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..experiment.trial import NONE_ENDED, Ended
 from ..problems import ManifestError, Problem
 from .inputs import inputs_of
 from .report import console
@@ -50,14 +51,17 @@ class Source:
     trial: Any  # its place in a sweep, if it is a trial
 
 
-def readers(args: argparse.Namespace) -> list[Source]:
-    """Each experiment, read where the options say: a local run's, else the cluster's."""
+def readers(args: argparse.Namespace, ended: Ended = NONE_ENDED) -> list[Source]:
+    """Each experiment, read where the options say: a local run's, else the cluster's (with
+    the trials of `ended`, those of a sweep that learns that they allow)."""
     from .. import planning
     from ..k8s.context import Context
     from ..k8s.restart import regroup_of
     from ..observe import kubeapi
 
     inputs = inputs_of(args)
+    if ended:
+        inputs = inputs.grown(ended)
     found = []
     try:
         if not args.local:
@@ -88,26 +92,15 @@ def status(args: argparse.Namespace) -> int:
     from rich.live import Live
     from rich.text import Text
 
-    from ..k8s.progress import CONTAINER
-    from ..observe.progress import TAIL, last_report, receiver_pod
-    from ..observe.status import report, restart_attempt, table
+    from ..observe.status import table
     from ..sweeps.plot import plot
     from ..sweeps.results import table as sweep_table
 
     sources = readers(args)
 
-    def now(source: Source) -> dict[str, Any]:
-        reader, lead, pods = source.reader, source.lead, source.reader.pods()
-        attempt = reported = None
-        if lead and any(p["metadata"]["name"] == lead for p in pods):
-            attempt = restart_attempt([text for _, text in reader.lines(lead)])
-        if receiving := receiver_pod(pods, source.entry, CONTAINER):
-            reported = last_report(list(reader.lines(receiving, container=CONTAINER, tail=TAIL)))
-        return report(reader.jobs(), pods, datetime.now(timezone.utc), attempt, reported)
-
     def everything() -> tuple[dict[str, Any], dict[str, Any]]:
-        found = {s.name: now(s) for s in sources}
-        sweeps = _sweeps(sources, found)
+        nonlocal sources
+        sources, found, sweeps = _read(args, sources)
         if args.plot:  # (again on each --watch refresh)
             plot(sweeps, args.plot)
         return found, sweeps
@@ -141,6 +134,49 @@ def status(args: argparse.Namespace) -> int:
                 time.sleep(2)
                 live.update(shown(), refresh=True)
     return 0
+
+
+def _read(
+    args: argparse.Namespace, sources: list[Source]
+) -> tuple[list[Source], dict[str, Any], dict[str, Any]]:
+    """Each experiment's state and each sweep's results; a sweep that learns read again with
+    the trials its results allow, until they allow no more (the sources then)."""
+    found: dict[str, Any] = {}
+    while True:
+        found |= {s.name: _now(s) for s in sources if s.name not in found}
+        sweeps = _sweeps(sources, found)
+        ended = _ended(sources, sweeps)
+        if not ended or len(more := readers(args, ended)) == len(sources):
+            return sources, found, sweeps
+        sources = more
+
+
+def _now(source: Source) -> dict[str, Any]:
+    """What the experiment is doing (`observe.status.report`), with its group restart's
+    attempt and its receiver's last report."""
+    from ..k8s.progress import CONTAINER
+    from ..observe.progress import TAIL, last_report, receiver_pod
+    from ..observe.status import report, restart_attempt
+
+    reader, lead, pods = source.reader, source.lead, source.reader.pods()
+    attempt = reported = None
+    if lead and any(p["metadata"]["name"] == lead for p in pods):
+        attempt = restart_attempt([text for _, text in reader.lines(lead)])
+    if receiving := receiver_pod(pods, source.entry, CONTAINER):
+        reported = last_report(list(reader.lines(receiving, container=CONTAINER, tail=TAIL)))
+    return report(reader.jobs(), pods, datetime.now(timezone.utc), attempt, reported)
+
+
+def _ended(sources: list[Source], sweeps: dict[str, Any]) -> dict[str, float | None]:
+    """The objectives of the ended trials of the sweeps that learn, by name (a failed
+    trial's: None)."""
+    learning = {s.trial.sweep for s in sources if s.trial is not None and s.trial.learns}
+    return {
+        row["trial"]: row["objective"] if row["state"] == "Succeeded" else None
+        for sweep in learning
+        for row in sweeps[sweep]["trials"]
+        if row["state"] in ("Succeeded", "Failed")
+    }
 
 
 def _sweeps(sources: list[Source], found: dict[str, Any]) -> dict[str, Any]:

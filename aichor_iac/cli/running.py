@@ -9,14 +9,22 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from ..k8s.progress import CONTAINER
 from ..local.progress import progress
 from ..observe.progress import reported, summary
+from ..sweeps.results import trial_metrics
+
+if TYPE_CHECKING:
+    from ..experiment.model import Experiment
+    from ..local.parts import Outcome
+    from .inputs import Inputs
 
 COLOURS = ["cyan", "magenta", "green", "yellow", "blue", "red"]
 
@@ -35,6 +43,12 @@ class RunOutput:
         # On a terminal, the live table stays below the output; piped, the lines alone
         self.shown = out.is_terminal and not as_json
         self.live = Live(progress({}), console=out, transient=True, auto_refresh=False)
+
+    def follow(self, entries: dict[str, str], trials: set[str]) -> None:
+        """More experiments (a growing run's): their entry pods (pod -> experiment), whose
+        lines are kept for `trials`, and whose receivers report."""
+        self.entries |= {pod: name for pod, name in entries.items() if name in trials}
+        self.receivers |= {f"{pod}/{CONTAINER}": name for pod, name in entries.items()}
 
     def showing(self) -> contextlib.AbstractContextManager[Any]:
         return self.live if self.shown else contextlib.nullcontext()
@@ -73,3 +87,32 @@ class RunOutput:
     def _json(self, document: dict[str, Any]) -> None:
         with self.lock:
             print(json.dumps(document, ensure_ascii=False), flush=True)
+
+
+class Asked:
+    """The experiments of a run whose sweeps learn (`local.growth`): told the outcomes so far,
+    the inputs read again with the objectives of the trials that have ended (from their entry
+    pods' lines and last reports, as the sweep's table reads them), and every experiment they
+    now give; the new ones' pods followed as the others'."""
+
+    def __init__(
+        self, inputs: Inputs, shown: RunOutput, entry_pods: Callable[[Inputs], dict[str, str]]
+    ) -> None:
+        self.inputs, self.shown, self.entry_pods = inputs, shown, entry_pods
+
+    def __call__(self, outcomes: dict[str, Outcome]) -> tuple[Experiment, ...]:
+        lines, reports = self.shown.trial_lines(), self.shown.reports
+        ended: dict[str, float | None] = {}
+        for manifest, name in self.inputs.each():
+            if manifest.trial is None or name not in outcomes:
+                continue
+            ended[name] = None  # (a failed trial, or one never created: told as failed)
+            if outcomes[name][0] == 0 and manifest.trial.objective is not None:
+                found = trial_metrics(
+                    manifest.trial.objective, lines.get(name, []), reports.get(name)
+                )
+                ended[name] = found[manifest.trial.objective.metric]
+        self.inputs = self.inputs.grown(ended)
+        trials = {n for m, n in self.inputs.each() if m.trial is not None}
+        self.shown.follow(self.entry_pods(self.inputs), trials)
+        return self.inputs.manifests

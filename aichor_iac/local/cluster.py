@@ -81,10 +81,19 @@ class LocalCluster:
         self.unshipped, self.ended_at = self.kubelet.unshipped, self.kubelet.ended_at
         self.root, self.network, self.ips = self.node.root, self.node.network, self.node.ips
         self.volumes, self.started = self.node.volumes, self.runner.started
-        self.claim, self.exec, self.logs = self.node.claim, self.node.exec, self.node.logs
-        self.termination_message = self.node.termination_message
+        self.claim, self.exec, self.logs = self.node.claim, self.node.exec, self.node.files.logs
+        self.termination_message = self.node.files.termination_message
         self.start, self.settle = self.runner.start, self.runner.settle
+        self.flush = self.node.flush
         self.evict, self.fail_job = self.kubelet.evict, self.runner.fail_job
+
+    def add(self, objects: list[dict[str, Any]]) -> None:
+        """More objects, while the cluster runs (`pulumi up` creating a sweep's later trials):
+        their Jobs can be started from now on. Not a Deployment: its pods serve from the
+        cluster's start."""
+        if any(o["kind"] == "Deployment" for o in objects):
+            raise ValueError("a Deployment is created with the cluster, not added")
+        self.node.add(objects, self.controllers.add(objects))
 
     @property
     def closed(self) -> bool:
@@ -178,9 +187,7 @@ class JobRunner:
         for threads in list(self.started.values()):
             for thread in threads:
                 thread.join(timeout)
-        for process, tail in list(self.node.tails):
-            if process.poll() is not None:  # (a server's container runs until the cluster is left)
-                tail.join(5)
+        self.node.flush()
 
     def fail_job(self, name: str, reason: str) -> None:
         """Fail the Job as the Job controller fails one past its activeDeadlineSeconds: its
@@ -204,9 +211,11 @@ class JobRunner:
     ) -> None:
         """One pod of a Job, from its creation to its end."""
         deadline = time.monotonic() + timeout
-        while hold and hold[1] not in self.node.output(hold[0]) and time.monotonic() < deadline:
+        while (
+            hold and hold[1] not in self.node.files.output(hold[0]) and time.monotonic() < deadline
+        ):
             time.sleep(0.2)
-        if not self.kubelet.until(lambda: self.controllers.admit(job)):  # Kueue: suspended
+        if not self.kubelet.until(lambda: self.controllers.kueue.admit(job)):  # Kueue: suspended
             return
         with self.controllers.slots[job["metadata"]["name"]]:  # the Job controller makes it
             pod, gang = pod_name(job, index), gang_of(job)

@@ -88,38 +88,78 @@ def action(job: dict[str, Any], code: int, disrupted: bool) -> str:
     return "Count"
 
 
+class Kueue:
+    """Kueue's admission: the Workloads admitted (Job name -> its pods at once) within the
+    quota of pods (None: any); a finished Job frees its share (`Controllers.ended`)."""
+
+    def __init__(self, quota: int | None, lock: threading.Lock) -> None:
+        self.quota, self.lock = quota, lock
+        self.admitted: dict[str, int] = {}
+
+    def admit(self, job: dict[str, Any]) -> bool:
+        """Whether Kueue has admitted the Job (or it is queued nowhere), admitting it if its
+        Workload fits: it counts the Job's pods at once, min(parallelism, completions), as
+        Kueue's `podsCount`."""
+        name, spec = job["metadata"]["name"], job["spec"]
+        if self.admitted_already(job):
+            return True
+        with self.lock:
+            if name not in self.admitted:
+                pods = min(spec["parallelism"], spec["completions"])
+                used = sum(self.admitted.values())
+                if self.quota is not None and used + pods > self.quota:
+                    return False
+                self.admitted[name] = pods
+            return True
+
+    def admitted_already(self, job: dict[str, Any]) -> bool:
+        """Whether the Job is queued nowhere, or Kueue has admitted it already."""
+        labels = job["metadata"].get("labels") or {}
+        return KUEUE_QUEUE not in labels or job["metadata"]["name"] in self.admitted
+
+
 class Controllers:
     """Where each Job pod stands (`state`: written here only, `move` and `ended`), and what
     the Job controller, the gang scheduler and Kueue let happen next. `lock` guards it: pods
     move from threads of their own."""
 
     def __init__(self, objects: list[dict[str, Any]], kueue_quota: int | None = None):
-        self.jobs = [o for o in objects if o["kind"] == "Job"]
-        self.pods = [(job, i) for job in self.jobs for i in range(job["spec"]["completions"])]
         self.lock = threading.Lock()
-        self.state = {pod_name(job, i): PodState.PENDING for job, i in self.pods}
-        self.job_by_pod = {pod_name(job, i): job for job, i in self.pods}
+        self.jobs: list[dict[str, Any]] = []
+        self.pods: list[tuple[dict[str, Any], int]] = []
+        self.state: dict[str, PodState] = {}
+        self.job_by_pod: dict[str, dict[str, Any]] = {}
         self.created: set[str] = set()  # Job pods the Job controller has made
         # The Job controller keeps at most `parallelism` pods of a Job running at once.
-        self.slots = {
-            job["metadata"]["name"]: threading.BoundedSemaphore(job["spec"]["parallelism"])
-            for job in self.jobs
-        }
+        self.slots: dict[str, threading.BoundedSemaphore] = {}
         # PodGroup name -> (minMember, whether succeeded pods count: Volcano's do)
-        self.gangs = {
-            o["metadata"]["name"]: (int(o["spec"]["minMember"]), "volcano" in o["apiVersion"])
-            for o in objects
-            if o["kind"] == "PodGroup"
-        }
-        # Kueue: the Workloads admitted (Job name -> its pods at once) within the quota of
-        # pods (None: any); a finished Job frees its share.
-        self.kueue_quota = kueue_quota
-        self.admitted: dict[str, int] = {}
+        self.gangs: dict[str, tuple[int, bool]] = {}
+        self.kueue = Kueue(kueue_quota, self.lock)
         # Each Job's failed pods its pod failure policy does not ignore (`.status.failed`, which
         # backoffLimit bounds), and the Jobs that have failed
-        self.counted = {job["metadata"]["name"]: 0 for job in self.jobs}
+        self.counted: dict[str, int] = {}
         self.failed: set[str] = set()
         self.reasons: dict[str, str] = {}  # a failed Job's reason, as its condition gives it
+        self.add(objects)
+
+    def add(self, objects: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+        """The Jobs and PodGroups of `objects` known from now on (none created yet); their
+        pods, (Job, index) each."""
+        jobs = [o for o in objects if o["kind"] == "Job"]
+        pods = [(job, i) for job in jobs for i in range(job["spec"]["completions"])]
+        with self.lock:
+            self.jobs.extend(jobs)
+            self.pods.extend(pods)
+            self.state.update({pod_name(job, i): PodState.PENDING for job, i in pods})
+            self.job_by_pod.update({pod_name(job, i): job for job, i in pods})
+            for job in jobs:
+                name = job["metadata"]["name"]
+                self.slots[name] = threading.BoundedSemaphore(job["spec"]["parallelism"])
+                self.counted[name] = 0
+            for group in (o for o in objects if o["kind"] == "PodGroup"):
+                members = int(group["spec"]["minMember"])
+                self.gangs[group["metadata"]["name"]] = members, "volcano" in group["apiVersion"]
+        return pods
 
     def job(self, name: str) -> dict[str, Any]:
         return next(j for j in self.jobs if j["metadata"]["name"] == name)
@@ -154,27 +194,6 @@ class Controllers:
         """The Job's finished condition (Complete, Failed), if any."""
         return condition(self.states(name), name in self.failed)
 
-    def admit(self, job: dict[str, Any]) -> bool:
-        """Whether Kueue has admitted the Job (or it is queued nowhere), admitting it if its
-        Workload fits: it counts the Job's pods at once, min(parallelism, completions), as
-        Kueue's `podsCount`."""
-        name, spec = job["metadata"]["name"], job["spec"]
-        if self.admitted_already(job):
-            return True
-        with self.lock:
-            if name not in self.admitted:
-                pods = min(spec["parallelism"], spec["completions"])
-                used = sum(self.admitted.values())
-                if self.kueue_quota is not None and used + pods > self.kueue_quota:
-                    return False
-                self.admitted[name] = pods
-            return True
-
-    def admitted_already(self, job: dict[str, Any]) -> bool:
-        """Whether the Job is queued nowhere, or Kueue has admitted it already."""
-        labels = job["metadata"].get("labels") or {}
-        return KUEUE_QUEUE not in labels or job["metadata"]["name"] in self.admitted
-
     def gang_holds(self, gang: str) -> bool:
         """Whether the gang scheduler schedules the gang's pods: `minMember` of them exist."""
         return self.gang_count(gang) >= self.gangs[gang][0]
@@ -195,7 +214,7 @@ class Controllers:
     def why_pending(self, pod: str) -> str:
         """Why a pending pod is not running yet, as `kubectl describe` would put it."""
         job = self.job_of_pod(pod)
-        if not self.admitted_already(job):
+        if not self.kueue.admitted_already(job):
             return "its Job is suspended until Kueue admits it"
         if pod not in self.created:
             return f"not created: the Job runs {job['spec']['parallelism']} pods at a time"
@@ -229,6 +248,6 @@ class Controllers:
                 )
             in_place = job["spec"]["template"]["spec"].get("restartPolicy") == "OnFailure"
             again = name not in self.failed and not in_place
-        if name in self.admitted and condition(self.states(name), name in self.failed):
-            del self.admitted[name]
+        if condition(self.states(name), name in self.failed):
+            self.kueue.admitted.pop(name, None)  # (a finished Job frees its share)
         return again

@@ -71,6 +71,13 @@ class Network:
             (etc / "nsswitch.conf").write_text("hosts: files\n")
             os.link(self.root / "hosts", etc / "hosts")
 
+    def add(self, pods: list[str]) -> None:
+        """More pods, after `up`: each its address and its namespace on the bridge."""
+        for pod in pods:
+            n = len(self.ips)
+            self.ips[pod] = f"10.77.0.{n + 2}"
+            self._plug(pod, f"a{self.id}{n}")
+
     def down(self) -> None:
         for pod in self.ips:
             subprocess.run(["ip", "netns", "del", self.ns(pod)], check=False)

@@ -4,7 +4,6 @@ every container's processes, their lines handed on as they are printed."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import shutil
 import subprocess
@@ -14,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..engine import REDACTED
 from . import containers, volumes
 from .downward import container_argv, container_env, container_of
 from .jobs import pod_name
@@ -38,30 +36,22 @@ class Node:
         private: bool,
         entrypoints: dict[str, list[str]],
     ) -> None:
-        services = [o for o in objects if o["kind"] == "Service"]
-        config = {
-            o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"
-        }
-        self.workloads, self.services = workloads, services
+        self.workloads, self.services = list(workloads), []
         self.env, self.on_line = env, on_line  # (pod[/container], line) as each is printed
         self.workdir = workdir  # where commands run (an image's working dir)
         self.entrypoints = entrypoints  # image -> what it runs without a command
-        # each Secret's values by (name, key): a redacted one is the value of its key in
-        # `secrets` (a generated Secret's are never rendered), a given one is kept
-        self.secrets = {
-            (o["metadata"]["name"], key): secrets.get(key, "") if value == REDACTED else value
-            for o in objects
-            if o["kind"] == "Secret"
-            for key, value in _secret_data(o).items()
-        }
         # not under /tmp: each pod gets its own /tmp
         self.root = Path(tempfile.mkdtemp(prefix="aichor-pods-", dir="/var/tmp"))
         self.network = Network(self.root, [pod_name(w, i) for w, i in workloads], private)
         self.ips = self.network.ips
-        self.volumes = volumes.Volumes(self.root, config, self.secrets)
+        self.files = PodFiles(self.root)  # (what each pod's containers wrote)
+        self.volumes = volumes.Volumes(self.root, secrets)  # (the Secrets' values)
+        self.volumes.add(objects)
+        self.secrets = self.volumes.secrets
         self.mount_points = volumes.MountPoints([w for w, i in workloads if i == 0])
         self.lock = threading.Lock()  # guards `processes` and `tails`
         self.processes: dict[str, list[subprocess.Popen]] = {pod: [] for pod in self.ips}
+        self.services.extend(o for o in objects if o["kind"] == "Service")
         # each container's process and the thread handing its lines to on_line
         self.tails: list[tuple[subprocess.Popen, threading.Thread]] = []
         self._made = contextlib.ExitStack()
@@ -79,6 +69,22 @@ class Node:
 
     def __exit__(self, *exc: object) -> None:
         self._made.close()
+
+    def add(
+        self, objects: list[dict[str, Any]], workloads: list[tuple[dict[str, Any], int]]
+    ) -> None:
+        """More objects, created after the node was set up (`pulumi up` creating a sweep's
+        later trials): their pods' namespaces, directories and mount points made now."""
+        self.volumes.add(objects)
+        self.services.extend(o for o in objects if o["kind"] == "Service")
+        self.mount_points.add([w for w, i in workloads if i == 0])
+        pods = [pod_name(w, i) for w, i in workloads]
+        self.network.add(pods)
+        with self.lock:
+            self.workloads.extend(workloads)
+            self.processes.update({pod: [] for pod in pods})
+        for pod in pods:
+            (self.root / pod / "tmp").mkdir(parents=True)
 
     def claim(self, name: str) -> Path:
         """The directory standing for a PersistentVolumeClaim (it outlives every pod)."""
@@ -123,6 +129,15 @@ class Node:
             self.tails.append((process, tail))
         return process
 
+    def flush(self) -> None:
+        """Every line the containers that have ended printed, handed on (a server's container
+        runs until the cluster is left)."""
+        with self.lock:
+            tails = list(self.tails)
+        for process, tail in tails:
+            if process.poll() is not None:
+                tail.join(5)
+
     def running(self, pods: list[str]) -> list[subprocess.Popen]:
         """The processes of `pods` that have not ended."""
         with self.lock:
@@ -152,6 +167,14 @@ class Node:
         """The hosts file: each pod of `live`'s names, and each Service's addresses."""
         self.network.hosts(records(self.workloads, self.services, live, self.ips))
 
+
+class PodFiles:
+    """What a pod's containers wrote, under the node's `root`: their output, their termination
+    messages."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
     def output(self, pod: str) -> str:
         """What a pod's containers have printed so far."""
         logs = sorted((self.root / pod).glob("*.out"))
@@ -169,12 +192,3 @@ class Node:
         """What a container wrote to its termination message file (`/dev/termination-log`)."""
         path = self.root / pod / f"{container}.termination-log"
         return path.read_text(errors="replace") if path.exists() else ""
-
-
-def _secret_data(secret: dict[str, Any]) -> dict[str, str]:
-    """A Secret's values by key, as the kubelet gives them (`data` decoded)."""
-    data = {
-        key: value if value == REDACTED else base64.b64decode(value).decode(errors="replace")
-        for key, value in (secret.get("data") or {}).items()
-    }
-    return {**data, **(secret.get("stringData") or {})}

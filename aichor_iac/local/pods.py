@@ -90,7 +90,9 @@ class PodRunner:
             self.controllers.move(pod, PodState.RUNNING)
             self.records.started(pod, name)
             result = containers.wait(main)
-            self.records.ended(pod, result.returncode, self.node.termination_message(pod, name))
+            self.records.ended(
+                pod, result.returncode, self.node.files.termination_message(pod, name)
+            )
             in_place = self.kubelet_restarts and spec.get("restartPolicy") == "OnFailure"
             if not result.returncode or not in_place or pod in self.disrupted:
                 return result

@@ -4,6 +4,7 @@ its pods share; and the mount points they need on this machine."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import os
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..engine import REDACTED
 from .host import LocalUnavailable
 
 
@@ -55,13 +57,26 @@ class MountPoints:
         with _registry_lock(self.registry):
             self.live = (self.registry / f"live-{uuid.uuid4().hex}").open("w")
             fcntl.flock(self.live, fcntl.LOCK_SH)
-            made: list[Path] = []
-            try:
-                for target in self.targets:
-                    made += _make(target)
-            finally:
-                with (self.registry / "made").open("a") as record:
-                    record.writelines(f"{path}\n" for path in made)
+            self._made(self.targets)
+
+    def _made(self, targets: list[Path]) -> None:
+        """Each target made (under the registry's lock), and recorded for the last to leave."""
+        made: list[Path] = []
+        try:
+            for target in targets:
+                made += _make(target)
+        finally:
+            with (self.registry / "made").open("a") as record:
+                record.writelines(f"{path}\n" for path in made)
+
+    def add(self, workloads: list[dict[str, Any]]) -> None:
+        """The mount points of more workloads, made now (the cluster is registered)."""
+        more = sorted(_targets(workloads) - set(self.targets))
+        if not more:
+            return
+        self.targets = sorted({*self.targets, *more})
+        with _registry_lock(self.registry):
+            self._made(more)
 
     def __exit__(self, *exc: object) -> None:
         with _registry_lock(self.registry):
@@ -127,16 +142,25 @@ def _alive(path: Path) -> bool:
 
 class Volumes:
     """Where each volume's files are, under `root`; `config` holds the ConfigMaps' data by
-    name, `secrets` the Secrets' values by (name, key)."""
+    name, `secrets` the Secrets' values by (name, key): a redacted one is the value of its key
+    in `generated` (a generated Secret's are never rendered), a given one is kept."""
 
-    def __init__(
-        self,
-        root: Path,
-        config: dict[str, dict[str, str]],
-        secrets: dict[tuple[str, str], str],
-    ):
-        self.root, self.config, self.secrets = root, config, secrets
+    def __init__(self, root: Path, generated: dict[str, str]):
+        self.root, self.generated = root, generated
+        self.config: dict[str, dict[str, str]] = {}
+        self.secrets: dict[tuple[str, str], str] = {}
         self.lock = threading.Lock()
+
+    def add(self, objects: list[dict[str, Any]]) -> None:
+        """The ConfigMaps and Secrets of `objects`, from now on."""
+        for obj in objects:
+            name = obj["metadata"]["name"]
+            if obj["kind"] == "ConfigMap":
+                self.config[name] = obj.get("data", {})
+            elif obj["kind"] == "Secret":
+                for key, value in _secret_data(obj).items():
+                    generated = self.generated.get(key, "")
+                    self.secrets[name, key] = generated if value == REDACTED else value
 
     def claim(self, name: str) -> Path:
         """The directory standing for a PersistentVolumeClaim (it outlives every pod)."""
@@ -181,3 +205,12 @@ class Volumes:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(value)
                 target.chmod(item.get("mode", projected.get("defaultMode", 0o644)))
+
+
+def _secret_data(secret: dict[str, Any]) -> dict[str, str]:
+    """A Secret's values by key, as the kubelet gives them (`data` decoded)."""
+    data = {
+        key: value if value == REDACTED else base64.b64decode(value).decode(errors="replace")
+        for key, value in (secret.get("data") or {}).items()
+    }
+    return {**data, **(secret.get("stringData") or {})}

@@ -77,14 +77,9 @@ def report(
     trial = trials[0][1]
     objective = trial.objective
     assert objective is not None  # (a door's trials carry it)
-    default = "min" if objective.direction == "minimize" else "max"  # (Katib's)
-    given = dict(objective.strategies)
-    strategies = {m: given.get(m, default) for m in (objective.metric, *objective.additional)}
     rows = []
     for name, place, state, lines, status in sorted(trials, key=lambda t: t[1].index):
-        found = metrics(lines, objective)
-        values = {m: value(found.get(m, []), s) for m, s in strategies.items()}
-        values |= {m: v for m, v in reported_metrics(status).items() if m in strategies}
+        values = trial_metrics(objective, lines, status)
         rows.append(
             {
                 "trial": name,
@@ -106,10 +101,26 @@ def report(
         "goal": objective.goal,
         "collected": objective.formats is not None,
         "trials": rows,
+        # (a sweep that learns: its later trials are asked as results come)
+        "count": trial.count,
         "best": best,
         # Katib's `failed != 0 && failed >= maxFailedTrialCount`: the sweep failed there
         "failed": trial.max_failed is not None and 0 < failed >= trial.max_failed,
     }
+
+
+def trial_metrics(
+    objective: Objective, lines: list[str], status: dict[str, Any] | None
+) -> dict[str, float | None]:
+    """A trial's value of each of the objective's metrics: its last progress report's, else
+    from its entry point's lines by the metric's strategy (Katib's default: min when
+    minimizing, max when maximizing)."""
+    default = "min" if objective.direction == "minimize" else "max"  # (Katib's)
+    given = dict(objective.strategies)
+    strategies = {m: given.get(m, default) for m in (objective.metric, *objective.additional)}
+    found = metrics(lines, objective)
+    values = {m: value(found.get(m, []), s) for m, s in strategies.items()}
+    return values | {m: v for m, v in reported_metrics(status).items() if m in strategies}
 
 
 def reported_metrics(status: dict[str, Any] | None) -> dict[str, float]:
@@ -151,6 +162,8 @@ def table(found: dict[str, Any]) -> Table:
         out.caption = f"{found['sweep']}: {aim}; best trial {found['best']} (*)"
     else:
         out.caption = f"{found['sweep']}: {aim}; no trial has reported it yet"
+    if (later := found.get("count", 0) - len(found["trials"])) > 0:
+        out.caption += f"; {later} more trials to be asked from the results"
     if found["failed"]:
         out.caption += "; the sweep failed: as many trials failed as its maxFailedTrialCount"
     out.min_width = len(out.caption)  # (a caption wraps at its table's width: kept whole)

@@ -4,6 +4,7 @@ when its pod ends, as the cluster DNS does."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -17,6 +18,7 @@ from conftest import expand
 from kube import LocalCluster, pod_env
 
 from aichor_iac.local.cluster import JobRunner
+from aichor_iac.local.node import Node
 
 pytestmark = pytest.mark.skipif(
     not LocalCluster.available(),
@@ -382,7 +384,9 @@ def test_settling_waits_for_the_lines_of_ended_containers_not_for_servers():
     runner = JobRunner.__new__(JobRunner)
     runner.started = {}
     tails = [(Container(True), Tail("job")), (Container(False), Tail("server"))]
-    runner.node = SimpleNamespace(tails=tails)
+    node = SimpleNamespace(tails=tails, lock=threading.Lock())
+    node.flush = functools.partial(Node.flush, node)  # (the node's own)
+    runner.node = node
     runner.settle(timeout=1)
     assert joined == ["job"]
 

@@ -272,3 +272,48 @@ def test_status_reads_the_receivers_last_report_from_the_cluster(tmp_path, capsy
         assert found["progress"]["receivedAt"] == "2026-11-26T11:59:40.000000000Z"
         assert main(argv) == 0
         assert "progress  50% · 1m 30s left · loss 0.5 (" in capsys.readouterr().out
+
+
+def test_status_of_a_sweep_that_learns_reads_the_trials_its_results_allow(tmp_path, capsys):
+    """A sweep that learns, on the cluster: its first two trials created, the first ended with
+    its loss in its log. `status` reads it, asks the trial that result allows (a third,
+    Waiting: not created yet), and says how many are still to be asked."""
+    import yaml
+    from fake_kube import Cluster, kubeconfig, serving
+    from learning_sweep import sweep_file
+
+    from aichor_iac import doors, engine
+    from aichor_iac.cli import main
+
+    path = sweep_file(tmp_path, "tpe", 1, 6)
+    first, second = doors.load_all(path)
+    objects = engine.render([first, second], namespace="team-a")
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    pods = [unschedulable(job, "") | {"status": {"phase": "Running"}} for job in jobs]
+    done = next(i for i, j in enumerate(jobs) if j["metadata"]["name"].startswith(first.name))
+    jobs[done] = {**jobs[done], "status": {"succeeded": 1, "conditions": [COMPLETE]}}
+    pods[done] = {**pods[done], "status": {"phase": "Succeeded"}}
+    log = {(pods[done]["metadata"]["name"], ""): ["2026-11-26T11:59:00Z loss=0.25"]}
+    cluster = Cluster(served={"batch/v1/jobs": jobs, "v1/pods": pods, "v1/events": []}, logs=log)
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aichor:namespace": "team-a"}}))
+    with serving(cluster) as url:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(kubeconfig(url)))
+        argv = ["status", str(path), "--stack-config", str(stack), "--kubeconfig", str(config)]
+        assert main([*argv, "--output", "json"]) == 0
+        found = json.loads(capsys.readouterr().out)["sweeps"][first.trial.sweep]
+        assert main(argv) == 0
+        table = " ".join(capsys.readouterr().out.split())
+    third = doors.load_all(path, {first.name: 0.25})[2]
+    assert [(r["trial"], r["state"], r["objective"]) for r in found["trials"]] == [
+        (first.name, "Succeeded", 0.25),
+        (second.name, "Running", None),
+        (third.name, "Waiting", None),
+    ]
+    assert found["trials"][2]["parameters"] == dict(third.trial.values)
+    assert found["count"] == 6 and found["best"] == first.name
+    assert "3 more trials to be asked from the results" in table
+
+
+COMPLETE = {"type": "Complete", "status": "True"}

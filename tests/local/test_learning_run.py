@@ -1,0 +1,68 @@
+"""`aichor-iac run --local` of a Katib sweep that learns (issue 54): the run starts with the
+trials known without results and grows as trials end, each later trial asked from the
+objectives its trials printed (`local.growth`). What the run asks is what the door's pure
+function asks from the same objectives: the comparisons of algorithms on many seeds
+(tests/doors/test_katib_learning.py) hold for local runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from kube import LocalCluster
+from learning_sweep import loss, sweep_file
+
+from aichor_iac import cli, doors
+
+pytestmark = pytest.mark.skipif(
+    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
+)
+
+
+def ran(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    """The sweep's table of a local run, as `--output json` gives it."""
+    assert cli.main(["run", "--local", str(path), "--output", "json", "--timeout", "300"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (found,) = [d for d in lines if "sweep" in d]
+    return found
+
+
+def asked(path: Path, found: dict) -> list[tuple[str, tuple]]:
+    """The trials the door asks from the objectives the run's trials printed."""
+    ended = {row["trial"]: row["objective"] for row in found["trials"]}
+    return [(t.name, t.trial.values) for t in doors.load_all(path, ended)]
+
+
+def test_a_sweep_that_learns_runs_whole_each_trial_asked_from_the_ones_before(tmp_path, capsys):
+    path = sweep_file(tmp_path, "tpe", 1, 10)
+    found = ran(path, capsys)
+    rows = found["trials"]
+    assert len(rows) == 10 and {r["state"] for r in rows} == {"Succeeded"}
+    for row in rows:  # (each trial's objective, from the line it printed)
+        assert row["objective"] == pytest.approx(loss(row["parameters"]))
+    assert [(r["trial"], tuple(r["parameters"].items())) for r in rows] == asked(path, found)
+    best = min(rows, key=lambda r: r["objective"])
+    assert found["best"] == best["trial"]
+
+
+def test_tpe_finds_a_better_best_trial_than_random_with_the_same_seed(tmp_path, capsys):
+    found = {a: ran(sweep_file(tmp_path, a, 4, 16), capsys) for a in ("tpe", "random")}
+    best = {a: min(r["objective"] for r in f["trials"]) for a, f in found.items()}
+    assert best["tpe"] < best["random"], best
+
+
+@pytest.mark.exclusive  # (what /var/tmp and /run/netns hold: no other run beside it)
+def test_without_root_a_sweep_that_learns_grows_in_its_user_namespace(
+    tmp_path, capsys, monkeypatch
+):
+    # What a user without root gets: the child tells each outcome, the parent asks the next
+    # trials and sends their objects on
+    path = sweep_file(tmp_path, "tpe", 2, 6)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    found = ran(path, capsys)
+    assert len(found["trials"]) == 6 and {r["state"] for r in found["trials"]} == {"Succeeded"}
+    assert [(r["trial"], tuple(r["parameters"].items())) for r in found["trials"]] == asked(
+        path, found
+    )
