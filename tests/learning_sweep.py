@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from aichor_iac.experiment.trial import FAILED, SUCCEEDED, Result
+
 # A cheap objective of two parameters, printed by each trial: least at (0.3, -0.2)
 PROGRAM = "x, y = ${trialParameters.x}, ${trialParameters.y}; print(f'loss={(x - 0.3) ** 2 + (y + 0.2) ** 2}')"
 
@@ -50,3 +52,12 @@ def sweep_file(tmp_path: Path, algorithm: str, seed: int, trials: int) -> Path:
     path = tmp_path / f"{algorithm}-{seed}.yaml"
     path.write_text(yaml.safe_dump(sweep))
     return path
+
+
+def ended(objectives: dict[str, float | None]) -> dict[str, Result]:
+    """Trials that have ended, by name, as a sweep reads them back: each succeeded with its
+    objective (its one value), or failed (None)."""
+    return {
+        name: Result(FAILED) if value is None else Result(SUCCEEDED, value, (value,))
+        for name, value in objectives.items()
+    }

@@ -241,7 +241,7 @@ def _results(
     report, each sweep's table (and picture, to `plotted`); the exit status: the first
     failure's, else 0."""
     outcomes, reports = ended
-    from ..local.parts import HELD_BACK, TIMED_OUT, first_failure
+    from ..local.parts import HELD_BACK, STOPPED_EARLY, TIMED_OUT, first_failure
     from ..observe.progress import summary
     from ..sweeps.plot import plot
     from ..sweeps.results import table
@@ -249,6 +249,7 @@ def _results(
     for _, name in inputs.each():
         status = outcomes[name][0]
         result = "succeeded" if status == 0 else "failed"
+        result = "stopped early" if outcomes[name] == STOPPED_EARLY else result
         why = {HELD_BACK: ": not created, pulumi up failed first", TIMED_OUT: ": timed out"}
         last = {"trainerStatus": reports[name]} if name in reports else {}
         if console is None:
@@ -289,18 +290,14 @@ def _sweeps(
 ) -> dict[str, Any]:
     """Each sweep's results (`sweeps.report`) from the run: each trial's state from its
     outcome, its metrics from its last progress report, else its entry pod's `lines`."""
-    from ..local.parts import HELD_BACK, TIMED_OUT
+    from ..local.parts import trial_state
     from ..sweeps import results as sweeps
 
     trials: dict[str, list[Any]] = {}
     for manifest, name in inputs.each():
         if manifest.trial is None:
             continue
-        state = "Succeeded" if outcomes[name][0] == 0 else "Failed"
-        if outcomes[name] == TIMED_OUT:
-            state = "Running" if lines[name] else "Waiting"
-        elif outcomes[name] == HELD_BACK:
-            state = "Not created"
+        state = trial_state(outcomes[name], bool(lines[name]))
         place = (name, manifest.trial, state, lines[name], reports.get(name))
         trials.setdefault(manifest.trial.sweep, []).append(place)
     return {sweep: sweeps.report(each) for sweep, each in trials.items()}

@@ -141,11 +141,19 @@ def _read(
 ) -> tuple[list[Source], dict[str, Any], dict[str, Any]]:
     """Each experiment's state and each sweep's results; a sweep that learns read again with
     the trials its results allow, until they allow no more (the sources then)."""
+    from ..sweeps import results
+
     found: dict[str, Any] = {}
     while True:
         found |= {s.name: _now(s) for s in sources if s.name not in found}
-        sweeps = _sweeps(sources, found)
-        ended = _ended(sources, sweeps)
+        trials = _trials(sources, found)
+        sweeps = {sweep: results.report(each) for sweep, each in trials.items()}
+        ended = {
+            name: result
+            for each in trials.values()
+            if each[0][1].learns
+            for name, result in results.ended(each).items()
+        }
         if not ended or len(more := readers(args, ended)) == len(sources):
             return sources, found, sweeps
         sources = more
@@ -167,22 +175,11 @@ def _now(source: Source) -> dict[str, Any]:
     return report(reader.jobs(), pods, datetime.now(timezone.utc), attempt, reported)
 
 
-def _ended(sources: list[Source], sweeps: dict[str, Any]) -> dict[str, float | None]:
-    """The objectives of the ended trials of the sweeps that learn, by name (a failed
-    trial's: None)."""
-    learning = {s.trial.sweep for s in sources if s.trial is not None and s.trial.learns}
-    return {
-        row["trial"]: row["objective"] if row["state"] == "Succeeded" else None
-        for sweep in learning
-        for row in sweeps[sweep]["trials"]
-        if row["state"] in ("Succeeded", "Failed")
-    }
-
-
-def _sweeps(sources: list[Source], found: dict[str, Any]) -> dict[str, Any]:
-    """Each sweep's results (`sweeps.report`): its trials' states from their entry-point
+def _trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list[Any]]:
+    """Each sweep's trials as `sweeps.report` reads them: their states from their entry-point
     Jobs (`found`: each experiment's report), their metrics from their last progress report,
-    else from the output of those Jobs' first pods (read only then)."""
+    else from the output of those Jobs' first pods (read only then, or for early stopping,
+    whose rule reads each value)."""
     from ..sweeps import results as sweeps
 
     trials: dict[str, list[Any]] = {}
@@ -191,13 +188,14 @@ def _sweeps(sources: list[Source], found: dict[str, Any]) -> dict[str, Any]:
         status = found[source.name].get("trainerStatus")
         state, lines = "Waiting", []  # (created once an earlier trial has ended)
         if group is not None:
-            state = {"Complete": "Succeeded", "Failed": "Failed"}.get(group["condition"], "Running")
+            state = sweeps.state_of(group["condition"], group["reason"])
             ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
-            if ran and not sweeps.reports_objective(status, source.trial):
+            every = source.trial.stopping is not None
+            if ran and (every or not sweeps.reports_objective(status, source.trial)):
                 lines = [text for _, text in source.reader.lines(ran[0])]
         place = (source.name, source.trial, state, lines, status)
         trials.setdefault(source.trial.sweep, []).append(place)
-    return {sweep: sweeps.report(each) for sweep, each in trials.items()}
+    return trials
 
 
 def logs(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """A trial of a sweep (issue 41): one experiment among those of a sweep, with its place in the
 sweep (which decides what it waits for) and the values it was given: fixed beforehand (grid,
-random, sobol), or asked from the trials that ended before it (a sweep that learns, issue 54)."""
+random, sobol), or asked from the trials that ended before it (a sweep that learns, issue 54),
+and the early stopping rule it runs under."""
 
 from __future__ import annotations
 
@@ -11,10 +12,36 @@ from types import MappingProxyType
 # Before each line of a trial's metrics file on its output (Katib's File collector, read here
 # from the output: `doors.katib.collect`)
 MARKER = "aichor-katib-metrics: "
-# The objectives of a sweep's trials that have ended, by trial name (None: ended without one),
-# from which a sweep that learns asks its next trials
-Ended = Mapping[str, float | None]
+# Katib's states of a trial that has ended
+SUCCEEDED, FAILED, EARLY_STOPPED = "Succeeded", "Failed", "EarlyStopped"
+
+
+@dataclass(frozen=True)
+class Result:
+    """A trial that has ended, as its sweep reads it back: how (`state`: SUCCEEDED, FAILED or
+    EARLY_STOPPED), its objective (None: it reported none), and each value of the objective
+    metric it reported, in order (early stopping's rule reads them)."""
+
+    state: str
+    objective: float | None = None
+    values: tuple[float, ...] = ()
+
+
+# A sweep's trials that have ended, by trial name: a sweep that learns asks its next trials
+# from them (and early stopping makes its rule from them)
+Ended = Mapping[str, Result]
 NONE_ENDED: Ended = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """Katib's medianstop for a trial (`search.stopping`): stopped at its `start_step`-th
+    objective value if its best by then is worse than `rule`, the rule made when it was
+    created from the trials that had succeeded (None: too few had)."""
+
+    min_trials_required: int
+    start_step: int
+    rule: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,11 +81,13 @@ class Trial:
     # A sweep that learns: every trial's name, in order, the later ones' before their values
     # are known (each is asked once the trials before it allow: `learns`)
     names: tuple[str, ...] = ()
+    stopping: Stopping | None = None  # its sweep's early stopping (Katib's medianstop)
 
     @property
     def learns(self) -> bool:
-        """Whether the sweep's later trials are asked from the results of the earlier ones: a
-        render knows the trials that can start now, not all `count`."""
+        """Whether the sweep's later trials depend on the results of the earlier ones (their
+        values, or their early stopping's rule): a render knows the trials that can start
+        now, not all `count`."""
         return bool(self.names)
 
     @property

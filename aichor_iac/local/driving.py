@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..experiment.trial import EARLY_STOPPED
 from ..k8s import awaits
 from .api import LocalApi, announce
 from .cluster import LocalCluster
 from .growth import Batch
 from .jobs import owner
-from .parts import HELD_BACK, TIMED_OUT, Outcome, Part
+from .parts import HELD_BACK, STOPPED_EARLY, TIMED_OUT, Outcome, Part
 from .prepare import Gate
 
 
@@ -48,18 +49,23 @@ class Run:
     # Unix socket its parent forwards from this side's 127.0.0.1 and announces
     api_socket: str | None = None
     # Whether it grows: each decided outcome is told (`asking`), and a Batch comes back on
-    # `more`, of what that outcome lets be created (`growth`)
+    # `more`, of what that outcome lets be created (`growth`); and the name of each trial its
+    # sweep's early stopping rule stops
     growing: bool = False
 
     def __post_init__(self) -> None:
         self.parts = [p if isinstance(p, Part) else Part(**p) for p in self.parts]  # (JSON)
-        self.more: queue.Queue[Batch] = queue.Queue()
+        self.more: queue.Queue[Batch | str] = queue.Queue()
         self.asked = 0  # outcomes told whose Batch has not come yet
         self.ask: Callable[[dict[str, Outcome]], None] = lambda outcomes: None
+        self.stops: Callable[[], list[str]] = list
 
-    def asking(self, ask: Callable[[dict[str, Outcome]], None]) -> None:
-        """Who is told the outcomes so far each time one is decided (a growing run)."""
-        self.ask = ask
+    def asking(
+        self, ask: Callable[[dict[str, Outcome]], None], stops: Callable[[], list[str]] = list
+    ) -> None:
+        """Who is told the outcomes so far each time one is decided (a growing run), and
+        who says, when asked, which experiments to stop early now (else they come on `more`)."""
+        self.ask, self.stops = ask, stops
 
     @property
     def namespace(self) -> str:
@@ -84,13 +90,13 @@ class Run:
             private,
             entrypoints=self.entrypoints,
         )
-        with _terminated_as_exit(), cluster, self._api(cluster) as announced:
+        with _terminated_as_exit(), cluster, _served(self, cluster) as announced:
             creating = _Creation(cluster, self.after, self.gates, self.timeout)
             deadline, states = time.monotonic() + self.timeout, {}
             outcomes: dict[str, Outcome] = {}
             while time.monotonic() < deadline and not self._ended(outcomes):
                 decided = len(outcomes)
-                self._take(cluster, creating, announced)
+                self._take(cluster, creating, announced, outcomes)
                 creating.advance()
                 if on_progress is not None and states != cluster.state:
                     states = dict(cluster.state)
@@ -124,14 +130,21 @@ class Run:
         cluster: LocalCluster,
         creating: _Creation,
         announced: Callable[[list[Part]], None],
+        outcomes: dict[str, Outcome],
     ) -> None:
         """Each Batch that has come: its objects added to the cluster, its Jobs to be
-        created in their order, its experiments decided and announced as the others."""
+        created in their order, its experiments decided and announced as the others; and
+        each experiment to stop early, stopped (its Jobs fail, as EarlyStopped)."""
+        for name in self.stops():
+            self.more.put(name)
         while True:
             try:
                 batch = self.more.get_nowait()
             except queue.Empty:
                 return
+            if isinstance(batch, str):
+                _stop_early(cluster, batch, outcomes)
+                continue
             self.asked -= 1
             if not batch.objects:
                 continue
@@ -161,19 +174,6 @@ class Run:
                     if owner(job)[0] == part.name:
                         cluster.fail_job(job["metadata"]["name"], "ExperimentFailed")
         return failed
-
-    @contextlib.contextmanager
-    def _api(self, cluster: LocalCluster) -> Iterator[Callable[[list[Part]], None]]:
-        """The cluster's read API, announced, while the run lasts (`announced`); what
-        announces the experiments a growing run gets."""
-        if self.api_socket is not None:  # (announced by the parent: `_in_user_namespace`)
-            with LocalApi(cluster, self.namespace, self.api_socket):
-                yield unannounced
-        elif self.announced:
-            with LocalApi(cluster, self.namespace) as api, announcing(self, api.url) as more:
-                yield more
-        else:
-            yield unannounced
 
 
 class _Creation:
@@ -226,11 +226,36 @@ class _Creation:
         """Whether the Job's sweep has failed (as many failed trials as its limit)."""
         limit, counted = self._gate(name)
         status = self.cluster.job_status
-        return bool(counted) and sum(awaits.job_failed(status(n)) for n in counted) >= limit
+        return bool(counted) and sum(awaits.trial_failed(status(n)) for n in counted) >= limit
 
     def held_back(self) -> set[str]:
         """The Jobs that will never be created: `pulumi up` has failed."""
         return set(self.waiting) if self.failed else set()
+
+
+def _stop_early(cluster: LocalCluster, name: str, outcomes: dict[str, Outcome]) -> None:
+    """An experiment its sweep's early stopping rule stops, unless decided already: its Jobs
+    fail as EarlyStopped, their pods ended at once (as Katib's metrics collector ends the
+    training process)."""
+    if name in outcomes:
+        return
+    outcomes[name] = STOPPED_EARLY
+    for job in (j for j in cluster.jobs if owner(j)[0] == name):
+        cluster.fail_job(job["metadata"]["name"], EARLY_STOPPED, at_once=True)
+
+
+@contextlib.contextmanager
+def _served(run: Run, cluster: LocalCluster) -> Iterator[Callable[[list[Part]], None]]:
+    """The cluster's read API, announced, while the run lasts (`Run.announced`); what
+    announces the experiments a growing run gets."""
+    if run.api_socket is not None:  # (announced by the parent: `namespaced`)
+        with LocalApi(cluster, run.namespace, run.api_socket):
+            yield unannounced
+    elif run.announced:
+        with LocalApi(cluster, run.namespace) as api, announcing(run, api.url) as more:
+            yield more
+    else:
+        yield unannounced
 
 
 def unannounced(parts: list[Part]) -> None:

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from .parts import Outcome, Part
 from .prepare import Gate, check_entrypoints, job_order, sweep_gates, with_secrets
 
-# The outcomes so far -> every experiment of the run as known now
-Grow = Callable[[dict[str, Outcome]], Sequence[Any]]
+
+class Grow(Protocol):
+    """What a run that grows asks: every experiment as known now, from the outcomes so far;
+    and the experiments to stop early now (a sweep's early stopping rule: each named once)."""
+
+    def __call__(self, outcomes: dict[str, Outcome]) -> Sequence[Any]: ...
+
+    def stopping(self) -> list[str]: ...
 
 
 @dataclasses.dataclass
@@ -88,6 +94,10 @@ class Growth:
         self.sent |= {_key(o) for o in objects}
         self.names |= added
         return new
+
+    def stopping(self) -> list[str]:
+        """The experiments to stop early now (`Grow.stopping`)."""
+        return self.grow.stopping()
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:

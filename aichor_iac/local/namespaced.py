@@ -16,14 +16,14 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from . import host
 from .api import forwarded
 from .driving import Run, announcing, unannounced
 from .growth import Batch, Growth
 from .host import UNSHARE, LocalUnavailable
-from .parts import Outcome, first_failure
+from .parts import Outcome, Part, first_failure
 
 
 def in_user_namespace(
@@ -69,12 +69,9 @@ def in_user_namespace(
                     on_line(*value)
                 elif kind == "progress" and on_progress is not None:
                     on_progress(*value)
-                elif kind == "decided" and growth is not None:
-                    batch = growth.batch({name: (code, pod) for name, code, pod in value[0]})
-                    announced(batch.parts)
-                    child.stdin.write(json.dumps(dataclasses.asdict(batch)) + "\n")
-                    child.stdin.flush()
-                elif kind == "outcomes":
+                if growth is not None and kind in ("decided", "line"):
+                    _answered(growth, child.stdin, announced, kind, value)
+                if kind == "outcomes":
                     outcomes = {name: (code, pod) for name, code, pod in value[0]}
                 elif kind == "unavailable":
                     raise LocalUnavailable(*value)
@@ -84,6 +81,24 @@ def in_user_namespace(
             status = child.wait()
     # (a child killed before it could tell: its status, for every experiment)
     return outcomes or {p.name: (status, None) for p in run.parts}
+
+
+def _answered(
+    growth: Growth,
+    to_child: IO[str],
+    announced: Callable[[list[Part]], None],
+    kind: str,
+    value: list[Any],
+) -> None:
+    """A growing run's child told: each decided outcome answered with its Batch, and after
+    each line, each experiment the sweep's early stopping rule stops now."""
+    if kind == "decided":
+        batch = growth.batch({name: (code, pod) for name, code, pod in value[0]})
+        announced(batch.parts)
+        to_child.write(json.dumps(["batch", dataclasses.asdict(batch)]) + "\n")
+    for name in growth.stopping() if kind == "line" else ():
+        to_child.write(json.dumps(["stop", name]) + "\n")
+    to_child.flush()
 
 
 def child(root: str) -> None:
@@ -117,6 +132,7 @@ def child(root: str) -> None:
 
 
 def _batches(run: Run) -> None:
-    """A growing run's Batches, as its parent sends them."""
+    """A growing run's Batches, and the experiments to stop early, as its parent sends them."""
     for line in sys.stdin:
-        run.more.put(Batch(**json.loads(line)))
+        kind, value = json.loads(line)
+        run.more.put(Batch(**value) if kind == "batch" else value)

@@ -177,13 +177,13 @@ def _direct_dependencies(rendering: Rendering) -> dict[str, list[str]]:
 
 
 def later_trials(trials: Sequence[Trial]) -> list[str]:
-    """What a preview says of each sweep that learns among the `trials` rendered: how many of
-    its trials can start now, and that the others wait for results."""
+    """What a preview says of each sweep that depends on its results (`Trial.learns`) among
+    the `trials` rendered: how many of its trials can start now, and that the others wait."""
     known = Counter(t.sweep for t in trials if t.learns)
     total = {t.sweep: t.count for t in trials if t.learns}
     return [
-        f"sweep {sweep} learns from its trials' results: {n} of its {total[sweep]} trials can "
-        f"start now; the other {total[sweep] - n} are asked from the results of the trials "
+        f"sweep {sweep} depends on its trials' results: {n} of its {total[sweep]} trials can "
+        f"start now; the other {total[sweep] - n} are made from the results of the trials "
         "before them, as those end"
         for sweep, n in known.items()
         if n < total[sweep]

@@ -14,7 +14,17 @@ from typing import Any
 
 from rich.table import Table
 
-from ..experiment.trial import MARKER, Objective, Trial
+from ..experiment.trial import (
+    EARLY_STOPPED,
+    FAILED,
+    MARKER,
+    SUCCEEDED,
+    Ended,
+    Objective,
+    Result,
+    Trial,
+)
+from ..search import stopping
 
 
 def metrics(lines: list[str], objective: Objective) -> dict[str, list[float]]:
@@ -78,7 +88,8 @@ def report(
     objective = trial.objective
     assert objective is not None  # (a door's trials carry it)
     rows = []
-    for name, place, state, lines, status in sorted(trials, key=lambda t: t[1].index):
+    for name, place, given, whole, reported in sorted(trials, key=lambda t: t[1].index):
+        state, lines, status = judged(place, given, whole, reported)
         values = trial_metrics(objective, lines, status)
         rows.append(
             {
@@ -93,7 +104,7 @@ def report(
     scored = [r for r in rows if r["objective"] is not None]
     pick = min if objective.direction == "minimize" else max
     best = pick(scored, key=lambda r: r["objective"])["trial"] if scored else None
-    failed = sum(r["state"] == "Failed" for r in rows)
+    failed = sum(r["state"] == FAILED for r in rows)
     return {
         "sweep": trial.sweep,
         "objective": objective.metric,
@@ -121,6 +132,64 @@ def trial_metrics(
     found = metrics(lines, objective)
     values = {m: value(found.get(m, []), s) for m, s in strategies.items()}
     return values | {m: v for m, v in reported_metrics(status).items() if m in strategies}
+
+
+def state_of(condition: str | None, reason: str | None) -> str:
+    """A created trial's state from its entry Job's condition (and the reason it failed)."""
+    if condition == "Failed":
+        return EARLY_STOPPED if reason == EARLY_STOPPED else FAILED
+    return SUCCEEDED if condition == "Complete" else "Running"
+
+
+def ended(trials: list[tuple[str, Trial, str, list[str], dict[str, Any] | None]]) -> Ended:
+    """The trials of `trials` (as `report` takes them) that have ended, each as its sweep
+    reads it back: its state, its objective, each objective value its lines hold."""
+    found = {}
+    for name, place, given, whole, reported in trials:
+        state, lines, status = judged(place, given, whole, reported)
+        objective = place.objective
+        if state in (SUCCEEDED, FAILED, EARLY_STOPPED) and objective is not None:
+            values = tuple(reported_values(place, lines))
+            value = trial_metrics(objective, lines, status)[objective.metric]
+            found[name] = Result(state, value, values)
+    return found
+
+
+def judged(
+    place: Trial, state: str, lines: list[str], status: dict[str, Any] | None
+) -> tuple[str, list[str], dict[str, Any] | None]:
+    """A trial as its early stopping rule has it: one that ended, and whose rule stops it,
+    is EarlyStopped with the lines up to the value that stopped it (whether or not its stop
+    came before it ended: each reading of the sweep reads it alike); else as given."""
+    if (
+        state not in (SUCCEEDED, FAILED, EARLY_STOPPED)
+        or (at := stopped_step(place, lines)) is None
+    ):
+        return state, lines, status
+    objective = place.objective
+    assert objective is not None
+    seen = 0
+    for i, line in enumerate(lines):
+        seen += len(reported_values(place, [line]))
+        if seen >= at:
+            return EARLY_STOPPED, lines[: i + 1], None
+    return EARLY_STOPPED, lines, None
+
+
+def stopped_step(place: Trial, lines: list[str]) -> int | None:
+    """The objective value (1, 2, …) at which the trial's early stopping rule stops it, from
+    the values its lines hold so far (None: it does not, or not yet)."""
+    rule, objective = place.stopping, place.objective
+    if rule is None or objective is None:
+        return None
+    maximize = objective.direction == "maximize"
+    return stopping.stopped_at(reported_values(place, lines), rule.rule, maximize, rule.start_step)
+
+
+def reported_values(place: Trial, lines: list[str]) -> list[float]:
+    """Each value of the trial's objective metric its lines hold, in order."""
+    objective = place.objective
+    return [] if objective is None else metrics(lines, objective).get(objective.metric, [])
 
 
 def reported_metrics(status: dict[str, Any] | None) -> dict[str, float]:

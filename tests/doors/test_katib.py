@@ -126,7 +126,6 @@ def test_more_trials_keep_the_earlier_ones() -> None:
         # (a search's spec has no parameters: refused as what it is, not for the parameters)
         ("enas-cpu.yaml", "spec.nasConfig", "neural architecture search (ENAS, DARTS)"),
         ("darts-cpu.yaml", "spec.nasConfig", "neural architecture search (ENAS, DARTS)"),
-        ("median-stop.yaml", "spec.earlyStopping", "early stopping (medianstop) needs Katib's"),
     ],
 )
 def test_what_needs_katibs_own_services_is_refused_by_name(name, path, message) -> None:

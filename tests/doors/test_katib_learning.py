@@ -15,12 +15,14 @@ import yaml
 from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from learning_sweep import ended as as_ended
 from learning_sweep import loss, sweep_file
 
 from aichor_iac import doors
 from aichor_iac.cli import main
 from aichor_iac.doors.katib import settings as katib_settings
 from aichor_iac.doors.katib.space import Parameter
+from aichor_iac.experiment.trial import EARLY_STOPPED, FAILED, SUCCEEDED, Result, Stopping
 from aichor_iac.problems import ManifestError
 from aichor_iac.search.learning import Dimension, suggest
 
@@ -117,10 +119,14 @@ def test_a_katib_tpe_examples_first_trials_are_in_its_space():
 # A sweep that learns, read by the door: the trials the results so far allow
 
 
-def learning_sweep(name: str, ended: dict[str, float | None] | None = None, **spec: object):
+def learning_sweep(name: str, ended: dict | None = None, **spec: object):
+    """The example's trials known from `ended` (objectives, or Results), its spec changed."""
     data = yaml.safe_load((ROOT / "tests" / "katib" / name).read_text().split("---", 1)[1])
     data["spec"].update(spec)
-    return doors.parse_all(yaml.safe_dump(data), name, ended or {})
+    given = ended or {}
+    if not all(isinstance(r, Result) for r in given.values()):
+        given = as_ended(given)
+    return doors.parse_all(yaml.safe_dump(data), name, given)
 
 
 @pytest.mark.parametrize("name", ["tpe.yaml", "bayesian-optimization.yaml"])
@@ -213,7 +219,7 @@ def test_a_preview_says_how_many_trials_wait_for_results(capsys):
         assert main(["preview", *argv]) == 0
         return capsys.readouterr().out
 
-    said = "sweep tpe learns from its trials' results: 3 of its 12 trials can start now"
+    said = "sweep tpe depends on its trials' results: 3 of its 12 trials can start now"
     assert said in " ".join(preview(tpe).split())
     assert f"> [!NOTE]\n> {said}" in preview(tpe, "--output", "markdown")
     assert json.loads(preview(tpe, "--output", "json"))["laterTrials"][0].startswith(said)
@@ -225,11 +231,11 @@ def best_of(algorithm: str, seed: int, trials: int = 24) -> float:
     when each trial ends as soon as it is asked (its trials: what a local run asks, as that
     test holds)."""
     path = sweep_file(Path(tempfile.mkdtemp()), algorithm, seed, trials)
-    ended: dict[str, float | None] = {}
-    while len(ended) < trials:
-        for trial in doors.load_all(path, ended):
-            ended.setdefault(trial.name, loss(dict(trial.trial.values)))
-    return min(v for v in ended.values() if v is not None)
+    losses: dict[str, float | None] = {}
+    while len(losses) < trials:
+        for trial in doors.load_all(path, as_ended(losses)):
+            losses.setdefault(trial.name, loss(dict(trial.trial.values)))
+    return min(v for v in losses.values() if v is not None)
 
 
 def test_tpe_finds_a_better_best_trial_than_random_for_most_seeds():
@@ -237,3 +243,57 @@ def test_tpe_finds_a_better_best_trial_than_random_for_most_seeds():
     time, the first four random; 8 of these 10 seeds measured."""
     wins = sum(best_of("tpe", seed) < best_of("random", seed) for seed in range(10))
     assert wins >= 7, wins
+
+
+# Early stopping: Katib's medianstop, each trial's rule from the trials it follows
+
+
+def test_katibs_median_stop_example_knows_its_first_trials_with_no_rule_yet():
+    trials = learning_sweep("median-stop.yaml")
+    assert [t.trial.index for t in trials] == [0, 1]  # (parallelTrialCount 2)
+    assert {t.trial.stopping for t in trials} == {Stopping(1, 2, None)}
+    assert trials[0].trial.learns and trials[0].trial.count == 15
+
+
+def test_a_trials_rule_is_the_mean_of_the_succeeded_trials_first_values_before_it():
+    names = learning_sweep("median-stop.yaml")[0].trial.names
+    results = {
+        names[0]: Result(SUCCEEDED, 0.2, (0.4, 0.2, 0.1)),  # first two: 0.3 on average
+        names[1]: Result(FAILED),  # (a failed trial has no say)
+        names[2]: Result(SUCCEEDED, 0.5, (0.5,)),
+        names[3]: Result(EARLY_STOPPED, 0.9, (0.9, 1.0)),  # (nor a stopped one)
+    }
+    trials = learning_sweep("median-stop.yaml", results)
+    rules = [t.trial.stopping.rule for t in trials]
+    assert len(rules) == 6  # (trials 0 to 3 ended: up to trial 5)
+    assert rules[:2] == [None, None]
+    assert rules[2] == pytest.approx(0.3)  # (trial 2 follows trial 0)
+    assert rules[3] == rules[2]  # (trial 3 follows trials 0 and 1: 1 failed)
+    assert rules[4] == pytest.approx((0.3 + 0.5) / 2)  # (trial 4 follows trials 0 to 2)
+    assert rules[5] == rules[4]  # (trial 5 follows trials 0 to 3: 3 was stopped)
+
+
+@pytest.mark.parametrize(
+    ("early", "path", "refused"),
+    [
+        ({"algorithmName": "hyperband"}, "algorithmName", "unknown algorithm name hyperband"),
+        (
+            {"algorithmName": "medianstop", "algorithmSettings": [{"name": "k", "value": "1"}]},
+            "algorithmSettings.0",
+            "unknown setting k for algorithm medianstop",
+        ),
+        (
+            {
+                "algorithmName": "medianstop",
+                "algorithmSettings": [{"name": "start_step", "value": "0"}],
+            },
+            "algorithmSettings.0",
+            "start_step must be greater or equal than one (>=1)",
+        ),
+    ],
+)
+def test_early_stopping_katib_refuses_is_refused_at_its_line(early, path, refused):
+    with pytest.raises(ManifestError) as caught:
+        learning_sweep("median-stop.yaml", earlyStopping=early)
+    (problem,) = caught.value.problems
+    assert (problem.path, refused in problem.message) == (f"spec.earlyStopping.{path}", True)

@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 from kube import LocalCluster
-from learning_sweep import loss, sweep_file
+from learning_sweep import ended, loss, sweep_file
 
 from aichor_iac import cli, doors
 
@@ -31,8 +32,8 @@ def ran(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
 
 def asked(path: Path, found: dict) -> list[tuple[str, tuple]]:
     """The trials the door asks from the objectives the run's trials printed."""
-    ended = {row["trial"]: row["objective"] for row in found["trials"]}
-    return [(t.name, t.trial.values) for t in doors.load_all(path, ended)]
+    objectives = {row["trial"]: row["objective"] for row in found["trials"]}
+    return [(t.name, t.trial.values) for t in doors.load_all(path, ended(objectives))]
 
 
 def test_a_sweep_that_learns_runs_whole_each_trial_asked_from_the_ones_before(tmp_path, capsys):
@@ -66,3 +67,49 @@ def test_without_root_a_sweep_that_learns_grows_in_its_user_namespace(
     assert [(r["trial"], tuple(r["parameters"].items())) for r in found["trials"]] == asked(
         path, found
     )
+
+
+# Each trial reports a loss per epoch, four epochs of half a second: x + 1, x + 1/2, ...
+EPOCHS = (
+    "import time\n"
+    "for epoch in range(1, 5):\n"
+    "    print(f'epoch {epoch} loss={${trialParameters.x} + 1 / epoch}', flush=True)\n"
+    "    time.sleep(0.5)"
+)
+
+
+def test_median_stop_ends_a_trial_worse_than_the_rule_at_its_start_step(tmp_path, capsys):
+    """Katib's medianstop (min_trials_required 1, start_step 2), one trial at a time: each
+    trial's rule is the mean of the succeeded trials' first two losses; a trial whose best of
+    its first two is worse is stopped there, its pods ended before its last epochs."""
+    path = sweep_file(tmp_path, "random", 3, 6)
+    sweep = yaml.safe_load(path.read_text())
+    spec = sweep["spec"]
+    spec["parallelTrialCount"] = 1
+    spec["parameters"] = spec["parameters"][:1]
+    spec["trialTemplate"]["trialParameters"] = spec["trialTemplate"]["trialParameters"][:1]
+    container = spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["python3", "-c", EPOCHS]
+    settings = [{"name": "min_trials_required", "value": "1"}, {"name": "start_step", "value": "2"}]
+    spec["earlyStopping"] = {"algorithmName": "medianstop", "algorithmSettings": settings}
+    path.write_text(yaml.safe_dump(sweep))
+    assert cli.main(["run", "--local", str(path), "--output", "json", "--timeout", "300"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (found,) = [d for d in lines if "sweep" in d]
+    printed = {}  # each trial's losses, as its pod printed them
+    for line in (d for d in lines if "pod" in d and "loss=" in d["line"]):
+        printed.setdefault(line["pod"].rsplit("-worker", 1)[0], []).append(line["line"])
+    succeeded: list[float] = []  # each succeeded trial's mean of its first two losses
+    for row in found["trials"]:
+        x = float(row["parameters"]["x"])
+        rule = sum(succeeded) / len(succeeded) if succeeded else None
+        if rule is not None and x + 1 / 2 > rule:  # (its best of two, worse than the rule)
+            assert row["state"] == "EarlyStopped", (row, rule)
+            assert row["objective"] == pytest.approx(x + 1 / 2)  # (of its first two)
+            assert len(printed[row["trial"]]) < 4, printed[row["trial"]]  # (stopped early)
+        else:
+            assert row["state"] == "Succeeded", (row, rule)
+            assert row["objective"] == pytest.approx(x + 1 / 4)
+            succeeded.append(x + (1 + 1 / 2) / 2)
+    states = [row["state"] for row in found["trials"]]
+    assert len(states) == 6 and {"EarlyStopped", "Succeeded"} <= set(states), states

@@ -280,7 +280,7 @@ def test_status_of_a_sweep_that_learns_reads_the_trials_its_results_allow(tmp_pa
     Waiting: not created yet), and says how many are still to be asked."""
     import yaml
     from fake_kube import Cluster, kubeconfig, serving
-    from learning_sweep import sweep_file
+    from learning_sweep import ended, sweep_file
 
     from aichor_iac import doors, engine
     from aichor_iac.cli import main
@@ -305,7 +305,7 @@ def test_status_of_a_sweep_that_learns_reads_the_trials_its_results_allow(tmp_pa
         found = json.loads(capsys.readouterr().out)["sweeps"][first.trial.sweep]
         assert main(argv) == 0
         table = " ".join(capsys.readouterr().out.split())
-    third = doors.load_all(path, {first.name: 0.25})[2]
+    third = doors.load_all(path, ended({first.name: 0.25}))[2]
     assert [(r["trial"], r["state"], r["objective"]) for r in found["trials"]] == [
         (first.name, "Succeeded", 0.25),
         (second.name, "Running", None),

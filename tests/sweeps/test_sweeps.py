@@ -3,11 +3,13 @@ them, each metric's value by its strategy, the best trial for the objective's di
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from rich.console import Console
 
 from aichor_iac.doors.katib.door import DEFAULT_FORMAT
-from aichor_iac.experiment.trial import MARKER, Objective, Trial
+from aichor_iac.experiment.trial import MARKER, Objective, Stopping, Trial
 from aichor_iac.sweeps import results as sweeps
 
 LOSS = Objective(
@@ -141,3 +143,52 @@ def test_a_trial_reporting_its_objective_takes_it_from_its_last_report():
     header, first = console.export_text().splitlines()[:2]
     assert header.split()[:4] == ["trial", "lr", "state", "progress"]
     assert first.split()[:4] == ["s-0", "*", "0", "Running"] and "40%" in first
+
+
+def stopped_trial(rule: float | None, index: int = 0) -> Trial:
+    objective = Objective("loss", "minimize", formats=(DEFAULT_FORMAT,))
+    return replace(trial(index, objective), stopping=Stopping(1, 2, rule))
+
+
+@pytest.mark.parametrize(
+    ("rule", "state", "lines", "expected"),
+    [
+        # best of the first two (0.5) worse than the rule: stopped at the second, whatever came
+        # after it (its stop came late, or its pods failed)
+        (0.4, "Succeeded", ["loss=0.9", "x", "loss=0.5", "loss=0.1"], ("EarlyStopped", 0.5, 3)),
+        (0.4, "Failed", ["loss=0.9", "loss=0.5", "loss=0.1"], ("EarlyStopped", 0.5, 2)),
+        (0.4, "EarlyStopped", ["loss=0.9", "loss=0.5"], ("EarlyStopped", 0.5, 2)),
+        (0.6, "Succeeded", ["loss=0.9", "loss=0.5", "loss=0.1"], ("Succeeded", 0.1, 3)),
+        (None, "Succeeded", ["loss=0.9", "loss=0.5", "loss=0.1"], ("Succeeded", 0.1, 3)),
+        (0.4, "Running", ["loss=0.9", "loss=0.5"], ("Running", 0.5, 2)),  # (not ended yet)
+        (0.4, "Succeeded", ["loss=0.9"], ("Succeeded", 0.9, 1)),  # (too few to be judged)
+    ],
+)
+def test_a_trial_its_rule_stops_is_read_as_stopped_at_the_value_that_stopped_it(
+    rule, state, lines, expected
+):
+    place = stopped_trial(rule)
+    judged, kept, _ = sweeps.judged(place, state, lines, {"metrics": []})
+    row = sweeps.report([("s-0", place, state, lines, None)])["trials"][0]
+    assert (judged, row["state"], row["objective"], len(kept)) == (
+        expected[0],
+        expected[0],
+        expected[1],
+        expected[2],
+    )
+    (result,) = sweeps.ended([("s-0", place, state, lines, None)]).values() or [None]
+    if expected[0] != "Running":
+        assert (result.state, result.objective) == expected[:2]
+
+
+@pytest.mark.parametrize(
+    ("condition", "reason", "state"),
+    [
+        ("Complete", "CompletionsReached", "Succeeded"),
+        ("Failed", "BackoffLimitExceeded", "Failed"),
+        ("Failed", "EarlyStopped", "EarlyStopped"),
+        (None, None, "Running"),
+    ],
+)
+def test_a_trials_state_is_its_entry_jobs_condition(condition, reason, state):
+    assert sweeps.state_of(condition, reason) == state

@@ -4,15 +4,14 @@ as Katib's controller puts them (`manifest/generator.go`), named for the trial. 
 reads each trial's custom resource by its own door; the trials are created at most
 `parallelTrialCount` at once (`components.experiments`).
 
-Algorithms that learn from finished trials (tpe, multivariate-tpe, bayesianoptimization) ask
-each trial from the objectives of the trials that ended before it (`aichor_iac.search`): trial k
-is known once trials 0 to k - parallelTrialCount have ended, from their objectives (`ended`, read
-back from the cluster), the trials between them counted as running. A render without results
-knows the first parallelTrialCount trials.
+Algorithms that learn from finished trials (tpe, multivariate-tpe, bayesianoptimization), and
+early stopping (medianstop), make each trial from the results of the trials that ended before
+it (`asking`): trial k is known once trials 0 to k - parallelTrialCount have ended (`ended`,
+read back from the cluster). A render without results knows the first parallelTrialCount.
 
 Katib's CRD has no schema (it keeps unknown fields): its webhook's rules are checked here.
-Early stopping, cmaes, and the algorithms that need more than a trial's objective (hyperband,
-pbt, neural architecture search) are refused by name, each with what it needs.
+cmaes, and the algorithms that need more than a trial's objective (hyperband, pbt, neural
+architecture search), are refused by name, each with what it needs.
 """
 
 from __future__ import annotations
@@ -20,21 +19,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import ConfigDict, Field, model_validator
 
-from ...experiment.groups import Model as Lax
-from ...experiment.trial import NONE_ENDED, Ended, Trial
+from ...experiment.trial import NONE_ENDED, Ended, Stopping, Trial
 from ...experiment.trial import Objective as Aim
 from ...problems import Problem, one_line
 from ...reading import podtemplate as templates
-from ...rules.limits import INT32
-from ...search import learning
-from . import collect, settings
+from . import asking, collect, settings
 from .sobol import sobol_search
-from .space import Parameter, grid, grid_size, random_search, seed_of
+from .space import grid, grid_size, random_search, seed_of
+from .spec import Resource, Spec, TrialTemplate
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
@@ -61,120 +57,11 @@ META = re.compile(r"\$\{trialSpec\.(.+?)\}")
 INDEXED = re.compile(r"(.+)\[(.+)]")
 # Katib's StdOut collector's filter (metricscollector/v1beta1/common/const.go DefaultFilter)
 DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
-TWO_GROUPS = re.compile(r".*\(.*\).*\(.*\).*")
 # The label Katib puts on a trial's pods (`util.TrialLabels`, its webhook's `mutatePodMetadata`)
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' rand.String, which Katib's names use
 MAX_NAME = 40  # an Experiment's name (Katib's `ValidateExperiment`)
 MAX_TRIALS = 1000  # of one sweep in one stack (each trial is several objects Pulumi tracks)
-
-
-class Model(Lax):
-    """Katib's webhook decodes an Experiment into Go types: a string where a number goes
-    (`parallelTrialCount: "2"`), or a number where a string goes, cannot be decoded."""
-
-    model_config = ConfigDict(strict=True)
-
-
-class MetricStrategy(Model):
-    name: str
-    value: Literal["min", "max", "latest"]
-
-
-class Objective(Model):
-    type: Literal["minimize", "maximize"]
-    goal: float | None = None
-    objective_metric_name: str = Field(min_length=1)
-    additional_metric_names: list[str] = Field(default_factory=list)
-    metric_strategies: list[MetricStrategy] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _not_twice(self) -> Objective:
-        if self.objective_metric_name in self.additional_metric_names:
-            raise ValueError("additionalMetricNames should not contain objectiveMetricName")
-        return self
-
-
-class Collector(Model):
-    kind: Literal["StdOut", "File", "TensorFlowEvent", "PrometheusMetric", "Custom", "None"] = (
-        "StdOut"
-    )
-    custom_collector: dict[str, Any] | None = None
-
-
-class Filter(Model):
-    metrics_format: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _two_groups(self) -> Filter:
-        for form in self.metrics_format:  # (Katib's webhook: it compiles, two subexpressions)
-            try:
-                re.compile(form)
-            except re.error as error:
-                raise ValueError(f"metricsFormat {form!r}: invalid filter: {error}") from None
-            if not TWO_GROUPS.match(form):
-                raise ValueError(f"metricsFormat {form!r}: two top subexpressions are required")
-        return self
-
-
-class Source(Model):
-    filter: Filter | None = None
-    file_system_path: dict[str, Any] | None = None
-    http_get: dict[str, Any] | None = None
-
-
-class MetricsCollector(Model):
-    collector: Collector = Field(default_factory=Collector)
-    source: Source | None = None
-
-
-class Setting(Model):
-    name: str
-    value: str
-
-
-class Algorithm(Model):
-    algorithm_name: str = Field(min_length=1)
-    algorithm_settings: list[Setting] = Field(default_factory=list)
-
-
-class TrialParameter(Model):
-    name: str = Field(min_length=1)
-    description: str | None = None
-    reference: str = Field(min_length=1)
-
-
-class TrialTemplate(Model):
-    primary_container_name: str | None = None
-    primary_pod_labels: dict[str, str] | None = None
-    trial_parameters: list[TrialParameter] = Field(min_length=1)
-    trial_spec: dict[str, Any] | None = None
-    config_map: dict[str, Any] | None = None
-    go_template: Any = None  # (Katib v1alpha3's: refused with the way to write it now)
-    success_condition: str | None = None
-    failure_condition: str | None = None
-    retain: bool = False
-
-
-class Spec(Model):
-    parameters: list[Parameter] = Field(min_length=1)
-    objective: Objective
-    algorithm: Algorithm
-    trial_template: TrialTemplate
-    parallel_trial_count: int = Field(3, gt=0, le=INT32)  # (Katib's default)
-    max_trial_count: int | None = Field(None, gt=0, le=INT32)
-    max_failed_trial_count: int | None = Field(None, ge=0, le=INT32)
-    metrics_collector_spec: MetricsCollector = Field(default_factory=MetricsCollector)
-    resume_policy: Literal["Never", "LongRunning", "FromVolume"] = "Never"
-    early_stopping: dict[str, Any] | None = None
-
-
-class Resource(Model):
-    api_version: Literal["kubeflow.org/v1beta1"]
-    kind: Literal["Experiment"]
-    metadata: templates.Metadata
-    spec: dict[str, Any]
-    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
 def trials(
@@ -186,9 +73,50 @@ def trials(
 ) -> list[tuple[dict[str, Any], Trial]]:
     """The trials' custom resources, in the order they are created, each with its place in
     the sweep (the template inline, or in a ConfigMap `beside` it); or ManifestError naming
-    every problem with its path and line. A sweep that learns: the trials known from the
-    objectives of the trials that have `ended` (by name; None: ended without one)."""
+    every problem with its path and line. A sweep that depends on its results: the trials
+    known from those of the trials that have `ended` (by name)."""
     fail = functools.partial(templates.error, source, lines=lines)
+    name, spec = _checked(data, beside, fail)
+    count, values = _values(spec, name, fail, ended)
+    template, objective = spec.trial_template, _objective(spec)
+    names = tuple(trial_name(name, i) for i in range(count)) if _learns(spec) else ()
+    stops: list[Stopping | None] = [None] * len(values)
+    if spec.early_stopping is not None:
+        given = [(s.name, s.value) for s in spec.early_stopping.algorithm_settings]
+        least_start = settings.stopping_settings(given)
+        parallel = spec.parallel_trial_count
+        stops = list(asking.rules(least_start, parallel, names, ended, len(values)))
+    found = []
+    for index, assigned in enumerate(values):
+        trial = trial_name(name, index)
+        document = _substituted(template, assigned, trial, data, fail)
+        if objective.file is not None:  # (its problems, the template's: found in the first)
+            primary = template.primary_container_name
+            if problems := collect.with_file(document, primary, objective.file):
+                raise fail(problems)
+        parallel, failed = spec.parallel_trial_count, spec.max_failed_trial_count
+        given = tuple(assigned.items())
+        place = Trial(
+            name,
+            index,
+            count,
+            parallel,
+            given,
+            failed,
+            objective,
+            EXPERIMENT_LABEL,
+            names,
+            stops[index],
+        )
+        found.append((document, place))
+    return found
+
+
+def _checked(
+    data: dict[str, Any], beside: tuple[dict[str, Any], ...], fail: Any
+) -> tuple[str, Spec]:
+    """The sweep's name and spec (its template from the ConfigMap beside it, if there), held
+    to Katib's rules; or every problem, raised."""
     if searching := _architecture_search(data):
         raise fail([searching])
     resource, spec = templates.resource_and_spec(data, fail, KIND, API_VERSION, (Resource, Spec))
@@ -217,25 +145,7 @@ def trials(
         problems.append(Problem("metadata.name", reason))
     if problems:
         raise fail(problems)
-    count, values = _values(spec, name, fail, ended)
-    template, objective = spec.trial_template, _objective(spec)
-    learns = spec.algorithm.algorithm_name in SAMPLERS
-    names = tuple(trial_name(name, i) for i in range(count)) if learns else ()
-    found = []
-    for index, assigned in enumerate(values):
-        trial = trial_name(name, index)
-        document = _substituted(template, assigned, trial, data, fail)
-        if objective.file is not None:  # (its problems, the template's: found in the first)
-            primary = template.primary_container_name
-            if problems := collect.with_file(document, primary, objective.file):
-                raise fail(problems)
-        parallel, failed = spec.parallel_trial_count, spec.max_failed_trial_count
-        given = tuple(assigned.items())
-        place = Trial(
-            name, index, count, parallel, given, failed, objective, EXPERIMENT_LABEL, names
-        )
-        found.append((document, place))
-    return found
+    return name, spec
 
 
 def _objective(spec: Spec) -> Aim:
@@ -290,10 +200,13 @@ def _refused(spec: Spec) -> list[Problem]:
                 "multivariate-tpe and bayesianoptimization",
             )
         )
-    if spec.early_stopping is not None:
-        name = spec.early_stopping.get("algorithmName", "")
-        reason = f"early stopping ({name}) needs Katib's controller to stop trials: remove it"
-        problems.append(Problem("spec.earlyStopping", reason))
+    if (early := spec.early_stopping) is not None and early.algorithm_name != "medianstop":
+        reason = f"unknown algorithm name {early.algorithm_name}: aichor-iac runs medianstop"
+        problems.append(Problem("spec.earlyStopping.algorithmName", reason))
+    elif early is not None:  # (its service's `ValidateEarlyStoppingSettings`, in its words)
+        for i, setting in enumerate(early.algorithm_settings):
+            if reason := settings.stopping_problem(setting.name, setting.value):
+                problems.append(Problem(f"spec.earlyStopping.algorithmSettings.{i}", reason))
     if algorithm in (*FIXED, *SAMPLERS):  # (its service's `ValidateAlgorithmSettings`)
         for i, setting in enumerate(spec.algorithm.algorithm_settings):
             if reason := settings.problem(algorithm, setting.name, setting.value):
@@ -394,45 +307,32 @@ def _values(spec: Spec, name: str, fail: Any, ended: Ended) -> tuple[int, list[d
         if count > MAX_TRIALS:
             reason = f"{count:,} trials: a stack runs at most {MAX_TRIALS:,} of one sweep"
             raise fail([Problem("spec.maxTrialCount", reason)])
-        if algorithm == "grid":
-            return count, grid(spec.parameters, count, seed, spec.parallel_trial_count)
-        if algorithm == "sobol":  # (no seed: the sequence is fixed)
-            return count, sobol_search(spec.parameters, count)
+        parallel, names = spec.parallel_trial_count, [trial_name(name, i) for i in range(count)]
         if algorithm in SAMPLERS:
-            return count, _learned(spec, name, seed, count, ended)
-        return count, random_search(spec.parameters, count, seed)
+            given = [(s.name, s.value) for s in spec.algorithm.algorithm_settings]
+            sampler = SAMPLERS[algorithm], settings.sampler_settings(algorithm, given)
+            space = [p.dimension() for p in spec.parameters]
+            maximize = spec.objective.type == "maximize"
+            return count, asking.asked(space, sampler, seed, maximize, parallel, names, ended)
+        if algorithm == "grid":
+            found = grid(spec.parameters, count, seed, parallel)
+        elif algorithm == "sobol":  # (no seed: the sequence is fixed)
+            found = sobol_search(spec.parameters, count)
+        else:
+            found = random_search(spec.parameters, count, seed)
+        if spec.early_stopping is not None:  # (each trial's rule: from the results)
+            found = found[: asking.known(count, parallel, names, ended)]
+        return count, found
     except ValueError as error:
         raise fail([Problem("spec.parameters", str(error))]) from None
     except ImportError as error:  # (the search extra)
         raise fail([Problem("spec.algorithm.algorithmName", str(error))]) from None
 
 
-def _learned(spec: Spec, name: str, seed: int, count: int, ended: Ended) -> list[dict[str, str]]:
-    """The values of the trials known from the `ended` ones: trial k once trials 0 to k - p
-    have ended (p: parallelTrialCount), asked from their objectives with trials k - p + 1
-    to k - 1 as running, whenever they ended. Each trial is so the same whatever the order
-    trials end in, and whoever asks: a loop stopped and started again asks the same."""
-    algorithm = spec.algorithm.algorithm_name
-    given = [(s.name, s.value) for s in spec.algorithm.algorithm_settings]
-    arguments = settings.sampler_settings(algorithm, given)
-    space = [p.dimension() for p in spec.parameters]
-    maximize, parallel = spec.objective.type == "maximize", spec.parallel_trial_count
-    names = [trial_name(name, i) for i in range(count)]
-    found: list[dict[str, str]] = []
-    for k in range(count):
-        known = range(k - parallel + 1) if k >= parallel else range(0)
-        if any(names[i] not in ended for i in known):
-            break
-        history = [
-            learning.Told(tuple(v.items()), ended[names[i]], True)
-            if i in known
-            else learning.Told(tuple(v.items()))
-            for i, v in enumerate(found)
-        ]
-        found.append(
-            learning.suggest(space, SAMPLERS[algorithm], arguments, seed, maximize, k, history)
-        )
-    return found
+def _learns(spec: Spec) -> bool:
+    """Whether the sweep's later trials depend on the results of the earlier ones: their
+    values (an algorithm that learns), or their early stopping rule."""
+    return spec.algorithm.algorithm_name in SAMPLERS or spec.early_stopping is not None
 
 
 def trial_name(experiment: str, index: int) -> str:
