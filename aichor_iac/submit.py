@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,41 @@ def logs(stack: str, *, project: str = PROJECT, follow: bool = False) -> str:
     if shutil.which(command[0]) is None:
         raise PulumiMissing(f"`{command[0]}` is not installed: install kubectl to read logs")
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
+def until_done(
+    stack: str,
+    work_dir: Path,
+    read: Callable[[], tuple[frozenset[str], bool]] | None = None,
+    *,
+    poll: float = 30.0,
+    on_output: Callable[[str], None] | None = print,
+    wait: Callable[[float], None] = time.sleep,
+) -> int:
+    """`pulumi up` of the stack of the Pulumi project in `work_dir` (its own program); with
+    `read` (the experiments the cluster's results allow now, and whether a trial of theirs
+    has not ended), again each time they allow more, every `poll` seconds, until every trial
+    has ended: how many times it ran. Stateless: stopped and started again (on any machine),
+    it goes on from what the cluster holds; Pulumi's stack lock keeps two from one `up` at
+    once."""
+    from pulumi import automation
+
+    try:
+        selected = automation.select_stack(stack_name=stack, work_dir=str(work_dir))
+    except FileNotFoundError:
+        raise PulumiMissing(f"`pulumi` is not installed: {INSTALL}") from None
+    ups, created = 0, None
+    while True:
+        known, pending = read() if read is not None else (frozenset(), False)
+        if ups == 0 or known != created:
+            selected.up(on_output=on_output)
+            ups, created = ups + 1, known
+            if read is None:
+                return ups
+            continue
+        if not pending:
+            return ups
+        wait(poll)
 
 
 def _stack(stack: str, project: str, program: Callable[[], None], create: bool = True) -> Any:

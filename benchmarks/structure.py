@@ -26,11 +26,12 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("doors", "planning"),  # front doors; an experiment's plan, gang and restart policy
     (
         "k8s",
+        "sweeps",
         "observe",
         "check",
-    ),  # Kubernetes objects: made, read back from a cluster, checked there
+    ),  # Kubernetes objects: made, a sweep's results, read back from a cluster, checked there
     ("components", "credentials"),  # thin Pulumi components; the secrets they make
-    ("engine", "review", "convert", "submit", "local", "sweeps"),  # run, review, observe
+    ("engine", "review", "convert", "submit", "local"),  # run, review
     ("cli", ""),  # the command line, and the package's own API (`aichor_iac`)
 )
 

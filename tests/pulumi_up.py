@@ -80,19 +80,25 @@ class Cluster(Protocol):
         ...
 
 
-def up(rendering: Rendering, cluster: Cluster, gates: dict[str, Gate] | None = None) -> list[str]:
+def up(
+    rendering: Rendering,
+    cluster: Cluster,
+    gates: dict[str, Gate] | None = None,
+    before: set[str] = frozenset(),
+) -> list[str]:
     """The order `pulumi up` creates the Kubernetes objects in (`Kind/name`), each created only
     once its dependencies' awaits hold, and a sweep's trial unless its sweep has failed
     (`gates`: `local.prepare.sweep_gates`); `Deadlock` when it would never finish, `Failed`
-    when an awaited Job fails or a trial's gate refuses it."""
-    objects = [r for r in rendering.resources if r.is_kubernetes]
+    when an awaited Job fails or a trial's gate refuses it. `before`: the URNs an earlier `up`
+    created, unchanged: the engine neither creates them again nor waits for them."""
+    objects = [r for r in rendering.resources if r.is_kubernetes and r.urn not in before]
     urns = {r.urn for r in objects}
     jobs = {r.inputs["metadata"]["name"]: r.urn for r in objects if r.kind == "Job"}
     # what each waits for: its dependencies, and a trial's gate the trials it counts (the
     # program holds its registration until each has ended: `components.sweep_gate`)
     waits = {
-        r.urn: [d for d in r.dependencies if d in urns]
-        + [jobs[n] for n in (gates or {}).get(_instance(r), (0, []))[1]]
+        r.urn: [d for d in r.dependencies if d in urns]  # (not `before`'s: held already)
+        + [jobs[n] for n in (gates or {}).get(_instance(r), (0, []))[1] if n in jobs]
         for r in objects
     }
     created: list[Resource] = []

@@ -16,6 +16,7 @@ import yaml
 from conftest import ALL_EXAMPLES, ROOT, expand, pytorch_manifest
 
 from aichor_iac import cli, doors, engine, render
+from aichor_iac.experiment.trial import SUCCEEDED, Result
 from aichor_iac.settings import CONFIG_KEYS, Settings, from_config, load_stack_file
 
 OUTPUTS = [
@@ -401,3 +402,84 @@ def test_a_registrations_inputs_are_read_as_the_sdk_reads_them_then_normalised()
         "stringData": {"a": engine.REDACTED},
         "spec": {"n": 2, "m": [None, 1.5]},
     }
+
+
+def test_main_creates_the_trials_a_sweeps_results_on_the_cluster_allow(tmp_path, monkeypatch):
+    """A sweep that learns (issue 54): each `pulumi up` reads what its trials have reported
+    on the provider's cluster (tests/fake_kube.py: the first trial ended, its loss in its
+    log) and creates the trials that allows, and no more."""
+    from fake_kube import Cluster, kubeconfig, serving
+    from learning_sweep import sweep_file
+
+    path = sweep_file(tmp_path, "tpe", 1, 6)
+    first, second = doors.load_all(path)
+    jobs = [o for o in render([first, second]) if o["kind"] == "Job"]
+    jobs = [j for j in jobs if j["metadata"]["name"].startswith(first.name)]
+    for job in jobs:
+        job["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    template = jobs[0]["spec"]["template"]
+    labels = {
+        **template["metadata"]["labels"],
+        "batch.kubernetes.io/job-name": jobs[0]["metadata"]["name"],
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{first.name}-pod", "namespace": "default", "labels": labels},
+        "spec": template["spec"],
+        "status": {"phase": "Succeeded"},
+    }
+    cluster = Cluster(
+        namespace="default",
+        served={"batch/v1/jobs": jobs, "v1/pods": [pod], "v1/events": []},
+        logs={(pod["metadata"]["name"], ""): ["2026-11-29T10:00:00Z loss=0.5"]},
+    )
+    monkeypatch.chdir(ROOT)
+    with serving(cluster) as url:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(kubeconfig(url)))
+        rendering = engine.run(
+            program,
+            config={"aichor:manifest": str(path), "kubernetes:kubeconfig": str(config)},
+        )
+    made = sorted({r.name for r in rendering.resources if r.kind == "Job"})
+    third = doors.load_all(path, {first.name: Result(SUCCEEDED, 0.5, (0.5,))})[2]
+    assert made == sorted(f"{t.name}-worker" for t in (first, second, third))
+
+
+def test_main_refuses_a_sweep_that_learns_whose_cluster_it_cannot_read(tmp_path, monkeypatch):
+    from learning_sweep import sweep_file
+
+    path = sweep_file(tmp_path, "tpe", 1, 6)
+    monkeypatch.chdir(ROOT)
+    missing = tmp_path / "no-kubeconfig"
+    with pytest.raises(pulumi.RunError) as caught:
+        engine.run(
+            program,
+            config={"aichor:manifest": str(path), "kubernetes:kubeconfig": str(missing)},
+        )
+    said = str(caught.value)
+    assert said.startswith("Pulumi config: kubernetes:kubeconfig: a sweep that depends on its")
+
+
+def test_main_deletes_no_trial_whose_results_it_can_no_longer_read(tmp_path, monkeypatch):
+    """A third trial on the cluster, and the first two gone (their pods, and so their
+    results): the program fails rather than drop the third, which Pulumi would delete."""
+    from fake_kube import Cluster, kubeconfig, serving
+    from learning_sweep import ended, sweep_file
+
+    path = sweep_file(tmp_path, "tpe", 1, 6)
+    first = doors.load_all(path)[0]
+    third = doors.load_all(path, ended({n: 0.5 for n in first.trial.names[:1]}))[2]
+    jobs = [o for o in render([third]) if o["kind"] == "Job"]
+    cluster = Cluster(namespace="default", served={"batch/v1/jobs": jobs, "v1/pods": []})
+    monkeypatch.chdir(ROOT)
+    with serving(cluster) as url, pytest.raises(pulumi.RunError) as caught:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(kubeconfig(url)))
+        engine.run(
+            program, config={"aichor:manifest": str(path), "kubernetes:kubeconfig": str(config)}
+        )
+    assert f"trials {third.name} of sweep {first.trial.sweep} are on the cluster" in str(
+        caught.value
+    )

@@ -86,3 +86,51 @@ def test_the_inline_program_registers_what_the_pulumi_program_does() -> None:
 )
 def test_logs_runs_the_stacks_logs_command(fake_cli: Path, follow: bool, asked: str) -> None:
     assert aichor_iac.logs("exp-1", follow=follow) == f"kubectl {asked}\n"
+
+
+def test_until_done_runs_up_again_each_time_the_results_allow_more_trials(fake_cli: Path) -> None:
+    # What the cluster holds at each read: the experiments known, whether a trial still runs
+    reads = iter(
+        [
+            (frozenset("ab"), True),  # → up: a and b
+            (frozenset("ab"), True),  # nothing new has ended: wait
+            (frozenset("abc"), True),  # a has ended, c asked → up again
+            (frozenset("abc"), True),
+            (frozenset("abc"), False),  # every trial has ended: done
+        ]
+    )
+    waited: list[float] = []
+    ups = submit.until_done(
+        "sweep", ROOT, lambda: next(reads), poll=5, on_output=None, wait=waited.append
+    )
+    assert (ups, waited) == (2, [5, 5])
+    calls = recorded(fake_cli)
+    assert ["stack", "select", "--stack", "sweep"] in calls
+    assert len([c for c in calls if c[:1] == ["up"]]) == 2
+
+
+@pytest.mark.parametrize("until_done", [False, True])
+def test_the_up_command_runs_the_stacks_project(
+    fake_cli: Path, tmp_path: Path, until_done: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fake_kube import Cluster, kubeconfig, serving
+
+    (tmp_path / "Pulumi.yaml").write_text("name: aichor\nruntime: python\n")
+    (tmp_path / "stacks").mkdir()
+    stack = tmp_path / "stacks" / "Pulumi.t.yaml"
+    manifest = ROOT / "examples" / "pytorch.yaml"
+    with serving(Cluster(namespace="default", served={"batch/v1/jobs": [], "v1/pods": []})) as url:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(kubeconfig(url)))
+        stack.write_text(yaml.safe_dump({"config": {"aichor:manifest": str(manifest)}}))
+        argv = ["up", "--stack-config", str(stack), "--kubeconfig", str(config)]
+        assert aichor_iac.cli.main([*argv, *(["--until-done"] if until_done else [])]) == 0
+    assert "aichor-iac: t: pulumi up ran 1 time" in capsys.readouterr().out
+    assert ["stack", "select", "--stack", "t"] in recorded(fake_cli)
+
+
+def test_the_up_command_needs_the_stacks_project(tmp_path: Path, capsys) -> None:
+    stack = tmp_path / "Pulumi.t.yaml"
+    stack.write_text("config: {}\n")
+    assert aichor_iac.cli.main(["up", "--stack-config", str(stack)]) == 2
+    assert "--stack-config: give the stack's file" in capsys.readouterr().err

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import json
 import re
@@ -246,3 +247,51 @@ def test_the_old_order_of_a_master_and_worker_trial_deadlocks(monkeypatch):
     with LocalCluster(rendering.objects, ENV) as local, pytest.raises(Deadlock) as caught:
         up(rendering, Live(local, stall=10))
     assert f"Job/{trials[2].name}-worker waits for Job/{trials[0].name}-master" in str(caught.value)
+
+
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+def test_pulumi_up_again_and_again_runs_a_sweep_that_learns_to_its_end(tmp_path, wait):
+    """`pulumi up` of a sweep that learns, run again until it ends (issue 54): each `up` runs
+    the program as __main__.py does (`history.asked` reads the trials' results from the
+    cluster), then creates what it adds under the engine's awaits; an `up` while nothing new
+    has ended changes nothing. The sweep ends with the trials the door asks from the losses
+    its trials printed, whatever each `up` found running."""
+    from learning_sweep import ended, loss, sweep_file
+
+    from aichor_iac.observe import history, kubeapi
+
+    path = sweep_file(tmp_path, "tpe", 5, 5)
+    settings = Settings(wait=wait)
+    load_all = functools.partial(doors.load_all, path)
+    first = engine.expand(list(load_all()), settings, "dev")
+    created: dict[str, dict] = {}  # the stack's state: each resource's URN and inputs
+    ups = idle = 0
+    with LocalCluster(first.objects, ENV) as local, LocalApi(local, "default") as api:
+        client = kubeapi.connect(url=api.url)
+        while True:
+            asked = history.asked(load_all, settings, "dev", client)
+            rendering = engine.expand(list(asked), settings, "dev")
+            objects = {r.urn: r.inputs for r in rendering.resources if r.is_kubernetes}
+            assert {u: objects.get(u) for u in created} == created  # (nothing made changes)
+            new = [i for u, i in objects.items() if u not in created]
+            jobs = [i["metadata"]["name"] for i in objects.values() if i["kind"] == "Job"]
+            if (
+                not new
+                and len(jobs) == 5
+                and all(local.job_status(j).get("conditions") for j in jobs)
+            ):
+                break
+            if not new:  # (an `up` that changes nothing: nothing new has ended)
+                idle += 1
+                time.sleep(0.5)
+                continue
+            if created:
+                local.add(new)
+            up(rendering, Live(local, stall=60), before=set(created))
+            created |= {u: i for u, i in objects.items() if u not in created}
+            ups += 1
+    losses = {t.name: loss(dict(t.trial.values)) for t in asked}
+    assert [(t.name, t.trial.values) for t in asked] == [
+        (t.name, t.trial.values) for t in doors.load_all(path, ended(losses))
+    ]
+    assert len(asked) == 5 and ups >= 2

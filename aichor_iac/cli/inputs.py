@@ -115,12 +115,17 @@ def _stack_manifest(stack_file: str | None, settings: Settings) -> Path | None:
     path = Path(settings.manifest)
     if path.is_absolute():
         return path
-    for directory in Path(stack_file).resolve().parents:
-        if (directory / "Pulumi.yaml").exists():
-            found = directory / path
-            nearby = Path(os.path.relpath(found))  # as the user would write it, if short
-            return found if nearby.parts[:1] == ("..",) else nearby
+    if (directory := project_of(stack_file)) is not None:
+        found = directory / path
+        nearby = Path(os.path.relpath(found))  # as the user would write it, if short
+        return found if nearby.parts[:1] == ("..",) else nearby
     return path  # no project around it: as given, from here
+
+
+def project_of(stack_file: str) -> Path | None:
+    """The stack's Pulumi project: the directory holding Pulumi.yaml above its stack file."""
+    found = (d for d in Path(stack_file).resolve().parents if (d / "Pulumi.yaml").exists())
+    return next(found, None)
 
 
 def expand(inputs: Inputs, manifests: tuple[Experiment, ...] | None = None):

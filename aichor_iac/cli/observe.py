@@ -1,21 +1,23 @@
 """`status`, `logs` and `events`: what an experiment (or each of a stack's) is doing, read
 with a Kubernetes client (lightkube) from the stack's cluster (its kubeconfig and context), or
-from a local run's read API (`--local`, `aichor_iac/local/api.py`); and `check`: the
-experiment against the stack's cluster before it runs."""
+from a local run's read API (`--local`, `aichor_iac/local/api.py`); `check`: the
+experiment against the stack's cluster before it runs; and `up`: `pulumi up` of the stack,
+again as its sweeps' results on the cluster allow more trials."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from ..experiment.trial import NONE_ENDED, Ended
+from ..observe import history
+from ..observe.history import Source, source_of
 from ..problems import ManifestError, Problem
 from .inputs import inputs_of
 from .report import console
@@ -40,23 +42,9 @@ def answered(args: argparse.Namespace) -> Iterator[None]:
         pass
 
 
-@dataclass(frozen=True)
-class Source:
-    """An experiment as `status`, `logs` and `events` read it."""
-
-    name: str
-    reader: Any  # its objects, where the options say
-    lead: str | None  # the pod that leads its group restart, if it restarts as a group
-    entry: str  # the Job whose end is its end
-    trial: Any  # its place in a sweep, if it is a trial
-
-
 def readers(args: argparse.Namespace, ended: Ended = NONE_ENDED) -> list[Source]:
     """Each experiment, read where the options say: a local run's, else the cluster's (with
     the trials of `ended`, those of a sweep that learns that they allow)."""
-    from .. import planning
-    from ..k8s.context import Context
-    from ..k8s.restart import regroup_of
     from ..observe import kubeapi
 
     inputs = inputs_of(args)
@@ -74,12 +62,7 @@ def readers(args: argparse.Namespace, ended: Ended = NONE_ENDED) -> list[Source]
             if args.local:  # (each experiment's run, as it announced itself)
                 url, namespace = kubeapi.local_url(name)
                 api = kubeapi.connect(url=url)
-            blueprint = planning.blueprint(manifest, inputs.settings, name)
-            regroup = regroup_of(blueprint)
-            lead = regroup.lead.split(".", 1)[0] if regroup else None
-            entry = Context(blueprint).entry_job()
-            reader = kubeapi.Reader(api, namespace, name)
-            found.append(Source(name, reader, lead, entry, manifest.trial))
+            found.append(source_of(manifest, name, inputs.settings, api, namespace))
     except kubeapi.Unreachable as error:
         where = f"aichor-iac {args.handler.__name__}"
         raise ManifestError(where, [Problem("", str(error))]) from None
@@ -143,59 +126,52 @@ def _read(
     the trials its results allow, until they allow no more (the sources then)."""
     from ..sweeps import results
 
-    found: dict[str, Any] = {}
-    while True:
-        found |= {s.name: _now(s) for s in sources if s.name not in found}
-        trials = _trials(sources, found)
-        sweeps = {sweep: results.report(each) for sweep, each in trials.items()}
-        ended = {
-            name: result
-            for each in trials.values()
-            if each[0][1].learns
-            for name, result in results.ended(each).items()
-        }
-        if not ended or len(more := readers(args, ended)) == len(sources):
-            return sources, found, sweeps
-        sources = more
+    given = iter([sources])  # (read first as they are)
+
+    def load(ended: Ended) -> list[Source]:
+        return next(given, None) or readers(args, ended)
+
+    sources, found, trials, _ = history.settled(load)
+    return sources, found, {sweep: results.report(each) for sweep, each in trials.items()}
 
 
-def _now(source: Source) -> dict[str, Any]:
-    """What the experiment is doing (`observe.status.report`), with its group restart's
-    attempt and its receiver's last report."""
-    from ..k8s.progress import CONTAINER
-    from ..observe.progress import TAIL, last_report, receiver_pod
-    from ..observe.status import report, restart_attempt
+def up(args: argparse.Namespace) -> int:
+    """`pulumi up` of the stack in its Pulumi project (`submit.until_done`); with
+    `--until-done`, again each time its sweeps' results on the cluster allow more trials
+    (`history.settled`, as `status` reads them), until every trial has ended."""
+    from .. import submit
+    from ..experiment.trial import EARLY_STOPPED, FAILED, SUCCEEDED
+    from ..settings import load_stack_file
+    from .inputs import project_of
 
-    reader, lead, pods = source.reader, source.lead, source.reader.pods()
-    attempt = reported = None
-    if lead and any(p["metadata"]["name"] == lead for p in pods):
-        attempt = restart_attempt([text for _, text in reader.lines(lead)])
-    if receiving := receiver_pod(pods, source.entry, CONTAINER):
-        reported = last_report(list(reader.lines(receiving, container=CONTAINER, tail=TAIL)))
-    return report(reader.jobs(), pods, datetime.now(timezone.utc), attempt, reported)
+    where = "aichor-iac up"
+    if (project := project_of(args.stack_config)) is None:
+        reason = "give the stack's file (Pulumi.<stack>.yaml), in its Pulumi project"
+        raise ManifestError(where, [Problem("--stack-config", reason)])
+    stack = load_stack_file(args.stack_config)[1]
 
+    def read() -> tuple[frozenset[str], bool]:
+        sources, _, trials, _ = history.settled(lambda ended: readers(args, ended))
+        states = [t[2] for each in trials.values() for t in each]
+        running = any(s not in (SUCCEEDED, FAILED, EARLY_STOPPED) for s in states)
+        return frozenset(s.name for s in sources), running
 
-def _trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list[Any]]:
-    """Each sweep's trials as `sweeps.report` reads them: their states from their entry-point
-    Jobs (`found`: each experiment's report), their metrics from their last progress report,
-    else from the output of those Jobs' first pods (read only then, or for early stopping,
-    whose rule reads each value)."""
-    from ..sweeps import results as sweeps
-
-    trials: dict[str, list[Any]] = {}
-    for source in (s for s in sources if s.trial is not None):
-        group = next((g for g in found[source.name]["groups"] if g["job"] == source.entry), None)
-        status = found[source.name].get("trainerStatus")
-        state, lines = "Waiting", []  # (created once an earlier trial has ended)
-        if group is not None:
-            state = sweeps.state_of(group["condition"], group["reason"])
-            ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
-            every = source.trial.stopping is not None
-            if ran and (every or not sweeps.reports_objective(status, source.trial)):
-                lines = [text for _, text in source.reader.lines(ran[0])]
-        place = (source.name, source.trial, state, lines, status)
-        trials.setdefault(source.trial.sweep, []).append(place)
-    return trials
+    ups = None
+    with answered(args):
+        try:
+            ups = submit.until_done(
+                stack, project, read if args.until_done else None, poll=args.poll
+            )
+        except submit.PulumiMissing as error:
+            raise ManifestError(where, [Problem("", str(error))]) from None
+    if ups is None:  # (Ctrl-C: what is created runs on, and the cluster holds its results)
+        print(f"aichor-iac: {stack}: stopped; run it again to go on", file=sys.stderr)
+        return 130
+    if args.output == "json":
+        print(json.dumps({"stack": stack, "ups": ups}))
+    else:
+        print(f"aichor-iac: {stack}: pulumi up ran {ups} time{'s' * (ups != 1)}", flush=True)
+    return 0
 
 
 def logs(args: argparse.Namespace) -> int:

@@ -48,6 +48,9 @@ EXAMPLES = {
   aichor-iac check --stack-config stacks/Pulumi.dev.yaml       # before the first pulumi up
   aichor-iac check experiment.yaml --context team-a --namespace team-a
   aichor-iac check --stack-config stacks/Pulumi.dev.yaml --output json | jq '.checks[]'""",
+    "up": """
+  aichor-iac up --stack-config stacks/Pulumi.sweep.yaml --until-done   # a sweep that learns
+  aichor-iac up --stack-config stacks/Pulumi.dev.yaml                  # one pulumi up""",
     "convert": """
   aichor-iac convert pytorchjob.yaml > experiment.yaml
   aichor-iac convert rayjob.yaml --output json | jq '.lost'""",
@@ -81,6 +84,16 @@ def parser() -> argparse.ArgumentParser:
         sub = add(name, handler, help, EXPERIMENT)
         _stack_options(sub)
         OPTIONS.get(name, lambda _: None)(sub)
+    _up_options(
+        add(
+            "up",
+            observe.up,
+            "pulumi up of the stack (the Pulumi CLI, through the Automation API); "
+            "--until-done: again as its sweeps' results allow more trials, until every trial "
+            "has ended",
+            None,
+        )
+    )
     add("schema", commands.schema, "print the manifest's JSON Schema (for editors)", None)
     _examples_options(
         add(
@@ -286,6 +299,30 @@ def _examples_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "-o", "--output-dir", metavar="DIR", help="copy the example and its scripts into DIR"
     ).complete = DIRECTORY
+
+
+def _up_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--stack-config",
+        metavar="FILE",
+        required=True,
+        help="the stack's Pulumi.<stack>.yaml, in its Pulumi project (its aichor:manifest)",
+    ).complete = FILE
+    _cluster_options(sub)
+    sub.add_argument(
+        "--until-done",
+        action="store_true",
+        help="read the sweeps' results from the cluster, pulumi up again each time they allow "
+        "more trials, until every trial has ended (stopped, it goes on when run again)",
+    )
+    sub.add_argument(
+        "--poll",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how often the cluster is read while trials run (default: 30)",
+    )
+    sub.set_defaults(local=False, manifest=None, name=None, namespace=None)
 
 
 OPTIONS = {

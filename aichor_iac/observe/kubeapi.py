@@ -103,10 +103,11 @@ class Reader:
     def _list(self, kind: Any, **options: Any) -> list[dict[str, Any]]:
         return [item.to_dict() for item in self.api.list(kind, namespace=self.namespace, **options)]
 
-    def jobs(self) -> list[dict[str, Any]]:
+    def jobs(self, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """The experiment's Jobs (or those of `labels`, whatever experiment's)."""
         from lightkube.resources.batch_v1 import Job
 
-        return self._list(Job, labels=self.labels)
+        return self._list(Job, labels=labels or self.labels)
 
     def pods(self) -> list[dict[str, Any]]:
         from lightkube.resources.core_v1 import Pod

@@ -11,7 +11,9 @@ together spread out), the second modelling the parameters jointly; `gp` is Optun
 `GPSampler` (a Gaussian process with log expected improvement, where Katib's
 `bayesianoptimization` runs scikit-optimize, no longer maintained). Each is stateless: it fits
 its model to the history at each ask. Trial k's sampler is seeded with the seed and k, so that
-the random trials it starts with differ, and the same search asks the same.
+the random trials it starts with differ, and the same search asks the same. `cmaes` (Optuna's
+`CmaEsSampler`) keeps a state from one generation to the next: `replayed` asks its trials
+again from the start, in order, each after the results it was asked after.
 
 Optuna is the `search` extra's (`pip install 'aichor-iac[search]'`): imported when a trial is
 asked for, never by a render of fixed trials.
@@ -20,6 +22,7 @@ asked for, never by a render of fixed trials.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
     from optuna.samplers import BaseSampler
 
-ALGORITHMS = ("tpe", "multivariate-tpe", "gp")
+ALGORITHMS = ("tpe", "multivariate-tpe", "gp", "cmaes")
 INSTALL = "pip install 'aichor-iac[search]'"
 
 
@@ -89,6 +92,38 @@ def suggest(
     return {d.name: _text(d, asked.params[d.name]) for d in space}
 
 
+def replayed(
+    space: Sequence[Dimension],
+    algorithm: str,
+    settings: dict[str, Any],
+    seed: int,
+    maximize: bool,
+    parallel: int,
+    told: Sequence[Told],
+    number: int,
+) -> list[dict[str, str]]:
+    """The values of trials 0 to `number` - 1 of a sampler that keeps its state from trial to
+    trial (CMA-ES: its generations), asked again in one study seeded once: trial k asked
+    once trials 0 to k - `parallel` are told (`told`: each one's objective, as it ended), as
+    the loop asked it. The same history replays the same trials, so no state is kept between
+    two asks; the sampler's own (Optuna stores CMA-ES's in its trials) is made again."""
+    optuna = _optuna()
+    distributions = {d.name: _distribution(d) for d in space}
+    study = optuna.create_study(
+        sampler=_sampler(algorithm, settings, seed),
+        direction="maximize" if maximize else "minimize",
+    )
+    asked, found = [], []
+    for k in range(number):
+        if (i := k - parallel) >= 0:
+            ended = told[i]
+            state = "COMPLETE" if ended.objective is not None else "FAIL"
+            study.tell(asked[i], ended.objective, state=getattr(optuna.trial.TrialState, state))
+        asked.append(study.ask(fixed_distributions=distributions))
+        found.append({d.name: _text(d, asked[k].params[d.name]) for d in space})
+    return found
+
+
 def _optuna() -> Any:
     """Optuna, quiet (it logs each trial at INFO), or an ImportError that says what to install."""
     try:
@@ -116,6 +151,10 @@ def _sampler(algorithm: str, settings: dict[str, Any], seed: int) -> BaseSampler
         )
     if algorithm == "gp":
         return samplers.GPSampler(**settings, seed=seed)
+    if algorithm == "cmaes":  # (`sigma0` is deprecated in Optuna 4.9+, and still read)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return samplers.CmaEsSampler(**settings, seed=seed)
     raise ValueError(f"{algorithm}: not a search that learns ({', '.join(ALGORITHMS)})")
 
 

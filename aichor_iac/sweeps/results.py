@@ -231,7 +231,7 @@ def table(found: dict[str, Any]) -> Table:
         out.caption = f"{found['sweep']}: {aim}; best trial {found['best']} (*)"
     else:
         out.caption = f"{found['sweep']}: {aim}; no trial has reported it yet"
-    if (later := found.get("count", 0) - len(found["trials"])) > 0:
+    if (later := found.get("count", 0) - len(found["trials"])) > 0 and not found["failed"]:
         out.caption += f"; {later} more trials to be asked from the results"
     if found["failed"]:
         out.caption += "; the sweep failed: as many trials failed as its maxFailedTrialCount"

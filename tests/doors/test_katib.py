@@ -121,7 +121,6 @@ def test_more_trials_keep_the_earlier_ones() -> None:
     ("name", "path", "message"),
     [
         ("hyperband.yaml", "spec.algorithm.algorithmName", "hyperband runs brackets of"),
-        ("cma-es.yaml", "spec.algorithm.algorithmName", "cmaes keeps its state from one"),
         ("simple-pbt.yaml", "spec.algorithm.algorithmName", "pbt is population-based training"),
         # (a search's spec has no parameters: refused as what it is, not for the parameters)
         ("enas-cpu.yaml", "spec.nasConfig", "neural architecture search (ENAS, DARTS)"),

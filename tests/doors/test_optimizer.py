@@ -146,7 +146,7 @@ def test_grid_search_of_plain_data_and_literal_choices() -> None:
             {"search_space": SPACE, "trial_config": TrialConfig(max_failed_trials=11)},
             "spec.maxFailedTrialCount: 11 is above maxTrialCount 10",
         ),
-        ({"search_space": SPACE, "algorithm": {"algorithmName": "cmaes"}}, "cmaes keeps its"),
+        ({"search_space": SPACE, "algorithm": {"algorithmName": "pbt"}}, "pbt is population"),
         (
             {"search_space": {"lr": ParameterSpec("double", FeasibleSpace("1", "0"))}},
             "above max",

@@ -13,14 +13,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...experiment.trial import FAILED, SUCCEEDED, Ended, Stopping
+from ...experiment.trial import FAILED, SUCCEEDED, Ended, Result, Stopping
 from ...search import learning, stopping
 
 
-def known(count: int, parallel: int, names: Sequence[str], ended: Ended) -> int:
-    """How many of the `count` trials are known: each once the trials it follows have ended."""
+def known(
+    count: int, parallel: int, names: Sequence[str], ended: Ended, max_failed: int | None = None
+) -> int:
+    """How many of the `count` trials are known: each once the trials it follows have ended,
+    unless as many of them failed as `max_failed` (Katib's maxFailedTrialCount: the sweep has
+    failed, and Katib creates no trial after)."""
     for k in range(parallel, count):
-        if any(names[i] not in ended for i in range(k - parallel + 1)):
+        before = [ended.get(names[i]) for i in range(k - parallel + 1)]
+        if None in before:
+            return k
+        failed = sum(r.state == FAILED for r in before if r is not None)
+        if max_failed is not None and failed and failed >= max_failed:
             return k
     return count
 
@@ -33,13 +41,20 @@ def asked(
     parallel: int,
     names: Sequence[str],
     ended: Ended,
+    max_failed: int | None = None,
 ) -> list[dict[str, str]]:
     """The values of each known trial (of `names`), asked of `sampler` (its name, its
     arguments): a failed trial told as failed, an early stopped one with its objective
     (Katib's services are told of succeeded and early stopped trials)."""
     algorithm, arguments = sampler
+    number = known(len(names), parallel, names, ended, max_failed)
+    if algorithm == "cmaes":  # (its state, from generation to generation: asked again)
+        told = [_told(ended[names[i]]) for i in range(number - parallel)]
+        return learning.replayed(
+            space, algorithm, arguments, seed, maximize, parallel, told, number
+        )
     found: list[dict[str, str]] = []
-    for k in range(known(len(names), parallel, names, ended)):
+    for k in range(number):
         history = []
         for i, values in enumerate(found):
             result = ended[names[i]] if i <= k - parallel else None
@@ -47,6 +62,11 @@ def asked(
             history.append(learning.Told(tuple(values.items()), objective, result is not None))
         found.append(learning.suggest(space, algorithm, arguments, seed, maximize, k, history))
     return found
+
+
+def _told(result: Result) -> learning.Told:
+    """An ended trial as a sampler is told of it (its values: the sampler's own)."""
+    return learning.Told((), result.objective if result.state != FAILED else None, True)
 
 
 def rules(

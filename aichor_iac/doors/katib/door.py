@@ -1,5 +1,5 @@
 """Katib's Experiment (`kubeflow.org/v1beta1`, Katib v0.19) as a sweep (issue 41): the trials
-Katib would run for a grid, random or sobol search, each the trial template with its values put in
+Katib would run, each the trial template with its values put in
 as Katib's controller puts them (`manifest/generator.go`), named for the trial. The router
 reads each trial's custom resource by its own door; the trials are created at most
 `parallelTrialCount` at once (`components.experiments`).
@@ -36,11 +36,14 @@ API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
 FIXED = ("grid", "random", "sobol")  # the algorithms whose trials are fixed beforehand
 # The algorithms that learn from the trials that have ended, by the sampler each runs
-SAMPLERS = {"tpe": "tpe", "multivariate-tpe": "multivariate-tpe", "bayesianoptimization": "gp"}
+SAMPLERS = {
+    "tpe": "tpe",
+    "multivariate-tpe": "multivariate-tpe",
+    "bayesianoptimization": "gp",
+    "cmaes": "cmaes",
+}
 # Katib's other algorithms, by what they need that is not here
 LEARNING = {
-    "cmaes": "keeps its state from one generation of trials to the next, which is not rebuilt "
-    "from the trials' results here yet",
     "hyperband": "runs brackets of successive halving, each round's trials and budgets chosen "
     "from the last round's results: it needs Katib's hyperband service",
     "pbt": "is population-based training: each generation's trials start from the best "
@@ -181,8 +184,8 @@ def _architecture_search(data: dict[str, Any]) -> Problem | None:
     if not isinstance(spec, dict) or "nasConfig" not in spec:
         return None
     reason = (
-        f"{ARCHITECTURE_SEARCH_IS}: aichor-iac runs hyperparameter sweeps (spec.parameters) "
-        "by grid, random or sobol"
+        f"{ARCHITECTURE_SEARCH_IS}: aichor-iac runs hyperparameter sweeps (spec.parameters), "
+        "by grid, random, sobol, tpe, multivariate-tpe, bayesianoptimization or cmaes"
     )
     return Problem("spec.nasConfig", reason)
 
@@ -197,7 +200,7 @@ def _refused(spec: Spec) -> list[Problem]:
             Problem(
                 "spec.algorithm.algorithmName",
                 f"{algorithm} {how}; aichor-iac runs grid, random, sobol, tpe, "
-                "multivariate-tpe and bayesianoptimization",
+                "multivariate-tpe, bayesianoptimization and cmaes",
             )
         )
     if (early := spec.early_stopping) is not None and early.algorithm_name != "medianstop":
@@ -211,6 +214,9 @@ def _refused(spec: Spec) -> list[Problem]:
         for i, setting in enumerate(spec.algorithm.algorithm_settings):
             if reason := settings.problem(algorithm, setting.name, setting.value):
                 problems.append(Problem(f"spec.algorithm.algorithmSettings.{i}", reason))
+    if algorithm == "cmaes" and sum(p.type in ("int", "double") for p in spec.parameters) < 2:
+        reason = "cmaes only supports two or more dimensional continuous search space."
+        problems.append(Problem("spec.parameters", reason))
     limit, total = spec.max_failed_trial_count, spec.max_trial_count
     if limit is not None and total is not None and limit > total:  # (Katib's webhook)
         reason = f"{limit} is above maxTrialCount {total}: at most maxTrialCount trials fail"
@@ -313,7 +319,10 @@ def _values(spec: Spec, name: str, fail: Any, ended: Ended) -> tuple[int, list[d
             sampler = SAMPLERS[algorithm], settings.sampler_settings(algorithm, given)
             space = [p.dimension() for p in spec.parameters]
             maximize = spec.objective.type == "maximize"
-            return count, asking.asked(space, sampler, seed, maximize, parallel, names, ended)
+            limit = spec.max_failed_trial_count
+            return count, asking.asked(
+                space, sampler, seed, maximize, parallel, names, ended, limit
+            )
         if algorithm == "grid":
             found = grid(spec.parameters, count, seed, parallel)
         elif algorithm == "sobol":  # (no seed: the sequence is fixed)
@@ -321,7 +330,8 @@ def _values(spec: Spec, name: str, fail: Any, ended: Ended) -> tuple[int, list[d
         else:
             found = random_search(spec.parameters, count, seed)
         if spec.early_stopping is not None:  # (each trial's rule: from the results)
-            found = found[: asking.known(count, parallel, names, ended)]
+            limit = spec.max_failed_trial_count
+            found = found[: asking.known(count, parallel, names, ended, limit)]
         return count, found
     except ValueError as error:
         raise fail([Problem("spec.parameters", str(error))]) from None

@@ -13,6 +13,9 @@ words (`problem`, `stopping_problem`).
   GPSampler, not one of scikit-optimize's forests), `acq_func` (`gp_hedge`, its default, or
   `EI`: GPSampler maximises log expected improvement), `acq_optimizer` (read, not used:
   GPSampler optimises its acquisition its own way).
+- `cmaes`: its optuna service's `sigma` (CmaEsSampler's `sigma0`; unset: a sixth of the
+  narrowest range), `random_state`, `restart_strategy` (`ipop` or `none`: read, and none with
+  the Optuna here, which restarts no more).
 - `medianstop`: `min_trials_required` (default 3), `start_step` (4).
 
 Without `random_state`, the seed comes from the experiment's name (`space.seed_of`).
@@ -31,10 +34,12 @@ from .numpy_legacy import SEED_MAX
 @dataclass(frozen=True)
 class Setting:
     """One setting Katib's service reads: the sampler's argument it becomes (None: read, not
-    passed on), and why a value is refused (None: taken), in the service's words."""
+    passed on), why a value is refused (None: taken), in the service's words, and how the
+    argument is read from it."""
 
     argument: str | None
     check: Callable[[str, str], str | None]
+    read: Callable[[str], Any] = int
 
 
 def _whole(least: int, refused: str) -> Callable[[str, str], str | None]:
@@ -55,13 +60,24 @@ def _whole(least: int, refused: str) -> Callable[[str, str], str | None]:
     return check
 
 
-def _one_of(allowed: Sequence[str], why: str = "") -> Callable[[str, str], str | None]:
+def _one_of(
+    allowed: Sequence[str], why: str = "", where: str = "Bayesian optimization"
+) -> Callable[[str, str], str | None]:
     def check(name: str, value: str) -> str | None:
         if value in allowed:
             return None
-        return f"{name} {value} is not supported in Bayesian optimization{why}"
+        return f"{name} {value} is not supported in {where}{why}"
 
     return check
+
+
+def _sigma(name: str, value: str) -> str | None:
+    """CMA-ES's `sigma` (its optuna service's check, in its words)."""
+    try:
+        number = float(value)
+    except ValueError as error:
+        return f"failed to validate {name}({value}): {error}"
+    return None if number >= 0 else f"{name} should be greate or equal than zero"
 
 
 OPTUNA = _whole(0, "{name} should be greate or equal than zero")  # (its words, as written)
@@ -92,6 +108,12 @@ SETTINGS: dict[str, dict[str, Setting]] = {
     },
 }
 SETTINGS["multivariate-tpe"] = SETTINGS["tpe"]
+# (Optuna 5 reads `restart_strategy` and restarts no more: ipop falls back to none)
+SETTINGS["cmaes"] = {
+    "restart_strategy": Setting(None, _one_of(("ipop", "None", "none"), "", "CMAES optimization")),
+    "sigma": Setting("sigma0", _sigma, float),
+    "random_state": Setting(None, _whole(0, "{name} should be greate or equal than zero")),
+}
 # Early stopping's (`earlyStopping.algorithmSettings`), by its service's words
 SETTINGS["medianstop"] = {
     "min_trials_required": Setting(
@@ -106,6 +128,7 @@ DEFAULTS: dict[str, dict[str, int]] = {
     "tpe": {"n_startup_trials": 10, "n_ei_candidates": 24},
     "multivariate-tpe": {"n_startup_trials": 10, "n_ei_candidates": 24},
     "bayesianoptimization": {"n_startup_trials": 10},
+    "cmaes": {},
     "medianstop": {"min_trials_required": MIN_TRIALS_REQUIRED, "start_step": START_STEP},
 }
 
@@ -135,6 +158,7 @@ def sampler_settings(algorithm: str, given: Sequence[tuple[str, str]]) -> dict[s
     defaults, then each setting given that the sampler reads."""
     found: dict[str, Any] = dict(DEFAULTS[algorithm])
     for name, value in given:
-        if (argument := SETTINGS[algorithm][name].argument) is not None:
-            found[argument] = int(value)
+        setting = SETTINGS[algorithm][name]
+        if setting.argument is not None:
+            found[setting.argument] = setting.read(value)
     return found

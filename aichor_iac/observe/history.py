@@ -1,0 +1,177 @@
+"""What a cluster holds of a stack's experiments (issue 54), read for `aichor-iac status` and for
+the Pulumi program: each experiment's state (`observe.status.report`), each sweep's trials as
+its table reads them, and a sweep that depends on its results read again with the trials they
+allow, until they allow no more. What ended is read from the cluster alone (each trial's entry
+Job and its first pod's output): any reader, at any time, on any machine, reads the same."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..experiment.model import Experiment
+from ..experiment.trial import NONE_ENDED, Ended, Trial
+from ..settings import Settings
+from ..sweeps import results
+from . import kubeapi
+
+
+@dataclass(frozen=True)
+class Source:
+    """An experiment as `status`, `logs` and `events` read it."""
+
+    name: str
+    reader: Any  # its objects, where the options say (`kubeapi.Reader`)
+    lead: str | None  # the pod that leads its group restart, if it restarts as a group
+    entry: str  # the Job whose end is its end
+    trial: Trial | None  # its place in a sweep, if it is a trial
+
+
+def source_of(
+    manifest: Experiment, name: str, settings: Settings, api: Any, namespace: str
+) -> Source:
+    """The experiment (named `name`) as read through `api` in `namespace`."""
+    from .. import planning
+    from ..k8s.context import Context
+    from ..k8s.restart import regroup_of
+
+    blueprint = planning.blueprint(manifest, settings, name)
+    regroup = regroup_of(blueprint)
+    lead = regroup.lead.split(".", 1)[0] if regroup else None
+    entry = Context(blueprint).entry_job()
+    return Source(name, kubeapi.Reader(api, namespace, name), lead, entry, manifest.trial)
+
+
+# The sources as read with the trials that have ended (a sweep that depends on its results
+# has more trials with more results)
+Load = Callable[[Ended], list[Source]]
+
+
+def settled(
+    load: Load,
+) -> tuple[list[Source], dict[str, Any], dict[str, list[Any]], Ended]:
+    """The experiments `load` gives, each one's state, each sweep's trials (as
+    `sweeps.results.report` takes them) and the trials that ended of the sweeps that depend
+    on their results: read again with those until they allow no more trials."""
+    sources, found, ended = load(NONE_ENDED), {}, NONE_ENDED
+    while True:
+        found |= {s.name: now(s) for s in sources if s.name not in found}
+        trials = sweep_trials(sources, found)
+        more_ended = {
+            name: result
+            for each in trials.values()
+            if each[0][1].learns
+            for name, result in results.ended(each).items()
+        }
+        if more_ended == ended or len(more := load(more_ended)) == len(sources):
+            return sources, found, trials, more_ended
+        sources, ended = more, more_ended
+
+
+def now(source: Source) -> dict[str, Any]:
+    """What the experiment is doing (`observe.status.report`), with its group restart's
+    attempt and its receiver's last report."""
+    from ..k8s.progress import CONTAINER
+    from .progress import TAIL, last_report, receiver_pod
+    from .status import report, restart_attempt
+
+    reader, lead, pods = source.reader, source.lead, source.reader.pods()
+    attempt = reported = None
+    if lead and any(p["metadata"]["name"] == lead for p in pods):
+        attempt = restart_attempt([text for _, text in reader.lines(lead)])
+    if receiving := receiver_pod(pods, source.entry, CONTAINER):
+        reported = last_report(list(reader.lines(receiving, container=CONTAINER, tail=TAIL)))
+    return report(reader.jobs(), pods, datetime.now(timezone.utc), attempt, reported)
+
+
+def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list[Any]]:
+    """Each sweep's trials as `sweeps.results.report` reads them: their states from their
+    entry-point Jobs (`found`: each experiment's report), their metrics from their last
+    progress report, else from the output of those Jobs' first pods (read only then, or for
+    early stopping, whose rule reads each value)."""
+    trials: dict[str, list[Any]] = {}
+    for source in sources:
+        if (trial := source.trial) is None:
+            continue
+        group = next((g for g in found[source.name]["groups"] if g["job"] == source.entry), None)
+        status = found[source.name].get("trainerStatus")
+        state, lines = "Waiting", []  # (created once an earlier trial has ended)
+        if group is not None:
+            state = results.state_of(group["condition"], group["reason"])
+            ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
+            every = trial.stopping is not None
+            if ran and (every or not results.reports_objective(status, trial)):
+                lines = [text for _, text in source.reader.lines(ran[0])]
+        trials.setdefault(trial.sweep, []).append((source.name, trial, state, lines, status))
+    return trials
+
+
+def asked(
+    load_all: Callable[[Ended], tuple[Experiment, ...]],
+    settings: Settings,
+    stack: str,
+    api: Any,
+) -> tuple[Experiment, ...]:
+    """The experiments `load_all` reads, with the trials their sweeps' results on the cluster
+    (through `api`) allow: what the Pulumi program creates, step by step, as trials end."""
+
+    def load(ended: Ended) -> list[Source]:
+        manifests = load_all(ended)
+        namespace = settings.namespace
+        return [source_of(m, m.name_in(stack), settings, api, namespace) for m in manifests]
+
+    sources, _, trials, ended = settled(load)
+    _none_lost(sources, trials)
+    return load_all(ended)
+
+
+def _none_lost(sources: list[Source], trials: dict[str, list[Any]]) -> None:
+    """A ManifestError if a sweep has trials on the cluster that its results, as read now, no
+    longer allow (their pods, and the lines they printed, deleted): Pulumi would delete
+    them, and the trials they were asked from could not be asked again."""
+    from ..problems import ManifestError, Problem
+
+    known = {s.name for s in sources}
+    for sweep, each in trials.items():
+        trial, source = each[0][1], next(s for s in sources if s.name == each[0][0])
+        if not trial.learns:
+            continue
+        jobs = source.reader.jobs({trial.label: sweep})
+        there = {j["metadata"]["labels"].get("app.kubernetes.io/instance") for j in jobs}
+        if lost := sorted(n for n in there if n and n not in known):
+            reason = (
+                f"trials {', '.join(lost)} of sweep {sweep} are on the cluster, and the results "
+                "they were asked from can no longer be read (the pods of the trials before "
+                "them, deleted?): nothing is created or deleted; delete those trials' Jobs, "
+                "or the stack, to start the sweep again"
+            )
+            raise ManifestError(sweep, [Problem("spec", reason)])
+
+
+def from_cluster(
+    load_all: Callable[[Ended], tuple[Experiment, ...]],
+    settings: Settings,
+    stack: str,
+    kubeconfig: Any = None,
+    context: str | None = None,
+) -> tuple[Experiment, ...]:
+    """`asked` on the cluster the Kubernetes provider is given (`kubernetes:kubeconfig` and
+    `kubernetes:context`, else the current kubeconfig context): what the Pulumi program of a
+    sweep that depends on its results creates. A cluster that cannot be read is a
+    ManifestError: the program creates nothing rather than fewer trials."""
+    from httpx2 import HTTPError
+    from lightkube.core.exceptions import ApiError
+
+    from ..problems import ManifestError, Problem
+
+    why = "a sweep that depends on its results reads them from its cluster"
+    try:
+        config, named = kubeapi.provider_connection(kubeconfig, context)
+        return asked(load_all, settings, stack, kubeapi.connect(kubeconfig=config, context=named))
+    except kubeapi.Unreachable as error:
+        said = f"{why}: {error}"
+    except (ApiError, HTTPError) as error:
+        said = f"{why}, which answered: {error}"
+    raise ManifestError("Pulumi config", [Problem("kubernetes:kubeconfig", said)])
