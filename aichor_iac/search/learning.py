@@ -152,6 +152,10 @@ def _sampler(algorithm: str, settings: dict[str, Any], seed: int) -> BaseSampler
     if algorithm == "gp":
         return samplers.GPSampler(**settings, seed=seed)
     if algorithm == "cmaes":  # (`sigma0` is deprecated in Optuna 4.9+, and still read)
+        try:
+            import cmaes  # noqa: F401 (Optuna's CmaEsSampler runs it, and does not install it)
+        except ImportError:
+            raise ImportError(f"cmaes needs the cmaes package: {INSTALL}") from None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             return samplers.CmaEsSampler(**settings, seed=seed)

@@ -364,3 +364,12 @@ def test_no_trial_is_asked_once_the_sweep_has_failed():
     three = {**two, names[3]: None}
     assert len(learning_sweep("tpe.yaml", two)) == 7
     assert len(learning_sweep("tpe.yaml", three)) == 6  # (trial 6 would follow 3 failures)
+
+
+def test_without_the_cmaes_package_a_cmaes_sweep_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cmaes", None)  # (Optuna does not install it)
+    with pytest.raises(ManifestError) as caught:
+        learning_sweep("cma-es.yaml")
+    (problem,) = caught.value.problems
+    assert problem.path == "spec.algorithm.algorithmName"
+    assert "cmaes needs the cmaes package: pip install 'aichor-iac[search]'" in problem.message
