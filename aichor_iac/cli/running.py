@@ -124,9 +124,10 @@ class Asked:
             rule = trial.stopping if trial is not None else None
             if rule is None or name in self.judged or not (printed := lines.get(name)):
                 continue
-            if stopped_step(trial, printed) is not None:
+            values = reported_values(trial, printed)
+            if stopped_step(trial, values) is not None:
                 found.append(name)
-            if len(reported_values(trial, printed)) >= rule.start_step:
+            if len(values) >= rule.start_step:
                 self.judged.add(name)
         self.judged.update(found)
         return found

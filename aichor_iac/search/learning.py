@@ -79,17 +79,11 @@ def suggest(
     choice as given), from the trials of `history` (each of this space: a trial with a value
     outside it, after the space changed, does not count). `settings`: the sampler's, by
     Optuna's names (a door reads its own, with its defaults)."""
-    optuna = _optuna()
-    distributions = {d.name: _distribution(d) for d in space}
-    study = optuna.create_study(
-        sampler=_sampler(algorithm, settings, _seed(seed, number)),
-        direction="maximize" if maximize else "minimize",
-    )
+    study, distributions = _study(space, algorithm, settings, _seed(seed, number), maximize)
     for told in history:
         if (trial := _trial(told, space, distributions)) is not None:
             study.add_trial(trial)
-    asked = study.ask(fixed_distributions=distributions)
-    return {d.name: _text(d, asked.params[d.name]) for d in space}
+    return _asked(study, space, distributions)[1]
 
 
 def replayed(
@@ -107,21 +101,40 @@ def replayed(
     once trials 0 to k - `parallel` are told (`told`: each one's objective, as it ended), as
     the loop asked it. The same history replays the same trials, so no state is kept between
     two asks; the sampler's own (Optuna stores CMA-ES's in its trials) is made again."""
-    optuna = _optuna()
-    distributions = {d.name: _distribution(d) for d in space}
-    study = optuna.create_study(
-        sampler=_sampler(algorithm, settings, seed),
-        direction="maximize" if maximize else "minimize",
-    )
+    study, distributions = _study(space, algorithm, settings, seed, maximize)
+    from optuna.trial import TrialState  # (after `_optuna`: its error says what to install)
+
     asked, found = [], []
     for k in range(number):
         if (i := k - parallel) >= 0:
             ended = told[i]
-            state = "COMPLETE" if ended.objective is not None else "FAIL"
-            study.tell(asked[i], ended.objective, state=getattr(optuna.trial.TrialState, state))
-        asked.append(study.ask(fixed_distributions=distributions))
-        found.append({d.name: _text(d, asked[k].params[d.name]) for d in space})
+            state = TrialState.COMPLETE if ended.objective is not None else TrialState.FAIL
+            study.tell(asked[i], ended.objective, state=state)
+        trial, values = _asked(study, space, distributions)
+        asked.append(trial)
+        found.append(values)
     return found
+
+
+def _study(
+    space: Sequence[Dimension], algorithm: str, settings: dict[str, Any], seed: int, maximize: bool
+) -> tuple[Any, dict[str, BaseDistribution]]:
+    """An empty study of the algorithm's sampler (seeded `seed`), and the space's
+    distributions."""
+    optuna = _optuna()
+    study = optuna.create_study(
+        sampler=_sampler(algorithm, settings, seed),
+        direction="maximize" if maximize else "minimize",
+    )
+    return study, {d.name: _distribution(d) for d in space}
+
+
+def _asked(
+    study: Any, space: Sequence[Dimension], distributions: dict[str, BaseDistribution]
+) -> tuple[Any, dict[str, str]]:
+    """The study's next trial, and its values as a trial gets them (`_text`)."""
+    trial = study.ask(fixed_distributions=distributions)
+    return trial, {d.name: _text(d, trial.params[d.name]) for d in space}
 
 
 def _optuna() -> Any:

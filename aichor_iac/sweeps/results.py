@@ -163,7 +163,7 @@ def judged(
     came before it ended: each reading of the sweep reads it alike); else as given."""
     if (
         state not in (SUCCEEDED, FAILED, EARLY_STOPPED)
-        or (at := stopped_step(place, lines)) is None
+        or (at := stopped_step(place, reported_values(place, lines))) is None
     ):
         return state, lines, status
     objective = place.objective
@@ -176,14 +176,14 @@ def judged(
     return EARLY_STOPPED, lines, None
 
 
-def stopped_step(place: Trial, lines: list[str]) -> int | None:
+def stopped_step(place: Trial, values: list[float]) -> int | None:
     """The objective value (1, 2, …) at which the trial's early stopping rule stops it, from
-    the values its lines hold so far (None: it does not, or not yet)."""
+    the `values` of its objective reported so far (None: it does not, or not yet)."""
     rule, objective = place.stopping, place.objective
     if rule is None or objective is None:
         return None
     maximize = objective.direction == "maximize"
-    return stopping.stopped_at(reported_values(place, lines), rule.rule, maximize, rule.start_step)
+    return stopping.stopped_at(values, rule.rule, maximize, rule.start_step)
 
 
 def reported_values(place: Trial, lines: list[str]) -> list[float]:
