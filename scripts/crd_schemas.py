@@ -44,6 +44,7 @@ KINDS = (
     "networkpolicy-networking-v1",
     "ingress-networking-v1",
 )
+TRAINER_MAIN = "8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3"  # kubeflow/trainer main, 2026-08-21
 TRAINING_OPERATOR = ("kubeflow/trainer", "v1.9.4", "manifests/base/crds/kubeflow.org_{}.yaml")
 # (GitHub repository, tag, path, names) -> one schema file per CRD and tag
 SOURCES: list[tuple[str, str, str, tuple[str, ...]]] = [
@@ -69,6 +70,14 @@ SOURCES: list[tuple[str, str, str, tuple[str, ...]]] = [
     ),
     # TrainJobs written for the releases before runtimePatches (labels, annotations and
     # podSpecOverrides in v2.0; podTemplateOverrides in v2.1)
+    # OptimizationJob (trainer.kubeflow.org/v1alpha1) is on trainer main only (since 0cd558cc1,
+    # after v2.3.0; its controller is not released): pinned to a commit of main
+    (
+        "kubeflow/trainer",
+        TRAINER_MAIN,
+        "manifests/base/crds/trainer.kubeflow.org_{}.yaml",
+        ("optimizationjobs",),
+    ),
     (
         "kubeflow/trainer",
         "v2.0.0",

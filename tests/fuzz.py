@@ -65,22 +65,35 @@ RESOURCES = (
     ]
     + [  # JobSet's examples and Trainer's TrainJobs (their first document), and our own seeds
         next(yaml.safe_load_all(p.read_text()))
-        for folder in ("tests/jobset", "tests/trainer", "tests/fuzz_seeds")
+        for folder in (
+            "tests/jobset",
+            "tests/trainer",
+            "tests/trainer_optimization",
+            "tests/fuzz_seeds",
+        )
         for p in sorted((ROOT / folder).glob("*.yaml"))
     ]
 )
 # Every custom resource file whole (a TrainJob with its runtime, a RayJob with its RayCluster, a
 # resource with its ConfigMaps): each door's examples, half of `run()`'s cases (issue 39)
-FILES = [
-    [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
-    for folder in ("kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes", "fuzz_seeds")
-    for p in sorted((ROOT / "tests" / folder).glob("*.yaml"))
-] + [  # Katib's examples as sweeps of 3 trials that run whatever fails (issue 41)
-    [{**d, "spec": {**d["spec"], "maxTrialCount": 3, "maxFailedTrialCount": 3}}]
-    for p in sorted((ROOT / "tests" / "katib").glob("*.yaml"))
-    for d in yaml.safe_load_all(p.read_text())
-    if d is not None
-]
+FILES = (
+    [
+        [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
+        for folder in ("kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes", "fuzz_seeds")
+        for p in sorted((ROOT / "tests" / folder).glob("*.yaml"))
+    ]
+    + [  # Katib's examples as sweeps of 3 trials that run whatever fails (issue 41)
+        [{**d, "spec": {**d["spec"], "maxTrialCount": 3, "maxFailedTrialCount": 3}}]
+        for p in sorted((ROOT / "tests" / "katib").glob("*.yaml"))
+        for d in yaml.safe_load_all(p.read_text())
+        if d is not None
+    ]
+    + [  # Trainer's OptimizationJobs as sweeps of 3 trials (issue 54)
+        [{**d, "spec": {**d["spec"], "numTrials": 3, "parallelTrials": 2}}]
+        for p in sorted((ROOT / "tests" / "trainer_optimization").glob("*.yaml"))
+        for d in yaml.safe_load_all(p.read_text())
+    ]
+)
 CR_GROUPS = ("kubeflow.org/", "ray.io/", "jobset.x-k8s.io/", "trainer.kubeflow.org/")
 CASE_SECONDS = 60  # a case slower than this is a hang (rendering 1,000 jobset Jobs takes ~13 s)
 MAX_CASE_MIB = 256  # what one case may add to the process's peak memory
@@ -363,7 +376,7 @@ def door_of(text: str) -> str:
 
 
 KINDS = ("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob", "RayJob")
-KINDS += ("RayCluster", "JobSet", "TrainJob", "Experiment")
+KINDS += ("RayCluster", "JobSet", "TrainJob", "Experiment", "OptimizationJob")
 
 
 def text_of(document: dict, rng: random.Random) -> str:

@@ -57,7 +57,8 @@ def cases() -> dict[str, tuple[str, Settings, str]]:
                 settings.model_copy(update=update),
                 path.stem,
             )
-    for folder in ("aichor", "kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes"):
+    folders = ("aichor", "kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes")
+    for folder in (*folders, "trainer_optimization"):
         for path in sorted((ROOT / "tests" / folder).glob("*.yaml")):
             found[f"tests/{folder}/{path.name}"] = (path.read_text(), Settings(), "exp")
     for path in sorted((ROOT / "tests" / "katib").glob("*.yaml")):

@@ -26,6 +26,7 @@ def test_five_thousand_hostile_manifests_end_cleanly():
         "JAXJob",
         "PaddleJob",
         "Experiment",
+        "OptimizationJob",
     } <= doors
 
 

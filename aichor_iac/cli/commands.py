@@ -244,7 +244,7 @@ def _results(
     from ..local.parts import HELD_BACK, STOPPED_EARLY, TIMED_OUT, first_failure
     from ..observe.progress import summary
     from ..sweeps.plot import plot
-    from ..sweeps.results import table
+    from ..sweeps.results import view
 
     for _, name in inputs.each():
         status = outcomes[name][0]
@@ -263,7 +263,7 @@ def _results(
         if console is None:
             print(json.dumps({"sweep": sweep, **found}))
         else:
-            console.print(table(found))
+            console.print(view(found))
     if plotted:
         plot(sweeps, plotted)
     return first_failure(outcomes)[0]

@@ -77,7 +77,7 @@ def status(args: argparse.Namespace) -> int:
 
     from ..observe.status import table
     from ..sweeps.plot import plot
-    from ..sweeps.results import table as sweep_table
+    from ..sweeps.results import view as sweep_table
 
     sources = readers(args)
 

@@ -26,6 +26,8 @@ JOBSET = "jobset.x-k8s.io/v1alpha2"
 JOBSET_KINDS = ("JobSet",)
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 TRAINER_KINDS = ("TrainJob",)
+# Trainer's sweep of TrainJobs (on trainer main, after v2.3.0)
+OPTIMIZATION = (TRAINER, "OptimizationJob")
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 
 
@@ -51,10 +53,17 @@ ENTRANCES = (
     *(Entrance(RAY, kind, "kuberay.door") for kind in RAY_KINDS),
     *(Entrance(JOBSET, kind, "jobset.door") for kind in JOBSET_KINDS),
     *(Entrance(TRAINER, kind, "trainer.door") for kind in TRAINER_KINDS),
+    Entrance(*OPTIMIZATION, "trainer.optimization"),
 )
+# The sweeps: each one's door (its `trials`) and where in it its trials' template is (each
+# trial's custom resource has that template's lines)
+SWEEPS = {
+    KATIB: ("katib.door", ("spec", "trialTemplate", "trialSpec")),
+    OPTIMIZATION: ("trainer.optimization", ("spec", "trainJobTemplate")),
+}
 # The door of each API group a custom resource may be in (Kubeflow's: its training jobs;
-# a Katib Experiment is told apart first, as a sweep)
-DOORS = {e.group: e.door for e in ENTRANCES if (e.api_version, e.kind) != KATIB}
+# a sweep is told apart first)
+DOORS = {e.group: e.door for e in ENTRANCES if (e.api_version, e.kind) not in SWEEPS}
 
 
 def is_runtime(data: Any) -> bool:

@@ -21,8 +21,8 @@ from .identities import (
     DOORS,
     ENTRANCES,
     JOB,
-    KATIB,
     RUNTIME_KINDS,
+    SWEEPS,
     TRAINER,
     TRAINER_KINDS,
     is_runtime,
@@ -137,7 +137,8 @@ def parse_all(
         given = runtimes if document in trainer else []
         try:  # (every problem of the file at once)
             if _is_sweep(document.data):
-                found += [(t, document) for t in _sweep(document, source, used, ended)]
+                trials = _sweep(document, source, used, given, ended)
+                found += [(t, document) for t in trials]
             else:
                 found.append((_experiment(document, source, used, given, checked=True), document))
         except ManifestError as error:
@@ -153,26 +154,33 @@ def parse_all(
 
 
 def _is_sweep(data: dict[str, Any]) -> bool:
-    return (_api_version(data), data.get("kind")) == KATIB
+    kind = data.get("kind")  # (any YAML value)
+    return isinstance(kind, str) and (_api_version(data), kind) in SWEEPS
 
 
 def _sweep(
-    document: text.Document, source: str, companions: list[dict[str, Any]], ended: Ended
+    document: text.Document,
+    source: str,
+    companions: list[dict[str, Any]],
+    runtimes: list[text.Document],
+    ended: Ended,
 ) -> list[Experiment]:
-    """A Katib Experiment's trials, each read by the door of its custom resource (the
-    template's problems, found in the first trial, at the template's lines)."""
-    where = ("spec", "trialTemplate", "trialSpec")
-    lines = {path[3:]: n for path, n in document.lines.items() if path[:3] == where}
+    """A sweep's trials (a Katib Experiment's, an OptimizationJob's), each read by the door of
+    its custom resource (the template's problems, found in the first trial, at the template's
+    lines; a TrainJob with the `runtimes` beside the sweep)."""
+    door, where = SWEEPS[_api_version(document.data), document.data.get("kind")]
+    lines = {
+        path[len(where) :]: n for path, n in document.lines.items() if path[: len(where)] == where
+    }
     found = []
-    katib = _door("katib.door")
-    trials = katib.trials(document.data, source, document.lines, tuple(companions), ended)
+    trials = _door(door).trials(document.data, source, document.lines, tuple(companions), ended)
     for data, place in trials:
         trial = text.Document(data, lines, line_for(where, document.lines) or document.line)
         try:
             if (data.get("apiVersion"), data.get("kind")) == JOB:  # (a trial only: a Job
                 experiment = _door("job").validate(data, source, lines, [])  # beside is kept)
             else:
-                experiment = _experiment(trial, source, [], [], checked=False)
+                experiment = _experiment(trial, source, [], runtimes, checked=False)
         except ManifestError as error:
             prefix = ".".join(where)
             raise ManifestError(
@@ -250,7 +258,8 @@ def _experiment(
     if (api_version, str(data.get("kind"))) in RETIRED | DRAFTS:  # (a kind: any YAML value)
         raise ManifestError(source, [_retired(data, lines)])
     if _is_sweep(data):
-        reason = "a Katib Experiment is a sweep of several trials: read it with load_all"
+        which = "a Katib Experiment" if data.get("kind") == "Experiment" else "an OptimizationJob"
+        reason = f"{which} is a sweep of several trials: read it with load_all"
         raise ManifestError(source, [Problem("kind", reason, line_for(("kind",), lines))])
     if is_runtime(data):
         reason = "a runtime is not an experiment: give the TrainJob that names it beside it"

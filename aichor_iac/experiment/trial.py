@@ -82,6 +82,10 @@ class Trial:
     # are known (each is asked once the trials before it allow: `learns`)
     names: tuple[str, ...] = ()
     stopping: Stopping | None = None  # its sweep's early stopping (Katib's medianstop)
+    # Annotations its door puts on every object of the trial (an OptimizationJob's trial:
+    # its values, as the CRD's ParameterAssignment list in JSON)
+    annotations: tuple[tuple[str, str], ...] = ()
+    kind: str = "Experiment"  # the sweep's own kind (Katib's; Trainer's "OptimizationJob")
 
     @property
     def learns(self) -> bool:

@@ -85,6 +85,12 @@ class Context:
                 labels["training.kubeflow.org/replica-type"] = role
         return labels
 
+    def trial_annotations(self) -> dict[str, str]:
+        """What its door puts on each object of a sweep's trial (an OptimizationJob's: the
+        trial's values), on its Jobs and pods."""
+        trial = self.blueprint.manifest.trial
+        return dict(trial.annotations) if trial else {}
+
     def experiment_selector(self) -> dict[str, str]:
         """Every pod of the experiment (replicas and TensorBoard)."""
         return {

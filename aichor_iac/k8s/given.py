@@ -41,7 +41,8 @@ def template(
         **ctx.labels(group.role),
         **gang.get("labels", {}),
     }
-    if merged := {**metadata.get("annotations", {}), **dict(group.annotations), **annotations}:
+    given = {**metadata.get("annotations", {}), **dict(group.annotations), **annotations}
+    if merged := {**given, **ctx.trial_annotations()}:
         metadata["annotations"] = merged
     spec = result["spec"]
     # (under the group restart, the command restarts in its pod with the others', not alone)

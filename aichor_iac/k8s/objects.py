@@ -138,6 +138,7 @@ def _job_metadata(
     # annotation needs pulumi-kubernetes 4.12.
     annotations.update(job_await(ctx, group, None if replica is None else 1).annotations)
     annotations[DELETION] = "background"
+    annotations.update(ctx.trial_annotations())
     name = ctx.job_name(group, replica)
     return ctx.metadata(name, group.role, annotations, labels=labels or None)
 

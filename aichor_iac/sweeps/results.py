@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+import yaml
 from rich.table import Table
 
 from ..experiment.trial import (
@@ -117,7 +118,29 @@ def report(
         "best": best,
         # Katib's `failed != 0 && failed >= maxFailedTrialCount`: the sweep failed there
         "failed": trial.max_failed is not None and 0 < failed >= trial.max_failed,
+        **_status(trial, rows, best),
     }
+
+
+def _status(trial: Trial, rows: list[dict[str, Any]], best: str | None) -> dict[str, Any]:
+    """An OptimizationJob's best trial as its CRD's status has it (`result`: the TrainJob's
+    name and its parameters), once there is one."""
+    row = next((r for r in rows if r["trial"] == best), None)
+    if trial.kind != "OptimizationJob" or row is None:
+        return {}
+    parameters = [{"name": n, "value": v} for n, v in row["parameters"].items()]
+    return {"status": {"result": {"trainJobName": best, "parameters": parameters}}}
+
+
+def view(found: dict[str, Any]) -> Any:
+    """The sweep's table, then its status in its CRD's shape where it has one (YAML)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    if "status" not in found:
+        return table(found)
+    status = yaml.safe_dump({"status": found["status"]}, sort_keys=False).rstrip()
+    return Group(table(found), Text(status))
 
 
 def trial_metrics(

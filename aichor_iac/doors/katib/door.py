@@ -345,11 +345,12 @@ def _learns(spec: Spec) -> bool:
     return spec.algorithm.algorithm_name in SAMPLERS or spec.early_stopping is not None
 
 
-def trial_name(experiment: str, index: int) -> str:
-    """Katib names a trial `<experiment>-<8 random characters>`; here the characters come from
-    the experiment's name and the trial's index, so every render names it alike."""
+def trial_name(experiment: str, index: int, between: str = "-", size: int = 8) -> str:
+    """Katib names a trial `<experiment>-<8 random characters>` (Trainer's OptimizationJob
+    proposal `<job>-trial-<5>`: `between`, `size`); here the characters come from the
+    experiment's name and the trial's index, so every render names it alike."""
     digest = hashlib.sha256(f"{experiment}/{index}".encode()).digest()
-    return f"{experiment}-" + "".join(ALPHABET[b % len(ALPHABET)] for b in digest[:8])
+    return experiment + between + "".join(ALPHABET[b % len(ALPHABET)] for b in digest[:size])
 
 
 def _substituted(
