@@ -69,7 +69,10 @@ class Schema(NamedTuple):
 
     @property
     def release(self) -> str:
-        return self.source.rsplit("@", 1)[-1]
+        """The release's tag, or a commit's first 9 digits (a CRD of a branch: trainer
+        main's OptimizationJob)."""
+        tag = self.source.rsplit("@", 1)[-1]
+        return tag[:9] if re.fullmatch(r"[0-9a-f]{40}", tag) else tag
 
 
 @functools.cache

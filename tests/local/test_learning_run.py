@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT
 from kube import LocalCluster
 from learning_sweep import ended, loss, sweep_file
 
@@ -113,3 +114,33 @@ def test_median_stop_ends_a_trial_worse_than_the_rule_at_its_start_step(tmp_path
             succeeded.append(x + (1 + 1 / 2) / 2)
     states = [row["state"] for row in found["trials"]]
     assert len(states) == 6 and {"EarlyStopped", "Succeeded"} <= set(states), states
+
+
+# A trial of an OptimizationJob: its values from KUBEFLOW_TRAINER_OPT_*, its loss reported
+REPORTED = (
+    "import os\n"
+    "from kubeflow.trainer import update_trainjob_status\n"
+    "x, y = (float(os.environ[f'KUBEFLOW_TRAINER_OPT_{n}']) for n in 'XY')\n"
+    "update_trainjob_status(progress_percent=100, metrics={'loss': (x - 0.3) ** 2 + (y + 0.2) ** 2})"
+)
+
+
+def test_an_optimizationjob_that_learns_runs_whole_from_its_reported_losses(tmp_path, capsys):
+    """Trainer's OptimizationJob with tpe under aichor-iac's annotation: each trial gets its
+    values as KUBEFLOW_TRAINER_OPT_*, reports its loss (Trainer's progress protocol), and
+    each later trial is what the door asks from those reports; the best is `status.result`."""
+    data = yaml.safe_load((ROOT / "tests/trainer_optimization/tpe.yaml").read_text())
+    spec = data["spec"]
+    spec["numTrials"], spec["parameters"] = 6, spec["parameters"][:2]
+    spec["trainJobTemplate"]["spec"]["trainer"]["command"] = ["python3", "-c", REPORTED]
+    path = tmp_path / "tpe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    found = ran(path, capsys)
+    rows = found["trials"]
+    assert len(rows) == 6 and {r["state"] for r in rows} == {"Succeeded"}
+    for row in rows:  # (each trial's objective: its report, of the values its variables held)
+        assert row["objective"] == pytest.approx(loss(row["parameters"]))
+    assert [(r["trial"], tuple(r["parameters"].items())) for r in rows] == asked(path, found)
+    best = min(rows, key=lambda r: r["objective"])
+    expected = [{"name": n, "value": v} for n, v in best["parameters"].items()]
+    assert found["status"] == {"result": {"trainJobName": best["trial"], "parameters": expected}}

@@ -192,3 +192,28 @@ def test_a_trial_its_rule_stops_is_read_as_stopped_at_the_value_that_stopped_it(
 )
 def test_a_trials_state_is_its_entry_jobs_condition(condition, reason, state):
     assert sweeps.state_of(condition, reason) == state
+
+
+def test_an_optimizationjobs_best_trial_is_its_status_result_in_the_crds_shape():
+    reported = Objective("val_loss", "minimize", strategies=(("val_loss", "latest"),))
+    places = [
+        replace(trial(i, reported), values=(("lr", f"0.{i + 1}"), ("batch", "32")), kind=kind)
+        for i, kind in enumerate(["OptimizationJob"] * 3)
+    ]
+    report = {"metrics": [{"name": "val_loss", "value": "0.5"}]}
+    rows = [
+        ("s-0", places[0], "Succeeded", [], report),
+        ("s-1", places[1], "Succeeded", [], {"metrics": [{"name": "val_loss", "value": "0.25"}]}),
+        ("s-2", places[2], "Running", [], None),
+    ]
+    found = sweeps.report(rows)
+    result = {"trainJobName": "s-1", "parameters": [{"name": "lr", "value": "0.2"}]}
+    result["parameters"].append({"name": "batch", "value": "32"})
+    assert found["status"] == {"result": result}
+    console = Console(width=120, record=True)
+    console.print(sweeps.view(found))
+    shown = console.export_text()
+    assert "status:\n  result:\n    trainJobName: s-1\n    parameters:\n    - name: lr\n" in shown
+    assert "status" not in sweeps.report(rows[2:])  # (no best yet)
+    katib = [(n, replace(p, kind="Experiment"), s, li, r) for n, p, s, li, r in rows]
+    assert "status" not in sweeps.report(katib)  # (Katib's: the table alone)
