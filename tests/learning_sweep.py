@@ -61,3 +61,29 @@ def ended(objectives: dict[str, float | None]) -> dict[str, Result]:
         name: Result(FAILED) if value is None else Result(SUCCEEDED, value, (value,))
         for name, value in objectives.items()
     }
+
+
+# Each trial reports a loss per epoch, four epochs of half a second: x + 1, x + 1/2, ...
+EPOCHS = (
+    "import time\n"
+    "for epoch in range(1, 5):\n"
+    "    print(f'epoch {epoch} loss={${trialParameters.x} + 1 / epoch}', flush=True)\n"
+    "    time.sleep(0.5)"
+)
+
+
+def median_stop_file(tmp_path: Path) -> Path:
+    """A sweep of 6 trials of one parameter, one at a time, each printing EPOCHS' losses,
+    under Katib's medianstop (min_trials_required 1, start_step 2)."""
+    path = sweep_file(tmp_path, "random", 3, 6)
+    sweep = yaml.safe_load(path.read_text())
+    spec = sweep["spec"]
+    spec["parallelTrialCount"] = 1
+    spec["parameters"] = spec["parameters"][:1]
+    spec["trialTemplate"]["trialParameters"] = spec["trialTemplate"]["trialParameters"][:1]
+    container = spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["python3", "-c", EPOCHS]
+    settings = [{"name": "min_trials_required", "value": "1"}, {"name": "start_step", "value": "2"}]
+    spec["earlyStopping"] = {"algorithmName": "medianstop", "algorithmSettings": settings}
+    path.write_text(yaml.safe_dump(sweep))
+    return path

@@ -249,49 +249,132 @@ def test_the_old_order_of_a_master_and_worker_trial_deadlocks(monkeypatch):
     assert f"Job/{trials[2].name}-worker waits for Job/{trials[0].name}-master" in str(caught.value)
 
 
-@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
-def test_pulumi_up_again_and_again_runs_a_sweep_that_learns_to_its_end(tmp_path, wait):
-    """`pulumi up` of a sweep that learns, run again until it ends (issue 54): each `up` runs
-    the program as __main__.py does (`history.asked` reads the trials' results from the
-    cluster), then creates what it adds under the engine's awaits; an `up` while nothing new
-    has ended changes nothing. The sweep ends with the trials the door asks from the losses
-    its trials printed, whatever each `up` found running."""
-    from learning_sweep import ended, loss, sweep_file
+class Loop:
+    """`aichor-iac up --until-done` of a sweep that learns, over the local cluster: each `up`
+    runs the program as __main__.py does (`history.asked` reads the trials' results from the
+    cluster), then creates what it adds under the engine's awaits. Its one state is the
+    stack's (`created`: each resource's URN and inputs), which Pulumi keeps: a loop killed
+    and started again is a new Loop on the same stack."""
 
-    from aichor_iac.observe import history, kubeapi
+    def __init__(self, path, settings, local, url, created=None):
+        from aichor_iac.observe import kubeapi
 
-    path = sweep_file(tmp_path, "tpe", 5, 5)
-    settings = Settings(wait=wait)
-    load_all = functools.partial(doors.load_all, path)
-    first = engine.expand(list(load_all()), settings, "dev")
-    created: dict[str, dict] = {}  # the stack's state: each resource's URN and inputs
-    ups = idle = 0
-    with LocalCluster(first.objects, ENV) as local, LocalApi(local, "default") as api:
-        client = kubeapi.connect(url=api.url)
-        while True:
-            asked = history.asked(load_all, settings, "dev", client)
-            rendering = engine.expand(list(asked), settings, "dev")
+        self.load_all = functools.partial(doors.load_all, path)
+        self.settings, self.local = settings, local
+        self.client = kubeapi.connect(url=url)
+        self.created: dict[str, dict] = created if created is not None else {}
+        self.ups = self.idle = 0
+        self.asked: list = []
+
+    def run(self, until=lambda loop: False) -> None:
+        """`up` again as results allow, until every trial has ended (or `until` the loop)."""
+        from aichor_iac.observe import history
+
+        while not until(self):
+            self.asked = history.asked(self.load_all, self.settings, "dev", self.client)
+            rendering = engine.expand(list(self.asked), self.settings, "dev")
             objects = {r.urn: r.inputs for r in rendering.resources if r.is_kubernetes}
+            created = self.created
             assert {u: objects.get(u) for u in created} == created  # (nothing made changes)
             new = [i for u, i in objects.items() if u not in created]
             jobs = [i["metadata"]["name"] for i in objects.values() if i["kind"] == "Job"]
-            if (
-                not new
-                and len(jobs) == 5
-                and all(local.job_status(j).get("conditions") for j in jobs)
-            ):
-                break
+            every = not new and len(jobs) == self.asked[0].trial.count
+            if every and all(self.local.job_status(j).get("conditions") for j in jobs):
+                return
             if not new:  # (an `up` that changes nothing: nothing new has ended)
-                idle += 1
+                self.idle += 1
                 time.sleep(0.5)
                 continue
             if created:
-                local.add(new)
-            up(rendering, Live(local, stall=60), before=set(created))
+                self.local.add(new)
+            up(rendering, Live(self.local, stall=60), before=set(created))
             created |= {u: i for u, i in objects.items() if u not in created}
-            ups += 1
+            self.ups += 1
+
+
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+def test_pulumi_up_again_and_again_runs_a_sweep_that_learns_to_its_end(tmp_path, wait):
+    """`pulumi up` of a sweep that learns, run again until it ends (issue 54): an `up` while
+    nothing new has ended changes nothing. The sweep ends with the trials the door asks from
+    the losses its trials printed, whatever each `up` found running."""
+    from learning_sweep import ended, loss, sweep_file
+
+    path = sweep_file(tmp_path, "tpe", 5, 5)
+    settings = Settings(wait=wait)
+    first = engine.expand(list(doors.load_all(path)), settings, "dev")
+    with LocalCluster(first.objects, ENV) as local, LocalApi(local, "default") as api:
+        loop = Loop(path, settings, local, api.url)
+        loop.run()
+    asked = loop.asked
     losses = {t.name: loss(dict(t.trial.values)) for t in asked}
     assert [(t.name, t.trial.values) for t in asked] == [
         (t.name, t.trial.values) for t in doors.load_all(path, ended(losses))
     ]
-    assert len(asked) == 5 and ups >= 2
+    assert len(asked) == 5 and loop.ups >= 2
+
+
+def test_the_loop_killed_after_5_trials_and_started_again_ends_with_an_unbroken_runs_trials(
+    tmp_path,
+):
+    """Killed once 5 of its 8 trials exist (some running), and started again on the same
+    stack: the new loop reads the results from the cluster and goes on. Its trials are those
+    of a run never killed: the door's, asked from each trial's loss in turn."""
+    from learning_sweep import ended, loss, sweep_file
+
+    path = sweep_file(tmp_path, "tpe", 6, 8)
+    settings = Settings(wait="none")
+    first = engine.expand(list(doors.load_all(path)), settings, "dev")
+    with LocalCluster(first.objects, ENV) as local, LocalApi(local, "default") as api:
+        killed = Loop(path, settings, local, api.url)
+        killed.run(until=lambda loop: sum(i["kind"] == "Job" for i in loop.created.values()) >= 5)
+        again = Loop(path, settings, local, api.url, created=killed.created)
+        again.run()
+    unbroken: dict[str, float] = {}  # (a run never killed: each trial asked, then ended)
+    for k in range(8):
+        trials = doors.load_all(path, ended(unbroken))
+        unbroken.setdefault(trials[k].name, loss(dict(trials[k].trial.values)))
+    expected = [(t.name, t.trial.values) for t in doors.load_all(path, ended(unbroken))]
+    assert [(t.name, t.trial.values) for t in again.asked] == expected
+    assert len(expected) == 8 and killed.ups >= 2 and again.ups >= 1
+
+
+def test_on_a_cluster_early_stopping_ends_a_trials_pods_and_status_says_earlystopped(tmp_path):
+    """Katib's medianstop through `pulumi up` again and again: a trial whose rule stops it
+    ends its own command in its pod at its start_step-th loss (Katib's collector's check,
+    `search.stopping.main`), before its last epochs; `status` reads it as EarlyStopped."""
+    from learning_sweep import median_stop_file
+
+    from aichor_iac.doors.katib.collect import STOP
+
+    path = median_stop_file(tmp_path)
+    sweep = yaml.safe_load(path.read_text())
+    stack = Settings(wait="none")
+    first = engine.expand(list(doors.load_all(path)), stack, "dev")
+    with LocalCluster(first.objects, ENV) as local, LocalApi(local, "default") as api:
+        loop = Loop(path, stack, local, api.url)
+        loop.run()
+        local.settle(timeout=60)
+        results = dict(local.results)
+        with contextlib.ExitStack() as announced:
+            for trial in loop.asked:
+                announced.enter_context(announce(trial.name, api.url, api.namespace))
+            out = io.StringIO()
+            with redirect_stdout(out):
+                assert main(["status", "--local", str(path), "--output", "json"]) == 0
+    rows = json.loads(out.getvalue())["sweeps"][sweep["metadata"]["name"]]["trials"]
+    stopped = [r for r in rows if r["state"] == "EarlyStopped"]
+    assert (
+        len(rows) == 6 and stopped and {r["state"] for r in rows} <= {"Succeeded", "EarlyStopped"}
+    )
+    jobs = {i["metadata"]["name"]: i for i in loop.created.values() if i["kind"] == "Job"}
+    for trial in loop.asked:
+        job = jobs[f"{trial.name}-worker"]
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        output = results[f"{trial.name}-worker-0"].stdout
+        if trial.name in {r["trial"] for r in stopped}:
+            assert command[:3] == ["/bin/sh", "-c", STOP]  # (its rule, checked in its pod)
+            assert "aichor: early stopped at value 2 of loss" in output
+            assert "epoch 4" not in output  # (its command ended before its last epochs)
+        else:
+            assert "epoch 4" in output
+    assert results[f"{stopped[0]['trial']}-worker-0"].returncode == 0  # (not a failure)

@@ -241,15 +241,18 @@ def _results(
     report, each sweep's table (and picture, to `plotted`); the exit status: the first
     failure's, else 0."""
     outcomes, reports = ended
-    from ..local.parts import HELD_BACK, STOPPED_EARLY, TIMED_OUT, first_failure
+    from ..experiment.trial import EARLY_STOPPED as EARLY
+    from ..local.parts import HELD_BACK, TIMED_OUT, first_failure
     from ..observe.progress import summary
     from ..sweeps.plot import plot
     from ..sweeps.results import view
 
+    sweeps = _sweeps(inputs, outcomes, lines, reports)
+    stopped = {r["trial"] for f in sweeps.values() for r in f["trials"] if r["state"] == EARLY}
     for _, name in inputs.each():
         status = outcomes[name][0]
         result = "succeeded" if status == 0 else "failed"
-        result = "stopped early" if outcomes[name] == STOPPED_EARLY else result
+        result = "stopped early" if name in stopped else result  # (by its sweep's rule)
         why = {HELD_BACK: ": not created, pulumi up failed first", TIMED_OUT: ": timed out"}
         last = {"trainerStatus": reports[name]} if name in reports else {}
         if console is None:
@@ -258,7 +261,6 @@ def _results(
             said = result if status == 0 else f"failed ({status}){why.get(outcomes[name], '')}"
             said += f" ({summary(reports[name])})" if name in reports else ""
             print(f"aichor-iac: {name} {said}", flush=True)
-    sweeps = _sweeps(inputs, outcomes, lines, reports)
     for sweep, found in sweeps.items():
         if console is None:
             print(json.dumps({"sweep": sweep, **found}))

@@ -20,7 +20,7 @@ from ..k8s.progress import CONTAINER
 from ..local.parts import trial_state
 from ..local.progress import progress
 from ..observe.progress import reported, summary
-from ..sweeps.results import ended, reported_values, stopped_step
+from ..sweeps.results import ended
 
 if TYPE_CHECKING:
     from ..experiment.model import Experiment
@@ -94,14 +94,12 @@ class Asked:
     """The experiments of a run whose sweeps depend on their results (`local.growth`): told
     the outcomes so far, the inputs read again with the trials that have ended (from their
     entry pods' lines and last reports, as the sweep's table reads them), and every
-    experiment they now give, the new ones' pods followed as the others'; and the running
-    trials their early stopping rule stops."""
+    experiment they now give, the new ones' pods followed as the others'."""
 
     def __init__(
         self, inputs: Inputs, shown: RunOutput, entry_pods: Callable[[Inputs], dict[str, str]]
     ) -> None:
         self.inputs, self.shown, self.entry_pods = inputs, shown, entry_pods
-        self.judged: set[str] = set()
 
     def __call__(self, outcomes: dict[str, Outcome]) -> tuple[Experiment, ...]:
         lines, reports = self.shown.trial_lines(), self.shown.reports
@@ -114,20 +112,3 @@ class Asked:
         names = {n for m, n in self.inputs.each() if m.trial is not None}
         self.shown.follow(self.entry_pods(self.inputs), names)
         return self.inputs.manifests
-
-    def stopping(self) -> list[str]:
-        """The trials their early stopping rule stops now (each named once): each is judged
-        once it has reported `start_step` values (`judged`: those judged)."""
-        lines, found = self.shown.trial_lines(), []
-        for manifest, name in self.inputs.each():
-            trial = manifest.trial
-            rule = trial.stopping if trial is not None else None
-            if rule is None or name in self.judged or not (printed := lines.get(name)):
-                continue
-            values = reported_values(trial, printed)
-            if stopped_step(trial, values) is not None:
-                found.append(name)
-            if len(values) >= rule.start_step:
-                self.judged.add(name)
-        self.judged.update(found)
-        return found

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ..experiment.trial import EARLY_STOPPED
-
 SKIP_AWAIT, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/waitFor"
 # A Job that has ended, succeeded or failed: its Complete or Failed condition is True (a
 # trial that a later trial of its sweep waits for; a failure must not stop the sweep)
@@ -95,13 +93,10 @@ def job_failed(status: dict[str, Any] | None) -> bool:
 
 
 def trial_failed(status: dict[str, Any] | None) -> bool:
-    """Whether a sweep's trial failed, by its entry Job's `.status`: Failed, and not stopped
-    by its sweep's early stopping rule (Katib counts an EarlyStopped trial apart)."""
+    """Whether a sweep's trial failed, by its entry Job's `.status` (one its early stopping
+    rule stopped has completed: `search.stopping.main`)."""
     conditions = (status or {}).get("conditions") or []
-    return any(
-        c.get("type") == "Failed" and c.get("status") == "True" and c.get("reason") != EARLY_STOPPED
-        for c in conditions
-    )
+    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
 
 
 def waitfor_holds(expression: str, live: dict[str, Any]) -> bool:

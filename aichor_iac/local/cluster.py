@@ -189,10 +189,10 @@ class JobRunner:
                 thread.join(timeout)
         self.node.flush()
 
-    def fail_job(self, name: str, reason: str, at_once: bool = False) -> None:
+    def fail_job(self, name: str, reason: str) -> None:
         """Fail the Job as the Job controller fails one past its activeDeadlineSeconds: its
         Failed condition (`reason`), its running pods stopped (TERM, then KILL after the grace
-        period; `at_once`: their processes killed now), none made again."""
+        period), none made again."""
         with self.lock:
             if self.controllers.condition(name):
                 return
@@ -204,10 +204,7 @@ class JobRunner:
             ]
             running = self.node.running(pods)
         self.records.job_ended(name, "Failed", reason)
-        if not at_once:
-            self.kubelet.stop(running)
-        for pod in pods if at_once else ():
-            self.node.kill(pod)
+        self.kubelet.stop(running)
 
     def _replica(
         self, job: dict[str, Any], index: int, hold: tuple[str, str] | None, timeout: float

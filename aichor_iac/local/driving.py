@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..experiment.trial import EARLY_STOPPED
 from ..k8s import awaits
 from .api import LocalApi, announce
 from .cluster import LocalCluster
 from .growth import Batch
 from .jobs import owner
-from .parts import HELD_BACK, STOPPED_EARLY, TIMED_OUT, Outcome, Part
+from .parts import HELD_BACK, TIMED_OUT, Outcome, Part
 from .prepare import Gate
 
 
@@ -49,23 +48,18 @@ class Run:
     # Unix socket its parent forwards from this side's 127.0.0.1 and announces
     api_socket: str | None = None
     # Whether it grows: each decided outcome is told (`asking`), and a Batch comes back on
-    # `more`, of what that outcome lets be created (`growth`); and the name of each trial its
-    # sweep's early stopping rule stops
+    # `more`, of what that outcome lets be created (`growth`)
     growing: bool = False
 
     def __post_init__(self) -> None:
         self.parts = [p if isinstance(p, Part) else Part(**p) for p in self.parts]  # (JSON)
-        self.more: queue.Queue[Batch | str] = queue.Queue()
+        self.more: queue.Queue[Batch] = queue.Queue()
         self.asked = 0  # outcomes told whose Batch has not come yet
         self.ask: Callable[[dict[str, Outcome]], None] = lambda outcomes: None
-        self.stops: Callable[[], list[str]] = list
 
-    def asking(
-        self, ask: Callable[[dict[str, Outcome]], None], stops: Callable[[], list[str]] = list
-    ) -> None:
-        """Who is told the outcomes so far each time one is decided (a growing run), and
-        who says, when asked, which experiments to stop early now (else they come on `more`)."""
-        self.ask, self.stops = ask, stops
+    def asking(self, ask: Callable[[dict[str, Outcome]], None]) -> None:
+        """Who is told the outcomes so far each time one is decided (a growing run)."""
+        self.ask = ask
 
     @property
     def namespace(self) -> str:
@@ -133,18 +127,12 @@ class Run:
         outcomes: dict[str, Outcome],
     ) -> None:
         """Each Batch that has come: its objects added to the cluster, its Jobs to be
-        created in their order, its experiments decided and announced as the others; and
-        each experiment to stop early, stopped (its Jobs fail, as EarlyStopped)."""
-        for name in self.stops():
-            self.more.put(name)
+        created in their order, its experiments decided and announced as the others."""
         while True:
             try:
                 batch = self.more.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(batch, str):
-                _stop_early(cluster, batch, outcomes)
-                continue
             self.asked -= 1
             if not batch.objects:
                 continue
@@ -231,17 +219,6 @@ class _Creation:
     def held_back(self) -> set[str]:
         """The Jobs that will never be created: `pulumi up` has failed."""
         return set(self.waiting) if self.failed else set()
-
-
-def _stop_early(cluster: LocalCluster, name: str, outcomes: dict[str, Outcome]) -> None:
-    """An experiment its sweep's early stopping rule stops, unless decided already: its Jobs
-    fail as EarlyStopped, their pods ended at once (as Katib's metrics collector ends the
-    training process)."""
-    if name in outcomes:
-        return
-    outcomes[name] = STOPPED_EARLY
-    for job in (j for j in cluster.jobs if owner(j)[0] == name):
-        cluster.fail_job(job["metadata"]["name"], EARLY_STOPPED, at_once=True)
 
 
 @contextlib.contextmanager

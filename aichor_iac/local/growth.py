@@ -16,12 +16,9 @@ from .prepare import Gate, check_entrypoints, job_order, sweep_gates, with_secre
 
 
 class Grow(Protocol):
-    """What a run that grows asks: every experiment as known now, from the outcomes so far;
-    and the experiments to stop early now (a sweep's early stopping rule: each named once)."""
+    """What a run that grows asks: every experiment as known now, from the outcomes so far."""
 
     def __call__(self, outcomes: dict[str, Outcome]) -> Sequence[Any]: ...
-
-    def stopping(self) -> list[str]: ...
 
 
 @dataclasses.dataclass
@@ -94,10 +91,6 @@ class Growth:
         self.sent |= {_key(o) for o in objects}
         self.names |= added
         return new
-
-    def stopping(self) -> list[str]:
-        """The experiments to stop early now (`Grow.stopping`)."""
-        return self.grow.stopping()
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:

@@ -90,14 +90,12 @@ def _answered(
     kind: str,
     value: list[Any],
 ) -> None:
-    """A growing run's child told: each decided outcome answered with its Batch, and after
-    each line, each experiment the sweep's early stopping rule stops now."""
-    if kind == "decided":
-        batch = growth.batch({name: (code, pod) for name, code, pod in value[0]})
-        announced(batch.parts)
-        to_child.write(json.dumps(["batch", dataclasses.asdict(batch)]) + "\n")
-    for name in growth.stopping() if kind == "line" else ():
-        to_child.write(json.dumps(["stop", name]) + "\n")
+    """A growing run's child told: each decided outcome answered with its Batch."""
+    if kind != "decided":
+        return
+    batch = growth.batch({name: (code, pod) for name, code, pod in value[0]})
+    announced(batch.parts)
+    to_child.write(json.dumps(["batch", dataclasses.asdict(batch)]) + "\n")
     to_child.flush()
 
 
@@ -132,7 +130,7 @@ def child(root: str) -> None:
 
 
 def _batches(run: Run) -> None:
-    """A growing run's Batches, and the experiments to stop early, as its parent sends them."""
+    """A growing run's Batches, as its parent sends them."""
     for line in sys.stdin:
-        kind, value = json.loads(line)
-        run.more.put(Batch(**value) if kind == "batch" else value)
+        _, value = json.loads(line)
+        run.more.put(Batch(**value))

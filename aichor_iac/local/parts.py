@@ -14,16 +14,11 @@ TIMED_OUT: Outcome = (124, None)
 # Never created: `pulumi up` failed first (an awaited Job failed, as a sweep's trial does
 # when the sweep's maxFailedTrialCount is 0 or 1, or the sweep failed at its limit)
 HELD_BACK: Outcome = (125, None)
-# Stopped by its sweep's early stopping rule (Katib's EarlyStopped): not a failure, and no
-# pod of its own decided it
-STOPPED_EARLY: Outcome = (0, "")
 
 
 def trial_state(outcome: Outcome, printed: bool) -> str:
     """A trial's state (Katib's words) from its outcome in a run; `printed`: whether its
     entry pod printed anything (one the run's timeout caught ran, or waited)."""
-    if outcome == STOPPED_EARLY:
-        return "EarlyStopped"
     if outcome == TIMED_OUT:
         return "Running" if printed else "Waiting"
     if outcome == HELD_BACK:

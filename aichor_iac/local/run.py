@@ -178,6 +178,6 @@ def _run(
     growth = grow and Growth(grow, settings, stack, started, entrypoints, capped)
     if os.geteuid() == 0:
         if growth is not None:
-            run.asking(lambda outcomes: run.more.put(growth.batch(outcomes)), growth.stopping)
+            run.asking(lambda outcomes: run.more.put(growth.batch(outcomes)))
         return run.drive(on_line, on_progress)
     return in_user_namespace(run, on_line, on_progress, growth)

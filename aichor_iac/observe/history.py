@@ -99,7 +99,7 @@ def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list
         status = found[source.name].get("trainerStatus")
         state, lines = "Waiting", []  # (created once an earlier trial has ended)
         if group is not None:
-            state = results.state_of(group["condition"], group["reason"])
+            state = results.state_of(group["condition"])
             ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
             every = trial.stopping is not None
             if ran and (every or not results.reports_objective(status, trial)):

@@ -14,11 +14,22 @@ Katib's `medianstop` (kubeflow/katib 33c8ff4e5) is two parts, read here as they 
   below when maximising).
 
 Katib's defaults: `min_trials_required` 3, `start_step` 4.
+
+The check runs in the trial's pod, as Katib's collector does: this module is also the script
+that runs the primary container's command there (`main`, its source given to the pod's
+`python3`: `doors.katib.collect.with_stopping`), so it needs nothing but the standard library.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Collection, Sequence
 
 MIN_TRIALS_REQUIRED, START_STEP = 3, 4  # (Katib's defaults)
 
@@ -47,3 +58,70 @@ def stopped_at(
     best = (max if maximize else min)(reported[:start_step])
     worse = best < rule if maximize else best > rule
     return start_step if worse else None
+
+
+def metric_values(
+    line: str, formats: Sequence[str], names: Collection[str]
+) -> list[tuple[str, float]]:
+    """Each metric of `names` and its value that Katib's StdOut collector finds in a line:
+    each filter's matches, the name and the value trimmed, the values that are numbers."""
+    found = []
+    for form in formats:
+        for match in re.finditer(form, line):
+            name, value = match.group(1).strip(), match.group(2).strip()
+            if name not in names:
+                continue
+            try:
+                found.append((name, float(value)))
+            except ValueError:  # (`loss=` with no number)
+                continue
+    return found
+
+
+def main(argv: Sequence[str]) -> int:
+    """In a trial's pod: its command (`argv` after the rule, JSON: `metric`, `formats`,
+    `start_step`, `rule`, `maximize`), its output (and errors, as Katib's collector reads
+    both) passed on line by line; at the `start_step`-th value of the metric, the command
+    is ended if the rule stops it, and the trial ends with 0 (it ended as its sweep asked:
+    its sweep reads it as EarlyStopped from its lines). Else the command's exit status."""
+    rule = json.loads(argv[0])
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # (a Python trial's lines as it prints them)
+    out, both = subprocess.PIPE, subprocess.STDOUT
+    child = subprocess.Popen(argv[1:], stdout=out, stderr=both, env=env, start_new_session=True)
+    for number in (signal.SIGTERM, signal.SIGINT):  # (the pod's end: the command's)
+        signal.signal(number, lambda got, _: _signal(child, got))
+    reported: list[float] = []
+    assert child.stdout is not None
+    for raw in iter(child.stdout.readline, b""):
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+        if len(reported) >= rule["start_step"]:  # (judged once, at its start_step-th value)
+            continue
+        line = raw.decode("utf-8", "replace")
+        reported += [v for _, v in metric_values(line, rule["formats"], (rule["metric"],))]
+        at = stopped_at(reported, rule["rule"], rule["maximize"], rule["start_step"])
+        if at is not None:
+            best = (max if rule["maximize"] else min)(reported[:at])
+            print(
+                f"aichor: early stopped at value {at} of {rule['metric']}: its best {best:g} "
+                f"is worse than the median rule {rule['rule']:g}",
+                flush=True,
+            )
+            _signal(child, signal.SIGTERM)
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                _signal(child, signal.SIGKILL)
+            return 0
+    code = child.wait()
+    return code if code >= 0 else 128 - code
+
+
+def _signal(child: subprocess.Popen, number: int) -> None:
+    """The command and every process it started (its session's group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, number)
+
+
+if __name__ == "__main__":  # (in the trial's pod)
+    sys.exit(main(sys.argv[1:]))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from typing import Any
 
 import yaml
@@ -40,16 +39,8 @@ def metrics(lines: list[str], objective: Objective) -> dict[str, list[float]]:
             return _json_metrics(lines, names)
     found: dict[str, list[float]] = {}
     for line in lines:
-        for form in objective.formats or ():
-            for match in re.finditer(form, line):
-                name, value = match.group(1).strip(), match.group(2).strip()
-                if name not in names:
-                    continue
-                try:
-                    number = float(value)
-                except ValueError:  # (`loss=` with no number)
-                    continue
-                found.setdefault(name, []).append(number)
+        for name, number in stopping.metric_values(line, objective.formats or (), names):
+            found.setdefault(name, []).append(number)
     return found
 
 
@@ -157,10 +148,11 @@ def trial_metrics(
     return values | {m: v for m, v in reported_metrics(status).items() if m in strategies}
 
 
-def state_of(condition: str | None, reason: str | None) -> str:
-    """A created trial's state from its entry Job's condition (and the reason it failed)."""
+def state_of(condition: str | None) -> str:
+    """A created trial's state from its entry Job's condition (one its early stopping rule
+    stopped completed: `judged` reads it as EarlyStopped)."""
     if condition == "Failed":
-        return EARLY_STOPPED if reason == EARLY_STOPPED else FAILED
+        return FAILED
     return SUCCEEDED if condition == "Complete" else "Running"
 
 

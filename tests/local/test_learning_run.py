@@ -14,7 +14,7 @@ import pytest
 import yaml
 from conftest import ROOT
 from kube import LocalCluster
-from learning_sweep import ended, loss, sweep_file
+from learning_sweep import ended, loss, median_stop_file, sweep_file
 
 from aichor_iac import cli, doors
 
@@ -70,30 +70,11 @@ def test_without_root_a_sweep_that_learns_grows_in_its_user_namespace(
     )
 
 
-# Each trial reports a loss per epoch, four epochs of half a second: x + 1, x + 1/2, ...
-EPOCHS = (
-    "import time\n"
-    "for epoch in range(1, 5):\n"
-    "    print(f'epoch {epoch} loss={${trialParameters.x} + 1 / epoch}', flush=True)\n"
-    "    time.sleep(0.5)"
-)
-
-
 def test_median_stop_ends_a_trial_worse_than_the_rule_at_its_start_step(tmp_path, capsys):
     """Katib's medianstop (min_trials_required 1, start_step 2), one trial at a time: each
     trial's rule is the mean of the succeeded trials' first two losses; a trial whose best of
     its first two is worse is stopped there, its pods ended before its last epochs."""
-    path = sweep_file(tmp_path, "random", 3, 6)
-    sweep = yaml.safe_load(path.read_text())
-    spec = sweep["spec"]
-    spec["parallelTrialCount"] = 1
-    spec["parameters"] = spec["parameters"][:1]
-    spec["trialTemplate"]["trialParameters"] = spec["trialTemplate"]["trialParameters"][:1]
-    container = spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
-    container["command"] = ["python3", "-c", EPOCHS]
-    settings = [{"name": "min_trials_required", "value": "1"}, {"name": "start_step", "value": "2"}]
-    spec["earlyStopping"] = {"algorithmName": "medianstop", "algorithmSettings": settings}
-    path.write_text(yaml.safe_dump(sweep))
+    path = median_stop_file(tmp_path)
     assert cli.main(["run", "--local", str(path), "--output", "json", "--timeout", "300"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     (found,) = [d for d in lines if "sweep" in d]

@@ -6,6 +6,13 @@ it (cmd/metricscollector/v1beta1/file-metricscollector/main.go, from Go)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import yaml
 from conftest import ROOT
@@ -13,6 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aichor_iac.doors.katib import settings as katib_settings
+from aichor_iac.doors.katib.collect import STOP
+from aichor_iac.doors.katib.door import DEFAULT_FORMAT
+from aichor_iac.search import stopping
 from aichor_iac.search.stopping import median_rule, stopped_at
 
 
@@ -113,3 +123,54 @@ def test_katibs_median_stop_examples_settings_are_taken():
 )
 def test_a_setting_katibs_medianstop_refuses_is_refused_in_its_words(name, value, refused):
     assert refused in (katib_settings.stopping_problem(name, value) or "")
+
+
+# -- the check in the trial's pod (`main`, run by the image's python3 under collect.STOP) ------
+
+RULE = {"metric": "loss", "formats": [DEFAULT_FORMAT], "start_step": 2, "rule": 0.5}
+EPOCHS = "import time\nfor e in (0.9, 0.8, 0.1):\n    print(f'loss={e}')\n    time.sleep(0.3)\n"
+
+
+def in_pod(rule: dict, *command: str, path: str | None = None) -> subprocess.CompletedProcess:
+    """The primary container's command under its rule, as its pod runs it."""
+    spec = json.dumps({"maximize": False, **rule})
+    source = Path(stopping.__file__).read_text()
+    env = {**os.environ, **({"PATH": path} if path is not None else {})}
+    argv = ["/bin/sh", "-c", STOP, "aichor-stop", source, spec, *command]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_in_its_pod_a_trial_its_rule_stops_ends_its_command_there_and_completes():
+    done = in_pod(RULE, sys.executable, "-c", EPOCHS + "print('trained')")
+    assert done.returncode == 0
+    assert done.stdout.splitlines() == [
+        "loss=0.9",
+        "loss=0.8",
+        "aichor: early stopped at value 2 of loss: its best 0.8 is worse than the median rule 0.5",
+    ]
+
+
+@pytest.mark.parametrize(("rule", "code"), [(0.85, 0), (None, 0), (0.85, 3)])
+def test_in_its_pod_a_trial_its_rule_does_not_stop_runs_to_its_end_with_its_status(rule, code):
+    done = in_pod({**RULE, "rule": rule}, sys.executable, "-c", EPOCHS + f"exit({code})")
+    assert done.returncode == code
+    assert done.stdout.splitlines() == ["loss=0.9", "loss=0.8", "loss=0.1"]
+
+
+def test_in_its_pod_the_check_stops_every_process_the_command_started():
+    started = (
+        f"{sys.executable} -c \"import time; print('loss=2', flush=True); time.sleep(60)\" & wait"
+    )
+    before = time.monotonic()
+    done = in_pod({**RULE, "start_step": 1}, "/bin/sh", "-c", started)
+    assert done.returncode == 0 and time.monotonic() - before < 30
+    assert "aichor: early stopped at value 1 of loss" in done.stdout
+
+
+def test_in_its_pod_the_command_is_arguments_never_shell_text(tmp_path):
+    hostile = f"$(touch {tmp_path}/escaped); `touch {tmp_path}/escaped`"
+    done = in_pod(RULE, "/bin/echo", hostile)
+    assert done.stdout.splitlines() == [hostile] and not (tmp_path / "escaped").exists()
+    without = in_pod(RULE, "/bin/echo", hostile, path=str(tmp_path))  # (no python3 there)
+    assert without.stdout.splitlines() == [hostile] and not (tmp_path / "escaped").exists()
+    assert "no python3 in the image: its early stopping rule ends no process" in without.stderr

@@ -9,11 +9,14 @@ user's is in the script.
 
 from __future__ import annotations
 
+import json
 import posixpath
+from pathlib import Path
 from typing import Any
 
 from ...experiment.trial import MARKER
 from ...problems import Problem
+from ...search import stopping
 
 DEFAULT_PATH = "/var/log/katib/metrics.log"  # Katib's default (`common.DefaultFilePath`)
 VOLUME = "metrics-volume"  # Katib's volume name (`common.MetricsVolume`)
@@ -22,6 +25,16 @@ PRINT = (
     'while IFS= read -r l || [ -n "$l" ]; do printf "%s%s\\n" '
     f"'{MARKER}'"
     ' "$l"; done < "$f"; fi; exit "$s"'
+)
+
+
+# Early stopping's check (`search.stopping.main`, its source the first argument), run by the
+# image's python3; an image without one runs the command alone (its rule is then read back)
+STOP = (
+    'p="$1"; r="$2"; shift 2; if command -v python3 >/dev/null 2>&1; then '
+    'exec python3 -c "$p" "$r" "$@"; fi; '
+    'echo "aichor: no python3 in the image: its early stopping rule ends no process" >&2; '
+    'exec "$@"'
 )
 
 
@@ -51,40 +64,85 @@ def file_source(collector: Any) -> tuple[str, bool, list[Problem]]:
 def with_file(document: dict[str, Any], primary: str | None, path: str) -> list[Problem]:
     """The trial's resource with each pod template's primary container printing the metrics
     file after its command (`document`, changed in place), or the problems that prevent it."""
+    found, problems = _primaries(
+        document,
+        primary,
+        "the File collector reads the primary container's file",
+        "the File collector prints the metrics file once {}'s command has ended",
+    )
+    if problems:
+        return problems
+    for pod, container in found:
+        command, args = container["command"], container.get("args") or []
+        mounts, volumes = container.get("volumeMounts") or [], pod.get("volumes") or []
+        if not all(isinstance(v, list) for v in (command, args, mounts, volumes)):
+            continue  # (left as given: the trial's door names what is wrong)
+        container["command"] = ["/bin/sh", "-c", PRINT, "aichor-metrics", path, *command, *args]
+        container.pop("args", None)
+        mount = {"name": VOLUME, "mountPath": posixpath.dirname(path)}
+        if any(m.get("mountPath") == mount["mountPath"] for m in mounts if isinstance(m, dict)):
+            reason = (
+                f"{primary} mounts a volume at {mount['mountPath']}, where the File "
+                "collector mounts its own (as Katib does): give the metrics file a "
+                "directory of its own"
+            )
+            return [Problem("spec.metricsCollectorSpec.source.fileSystemPath.path", reason)]
+        container["volumeMounts"] = [*mounts, mount]
+        pod["volumes"] = [*volumes, {"name": VOLUME, "emptyDir": {}}]
+    return []
+
+
+def with_stopping(
+    document: dict[str, Any], primary: str | None, rule: dict[str, Any]
+) -> list[Problem]:
+    """The trial's resource with each pod template's primary container running its command
+    under its early stopping rule (`search.stopping.main`, with python3 where the image has
+    it), as Katib's collector watches the primary container's output (`document`, changed in
+    place); or the problems that prevent it."""
+    found, problems = _primaries(
+        document,
+        primary,
+        "early stopping watches the primary container's output",
+        "early stopping watches the output of {}'s command",
+    )
+    if problems:
+        return problems
+    source = Path(stopping.__file__).read_text()
+    given = json.dumps(rule, separators=(",", ":"))
+    for _, container in found:
+        command, args = container["command"], container.get("args") or []
+        if isinstance(command, list) and isinstance(args, list):
+            container["command"] = ["/bin/sh", "-c", STOP, "aichor-stop", source, given]
+            container["command"] += [*command, *args]
+            container.pop("args", None)
+    return []
+
+
+def _primaries(
+    document: dict[str, Any], primary: str | None, unnamed: str, bare: str
+) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[Problem]]:
+    """Each pod template of the resource and its primary container (each with a command), or
+    the problem that stops a collector there: `unnamed` (no primary container named), `bare`
+    (its container, `{}`, has no command)."""
     where = "spec.trialTemplate.primaryContainerName"
     if not primary:
-        return [Problem(where, "the File collector reads the primary container's file: name it")]
-    found = 0
+        return [], [Problem(where, f"{unnamed}: name it")]
+    found = []
     for pod in _pod_specs(document):
         for container in pod.get("containers") or []:
             if not isinstance(container, dict) or container.get("name") != primary:
                 continue
-            command, args = container.get("command"), container.get("args") or []
-            if not command:
+            if not container.get("command"):
                 reason = (
-                    f"the File collector prints the metrics file once {primary}'s command has "
-                    "ended: give the container its command (no image is read here)"
+                    f"{bare.format(primary)}: give the container its command (no image is "
+                    "read here)"
                 )
-                return [Problem(where, reason)]
-            found += 1
-            mounts, volumes = container.get("volumeMounts") or [], pod.get("volumes") or []
-            if not all(isinstance(v, list) for v in (command, args, mounts, volumes)):
-                continue  # (left as given: the trial's door names what is wrong)
-            container["command"] = ["/bin/sh", "-c", PRINT, "aichor-metrics", path, *command, *args]
-            container.pop("args", None)
-            mount = {"name": VOLUME, "mountPath": posixpath.dirname(path)}
-            if any(m.get("mountPath") == mount["mountPath"] for m in mounts if isinstance(m, dict)):
-                reason = (
-                    f"{primary} mounts a volume at {mount['mountPath']}, where the File "
-                    "collector mounts its own (as Katib does): give the metrics file a "
-                    "directory of its own"
-                )
-                return [Problem("spec.metricsCollectorSpec.source.fileSystemPath.path", reason)]
-            container["volumeMounts"] = [*mounts, mount]
-            pod["volumes"] = [*volumes, {"name": VOLUME, "emptyDir": {}}]
+                return [], [Problem(where, reason)]
+            found.append((pod, container))
     if not found:
-        return [Problem(where, f"no pod template of the trial has a container named {primary}")]
-    return []
+        reason = f"no pod template of the trial has a container named {primary}"
+        return [], [Problem(where, reason)]
+    return found, []
 
 
 def _pod_specs(node: Any) -> list[dict[str, Any]]:

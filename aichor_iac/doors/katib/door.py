@@ -93,10 +93,14 @@ def trials(
     for index, assigned in enumerate(values):
         trial = trial_name(name, index)
         document = _substituted(template, assigned, trial, data, fail)
-        if objective.file is not None:  # (its problems, the template's: found in the first)
-            primary = template.primary_container_name
-            if problems := collect.with_file(document, primary, objective.file):
-                raise fail(problems)
+        # (a collector's problems, the template's: found in the first trial)
+        primary, problems = template.primary_container_name, []
+        if objective.file is not None:
+            problems = collect.with_file(document, primary, objective.file)
+        elif (stop := _stop_rule(stops[index], objective)) is not None:  # (in the pod)
+            problems = collect.with_stopping(document, primary, stop)
+        if problems:
+            raise fail(problems)
         parallel, failed = spec.parallel_trial_count, spec.max_failed_trial_count
         given = tuple(assigned.items())
         place = Trial(
@@ -113,6 +117,21 @@ def trials(
         )
         found.append((document, place))
     return found
+
+
+def _stop_rule(stopping: Stopping | None, objective: Aim) -> dict[str, Any] | None:
+    """A trial's early stopping rule as its pod checks it (`search.stopping.main`), where its
+    pod's output has the objective's values (the StdOut collector; the File collector's file
+    is printed once the command has ended, and its rule is read back then)."""
+    if stopping is None or stopping.rule is None or not objective.formats:
+        return None
+    return {
+        "metric": objective.metric,
+        "formats": list(objective.formats),
+        "start_step": stopping.start_step,
+        "rule": stopping.rule,
+        "maximize": objective.direction == "maximize",
+    }
 
 
 def _checked(
