@@ -8,7 +8,9 @@ POSTs `{"trainerStatus": {"progressPercentage", "estimatedRemainingSeconds", "me
 `update_trainjob_status` and transformers' `KubeflowCallback` do. This program answers as
 Trainer's status server does (trainer `pkg/statusserver/server.go`): 200 with the parsed
 payload, else a `metav1.Status`; and keeps the latest report (a line on its output, and a file
-when AICHOR_PROGRESS_STATE names one).
+when AICHOR_PROGRESS_STATE names one). A GET of the URL with the token answers the first
+HISTORY reports from the `since`-th on (`?since=N`): Trainer's server has no GET; here a
+sweep's early stopping rule reads a trial's values in its pod (`search.stopping`).
 
 It differs from Trainer's server where Trainer's needs its controller: the bearer token is the
 experiment's own secret (compared in constant time), not a service account token checked by a
@@ -38,6 +40,9 @@ import threading
 from datetime import datetime
 
 MAX_BODY = 1 << 16  # 64 KiB, as Trainer's server
+# The first reports kept for a GET (an early stopping rule reads a trial's first values in its
+# pod: `search.stopping`); at most 200 x 64 KiB within the receiver's 128 MiB
+HISTORY = 200
 MAX_METRICS = 256  # the TrainJob status schema's maxItems
 MAX_TEXT = 64  # a metric's name or value (minLength 1, maxLength 64)
 INT32 = 2**31 - 1
@@ -142,6 +147,7 @@ class Receiver(http.server.ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.path, self.token, self.report = path, token.encode(), report
         self.latest: dict = {}
+        self.history: list = []  # (the first HISTORY reports)
         self.lock = threading.Lock()
 
     def handle_error(self, request, client_address) -> None:
@@ -153,8 +159,20 @@ class Receiver(http.server.ThreadingHTTPServer):
     def keep(self, payload: dict) -> None:
         with self.lock:
             self.latest = payload
+            if len(self.history) < HISTORY:
+                self.history.append(payload)
             if self.report is not None:
                 self.report(payload)
+
+
+def _since(query: str) -> int:
+    """A GET's first report: `since=N` (N a whole number), else 0 with no query."""
+    if not query:
+        return 0
+    name, _, value = query.partition("=")
+    if name != "since" or not (value.isascii() and value.isdigit()):
+        raise Refused(400, "BadRequest", "query: give since=<a whole number>")
+    return int(value)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -174,8 +192,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._answer(200, payload)
 
     def do_GET(self) -> None:
-        self.close_connection = True
-        self._answer(404, Refused(404, "NotFound", "Not found").status())
+        """The reports kept, from the `since`-th on (`?since=N`, default 0)."""
+        self.unread = False
+        path, _, query = self.path.partition("?")
+        try:
+            self._allowed(path)
+            since = _since(query)
+        except Refused as refused:
+            self._drain()
+            return self._answer(refused.code, refused.status())
+        with self.server.lock:
+            items = self.server.history[since:]
+        self._answer(200, {"items": items})
 
     def _drain(self) -> None:
         """A refused request's body read and dropped (up to DRAIN bytes, as Go's server does),
@@ -190,12 +218,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except (OSError, ValueError):
             pass
 
-    def _payload(self) -> dict:
-        if self.path != self.server.path:
+    def _allowed(self, path: str) -> None:
+        """The experiment's path, with its token; else refused."""
+        if path != self.server.path:
             raise Refused(404, "NotFound", "Not found")
         given = self.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), b"Bearer " + self.server.token):
             raise Refused(401, "Unauthorized", "Unauthorized: give the experiment's token")
+
+    def _payload(self) -> dict:
+        self._allowed(self.path)
         try:
             length = int(self.headers.get("Content-Length", ""))
         except ValueError:

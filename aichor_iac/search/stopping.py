@@ -29,6 +29,8 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Collection, Sequence
 
 MIN_TRIALS_REQUIRED, START_STEP = 3, 4  # (Katib's defaults)
@@ -78,9 +80,16 @@ def metric_values(
     return found
 
 
+# A progress report's value of a metric, as the check prints it among the command's output (the
+# objective of an OptimizationJob's trial is reported, not printed): the filter that reads it
+REPORTED = "aichor-report: "
+REPORTED_FORMAT = rf"^{REPORTED}([^=]+)=(\S+)$"
+
+
 def main(argv: Sequence[str]) -> int:
     """In a trial's pod: its command (`argv` after the rule, JSON: `metric`, `formats`,
-    `start_step`, `rule`, `maximize`), its output (and errors, as Katib's collector reads
+    `start_step`, `rule`, `maximize`, and `reported`: its values are in the progress reports,
+    read from the experiment's receiver), its output (and errors, as Katib's collector reads
     both) passed on line by line; at the `start_step`-th value of the metric, the command
     is ended if the rule stops it, and the trial ends with 0 (it ended as its sweep asked:
     its sweep reads it as EarlyStopped from its lines). Else the command's exit status."""
@@ -90,31 +99,90 @@ def main(argv: Sequence[str]) -> int:
     child = subprocess.Popen(argv[1:], stdout=out, stderr=both, env=env, start_new_session=True)
     for number in (signal.SIGTERM, signal.SIGINT):  # (the pod's end: the command's)
         signal.signal(number, lambda got, _: _signal(child, got))
-    reported: list[float] = []
+    watch = _Watch(rule, child)
+    if rule.get("reported"):
+        threading.Thread(target=watch.reports, daemon=True).start()
     assert child.stdout is not None
     for raw in iter(child.stdout.readline, b""):
-        sys.stdout.buffer.write(raw)
-        sys.stdout.buffer.flush()
-        if len(reported) >= rule["start_step"]:  # (judged once, at its start_step-th value)
-            continue
-        line = raw.decode("utf-8", "replace")
-        reported += [v for _, v in metric_values(line, rule["formats"], (rule["metric"],))]
-        at = stopped_at(reported, rule["rule"], rule["maximize"], rule["start_step"])
-        if at is not None:
-            best = (max if rule["maximize"] else min)(reported[:at])
-            print(
-                f"aichor: early stopped at value {at} of {rule['metric']}: its best {best:g} "
-                f"is worse than the median rule {rule['rule']:g}",
-                flush=True,
-            )
-            _signal(child, signal.SIGTERM)
-            try:
-                child.wait(10)
-            except subprocess.TimeoutExpired:
-                _signal(child, signal.SIGKILL)
-            return 0
+        watch.line(raw)
+    if rule.get("reported") and not watch.stopped:  # (the reports sent before it ended)
+        watch.poll()
+    if watch.stopped:
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            _signal(child, signal.SIGKILL)
+        return 0
     code = child.wait()
     return code if code >= 0 else 128 - code
+
+
+class _Watch:
+    """A trial's lines passed on, and its rule checked at its `start_step`-th value."""
+
+    def __init__(self, rule: dict, child: subprocess.Popen) -> None:
+        self.rule, self.child = rule, child
+        self.reported: list[float] = []
+        self.stopped = False
+        self.lock = threading.Lock()  # (the command's lines and the reports' come in turn)
+        self.polling = threading.Lock()  # (one GET at a time: `seen` reports read so far)
+        self.seen = 0
+
+    def line(self, raw: bytes) -> None:
+        """A line passed on, its values read until the rule has been checked."""
+        rule = self.rule
+        with self.lock:
+            sys.stdout.buffer.write(raw)
+            sys.stdout.buffer.flush()
+            if self.stopped or len(self.reported) >= rule["start_step"]:
+                return
+            line = raw.decode("utf-8", "replace")
+            self.reported += [v for _, v in metric_values(line, rule["formats"], (rule["metric"],))]
+            at = stopped_at(self.reported, rule["rule"], rule["maximize"], rule["start_step"])
+            if at is None:
+                return
+            best = (max if rule["maximize"] else min)(self.reported[:at])
+            sys.stdout.write(
+                f"aichor: early stopped at value {at} of {rule['metric']}: its best {best:g} "
+                f"is worse than the median rule {rule['rule']:g}\n"
+            )
+            sys.stdout.flush()
+            self.stopped = True
+            _signal(self.child, signal.SIGTERM)
+
+    def reports(self) -> None:
+        """Each progress report's value of the metric, as a line, while the command runs."""
+        while self.child.poll() is None and not self.stopped:
+            self.poll()
+            time.sleep(0.5)
+
+    def poll(self) -> None:
+        """The reports not read yet, from the receiver (a GET of Trainer's URL, with the
+        experiment's token and CA): each one's value of the metric, as a line."""
+        import ssl
+        import urllib.request
+
+        environ = os.environ
+        if "KUBEFLOW_TRAINER_SERVER_URL" not in environ:
+            return
+        with self.polling:
+            try:
+                with open(environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]) as file:
+                    auth = {"Authorization": f"Bearer {file.read().strip()}"}
+                context = ssl.create_default_context(
+                    cafile=environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"]
+                )
+                url = f"{environ['KUBEFLOW_TRAINER_SERVER_URL']}?since={self.seen}"
+                request = urllib.request.Request(url, headers=auth)
+                with urllib.request.urlopen(request, timeout=5, context=context) as answer:
+                    items = json.load(answer)["items"]
+            except (OSError, ValueError, KeyError):  # (the receiver not up yet: again)
+                return
+            self.seen += len(items)
+            for item in items:
+                for metric in (item.get("trainerStatus") or {}).get("metrics") or []:
+                    if metric.get("name") == self.rule["metric"]:
+                        self.line(f"{REPORTED}{metric['name']}={metric['value']}\n".encode())
 
 
 def _signal(child: subprocess.Popen, number: int) -> None:

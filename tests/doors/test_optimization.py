@@ -14,13 +14,23 @@ import pytest
 import yaml
 from conftest import ROOT
 from learning_sweep import ended as as_ended
+from learning_sweep import reported_median_stop
 
 from aichor_iac import doors, engine
+from aichor_iac.doors.katib.collect import STOP
 from aichor_iac.doors.trainer import optimization
 from aichor_iac.doors.trainer.runtimes import RUNTIMES
+from aichor_iac.experiment.trial import Stopping
 from aichor_iac.problems import ManifestError
 from aichor_iac.reading import crd
+from aichor_iac.search import stopping
+from aichor_iac.search.stopping import REPORTED_FORMAT
 from aichor_iac.settings import Settings
+
+
+def stopping_source() -> str:
+    return Path(stopping.__file__).read_text()
+
 
 HERE = ROOT / "tests" / "trainer_optimization"
 
@@ -304,7 +314,7 @@ ANNOTATION = f"metadata.annotations.{optimization.ALGORITHM}"
         (
             "tpe.yaml",
             (ANNOTATION, '{"hyperband": {}}'),
-            f"{ANNOTATION}: 'hyperband' is no algorithm that learns here",
+            f"{ANNOTATION}: 'hyperband' is not read here: give one algorithm and its settings",
         ),
         (
             "tpe.yaml",
@@ -367,3 +377,54 @@ def test_the_crd_is_trainer_mains_named_by_its_commit():
     found = crd.schema("trainer.kubeflow.org/v1alpha1", "OptimizationJob")
     assert found is not None
     assert found.source == "github.com/kubeflow/trainer@8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3"
+
+
+EARLY = f"metadata.annotations.{optimization.EARLY_STOPPING}"
+
+
+def test_early_stopping_runs_each_trainers_command_under_its_rules_check(tmp_path):
+    data = reported_median_stop()
+    first = trials(data, tmp_path)
+    assert len(first) == 1 and first[0].trial.learns  # (one at a time: the first is known)
+    assert first[0].trial.stopping == Stopping(1, 2, None)  # (no trial has succeeded yet)
+    rendering = engine.expand(first[0], Settings())
+    (job,) = [r for r in rendering.resources if r.type.endswith("batch/v1:Job")]
+    command = job.inputs["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:5] == ["/bin/sh", "-c", STOP, "aichor-stop", stopping_source()]
+    rule = json.loads(command[5])
+    assert rule == {
+        "metric": "loss",
+        "formats": [REPORTED_FORMAT],
+        "start_step": 2,
+        "rule": None,  # (its values printed, for the rules of the trials after it)
+        "maximize": False,
+        "reported": True,
+    }
+    assert command[6:8] == ["python3", "-c"]
+    second = trials(data, tmp_path, {first[0].name: 0.5})[1]  # (its rule: from the first's)
+    assert second.trial.stopping is not None and second.trial.stopping.rule == 0.5
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            (EARLY, '{"medianstop": {"min_trials_required": "0"}}'),
+            f"{EARLY}: min_trials_required must be greater than zero (>0)",
+        ),
+        ((EARLY, '{"medianstop": {"steps": "2"}}'), f"{EARLY}: unknown setting steps"),
+        ((EARLY, '{"hyperband": {}}'), f"{EARLY}: 'hyperband' is not read here"),
+        (
+            ("spec.trainJobTemplate.spec.trainer.command", None),
+            "spec.trainJobTemplate.spec.trainer.command: early stopping (the annotation "
+            "aichor.ai/early-stopping) runs the trainer's command under its check",
+        ),
+    ],
+)
+def test_early_stoppings_refusals_are_named_at_their_field(edit, words, tmp_path):
+    data = reported_median_stop()
+    if edit[0] == EARLY:
+        data["metadata"]["annotations"][optimization.EARLY_STOPPING] = edit[1]
+    else:
+        del data["spec"]["trainJobTemplate"]["spec"]["trainer"]["command"]
+    assert words in refusal(data, tmp_path)

@@ -269,3 +269,28 @@ def test_the_program_needs_nothing_but_pythons_standard_library():
     }
     assert imported - sys.stdlib_module_names == {"__future__"} - sys.stdlib_module_names
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_a_get_with_the_token_answers_the_first_reports_since_one(served):
+    url, found, _, _ = served
+    session, token = requests.Session(), found.token.read_text()
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def get(query: str = "", headers: dict | None = None) -> tuple[int, dict]:
+        answer = session.get(url + query, headers=headers, verify=str(found.ca), timeout=5)
+        return answer.status_code, answer.json()
+
+    assert get(headers=auth) == (200, {"items": []})
+    for loss in ("0.9", "0.5"):
+        body = status(metrics=[{"name": "loss", "value": loss}])
+        assert session.post(url, data=body, headers=auth, verify=str(found.ca)).status_code == 200
+    code, answer = get(headers=auth)
+    losses = [item["trainerStatus"]["metrics"][0]["value"] for item in answer["items"]]
+    assert (code, losses) == (200, ["0.9", "0.5"])
+    assert [
+        i["trainerStatus"]["metrics"][0]["value"] for i in get("?since=1", auth)[1]["items"]
+    ] == ["0.5"]
+    assert get("?since=2", auth) == (200, {"items": []})
+    assert get()[0] == 401  # (the reports are the experiment's)
+    for query in ("?since=-1", "?since=x", "?from=1", "?since=²"):
+        assert get(query, auth)[0] == 400, query

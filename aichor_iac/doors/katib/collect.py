@@ -9,6 +9,7 @@ user's is in the script.
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 from pathlib import Path
@@ -107,15 +108,24 @@ def with_stopping(
     )
     if problems:
         return problems
-    source = Path(stopping.__file__).read_text()
-    given = json.dumps(rule, separators=(",", ":"))
     for _, container in found:
         command, args = container["command"], container.get("args") or []
         if isinstance(command, list) and isinstance(args, list):
-            container["command"] = ["/bin/sh", "-c", STOP, "aichor-stop", source, given]
-            container["command"] += [*command, *args]
+            container["command"] = under_rule(rule, [*command, *args])
             container.pop("args", None)
     return []
+
+
+def under_rule(rule: dict[str, Any], command: list[Any]) -> list[Any]:
+    """A command run under its early stopping rule's check in its pod (`search.stopping.main`,
+    its source run by the image's python3): the rule and the command are its arguments."""
+    given = json.dumps(rule, separators=(",", ":"))
+    return ["/bin/sh", "-c", STOP, "aichor-stop", _stopper(), given, *command]
+
+
+@functools.cache  # (read once: a sweep renders a check per trial)
+def _stopper() -> str:
+    return Path(stopping.__file__).read_text()
 
 
 def _primaries(

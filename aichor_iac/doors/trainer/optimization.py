@@ -17,6 +17,9 @@ run it, without one:
   has no field for yet, under the annotation ALGORITHM, `{<algorithm>: {<setting>: <value>}}`
   with Katib's names and settings; without it, refused. Each trial is asked from the results
   of the trials before it, as a Katib sweep's (`katib.asking`).
+- Early stopping (Katib's medianstop), which the CRD has no field for either, under the
+  annotation EARLY_STOPPING: each trial's trainer command runs under its rule's check in its
+  pod (`search.stopping`), its values the trial's progress reports, read from its receiver.
 
 The OptimizationJob is checked against its CRD of trainer main (`reading/crds`), its rules
 then here; each trial's TrainJob by the TrainJob door.
@@ -28,18 +31,21 @@ import copy
 import functools
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
 from ...experiment.groups import Model as Lax
-from ...experiment.trial import NONE_ENDED, Ended, Trial
+from ...experiment.trial import NONE_ENDED, Ended, Stopping, Trial
 from ...experiment.trial import Objective as Aim
 from ...problems import Problem, line_for, one_line
 from ...reading import podtemplate as templates
+from ...search.stopping import REPORTED_FORMAT
 from ..identities import OPTIMIZATION
 from ..katib import asking, settings
+from ..katib.collect import under_rule
 from ..katib.door import SAMPLERS, trial_name
 from ..katib.numpy_legacy import SEED_MAX
 from ..katib.space import Parameter as KatibParameter
@@ -52,6 +58,7 @@ ENV_PREFIX = "KUBEFLOW_TRAINER_OPT_"  # (the proposal's, 8.2)
 ASSIGNMENT = "aichor.ai/optimization-parameters"
 # The algorithms the CRD has no field for yet (the proposal defers them to its phase 2)
 ALGORITHM = "aichor.ai/search-algorithm"
+EARLY_STOPPING = "aichor.ai/early-stopping"
 LABEL = "aichor.ai/optimization-job"  # on every object of its trials
 TRIAL = "-trial-"
 MAX_NAME = 63 - len(TRIAL) - 5  # (a trial's name: the CRD's result.trainJobName, 63 at most)
@@ -129,42 +136,41 @@ def trials(
 ) -> list[tuple[dict[str, Any], Trial]]:
     """The trials' TrainJobs, in the order they are created, each with its place in the
     sweep; or ManifestError naming every problem with its path and line. With an algorithm
-    that learns: the trials known from those that have `ended` (by name)."""
+    that learns, or early stopping: the trials known from those that have `ended` (by name)."""
     fail = functools.partial(templates.error, source, lines=lines)
     resource, spec = templates.resource_and_spec(data, fail, KIND, API_VERSION, (Resource, Spec))
-    name = resource.metadata.name or ""
-    learning = _algorithm(resource.metadata.annotations, lines)
+    name, given = resource.metadata.name or "", resource.metadata.annotations
+    learning = _chosen(given, ALGORITHM, lines, tuple(SAMPLERS), '"tpe": {"n_startup_trials": "5"}')
+    early = _chosen(
+        given, EARLY_STOPPING, lines, ("medianstop",), '"medianstop": {"start_step": "3"}'
+    )
     problems = [*resource.metadata.problems("Trainer"), *_problems(name, spec, beside, learning)]
+    problems += _stopping_problems(spec, early)
     parameters = _parameters(spec, problems)
     if problems:
         raise fail(problems)
+    assert not isinstance(learning, Problem) and not isinstance(early, Problem)
     names = tuple(trial_name(name, i, TRIAL, 5) for i in range(spec.num_trials))
-    count, values = _values(spec, parameters, name, learning, ended, names)
-    objective = spec.objectives[0]
-    aim = Aim(
-        objective.metric,
-        objective.direction.lower(),
-        strategies=((objective.metric, "latest"),),  # (a report holds the last value)
-        formats=(),  # (reported, not printed)
-    )
-    parallel = spec.parallel_trials
+    count, values = _values(spec, parameters, name, learning, ended, names, early is not None)
+    stops = _stops(spec, early, names, ended, len(values))
+    aim = _objective(spec)
     found = []
     for index, assigned in enumerate(values):
-        trial = names[index]
-        given = tuple(assigned.items())
-        document = _train_job(spec.train_job_template, given, trial)
-        learns = names[:count] if learning is not None else ()
+        trial, stop = names[index], stops[index]
+        document = _train_job(spec.train_job_template, assigned, trial, _rule(stop, aim))
+        learns = names[:count] if learning is not None or early is not None else ()
         annotations = ((ASSIGNMENT, document["metadata"]["annotations"][ASSIGNMENT]),)
+        values_given = tuple(assigned.items())
         place = Trial(
             name,
             index,
             count,
-            parallel,
-            given,
-            None,
-            aim,
-            LABEL,
-            learns,
+            spec.parallel_trials,
+            values_given,
+            objective=aim,
+            label=LABEL,
+            names=learns,
+            stopping=stop,
             annotations=annotations,
             kind=KIND,
         )
@@ -177,39 +183,55 @@ def env_name(parameter: str) -> str:
     return ENV_PREFIX + NOT_ENV.sub("_", parameter.upper())
 
 
-def _algorithm(
-    annotations: dict[str, str] | None, lines: dict
-) -> tuple[str, list[tuple[str, str]]] | Problem | None:
-    """The algorithm that learns the annotation ALGORITHM names, with its settings (Katib's
-    names, as text); a Problem if it names none well; None without it."""
-    text = (annotations or {}).get(ALGORITHM)
+def _objective(spec: Spec) -> Aim:
+    """The objective: the metric the trials report, its last report's value, by `direction`
+    (its values also as the lines early stopping's check prints: `stopping.REPORTED`)."""
+    objective = spec.objectives[0]
+    return Aim(
+        objective.metric,
+        objective.direction.lower(),
+        strategies=((objective.metric, "latest"),),  # (a report holds the last value)
+        formats=(REPORTED_FORMAT,),
+    )
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """An algorithm an annotation names, and its settings (Katib's names, as text)."""
+
+    name: str
+    settings: tuple[tuple[str, str], ...] = ()
+
+
+def _chosen(
+    annotations: dict[str, str] | None,
+    key: str,
+    lines: dict,
+    allowed: tuple[str, ...],
+    example: str,
+) -> Chosen | Problem | None:
+    """The algorithm the annotation `key` names among `allowed`, with its settings; a Problem
+    if it names none well; None without it."""
+    text = (annotations or {}).get(key)
     if text is None:
         return None
-    where = f"metadata.annotations.{ALGORITHM}"
-    line = line_for(("metadata", "annotations", ALGORITHM), lines)
+    where, line = f"metadata.annotations.{key}", line_for(("metadata", "annotations", key), lines)
     try:
         given = yaml.safe_load(text)
     except yaml.YAMLError as error:
         return Problem(where, f"invalid YAML: {one_line(str(error))}", line)
-    algorithms = ", ".join(SAMPLERS)
-    shape = (
-        'give one algorithm and its settings, as {"tpe": {"n_startup_trials": "5"}} '
-        f"({algorithms})"
-    )
+    shape = f"give one algorithm and its settings, as {{{example}}} ({', '.join(allowed)})"
     if not isinstance(given, dict) or len(given) != 1:
         return Problem(where, shape, line)
-    ((algorithm, chosen),) = given.items()
-    if algorithm not in SAMPLERS:
-        reason = f"{algorithm!r} is no algorithm that learns here: {algorithms}"
-        return Problem(where, reason, line)
+    ((name, chosen),) = given.items()
+    if name not in allowed:
+        return Problem(where, f"{name!r} is not read here: {shape}", line)
     chosen = {} if chosen is None else chosen
     if not isinstance(chosen, dict) or not all(
         isinstance(v, str | int | float) and not isinstance(v, bool) for v in chosen.values()
     ):
-        return Problem(
-            where, f"{algorithm}'s settings: a mapping of names to values; {shape}", line
-        )
-    return algorithm, [(str(k), str(v)) for k, v in chosen.items()]
+        return Problem(where, f"{name}'s settings: a mapping of names to values; {shape}", line)
+    return Chosen(name, tuple((str(k), str(v)) for k, v in chosen.items()))
 
 
 def _problems(
@@ -239,7 +261,28 @@ def _problems(
     if isinstance(learning, Problem):
         return [*problems, learning]
     if learning is not None:
-        problems += _learning_problems(spec, *learning)
+        problems += _learning_problems(spec, learning)
+    return problems
+
+
+def _stopping_problems(spec: Spec, early: Chosen | Problem | None) -> list[Problem]:
+    """Early stopping's settings as Katib's medianstop service checks them, and the command
+    its check runs (in the trial's pod: `search.stopping`)."""
+    if early is None or isinstance(early, Problem):
+        return [] if early is None else [early]
+    where = f"metadata.annotations.{EARLY_STOPPING}"
+    problems = [
+        Problem(where, reason)
+        for name, value in early.settings
+        if (reason := settings.stopping_problem(name, value))
+    ]
+    trainer = templates.mapping(spec.train_job_template.spec.get("trainer"))
+    if not trainer.get("command"):
+        reason = (
+            f"early stopping (the annotation {EARLY_STOPPING}) runs the trainer's command "
+            "under its check: give the command (no image is read here)"
+        )
+        problems.append(Problem("spec.trainJobTemplate.spec.trainer.command", reason))
     return problems
 
 
@@ -263,13 +306,13 @@ def _env_problems(spec: Spec) -> list[Problem]:
     return problems
 
 
-def _learning_problems(spec: Spec, algorithm: str, given: list[tuple[str, str]]) -> list[Problem]:
+def _learning_problems(spec: Spec, learning: Chosen) -> list[Problem]:
     """An algorithm that learns as Katib's service checks it (its settings, in its words),
     and beside a search algorithm it does not replace."""
-    where = f"metadata.annotations.{ALGORITHM}"
+    where, algorithm = f"metadata.annotations.{ALGORITHM}", learning.name
     problems = [
         Problem(where, reason)
-        for name, value in given
+        for name, value in learning.settings
         if (reason := settings.problem(algorithm, name, value))
     ]
     if spec.search_algorithm.grid is not None:
@@ -321,15 +364,16 @@ def _values(
     spec: Spec,
     parameters: list[KatibParameter],
     name: str,
-    learning: Any,
+    learning: Chosen | None,
     ended: Ended,
     names: tuple[str, ...],
+    stopping: bool,
 ) -> tuple[int, list[dict[str, str]]]:
-    """How many trials, and each known one's values (an algorithm that learns: those its
-    results allow)."""
+    """How many trials, and each known one's values (an algorithm that learns, or early
+    stopping: those the results allow)."""
     seed = spec.search_algorithm.random.seed if spec.search_algorithm.random else None
     if learning is not None:
-        algorithm, given = learning
+        algorithm, given = learning.name, learning.settings
         chosen = dict(given)
         if "random_state" not in chosen and seed is not None:  # (the spec's seed, in range)
             chosen["random_state"] = str(seed & SEED_MAX)
@@ -342,21 +386,55 @@ def _values(
         return spec.num_trials, found
     if spec.search_algorithm.grid is not None:
         count = min(spec.num_trials, grid_size(parameters))
-        return count, grid(parameters, count, seed_of({}, name), spec.parallel_trials)
-    drawn = seed if seed is not None else seed_of({}, name)
-    return spec.num_trials, random_search(parameters, spec.num_trials, drawn)
+        found = grid(parameters, count, seed_of({}, name), spec.parallel_trials)
+    else:
+        drawn = seed if seed is not None else seed_of({}, name)
+        count, found = spec.num_trials, random_search(parameters, spec.num_trials, drawn)
+    if stopping:  # (each trial's rule: from the results)
+        found = found[: asking.known(count, spec.parallel_trials, names, ended)]
+    return count, found
+
+
+def _stops(
+    spec: Spec, early: Chosen | None, names: tuple[str, ...], ended: Ended, number: int
+) -> list[Stopping | None]:
+    """Each known trial's early stopping rule (Katib's median rule), from the trials before
+    it that succeeded."""
+    if early is None:
+        return [None] * number
+    least_start = settings.stopping_settings(early.settings)
+    return list(asking.rules(least_start, spec.parallel_trials, names, ended, number))
+
+
+def _rule(stop: Stopping | None, aim: Aim) -> dict[str, Any] | None:
+    """A trial's rule as the check in its pod takes it: its values read from the progress
+    reports (each printed as a line), its command ended where the rule stops it."""
+    if stop is None:
+        return None
+    return {
+        "metric": aim.metric,
+        "formats": list(aim.formats or ()),
+        "start_step": stop.start_step,
+        "rule": stop.rule,
+        "maximize": aim.direction == "maximize",
+        "reported": True,
+    }
 
 
 def _train_job(
-    template: Template, values: tuple[tuple[str, str], ...], trial: str
+    template: Template, assigned: dict[str, str], trial: str, rule: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The trial's TrainJob: the template's, named for the trial, with its values in
-    `trainer.env` (after the template's own) and as the annotation ASSIGNMENT."""
+    `trainer.env` (after the template's own) and as the annotation ASSIGNMENT; with early
+    stopping, its trainer's command under the rule's check (`collect.under_rule`)."""
     spec = copy.deepcopy(template.spec)
     trainer = spec.setdefault("trainer", {})
-    added = [{"name": env_name(n), "value": v} for n, v in values]
+    added = [{"name": env_name(n), "value": v} for n, v in assigned.items()]
     trainer["env"] = [*(trainer.get("env") or []), *added]
-    assignment = json.dumps([{"name": n, "value": v} for n, v in values], separators=(",", ":"))
+    if rule is not None:
+        trainer["command"] = under_rule(rule, [*trainer["command"], *(trainer.pop("args", []))])
+    pairs = [{"name": n, "value": v} for n, v in assigned.items()]
+    assignment = json.dumps(pairs, separators=(",", ":"))
     metadata = copy.deepcopy(template.metadata)
     metadata["annotations"] = {**(metadata.get("annotations") or {}), ASSIGNMENT: assignment}
     metadata["name"] = trial
