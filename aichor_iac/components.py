@@ -471,7 +471,7 @@ def _failed(
 
         def more(known: list[Any], name: str = component.experiment) -> list[str]:
             names, status = known
-            return [*names, name] if awaits.trial_failed(status) else names
+            return [*names, name] if awaits.job_failed(status) else names
 
         counts.append(_unlinked(pulumi.Output.all(before, component.entry_job.status).apply(more)))
     return counts[trial.counted[-1]]

@@ -92,13 +92,6 @@ def job_failed(status: dict[str, Any] | None) -> bool:
     return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
 
 
-def trial_failed(status: dict[str, Any] | None) -> bool:
-    """Whether a sweep's trial failed, by its entry Job's `.status` (one its early stopping
-    rule stopped has completed: `search.stopping.main`)."""
-    conditions = (status or {}).get("conditions") or []
-    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
-
-
 def waitfor_holds(expression: str, live: dict[str, Any]) -> bool:
     """Whether `pulumi.com/waitFor: jsonpath=…` holds for the live object: the provider's
     Parse (`{…}` around the path, `$` added, one `=value` after it, `==` kept) and its Matches

@@ -214,7 +214,7 @@ class _Creation:
         """Whether the Job's sweep has failed (as many failed trials as its limit)."""
         limit, counted = self._gate(name)
         status = self.cluster.job_status
-        return bool(counted) and sum(awaits.trial_failed(status(n)) for n in counted) >= limit
+        return bool(counted) and sum(awaits.job_failed(status(n)) for n in counted) >= limit
 
     def held_back(self) -> set[str]:
         """The Jobs that will never be created: `pulumi up` has failed."""

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from .parts import Outcome, Part
 from .prepare import Gate, check_entrypoints, job_order, sweep_gates, with_secrets
 
-
-class Grow(Protocol):
-    """What a run that grows asks: every experiment as known now, from the outcomes so far."""
-
-    def __call__(self, outcomes: dict[str, Outcome]) -> Sequence[Any]: ...
+# What a run that grows asks: every experiment as known now, from the outcomes so far
+Grow = Callable[[dict[str, Outcome]], Sequence[Any]]
 
 
 @dataclasses.dataclass

@@ -117,14 +117,17 @@ def asked(
     """The experiments `load_all` reads, with the trials their sweeps' results on the cluster
     (through `api`) allow: what the Pulumi program creates, step by step, as trials end."""
 
-    def load(ended: Ended) -> list[Source]:
-        manifests = load_all(ended)
-        namespace = settings.namespace
-        return [source_of(m, m.name_in(stack), settings, api, namespace) for m in manifests]
+    last: list[tuple[Experiment, ...]] = []  # (the manifests read last: of the trials that
+    # ended which `settled` ends with, so the file is not read again)
 
-    sources, _, trials, ended = settled(load)
+    def load(ended: Ended) -> list[Source]:
+        last[:] = [load_all(ended)]
+        namespace = settings.namespace
+        return [source_of(m, m.name_in(stack), settings, api, namespace) for m in last[0]]
+
+    sources, _, trials, _ = settled(load)
     _none_lost(sources, trials)
-    return load_all(ended)
+    return last[0]
 
 
 def _none_lost(sources: list[Source], trials: dict[str, list[Any]]) -> None:

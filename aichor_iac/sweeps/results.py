@@ -176,29 +176,18 @@ def judged(
     """A trial as its early stopping rule has it: one that ended, and whose rule stops it,
     is EarlyStopped with the lines up to the value that stopped it (whether or not its stop
     came before it ended: each reading of the sweep reads it alike); else as given."""
-    if (
-        state not in (SUCCEEDED, FAILED, EARLY_STOPPED)
-        or (at := stopped_step(place, reported_values(place, lines))) is None
-    ):
+    rule, objective = place.stopping, place.objective
+    if state not in (SUCCEEDED, FAILED, EARLY_STOPPED) or rule is None or objective is None:
         return state, lines, status
-    objective = place.objective
-    assert objective is not None
+    maximize, values = objective.direction == "maximize", reported_values(place, lines)
+    if (at := stopping.stopped_at(values, rule.rule, maximize, rule.start_step)) is None:
+        return state, lines, status
     seen = 0
     for i, line in enumerate(lines):
         seen += len(reported_values(place, [line]))
         if seen >= at:
             return EARLY_STOPPED, lines[: i + 1], None
     return EARLY_STOPPED, lines, None
-
-
-def stopped_step(place: Trial, values: list[float]) -> int | None:
-    """The objective value (1, 2, …) at which the trial's early stopping rule stops it, from
-    the `values` of its objective reported so far (None: it does not, or not yet)."""
-    rule, objective = place.stopping, place.objective
-    if rule is None or objective is None:
-        return None
-    maximize = objective.direction == "maximize"
-    return stopping.stopped_at(values, rule.rule, maximize, rule.start_step)
 
 
 def reported_values(place: Trial, lines: list[str]) -> list[float]:

@@ -15,7 +15,7 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from ...experiment.trial import MARKER
+from ...experiment.trial import MARKER, Objective, Stopping
 from ...problems import Problem
 from ...search import stopping
 
@@ -114,6 +114,20 @@ def with_stopping(
             container["command"] = under_rule(rule, [*command, *args])
             container.pop("args", None)
     return []
+
+
+def rule_of(stopping: Stopping, objective: Objective, reported: bool = False) -> dict[str, Any]:
+    """A trial's early stopping rule as the check in its pod takes it (`search.stopping.main`):
+    the objective's values read with its filters from the output (`reported`: from the trial's
+    progress reports, each printed as a line first)."""
+    return {
+        "metric": objective.metric,
+        "formats": list(objective.formats or ()),
+        "start_step": stopping.start_step,
+        "rule": stopping.rule,
+        "maximize": objective.direction == "maximize",
+        **({"reported": True} if reported else {}),
+    }
 
 
 def under_rule(rule: dict[str, Any], command: list[Any]) -> list[Any]:

@@ -125,13 +125,7 @@ def _stop_rule(stopping: Stopping | None, objective: Aim) -> dict[str, Any] | No
     is printed once the command has ended, and its rule is read back then)."""
     if stopping is None or stopping.rule is None or not objective.formats:
         return None
-    return {
-        "metric": objective.metric,
-        "formats": list(objective.formats),
-        "start_step": stopping.start_step,
-        "rule": stopping.rule,
-        "maximize": objective.direction == "maximize",
-    }
+    return collect.rule_of(stopping, objective)
 
 
 def _checked(

@@ -45,7 +45,7 @@ from ...reading import podtemplate as templates
 from ...search.stopping import REPORTED_FORMAT
 from ..identities import OPTIMIZATION
 from ..katib import asking, settings
-from ..katib.collect import under_rule
+from ..katib.collect import rule_of, under_rule
 from ..katib.door import SAMPLERS, trial_name
 from ..katib.numpy_legacy import SEED_MAX
 from ..katib.space import Parameter as KatibParameter
@@ -157,7 +157,9 @@ def trials(
     found = []
     for index, assigned in enumerate(values):
         trial, stop = names[index], stops[index]
-        document = _train_job(spec.train_job_template, assigned, trial, _rule(stop, aim))
+        # (with early stopping, its rule's check reads its values from its progress reports)
+        rule = None if stop is None else rule_of(stop, aim, reported=True)
+        document = _train_job(spec.train_job_template, assigned, trial, rule)
         learns = names[:count] if learning is not None or early is not None else ()
         annotations = ((ASSIGNMENT, document["metadata"]["annotations"][ASSIGNMENT]),)
         values_given = tuple(assigned.items())
@@ -404,21 +406,6 @@ def _stops(
         return [None] * number
     least_start = settings.stopping_settings(early.settings)
     return list(asking.rules(least_start, spec.parallel_trials, names, ended, number))
-
-
-def _rule(stop: Stopping | None, aim: Aim) -> dict[str, Any] | None:
-    """A trial's rule as the check in its pod takes it: its values read from the progress
-    reports (each printed as a line), its command ended where the rule stops it."""
-    if stop is None:
-        return None
-    return {
-        "metric": aim.metric,
-        "formats": list(aim.formats or ()),
-        "start_step": stop.start_step,
-        "rule": stop.rule,
-        "maximize": aim.direction == "maximize",
-        "reported": True,
-    }
 
 
 def _train_job(
