@@ -10,9 +10,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint docs bench fuzz clean system-packages
 
-# Real MPI runs in the tests need Debian's OpenMPI and OpenSSH server: installed when this
-# runs as root with apt-get (CI), otherwise those tests skip and say why.
-SYSTEM_PACKAGES := openmpi-bin openssh-server openssh-client
+# Real MPI runs in the tests need Debian's OpenMPI and OpenSSH server, and the dashboard's tests
+# a real browser (Debian's chromium): installed when this runs as root with apt-get (CI),
+# otherwise those tests skip and say why.
+SYSTEM_PACKAGES := openmpi-bin openssh-server openssh-client chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +49,7 @@ lint: $(STAMP)
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null) \
-	  || echo "system-packages: could not install $(SYSTEM_PACKAGES); the real MPI test will skip"; \
+	  || echo "system-packages: could not install $(SYSTEM_PACKAGES); the tests that need them will skip"; \
 	fi
 
 # Two processes (most slow tests wait on real processes: two cores are half idle, but with

@@ -42,6 +42,9 @@ def answered(args: argparse.Namespace) -> Iterator[None]:
         pass
 
 
+INSTANCE = "app.kubernetes.io/instance"  # (every object of an experiment carries its name)
+
+
 def readers(args: argparse.Namespace, ended: Ended = NONE_ENDED) -> list[Source]:
     """Each experiment, read where the options say: a local run's, else the cluster's (with
     the trials of `ended`, those of a sweep that learns that they allow)."""
@@ -83,7 +86,7 @@ def status(args: argparse.Namespace) -> int:
 
     def everything() -> tuple[dict[str, Any], dict[str, Any]]:
         nonlocal sources
-        sources, found, sweeps = _read(args, sources)
+        sources, found, sweeps = read_state(args, sources)
         if args.plot:  # (again on each --watch refresh)
             plot(sweeps, args.plot)
         return found, sweeps
@@ -119,7 +122,7 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read(
+def read_state(
     args: argparse.Namespace, sources: list[Source]
 ) -> tuple[list[Source], dict[str, Any], dict[str, Any]]:
     """Each experiment's state and each sweep's results; a sweep that learns read again with
@@ -133,6 +136,47 @@ def _read(
 
     sources, found, trials, _ = history.settled(load)
     return sources, found, {sweep: results.report(each) for sweep, each in trials.items()}
+
+
+def dashboard(args: argparse.Namespace) -> int:
+    """A local web page of the experiments, read as `status` reads them (aichor_iac.dashboard):
+    the URL first, then pages served until interrupted."""
+    try:
+        from ..dashboard.server import serve
+    except ImportError as error:
+        extra = "pip install 'aichor-iac[dashboard]'"
+        reason = f"it needs its extra ({error.name} is missing): {extra}"
+        raise ManifestError("aichor-iac dashboard", [Problem("", reason)]) from None
+    watch, title = watch_of(args)
+    try:
+        return serve(watch, title, args.host, args.port)
+    except KeyboardInterrupt:
+        return 0
+
+
+def watch_of(args: argparse.Namespace) -> tuple[Any, str]:
+    """What the dashboard shows (`dashboard.watch.Watch`: the experiments read as `status`
+    reads them, and each one's objects as `render` prints them), and the file's name."""
+    from ..dashboard.watch import Watch
+    from ..review.output import to_yaml
+    from .inputs import expand
+
+    inputs = inputs_of(args)  # (a file that cannot be read: said now, before serving)
+
+    def read(sources: list[Source] | None) -> tuple[list[Source], dict[str, Any], dict[str, Any]]:
+        with answered(args):
+            return read_state(args, readers(args) if sources is None else sources)
+        raise ManifestError("aichor-iac dashboard", [Problem("", "interrupted")])  # (Ctrl-C)
+
+    objects: list[dict[str, Any]] = []
+
+    def render(name: str) -> str:
+        """The experiment's objects, of the file's as `render` prints them (made once)."""
+        objects[:] = objects or expand(inputs).objects
+        mine = [o for o in objects if o["metadata"].get("labels", {}).get(INSTANCE) == name]
+        return to_yaml(mine)
+
+    return Watch(read, render), inputs.path
 
 
 def up(args: argparse.Namespace) -> int:

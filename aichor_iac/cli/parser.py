@@ -44,6 +44,10 @@ EXAMPLES = {
     "events": """
   aichor-iac events --stack-config stacks/Pulumi.dev.yaml
   aichor-iac events --local experiment.yaml --output json | jq -r '.[].reason'""",
+    "dashboard": """
+  aichor-iac dashboard --local sweep.yaml                  # a run --local, in a browser
+  aichor-iac dashboard --stack-config stacks/Pulumi.dev.yaml --port 8200
+  aichor-iac dashboard experiments/ --host 0.0.0.0         # from elsewhere, with its token""",
     "check": """
   aichor-iac check --stack-config stacks/Pulumi.dev.yaml       # before the first pulumi up
   aichor-iac check experiment.yaml --context team-a --namespace team-a
@@ -141,6 +145,12 @@ EXPERIMENT_COMMANDS = (
         "print every pod's lines, each after its pod's name, in the order they were printed",
     ),
     ("events", observe.events, "print the experiment's Kubernetes events, oldest first"),
+    (
+        "dashboard",
+        observe.dashboard,
+        "serve a local web page of the experiments, read as status reads them: their pods, "
+        "logs, metrics and sweeps, updated as they change (the dashboard extra)",
+    ),
     (
         "check",
         observe.check,
@@ -289,6 +299,19 @@ def _status_options(sub: argparse.ArgumentParser) -> None:
     _plot_option(sub)
 
 
+def _dashboard_options(sub: argparse.ArgumentParser) -> None:
+    _observe_options(sub)
+    sub.add_argument(
+        "--port", type=int, default=8155, help="the port to serve on (default: 8155; 0: any free)"
+    )
+    sub.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to serve on (default: 127.0.0.1; any other needs the token the "
+        "printed URL carries)",
+    )
+
+
 def _logs_options(sub: argparse.ArgumentParser) -> None:
     _observe_options(sub)
     sub.add_argument("-f", "--follow", action="store_true", help="and the next lines as they come")
@@ -331,6 +354,7 @@ OPTIONS = {
     "run": _run_options,
     "status": _status_options,
     "logs": _logs_options,
+    "dashboard": _dashboard_options,
     "events": _observe_options,
     "check": _cluster_options,
 }

@@ -192,6 +192,9 @@ def log_lines(cluster: LocalCluster, pod: str, container: str, follow: bool) -> 
         time.sleep(0.1)
 
 
+WATCHED = 5.0  # seconds: more than two reads of a watcher that reads every 2
+
+
 class LocalApi:
     """The read API of `cluster` (whose objects are in `namespace`), served while entered;
     `url` is its address."""
@@ -208,6 +211,13 @@ class LocalApi:
             server = _UnixServer(unix, _handler(self))
             self.url = f"unix:{unix}"
         self.server = server
+        self.asked = -WATCHED  # (time.monotonic() of the last request)
+
+    def linger(self) -> None:
+        """A run being watched (a dashboard, `status --watch`: read in the last WATCHED
+        seconds) serves its end WATCHED seconds more, so that its watchers read it."""
+        if time.monotonic() - self.asked < WATCHED:
+            time.sleep(WATCHED)
 
     def __enter__(self) -> LocalApi:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -220,6 +230,7 @@ class LocalApi:
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[str, Any]:
         """What GET `path` gives: ("json", object), ("lines", iterator) or ("missing", why)."""
         cluster, one = self.cluster, lambda key, default="": query.get(key, [default])[0]
+        self.asked = time.monotonic()
         if path == "/version":
             return "json", {"major": "1", "minor": "34", "gitVersion": "v1.34.0+local"}
         routed = [(k, m) for k, r in ROUTES.items() if (m := r.match(path))]

@@ -223,14 +223,16 @@ class _Creation:
 
 @contextlib.contextmanager
 def _served(run: Run, cluster: LocalCluster) -> Iterator[Callable[[list[Part]], None]]:
-    """The cluster's read API, announced, while the run lasts (`Run.announced`); what
-    announces the experiments a growing run gets."""
+    """The cluster's read API, announced, while the run lasts (`Run.announced`; watched, a
+    little longer: `LocalApi.linger`); what announces the experiments a growing run gets."""
     if run.api_socket is not None:  # (announced by the parent: `namespaced`)
-        with LocalApi(cluster, run.namespace, run.api_socket):
+        with LocalApi(cluster, run.namespace, run.api_socket) as api:
             yield unannounced
+            api.linger()
     elif run.announced:
         with LocalApi(cluster, run.namespace) as api, announcing(run, api.url) as more:
             yield more
+            api.linger()  # (still announced)
     else:
         yield unannounced
 

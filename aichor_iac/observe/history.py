@@ -27,6 +27,7 @@ class Source:
     lead: str | None  # the pod that leads its group restart, if it restarts as a group
     entry: str  # the Job whose end is its end
     trial: Trial | None  # its place in a sweep, if it is a trial
+    framework: str = ""  # its operator (pytorch, ray, …)
 
 
 def source_of(
@@ -41,7 +42,8 @@ def source_of(
     regroup = regroup_of(blueprint)
     lead = regroup.lead.split(".", 1)[0] if regroup else None
     entry = Context(blueprint).entry_job()
-    return Source(name, kubeapi.Reader(api, namespace, name), lead, entry, manifest.trial)
+    reader = kubeapi.Reader(api, namespace, name)
+    return Source(name, reader, lead, entry, manifest.trial, manifest.spec.operator)
 
 
 # The sources as read with the trials that have ended (a sweep that depends on its results

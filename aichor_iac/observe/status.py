@@ -58,8 +58,10 @@ def report(
     phases = dict(sorted(Counter(row["phase"] for row in rows).items()))
     age = seconds_since(reported["receivedAt"], now) if reported else None
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+    created = [o["metadata"].get("creationTimestamp") for o in [*jobs, *pods]]
     return {
         "groups": groups,
+        "created": min(filter(None, created), default=None),  # its first object's
         "phases": phases,
         "gpus": sum(row["gpus"] for row in rows if row["phase"] == "Running"),
         "restart_attempt": attempt,
@@ -96,6 +98,7 @@ def pod_row(pod: dict[str, Any], now: datetime) -> dict[str, Any]:
         "pod": _name(pod),
         "phase": status.get("phase", "Unknown"),
         "ready": bool(container.get("ready")),
+        "node": (pod.get("spec") or {}).get("nodeName"),
         "restarts": container.get("restartCount", 0),
         "state": kind,
         "reason": reason,

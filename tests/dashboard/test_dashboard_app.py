@@ -1,0 +1,182 @@
+"""The dashboard's answers (aichor_iac/dashboard/app.py) over a cluster that answers in the API's
+JSON (tests/fake_kube.py), read as `status` reads it: every string escaped, read-only, the
+security headers, the token or the local host, and a cluster it cannot read said in `status`'s
+words. The same pages in a real browser: test_dashboard_browser.py."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+
+import pytest
+from dashboard_cluster import HOSTILE, cluster_of, finish, kubeconfig_file, sweep_file
+from fake_kube import serving
+from markupsafe import escape
+from starlette.testclient import TestClient
+
+from aichor_iac.cli import main
+from aichor_iac.cli.observe import watch_of
+from aichor_iac.cli.parser import parser
+from aichor_iac.dashboard.app import CSP, LOCAL_HOSTS, application
+
+LOCAL = "http://127.0.0.1:8155"
+
+
+@pytest.fixture
+def dashboard(tmp_path):
+    """The hostile sweep on a cluster, read once; a client of its dashboard; the cluster."""
+    path = sweep_file(tmp_path)
+    cluster = cluster_of(path)
+    with serving(cluster) as url:
+        config = kubeconfig_file(tmp_path, url)
+        args = parser().parse_args(["dashboard", str(path), "--kubeconfig", str(config)])
+        watch, title = watch_of(args)
+        watch.refresh()
+        assert watch.snapshot.error is None, watch.snapshot.error
+        client = TestClient(application(watch, title, None, LOCAL_HOSTS), base_url=LOCAL)
+        yield client, watch, cluster
+
+
+def names(watch) -> list[str]:
+    return [s.name for s in watch.snapshot.sources]
+
+
+def pages(watch) -> list[str]:
+    trials = names(watch)
+    return [
+        "/",
+        "/fragments/experiments",
+        "/sweeps/hostile",
+        "/fragments/sweeps/hostile",
+        *(f"/experiments/{t}" for t in trials),
+        *(f"/fragments/experiments/{t}" for t in trials),
+    ]
+
+
+def test_every_page_shows_hostile_strings_as_text(dashboard):
+    """Parameter values (the manifest's), scheduler messages and events (the cluster's) reach
+    each page escaped: none as markup, each as its text."""
+    client, watch, _ = dashboard
+    shown = ""
+    for page in pages(watch):
+        answer = client.get(page)
+        assert answer.status_code == 200, page
+        for text in HOSTILE:
+            assert text not in answer.text, (page, text)
+        assert "onerror=" not in answer.text.replace(str(escape("onerror=")), ""), page
+        shown += answer.text
+    for text in HOSTILE:
+        assert str(escape(text)) in shown, text
+    assert "{{ 7 * 7 }}" in shown and "49" not in shown  # (data is never a template)
+
+
+def test_a_followed_log_is_served_as_text_lines(dashboard):
+    client, _, cluster = dashboard
+    pod = cluster.served["v1/pods"][0]["metadata"]
+    trial, pod = pod["labels"]["app.kubernetes.io/instance"], pod["name"]
+    found = {}
+    for _ in range(50):
+        found = client.get(f"/api/experiments/{trial}/logs/{pod}?after=0").json()
+        if found["ended"]:
+            break
+        time.sleep(0.1)
+    assert [text for _, _, text in found["lines"]] == [*HOSTILE, "loss=0.5"]
+    assert [n for n, _, _ in found["lines"]] == [1, 2, 3, 4, 5]
+    after = client.get(f"/api/experiments/{trial}/logs/{pod}?after=3").json()
+    assert [n for n, _, _ in after["lines"]] == [4, 5]
+    stranger = client.get(f"/api/experiments/{trial}/logs/someone-else").json()
+    assert stranger["lines"] == [] and "no pod someone-else" in stranger["error"]
+
+
+def test_a_state_change_is_in_the_next_fragment(dashboard):
+    client, watch, cluster = dashboard
+    assert "Succeeded" not in client.get("/fragments/experiments").text
+    finish(cluster)
+    watch.refresh()
+    fragment = client.get("/fragments/experiments").text
+    assert fragment.count('<td class="state">Succeeded</td>') == 3
+    assert "3 Succeeded" in client.get("/fragments/sweeps/hostile").text
+
+
+def test_every_answer_carries_the_security_headers(dashboard):
+    client, _, _ = dashboard
+    for path in ("/", "/static/dashboard.js", "/api/sweeps/hostile", "/nowhere"):
+        answer = client.get(path)
+        assert answer.headers["content-security-policy"] == CSP
+        assert "script-src 'self';" in CSP and "unsafe-inline" not in CSP
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["referrer-policy"] == "no-referrer"
+    assert client.get("/").headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+def test_it_is_read_only(dashboard, method):
+    client, watch, _ = dashboard
+    answer = client.request(method, f"/experiments/{names(watch)[0]}")
+    assert answer.status_code == 405 and answer.headers["allow"] == "GET, HEAD"
+
+
+def test_without_a_token_only_a_local_host_name_is_answered(dashboard):
+    """A page of another site whose name resolves here (DNS rebinding) is refused."""
+    client, _, _ = dashboard
+    assert client.get("/", headers={"host": "localhost:8155"}).status_code == 200
+    assert client.get("/", headers={"host": "evil.example:8155"}).status_code == 421
+
+
+def test_on_another_host_the_token_is_needed_then_kept_in_a_cookie(dashboard):
+    _, watch, _ = dashboard
+    app = application(watch, "t", "s3cret-token", LOCAL_HOSTS)
+    client = TestClient(app, base_url="http://build-host:8155")
+    refused = client.get("/")
+    assert refused.status_code == 403 and "needs its token" in refused.text
+    assert client.get("/?token=wrong").status_code == 403
+    first = client.get("/?token=s3cret-token")
+    assert first.status_code == 200
+    cookie = first.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert client.get("/sweeps/hostile").status_code == 200  # (the cookie, kept)
+
+
+def test_what_is_not_there_is_a_page_that_says_so(dashboard):
+    client, _, _ = dashboard
+    answer = client.get("/experiments/nothing-here")
+    assert answer.status_code == 404 and "No experiment nothing-here" in answer.text
+    assert client.get("/sweeps/nothing").status_code == 404
+
+
+def test_a_cluster_it_cannot_read_is_said_in_status_s_words(tmp_path):
+    path = sweep_file(tmp_path)
+    config = kubeconfig_file(tmp_path, "http://127.0.0.1:9")  # (nothing listens)
+    args = parser().parse_args(["dashboard", str(path), "--kubeconfig", str(config)])
+    watch, title = watch_of(args)
+    said = watch.refresh().error
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["status", str(path), "--kubeconfig", str(config)]) == 2
+    assert said.split(": ", 1)[1] in err.getvalue()
+    page = TestClient(application(watch, title, None, LOCAL_HOSTS), base_url=LOCAL).get("/")
+    assert page.status_code == 200 and "cannot reach the cluster" in page.text
+    assert "Traceback" not in page.text
+
+
+def test_an_experiment_s_objects_are_render_s_with_secrets_as_references(tmp_path):
+    """Ray's password, from a Secret: its variable names the Secret, its value is not shown."""
+    from conftest import ROOT
+
+    path = ROOT / "examples" / "ray.yaml"
+    cluster = cluster_of(path)
+    with serving(cluster) as url:
+        config = kubeconfig_file(tmp_path, url)
+        args = parser().parse_args(["dashboard", str(path), "--kubeconfig", str(config)])
+        watch, title = watch_of(args)
+        watch.refresh()
+        client = TestClient(application(watch, title, None, LOCAL_HOSTS), base_url=LOCAL)
+        name = names(watch)[0]
+        shown = client.get(f"/experiments/{name}/objects.yaml").text
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["render", str(path)]) == 0
+    rendered = out.getvalue().split("---\n")
+    assert shown.split("---\n") == [d for d in rendered if f"instance: {name}\n" in d]
+    assert "secretKeyRef" in shown

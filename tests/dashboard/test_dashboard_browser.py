@@ -1,0 +1,200 @@
+"""`aichor-iac dashboard` in a real browser (Debian's Chromium, driven by Playwright): hostile
+strings of a manifest, a cluster and a log shown as text with no dialog and no stray request; a
+state change and a followed log line arriving without a reload; every link reached by the
+keyboard and every table's headers named; a local run of a sweep watched as it runs. Each page's
+screenshot is taken; with AICHOR_IAC_SCREENSHOTS=DIR they are written there (docs/images holds
+the ones docs/dashboard.md shows)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from browser import dashboard, launched, until, watched
+from dashboard_cluster import HOSTILE, cluster_of, finish, kubeconfig_file, sweep_file
+from fake_kube import serving
+from kube import LocalCluster
+
+SHOTS = os.environ.get("AICHOR_IAC_SCREENSHOTS")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launched() as found:
+        yield found
+
+
+def shot(page, path: Path, name: str) -> None:
+    """The page's screenshot (a PNG), kept where AICHOR_IAC_SCREENSHOTS says."""
+    file = path / f"dashboard-{name}.png"
+    page.screenshot(path=str(file), full_page=True)
+    assert file.read_bytes().startswith(b"\x89PNG")
+    if SHOTS:
+        shutil.copy(file, Path(SHOTS) / file.name)
+
+
+def test_hostile_strings_show_as_text_run_nothing_and_ask_for_nothing(tmp_path, browser):
+    path = sweep_file(tmp_path)
+    cluster = cluster_of(path)
+    with serving(cluster) as api, dashboard(str(path), "--kubeconfig", str(kubeconfig_file(tmp_path, api))) as url:
+        seen = watched(browser, url)
+        page = seen.page
+        page.goto(f"{url}/")
+        until(lambda: page.locator("tbody.sweep tr").count() == 4)  # (after the first read)
+        trials = page.locator("tbody.sweep th[scope=row] a").all_inner_texts()
+        page.goto(f"{url}/sweeps/hostile")
+        for text in HOSTILE[:3]:  # (each parameter's value, as the table's text)
+            assert page.get_by_role("cell", name=text, exact=True).count() == 1, text
+        for trial in trials:
+            page.goto(f"{url}/experiments/{trial}")
+            log = page.locator("#log")
+            until(lambda log=log: "loss=0.5" in log.inner_text())
+            assert log.inner_text().splitlines() == [*HOSTILE, "loss=0.5"]
+        page.get_by_text("As aichor-iac render prints them").click()
+        until(lambda: "kind: Job" in page.locator("#objects-text").inner_text())
+        assert page.evaluate("window.pwned") is None
+    assert seen.dialogs == [] and seen.strays() == [] and seen.errors == []
+
+
+def test_a_state_change_arrives_without_a_reload(tmp_path, browser):
+    path = sweep_file(tmp_path)
+    cluster = cluster_of(path)
+    with serving(cluster) as api, dashboard(str(path), "--kubeconfig", str(kubeconfig_file(tmp_path, api))) as url:
+        page = watched(browser, url).page
+        page.goto(f"{url}/")
+        until(lambda: page.locator("td.state", has_text="Running").count() == 1)
+        page.evaluate("window.loaded = 'once'")
+        finish(cluster)
+        until(lambda: page.locator("td.state", has_text="Succeeded").count() == 3)
+        assert page.evaluate("window.loaded") == "once"
+
+
+def test_every_link_is_reached_by_the_keyboard_and_tables_name_their_headers(tmp_path, browser):
+    path = sweep_file(tmp_path)
+    cluster = cluster_of(path)
+    with serving(cluster) as api, dashboard(str(path), "--kubeconfig", str(kubeconfig_file(tmp_path, api))) as url:
+        page = watched(browser, url).page
+        page.goto(f"{url}/")
+        until(lambda: page.locator("tbody.sweep tr").count() == 4)  # (after the first read)
+        page.goto(f"{url}/sweeps/hostile")
+        targets = page.locator("a[href], button").count()
+        reached = set()
+        for _ in range(targets + 2):
+            page.keyboard.press("Tab")
+            reached.add(page.evaluate("document.activeElement.outerHTML"))
+        every = set(page.locator("a[href], button").evaluate_all("els => els.map(e => e.outerHTML)"))
+        assert every <= reached
+        table = page.get_by_role("table", name="The trials; a column's button sorts by it")
+        assert table.get_by_role("columnheader", name="State").count() == 1
+        assert table.get_by_role("columnheader", name="choice").count() == 1
+        assert table.get_by_role("rowheader").count() == 3
+        table.get_by_role("button", name="choice").press("Enter")  # (sorted by the keyboard)
+        header = table.get_by_role("columnheader", name="choice")
+        assert header.get_attribute("aria-sort") == "ascending"
+        values = table.locator("tbody td:nth-child(3)").all_inner_texts()
+        assert values == sorted(values)
+
+
+# An OptimizationJob of 4 trials, 2 at a time, each reporting its progress and a loss per epoch
+# to Trainer's URL (tests/learning_sweep.py's REPORTING, with progress) and printing each epoch
+EPOCHS = 6
+REPORTING = f"""\
+import json, os, ssl, time, urllib.request
+from datetime import datetime, timezone
+x = float(os.environ['KUBEFLOW_TRAINER_OPT_X'])
+y = float(os.environ['KUBEFLOW_TRAINER_OPT_Y'])
+environ = os.environ
+token = open(environ['KUBEFLOW_TRAINER_SERVER_TOKEN']).read().strip()
+context = ssl.create_default_context(cafile=environ['KUBEFLOW_TRAINER_SERVER_CA_CERT'])
+for epoch in range(1, {EPOCHS + 1}):
+    loss = (x - 0.3) ** 2 + (y + 0.2) ** 2 + 1 / epoch
+    metrics = [{{'name': 'loss', 'value': str(loss)}}, {{'name': 'epoch', 'value': str(epoch)}}]
+    now = datetime.now(timezone.utc).isoformat()
+    status = {{'lastUpdatedTime': now, 'metrics': metrics,
+              'progressPercentage': epoch * 100 // {EPOCHS},
+              'estimatedRemainingSeconds': {EPOCHS} - epoch}}
+    headers = {{'Authorization': f'Bearer {{token}}', 'Content-Type': 'application/json'}}
+    body = json.dumps({{'trainerStatus': status}}).encode()
+    request = urllib.request.Request(environ['KUBEFLOW_TRAINER_SERVER_URL'], body, headers)
+    for attempt in range(50):  # (the receiver beside it may still be starting)
+        try:
+            urllib.request.urlopen(request, context=context).read()
+            break
+        except OSError:
+            time.sleep(0.2)
+    print(f'epoch {{epoch}} loss={{loss:.4f}}', flush=True)
+    time.sleep(1)
+"""
+
+
+def optimization_file(folder: Path) -> Path:
+    space = {"uniform": {"min": "-1", "max": "1"}}
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "OptimizationJob",
+        "metadata": {"name": "watched"},
+        "spec": {
+            "objectives": [{"metric": "loss"}],
+            "searchAlgorithm": {"random": {"seed": 7}},
+            "parameters": [{"name": n, "searchSpace": space} for n in ("x", "y")],
+            "numTrials": 4,
+            "parallelTrials": 2,
+            "trainJobTemplate": {
+                "spec": {
+                    "runtimeRef": {"name": "torch-distributed"},
+                    "trainer": {"image": "python:3.12", "command": ["python3", "-c", REPORTING]},
+                }
+            },
+        },
+    }
+    path = folder / "watched.yaml"
+    path.write_text(yaml.safe_dump(job, sort_keys=False))
+    return path
+
+
+@pytest.mark.skipif(not LocalCluster.available(), reason="needs `ip netns` (root) for run --local")
+def test_a_local_sweep_is_watched_as_it_runs(tmp_path, browser):
+    """The acceptance of issue 55: `run --local` of a sweep in one process, `dashboard --local`
+    of the same file in another; the page lists the sweep and its trials as they run, follows
+    a trial's log and draws its metrics, and names the best trial when they end."""
+    path = optimization_file(tmp_path)  # (named as a user names it, in its folder)
+    with dashboard("--local", path.name, cwd=tmp_path) as url:
+        seen = watched(browser, url)
+        page = seen.page
+        page.goto(f"{url}/")
+        assert "no local run of watched-" in page.locator(".problem").inner_text()
+        run = subprocess.Popen(
+            [sys.executable, "-m", "aichor_iac.cli", "run", "--local", path.name, "--timeout", "300"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            until(lambda: page.locator("td.state", has_text="Running").count(), 60)
+            assert page.locator("tbody.sweep tr").count() == 5  # (the sweep, its 4 trials)
+            shot(page, tmp_path, "experiments")
+            trial = page.locator("tr.state-running th a").first.inner_text()
+            page.goto(f"{url}/experiments/{trial}")
+            log = page.locator("#log span")
+            first = until(lambda: log.count(), 30)
+            until(lambda: log.count() > first, 30)  # (a line followed, without a reload)
+            until(lambda: page.locator("#metrics-chart").get_attribute("data-points") not in (None, "0"), 30)
+            shot(page, tmp_path, "experiment")
+            page.goto(f"{url}/sweeps/watched")
+            best = page.locator("dd a.best")
+            until(lambda: page.locator("tr.state-succeeded").count() == 4, 120)
+            assert best.inner_text().startswith("watched-trial-")
+            shot(page, tmp_path, "sweep")
+            out = run.communicate(timeout=120)[0]
+        finally:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, out
+    assert f"best trial {best.inner_text()}" in out or best.inner_text() in out
+    assert seen.dialogs == [] and seen.strays() == [] and seen.errors == []
