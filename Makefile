@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/progress.py
 	$(BIN)/python benchmarks/sweeps.py
+	$(BIN)/python benchmarks/dashboard.py
 
 # 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)

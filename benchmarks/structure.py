@@ -32,7 +32,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ),  # Kubernetes objects: made, a sweep's results, read back from a cluster, checked there
     ("components", "credentials"),  # thin Pulumi components; the secrets they make
     ("engine", "review", "convert", "submit", "local"),  # run, review
-    ("cli", ""),  # the command line, and the package's own API (`aichor_iac`)
+    ("cli", "dashboard", ""),  # the command line, its web page, and the package's own API
 )
 
 

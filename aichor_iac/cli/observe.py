@@ -149,7 +149,7 @@ def dashboard(args: argparse.Namespace) -> int:
         raise ManifestError("aichor-iac dashboard", [Problem("", reason)]) from None
     watch, title = watch_of(args)
     try:
-        return serve(watch, title, args.host, args.port)
+        return serve(watch, title, args.host, args.port, args.output == "json")
     except KeyboardInterrupt:
         return 0
 

@@ -3,6 +3,7 @@ token, which the printed URL carries (as Jupyter's does). The first line printed
 
 from __future__ import annotations
 
+import json
 import secrets
 import socket
 import sys
@@ -36,13 +37,15 @@ def url_of(host: str, port: int, token: str | None) -> str:
     return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
 
 
-def serve(watch: Watch, title: str, host: str, port: int) -> int:
-    """Print the URL, then serve the pages until interrupted (the reads run meanwhile)."""
+def serve(watch: Watch, title: str, host: str, port: int, as_json: bool = False) -> int:
+    """Print the URL (`{"url": …}` as JSON), then serve the pages until interrupted (the reads
+    run meanwhile)."""
     import uvicorn
 
     token = None if host in LOCAL else secrets.token_urlsafe(24)
     sock = listening(host, port)
-    print(url_of(host, sock.getsockname()[1], token), flush=True)
+    url = url_of(host, sock.getsockname()[1], token)
+    print(json.dumps({"url": url}) if as_json else url, flush=True)
     print("aichor-iac dashboard: read-only; Ctrl-C stops it", file=sys.stderr, flush=True)
     watch.start()
     app = application(watch, title, token, LOCAL_HOSTS)

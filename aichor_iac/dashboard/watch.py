@@ -19,6 +19,7 @@ from ..observe.history import Source
 from ..problems import ManifestError
 
 INTERVAL = 2.0  # seconds between reads, as `status --watch`
+RETRY = 0.5  # seconds before a read that failed is tried again (a local run not started yet)
 KEPT_LINES = 5000  # a followed log's last lines, held for pages that open it later
 IDLE = 120.0  # seconds after the last page asked for a log before its follower stops
 EVENTS_FOR = 2.0  # seconds an experiment's events are served again before being read again
@@ -116,8 +117,8 @@ class Watch:
 
     def _loop(self) -> None:
         while True:
-            self.refresh()
-            time.sleep(INTERVAL)
+            failed = self.refresh().error is not None  # (a run --local a few seconds long
+            time.sleep(RETRY if failed else INTERVAL)  # is found while it runs)
 
     def refresh(self) -> Snapshot:
         """Read every experiment again (the snapshot the pages show from now on)."""

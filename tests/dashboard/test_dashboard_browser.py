@@ -157,7 +157,46 @@ def optimization_file(folder: Path) -> Path:
     return path
 
 
-@pytest.mark.skipif(not LocalCluster.available(), reason="needs `ip netns` (root) for run --local")
+LOCAL_RUNS = pytest.mark.skipif(
+    not LocalCluster.available(), reason="needs `ip netns` (root) for run --local"
+)
+
+
+def cli(*args: str, cwd: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "aichor_iac.cli", *args]
+    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@LOCAL_RUNS
+def test_the_readme_s_sweep_is_watched_from_a_second_terminal(tmp_path, browser):
+    """The README's commands: the sweep example run locally in one process, its dashboard in
+    another; the page lists the sweep and its 6 trials, shows a trial's log, and names the
+    best trial once they have ended (the one the run names)."""
+    assert cli("examples", "sweep", "-o", "my-experiment/", cwd=tmp_path).wait() == 0
+    with dashboard("--local", "my-experiment/sweep.yaml", cwd=tmp_path) as url:
+        seen = watched(browser, url)
+        page = seen.page
+        page.goto(f"{url}/")
+        run = cli("run", "--local", "my-experiment/sweep.yaml", cwd=tmp_path)
+        try:
+            until(lambda: page.locator("tbody.sweep tr").count() == 7, 60)
+            first = page.locator("tbody.sweep th[scope=row] a").first.inner_text()
+            page.goto(f"{url}/experiments/{first}")
+            until(lambda: "loss=" in page.locator("#log").inner_text())
+            page.goto(f"{url}/")
+            head = page.locator("tr.sweep-head")
+            until(lambda: "(6 Succeeded)" in head.inner_text(), 120)
+            best = head.locator("a.best").inner_text()
+            out = run.communicate(timeout=120)[0]
+        finally:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, out
+    assert f"best trial {best} (*)" in out
+    assert seen.dialogs == [] and seen.strays() == [] and seen.errors == []
+
+
+@LOCAL_RUNS
 def test_a_local_sweep_is_watched_as_it_runs(tmp_path, browser):
     """The acceptance of issue 55: `run --local` of a sweep in one process, `dashboard --local`
     of the same file in another; the page lists the sweep and its trials as they run, follows
@@ -168,13 +207,7 @@ def test_a_local_sweep_is_watched_as_it_runs(tmp_path, browser):
         page = seen.page
         page.goto(f"{url}/")
         assert "no local run of watched-" in page.locator(".problem").inner_text()
-        run = subprocess.Popen(
-            [sys.executable, "-m", "aichor_iac.cli", "run", "--local", path.name, "--timeout", "300"],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        run = cli("run", "--local", path.name, "--timeout", "300", cwd=tmp_path)
         try:
             until(lambda: page.locator("td.state", has_text="Running").count(), 60)
             assert page.locator("tbody.sweep tr").count() == 5  # (the sweep, its 4 trials)
