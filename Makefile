@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/progress.py
 	$(BIN)/python benchmarks/sweeps.py
 	$(BIN)/python benchmarks/dashboard.py
+	$(BIN)/python benchmarks/dashboard_memory.py 180 100
 
 # 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)

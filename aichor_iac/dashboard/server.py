@@ -22,6 +22,7 @@ def listening(host: str, port: int) -> socket.socket:
         sock = socket.socket(found[0], socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(found[4])
+        sock.listen(128)  # (a browser that opens the printed URL at once waits, not refused)
     except OSError as error:
         option = "--host" if isinstance(error, socket.gaierror) else "--port"
         why = error.strerror or error

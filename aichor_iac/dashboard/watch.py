@@ -54,7 +54,8 @@ class Snapshot:
 
 
 class Follower:
-    """A pod's log, followed in a thread while pages ask for it: its last KEPT_LINES lines,
+    """A pod's log, followed in a thread while pages ask for it (IDLE seconds after the last
+    ask, it stops; the next ask follows it again from its start): its last KEPT_LINES lines,
     each numbered from 1 so that a page asks only for the ones after those it has."""
 
     def __init__(self, reader: Any, pod: str) -> None:
@@ -90,6 +91,8 @@ class Follower:
                         self.count += 1
                         self.lines.append((self.count, when, text))
                         self.error = None
+                    if time.monotonic() - self.asked > IDLE:  # (no page follows it now)
+                        return
                 with self.lock:
                     self.ended = True
                 return
