@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import time
 
 import pytest
@@ -180,3 +181,25 @@ def test_an_experiment_s_objects_are_render_s_with_secrets_as_references(tmp_pat
     rendered = out.getvalue().split("---\n")
     assert shown.split("---\n") == [d for d in rendered if f"instance: {name}\n" in d]
     assert "secretKeyRef" in shown
+
+
+def test_without_its_extra_the_command_says_how_to_add_it(tmp_path, monkeypatch, capsys):
+    for module in ("aichor_iac.dashboard.server", "aichor_iac.dashboard.app"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    for module in [m for m in sys.modules if m.split(".")[0] == "starlette"] + ["starlette"]:
+        monkeypatch.setitem(sys.modules, module, None)  # (as if it were not installed)
+    assert main(["dashboard", str(sweep_file(tmp_path))]) == 2
+    said = capsys.readouterr().err
+    assert "starlette is missing" in said and "pip install 'aichor-iac[dashboard]'" in said
+
+
+def test_a_port_in_use_is_refused_naming_the_option():
+    from aichor_iac.dashboard.server import listening
+    from aichor_iac.problems import ManifestError
+
+    taken = listening("127.0.0.1", 0)
+    with pytest.raises(ManifestError) as refused:
+        listening("127.0.0.1", taken.getsockname()[1])
+    taken.close()
+    assert "--port: cannot listen on 127.0.0.1:" in str(refused.value)
+    assert "give another --port" in str(refused.value)
