@@ -90,14 +90,11 @@ class Pages:
         }
 
     def experiment(self, request: Request) -> Response:
-        if (values := self.experiment_values(request)) is None:
-            return self.missing("experiment", request.path_params["name"])
-        return self.html("experiment.html", **values)
+        return self.shown(request, "experiment", self.experiment_values(request), "experiment.html")
 
     def experiment_fragment(self, request: Request) -> Response:
-        if (values := self.experiment_values(request)) is None:
-            return self.missing("experiment", request.path_params["name"])
-        return self.html("experiment_parts.html", **values)
+        values = self.experiment_values(request)
+        return self.shown(request, "experiment", values, "experiment_parts.html")
 
     def experiment_json(self, request: Request) -> Response:
         """The experiment's last report (its charts read it as it changes)."""
@@ -132,14 +129,10 @@ class Pages:
         return {"table": views.sweep_table(name, self.watch.snapshot)}
 
     def sweep(self, request: Request) -> Response:
-        if (values := self.sweep_values(request)) is None:
-            return self.missing("sweep", request.path_params["name"])
-        return self.html("sweep.html", **values)
+        return self.shown(request, "sweep", self.sweep_values(request), "sweep.html")
 
     def sweep_fragment(self, request: Request) -> Response:
-        if (values := self.sweep_values(request)) is None:
-            return self.missing("sweep", request.path_params["name"])
-        return self.html("sweep_parts.html", **values)
+        return self.shown(request, "sweep", self.sweep_values(request), "sweep_parts.html")
 
     def sweep_json(self, request: Request) -> Response:
         """The sweep's trials for its charts (parameters as given: numbers or choices)."""
@@ -149,8 +142,14 @@ class Pages:
         keys = ("sweep", "objective", "direction", "best", "trials")
         return JSONResponse({k: found[k] for k in keys})
 
-    def missing(self, what: str, name: str) -> Response:
-        return self.html("missing.html", status=404, what=what, name=name)
+    def shown(
+        self, request: Request, what: str, values: dict[str, Any] | None, template: str
+    ) -> Response:
+        """The template with `values`, or the page that says there is no such `what`."""
+        if values is None:
+            name = request.path_params["name"]
+            return self.html("missing.html", status=404, what=what, name=name)
+        return self.html(template, **values)
 
 
 def application(watch: Watch, title: str, token: str | None, hosts: tuple[str, ...]) -> ASGIApp:

@@ -9,6 +9,7 @@ import contextlib
 import io
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from dashboard_cluster import HOSTILE, cluster_of, finish, kubeconfig_file, sweep_file
@@ -24,19 +25,26 @@ from aichor_iac.dashboard.app import CSP, LOCAL_HOSTS, application
 LOCAL = "http://127.0.0.1:8155"
 
 
-@pytest.fixture
-def dashboard(tmp_path):
-    """The hostile sweep on a cluster, read once; a client of its dashboard; the cluster."""
-    path = sweep_file(tmp_path)
+@contextlib.contextmanager
+def read_once(path: Path, folder: Path):
+    """The file's experiments on a cluster (`cluster_of`), read once by its dashboard: a client
+    of the dashboard, its watch, and the cluster."""
     cluster = cluster_of(path)
     with serving(cluster) as url:
-        config = kubeconfig_file(tmp_path, url)
+        config = kubeconfig_file(folder, url)
         args = parser().parse_args(["dashboard", str(path), "--kubeconfig", str(config)])
         watch, title = watch_of(args)
         watch.refresh()
         assert watch.snapshot.error is None, watch.snapshot.error
         client = TestClient(application(watch, title, None, LOCAL_HOSTS), base_url=LOCAL)
         yield client, watch, cluster
+
+
+@pytest.fixture
+def dashboard(tmp_path):
+    """The hostile sweep, read once by its dashboard."""
+    with read_once(sweep_file(tmp_path), tmp_path) as found:
+        yield found
 
 
 def names(watch) -> list[str]:
@@ -166,13 +174,7 @@ def test_an_experiment_s_objects_are_render_s_with_secrets_as_references(tmp_pat
     from conftest import ROOT
 
     path = ROOT / "examples" / "ray.yaml"
-    cluster = cluster_of(path)
-    with serving(cluster) as url:
-        config = kubeconfig_file(tmp_path, url)
-        args = parser().parse_args(["dashboard", str(path), "--kubeconfig", str(config)])
-        watch, title = watch_of(args)
-        watch.refresh()
-        client = TestClient(application(watch, title, None, LOCAL_HOSTS), base_url=LOCAL)
+    with read_once(path, tmp_path) as (client, watch, _):
         name = names(watch)[0]
         shown = client.get(f"/experiments/{name}/objects.yaml").text
     out = io.StringIO()

@@ -7,6 +7,7 @@ the ones docs/dashboard.md shows)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -38,10 +39,19 @@ def shot(page, path: Path, name: str) -> None:
         shutil.copy(file, Path(SHOTS) / file.name)
 
 
-def test_hostile_strings_show_as_text_run_nothing_and_ask_for_nothing(tmp_path, browser):
-    path = sweep_file(tmp_path)
+@contextlib.contextmanager
+def hostile(folder: Path):
+    """The hostile sweep on a cluster (tests/fake_kube.py), and its dashboard: its URL."""
+    path = sweep_file(folder)
     cluster = cluster_of(path)
-    with serving(cluster) as api, dashboard(str(path), "--kubeconfig", str(kubeconfig_file(tmp_path, api))) as url:
+    with serving(cluster) as api:
+        config = kubeconfig_file(folder, api)
+        with dashboard(str(path), "--kubeconfig", str(config)) as url:
+            yield url, cluster
+
+
+def test_hostile_strings_show_as_text_run_nothing_and_ask_for_nothing(tmp_path, browser):
+    with hostile(tmp_path) as (url, _):
         seen = watched(browser, url)
         page = seen.page
         page.goto(f"{url}/")
@@ -62,9 +72,7 @@ def test_hostile_strings_show_as_text_run_nothing_and_ask_for_nothing(tmp_path, 
 
 
 def test_a_state_change_arrives_without_a_reload(tmp_path, browser):
-    path = sweep_file(tmp_path)
-    cluster = cluster_of(path)
-    with serving(cluster) as api, dashboard(str(path), "--kubeconfig", str(kubeconfig_file(tmp_path, api))) as url:
+    with hostile(tmp_path) as (url, cluster):
         page = watched(browser, url).page
         page.goto(f"{url}/")
         until(lambda: page.locator("td.state", has_text="Running").count() == 1)
@@ -75,9 +83,7 @@ def test_a_state_change_arrives_without_a_reload(tmp_path, browser):
 
 
 def test_every_link_is_reached_by_the_keyboard_and_tables_name_their_headers(tmp_path, browser):
-    path = sweep_file(tmp_path)
-    cluster = cluster_of(path)
-    with serving(cluster) as api, dashboard(str(path), "--kubeconfig", str(kubeconfig_file(tmp_path, api))) as url:
+    with hostile(tmp_path) as (url, _):
         page = watched(browser, url).page
         page.goto(f"{url}/")
         until(lambda: page.locator("tbody.sweep tr").count() == 4)  # (after the first read)

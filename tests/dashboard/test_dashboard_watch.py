@@ -4,9 +4,8 @@ keeps the last one and says why; each experiment's state as a person reads it.""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from browser import until
 
 from aichor_iac.dashboard import views, watch
 from aichor_iac.observe.history import Source
@@ -28,15 +27,6 @@ class Breaking:
             if self.follows < 3 and number == 2 * self.follows - 1:
                 raise ConnectionError("the API hung up")
             yield line
-
-
-def until(check, timeout: float = 20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.05)
-    raise AssertionError("not within the time")
 
 
 def test_a_log_followed_again_takes_no_line_twice(monkeypatch):
