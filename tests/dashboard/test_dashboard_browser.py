@@ -64,6 +64,7 @@ def test_hostile_strings_show_as_text_run_nothing_and_ask_for_nothing(tmp_path, 
             page.goto(f"{url}/experiments/{trial}")
             log = page.locator("#log")
             until(lambda log=log: "loss=0.5" in log.inner_text())
+            assert page.locator("#metrics-none").is_visible()  # (it reports no progress)
             assert log.inner_text().splitlines() == [*HOSTILE, "loss=0.5"]
         page.get_by_text("As aichor-iac render prints them").click()
         until(lambda: "kind: Job" in page.locator("#objects-text").inner_text())
@@ -224,6 +225,7 @@ def test_a_local_sweep_is_watched_as_it_runs(tmp_path, browser):
             first = until(lambda: log.count(), 30)
             until(lambda: log.count() > first, 30)  # (a line followed, without a reload)
             until(lambda: page.locator("#metrics-chart").get_attribute("data-points") not in (None, "0"), 30)
+            assert page.locator("#metrics-none").is_hidden()  # (drawn: no more "none reported")
             shot(page, tmp_path, "experiment")
             page.goto(f"{url}/sweeps/watched")
             best = page.locator("dd a.best")

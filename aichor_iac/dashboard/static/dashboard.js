@@ -168,6 +168,7 @@
         if (set.data.length > KEPT_POINTS) set.data.shift();
       }
       chart.update();
+      document.getElementById("metrics-none").hidden = true;
       canvas.dataset.points = String(chart.data.datasets.reduce((n, d) => n + d.data.length, 0));
     }, EVERY);
   }
