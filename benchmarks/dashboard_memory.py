@@ -21,18 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "dashboard")]
 TARGET_MB = 200
 INTERVAL = 15
-FLAGS = [  # (DESIGN §12)
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 class Growing:
@@ -96,6 +87,7 @@ def chromium_mb() -> tuple[float, float]:
 
 
 def main() -> int:
+    from browser import CHROMIUM, FLAGS  # (Chromium as the tests drive it)
     from dashboard import objects, served
     from playwright.sync_api import sync_playwright
 
@@ -117,7 +109,7 @@ def main() -> int:
           f"{'renderer MB':>12} {'chromium MB':>12}")  # fmt: skip
     peak = 0.0
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         page = browser.new_page()
         blank = chromium_mb()  # (before the page: a blank tab)
         print(f"{'blank':>5} {'':38} {blank[0]:12.0f} {blank[1]:12.0f}")
