@@ -141,7 +141,7 @@ def weight() -> tuple[int, list[str]]:
 
 
 def main() -> int:
-    from aichor_iac.dashboard.app import HERE, LOCAL_HOSTS, application
+    from aichor_iac.dashboard.app import HERE, application
     from aichor_iac.dashboard.watch import Watch
 
     experiments = int(sys.argv[1]) if len(sys.argv) > 1 else 200
@@ -151,7 +151,7 @@ def main() -> int:
     watch.snapshot = snapshot(experiments, trials)
     made = time.perf_counter() - start
     sweep = next(iter(watch.snapshot.sweeps))
-    url, server = served(application(watch, "bench", None, LOCAL_HOSTS))
+    url, server = served(application(watch, "bench", None))
     pages = [
         "/",
         "/fragments/experiments",

@@ -91,7 +91,7 @@ def main() -> int:
     from dashboard import objects, served
     from playwright.sync_api import sync_playwright
 
-    from aichor_iac.dashboard.app import LOCAL_HOSTS, application
+    from aichor_iac.dashboard.app import application
     from aichor_iac.dashboard.watch import Snapshot, Watch
     from aichor_iac.observe.history import Source
     from aichor_iac.observe.status import report
@@ -103,7 +103,7 @@ def main() -> int:
     watch = Watch(lambda sources: (_ for _ in ()).throw(AssertionError("not read here")))
     watch.snapshot = Snapshot((source,), {"watched": found}, {}, None, time.time())
     threading.Thread(target=reporting, args=(found,), daemon=True).start()
-    url, server = served(application(watch, "bench", None, LOCAL_HOSTS))
+    url, server = served(application(watch, "bench", None))
     print(f"an experiment's page for {seconds:.0f} s, its log growing by {rate:.0f} lines a second")
     print(f"{'s':>5} {'lines':>7} {'points':>7} {'JS heap MB':>11} {'DOM nodes':>10} "
           f"{'renderer MB':>12} {'chromium MB':>12}")  # fmt: skip

@@ -35,7 +35,9 @@ HEADERS = {
     "X-Frame-Options": "DENY",
 }
 COOKIE = "aichor_iac_token"
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+# The addresses served without a token, and the Host names a request to them carries
+LOCAL = ("127.0.0.1", "localhost", "::1")
+LOCAL_HOSTS = tuple(f"[{h}]" if ":" in h else h for h in LOCAL)
 
 
 def templates() -> Environment:
@@ -152,10 +154,10 @@ class Pages:
         return self.html(template, **values)
 
 
-def application(watch: Watch, title: str, token: str | None, hosts: tuple[str, ...]) -> ASGIApp:
+def application(watch: Watch, title: str, token: str | None) -> ASGIApp:
     """The dashboard over `watch`: with `token`, only for requests that carry it (its query
-    parameter once, a cookie after); without, only for the local `hosts` (no other site's
-    page can reach it through a name that points here)."""
+    parameter once, a cookie after); without, only for LOCAL_HOSTS (no other site's page
+    can reach it through a name that points here)."""
     pages = Pages(watch, title)
     routes = [
         Route("/", pages.index),
@@ -170,14 +172,14 @@ def application(watch: Watch, title: str, token: str | None, hosts: tuple[str, .
         Route("/api/sweeps/{name}", pages.sweep_json),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Guard(Starlette(routes=routes), token, hosts)
+    return Guard(Starlette(routes=routes), token)
 
 
 class Guard:
     """Every answer's security headers; GET and HEAD alone; the token or the local host."""
 
-    def __init__(self, app: ASGIApp, token: str | None, hosts: tuple[str, ...]) -> None:
-        self.app, self.token, self.hosts = app, token, hosts
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app, self.token = app, token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -206,7 +208,7 @@ class Guard:
             return PlainTextResponse("read-only", 405, headers={"Allow": "GET, HEAD"}), None
         if self.token is None:
             host = request.headers.get("host", "").rsplit(":", 1)[0]
-            if host not in self.hosts:
+            if host not in LOCAL_HOSTS:
                 return PlainTextResponse(f"unknown host {host!r}", 421), None
             return None, None
         given = request.query_params.get("token")

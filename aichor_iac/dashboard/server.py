@@ -9,10 +9,8 @@ import socket
 import sys
 
 from ..problems import ManifestError, Problem
-from .app import LOCAL_HOSTS, application
+from .app import LOCAL, application
 from .watch import Watch
-
-LOCAL = ("127.0.0.1", "localhost", "::1")
 
 
 def listening(host: str, port: int) -> socket.socket:
@@ -49,7 +47,7 @@ def serve(watch: Watch, title: str, host: str, port: int, as_json: bool = False)
     print(json.dumps({"url": url}) if as_json else url, flush=True)
     print("aichor-iac dashboard: read-only; Ctrl-C stops it", file=sys.stderr, flush=True)
     watch.start()
-    app = application(watch, title, token, LOCAL_HOSTS)
+    app = application(watch, title, token)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -136,7 +136,7 @@ def sweep_row(name: str, found: dict[str, Any], snapshot: Snapshot) -> SweepRow:
     shown = [shown_state(snapshot, r["trial"]) for r in found["trials"]]
     counted = {s: shown.count(s) for s in order}
     best = next((r for r in found["trials"] if r["trial"] == found["best"]), None)
-    first = next((s for s in snapshot.sources if s.trial and s.trial.sweep == name), None)
+    first = snapshot.source(found["trials"][0]["trial"]) if found["trials"] else None
     return SweepRow(
         name=name,
         kind=first.trial.kind if first and first.trial else "Experiment",

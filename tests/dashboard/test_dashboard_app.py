@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from aichor_iac.cli import main
 from aichor_iac.cli.observe import watch_of
 from aichor_iac.cli.parser import parser
-from aichor_iac.dashboard.app import CSP, LOCAL_HOSTS, application
+from aichor_iac.dashboard.app import CSP, application
 
 LOCAL = "http://127.0.0.1:8155"
 
@@ -36,7 +36,7 @@ def read_once(path: Path, folder: Path):
         watch, title = watch_of(args)
         watch.refresh()
         assert watch.snapshot.error is None, watch.snapshot.error
-        client = TestClient(application(watch, title, None, LOCAL_HOSTS), base_url=LOCAL)
+        client = TestClient(application(watch, title, None), base_url=LOCAL)
         yield client, watch, cluster
 
 
@@ -135,7 +135,7 @@ def test_without_a_token_only_a_local_host_name_is_answered(dashboard):
 
 def test_on_another_host_the_token_is_needed_then_kept_in_a_cookie(dashboard):
     _, watch, _ = dashboard
-    app = application(watch, "t", "s3cret-token", LOCAL_HOSTS)
+    app = application(watch, "t", "s3cret-token")
     client = TestClient(app, base_url="http://build-host:8155")
     refused = client.get("/")
     assert refused.status_code == 403 and "needs its token" in refused.text
@@ -164,7 +164,7 @@ def test_a_cluster_it_cannot_read_is_said_in_status_s_words(tmp_path):
     with contextlib.redirect_stderr(err):
         assert main(["status", str(path), "--kubeconfig", str(config)]) == 2
     assert said.split(": ", 1)[1] in err.getvalue()
-    page = TestClient(application(watch, title, None, LOCAL_HOSTS), base_url=LOCAL).get("/")
+    page = TestClient(application(watch, title, None), base_url=LOCAL).get("/")
     assert page.status_code == 200 and "cannot reach the cluster" in page.text
     assert "Traceback" not in page.text
 
