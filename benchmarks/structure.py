@@ -28,8 +28,10 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "k8s",
         "sweeps",
         "observe",
+        "records",
         "check",
-    ),  # Kubernetes objects: made, a sweep's results, read back from a cluster, checked there
+    ),  # Kubernetes objects: made, a sweep's results, read back from a cluster (or from a
+    # run's record), checked there
     ("components", "credentials"),  # thin Pulumi components; the secrets they make
     ("engine", "review", "convert", "submit", "local"),  # run, review
     ("cli", "dashboard", ""),  # the command line, its web page, and the package's own API

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # futures whose error nothing retrieves, and asyncio's log of them must not format their
 # tracebacks whenever they are collected (CPython 3.11.7 fails an `ast.parse` it interrupts).
 logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+# Every `run --local` keeps its record (issue 66): the suite's, apart from the user's (each
+# process of the suite, and what it starts, in a folder of its own)
+os.environ["AICHOR_IAC_HISTORY"] = tempfile.mkdtemp(prefix="aichor-iac-history-")
 ALL_EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 # The examples of one experiment each, which most tests take one at a time: examples/sweep.yaml
 # holds a sweep's six trials (the program's, the render corpus's and the docs' tests take it).

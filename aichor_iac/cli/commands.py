@@ -173,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     and one for the result. Several experiments (a sweep's trials) run together, in the order
     `pulumi up` creates them, each with its result, and each sweep's table at the end."""
     from ..local import LocalUnavailable
+    from .keeping import kept
     from .running import Asked, RunOutput
 
     inputs = inputs_of(args)
@@ -190,15 +191,35 @@ def run(args: argparse.Namespace) -> int:
         inputs = asked.inputs
     trials = {name for manifest, name in inputs.each() if manifest.trial is not None}
     shown.follow(_entry_pods(inputs), trials)
+    keeping = None
     try:
-        with shown.showing():
+        with kept(args, inputs) as keeping, shown.showing():
             moved = shown.moved if shown.shown else None
-            outcomes = _run_locally(args, inputs, shown.line, moved, asked)
+            outcomes = _run_locally(args, inputs, shown.line, moved, asked, keeping.folder)
+            keeping.decided({name: pod for name, (code, pod) in outcomes.items() if code and pod})
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
+    except KeyboardInterrupt:  # (Ctrl-C: the pods are stopped, the run kept as Interrupted)
+        return interrupted(keeping and keeping.folder, as_json)
     inputs = asked.inputs if asked else inputs  # (every trial the sweep asked)
     ended = (outcomes, shown.reports)
     return _results(inputs, ended, shown.trial_lines(), out if not as_json else None, args.plot)
+
+
+def interrupted(folder: Path | None, as_json: bool) -> int:
+    """What a run stopped by Ctrl-C had done (each experiment's or trial's state, as its
+    record keeps it), and how to read it again; the exit status of a process Ctrl-C ends."""
+    from ..records import store
+
+    records = store.read_records(folder) if folder else []
+    for run in (run for record in records for run in record.runs()):
+        if as_json:
+            print(json.dumps({"experiment": run.name, "result": run.state.value.lower()}))
+        else:
+            print(f"aichor-iac: {run.name} {run.state.value.lower()}", flush=True)
+    kept = f"; kept: aichor-iac history {folder.name}" if folder else ""
+    print(f"aichor-iac: interrupted{kept}", file=sys.stderr, flush=True)
+    return 130
 
 
 def _run_locally(
@@ -207,9 +228,10 @@ def _run_locally(
     line: Callable[[str, str], None],
     on_progress: Callable[[dict[str, str]], None] | None,
     asked: Asked | None = None,
+    record: Path | None = None,
 ) -> dict[str, Outcome]:
     """Each experiment's outcome (exit status, deciding pod) from the local run (one that
-    grows as its sweeps that learn ask, `asked`)."""
+    grows as its sweeps that learn ask, `asked`), kept in `record`."""
     from ..local import LocalRunFailed, run_experiment, run_experiments
 
     options = {
@@ -218,6 +240,7 @@ def _run_locally(
         "entrypoints": _entrypoints(args.entrypoint),
         "on_line": line,
         "on_progress": on_progress,
+        "record": record,
     }
     if len(inputs.manifests) > 1 or asked is not None:
         return run_experiments(

@@ -13,13 +13,16 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..experiment.model import Experiment
 from ..experiment.trial import NONE_ENDED, Ended
 from ..observe import history
 from ..observe.history import Source, source_of
 from ..problems import ManifestError, Problem
-from .inputs import inputs_of
+from ..records.reader import Recorded
+from .inputs import Inputs, inputs_of
 from .report import console
 
 if TYPE_CHECKING:
@@ -48,31 +51,72 @@ def answered(args: argparse.Namespace) -> Iterator[None]:
 INSTANCE = "app.kubernetes.io/instance"  # (every object of an experiment carries its name)
 
 
-def readers(args: argparse.Namespace, ended: Ended = NONE_ENDED) -> list[Source]:
-    """Each experiment, read where the options say: a local run's, else the cluster's (with
-    the trials of `ended`, those of a sweep that learns that they allow)."""
+def readers(
+    args: argparse.Namespace,
+    ended: Ended = NONE_ENDED,
+    kept: Path | None = None,
+    inputs: Inputs | None = None,
+) -> list[Source]:
+    """Each experiment (of `inputs`, else the options'), read where the options say: a local
+    run's (once its pods are gone, or `kept`: its record's), else the cluster's (with the
+    trials of `ended`, those of a sweep that learns that they allow)."""
     from ..observe import kubeapi
 
-    inputs = inputs_of(args)
+    inputs = inputs or inputs_of(args)
     if ended:
         inputs = inputs.grown(ended)
-    found = []
+    found, api = [], None
     try:
-        if not args.local:
+        if not args.local and kept is None:
             kubeconfig, context = kubeapi.stack_connection(inputs.stack_file)
             api = kubeapi.connect(
                 kubeconfig=args.kubeconfig or kubeconfig, context=args.context or context
             )
         for manifest, name in inputs.each():
-            namespace = inputs.settings.namespace
-            if args.local:  # (each experiment's run, as it announced itself)
-                url, namespace = kubeapi.local_url(name)
-                api = kubeapi.connect(url=url)
-            found.append(source_of(manifest, name, inputs.settings, api, namespace))
+            namespace, reader = inputs.settings.namespace, None
+            if kept is not None:
+                reader = Recorded(kept, name)
+            elif args.local:  # (each experiment's run, as it announced itself)
+                try:
+                    url, namespace = kubeapi.local_url(name)
+                    api = kubeapi.connect(url=url)
+                except kubeapi.Unreachable:
+                    reader = _recorded(inputs, manifest, name)
+            found.append(source_of(manifest, name, inputs.settings, api, namespace, reader))
     except kubeapi.Unreachable as error:
         where = f"aichor-iac {args.handler.__name__}"
         raise ManifestError(where, [Problem("", str(error))]) from None
     return found
+
+
+def _recorded(inputs: Inputs, manifest: Experiment, name: str) -> Recorded:
+    """The experiment (or trial) `name` as the newest record of its run keeps it (said once on
+    stderr: it is not running here), else Unreachable naming the file and the sweep."""
+    from ..observe.kubeapi import Unreachable
+    from ..records import store
+
+    wanted = manifest.trial.sweep if manifest.trial else name
+    found = store.latest(wanted)
+    if found is None:
+        what = f"sweep {wanted}" if manifest.trial else wanted
+        raise Unreachable(
+            f"no local run of {what} ({inputs.path}) is running here, and none is recorded: "
+            f"aichor-iac run --local {inputs.path}"
+        )
+    folder, record = found
+    if folder not in _SAID:
+        _SAID.add(folder)
+        when = f"ended {record.ended}" if record.ended else f"started {record.started}"
+        said = f"{record.state.value}, {when}; aichor-iac history {record.id}"
+        print(
+            f"aichor-iac: {wanted} is not running here: read from its record ({said})",
+            file=sys.stderr,
+            flush=True,
+        )
+    return Recorded(folder, name)
+
+
+_SAID: set[Path] = set()  # the records said to be read
 
 
 def status(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ import shutil
 import textwrap
 from typing import Any
 
-from . import commands, observe
+from . import commands, history, observe
 
 # What an argument completes to (shtab's FILE or DIRECTORY, looked up when a completion script
 # is asked for: shtab and the logging it imports cost every command 7 ms)
@@ -58,6 +58,11 @@ EXAMPLES = {
     "convert": """
   aichor-iac convert pytorchjob.yaml > experiment.yaml
   aichor-iac convert rayjob.yaml --output json | jq '.lost'""",
+    "history": """
+  aichor-iac history                            # every kept run, newest first
+  aichor-iac history lr-momentum                # the newest run of a sweep, its trials
+  aichor-iac history lr-momentum --logs         # its pods' lines, as they were printed
+  aichor-iac history --output json | jq -r '.[] | [.name, .state] | @tsv'""",
     "schema": """
   aichor-iac schema > aichor-manifest.schema.json""",
     "examples": """
@@ -95,6 +100,15 @@ def parser() -> argparse.ArgumentParser:
             "pulumi up of the stack (the Pulumi CLI, through the Automation API); "
             "--until-done: again as its sweeps' results allow more trials, until every trial "
             "has ended",
+            None,
+        )
+    )
+    _history_options(
+        add(
+            "history",
+            history.history,
+            "list the runs this machine has kept (run --local keeps each), newest first; show "
+            "one from its record: what ran, how it ended, its pods or trials and metrics",
             None,
         )
     )
@@ -315,6 +329,19 @@ def _dashboard_options(sub: argparse.ArgumentParser) -> None:
 def _logs_options(sub: argparse.ArgumentParser) -> None:
     _observe_options(sub)
     sub.add_argument("-f", "--follow", action="store_true", help="and the next lines as they come")
+
+
+def _history_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "name",
+        metavar="NAME",
+        nargs="?",
+        help="an experiment's or a sweep's name (its newest run), or a run's id",
+    )
+    sub.add_argument(
+        "--logs", action="store_true", help="print the run's kept logs, as logs prints them"
+    )
+    sub.set_defaults(local=True, manifest=None, stack_config=None, namespace=None)
 
 
 def _examples_options(sub: argparse.ArgumentParser) -> None:

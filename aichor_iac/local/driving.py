@@ -21,6 +21,7 @@ from .growth import Batch
 from .jobs import owner
 from .parts import HELD_BACK, TIMED_OUT, Outcome, Part
 from .prepare import Gate
+from .recording import Recorder
 
 
 @dataclasses.dataclass
@@ -50,6 +51,8 @@ class Run:
     # Whether it grows: each decided outcome is told (`asking`), and a Batch comes back on
     # `more`, of what that outcome lets be created (`growth`)
     growing: bool = False
+    # The folder its record is kept in as it runs (`recording`), if it is kept
+    record: str | None = None
 
     def __post_init__(self) -> None:
         self.parts = [p if isinstance(p, Part) else Part(**p) for p in self.parts]  # (JSON)
@@ -84,11 +87,17 @@ class Run:
             private,
             entrypoints=self.entrypoints,
         )
-        with _terminated_as_exit(), cluster, _served(self, cluster) as announced:
+        with (
+            _terminated_as_exit(),
+            cluster,
+            _served(self, cluster) as announced,
+            _recorded(self, cluster) as record,  # (its end kept before it is unannounced)
+        ):
             creating = _Creation(cluster, self.after, self.gates, self.timeout)
             deadline, states = time.monotonic() + self.timeout, {}
             outcomes: dict[str, Outcome] = {}
             while time.monotonic() < deadline and not self._ended(outcomes):
+                record()
                 decided = len(outcomes)
                 self._take(cluster, creating, announced, outcomes)
                 creating.advance()
@@ -219,6 +228,20 @@ class _Creation:
     def held_back(self) -> set[str]:
         """The Jobs that will never be created: `pulumi up` has failed."""
         return set(self.waiting) if self.failed else set()
+
+
+@contextlib.contextmanager
+def _recorded(run: Run, cluster: LocalCluster) -> Iterator[Callable[[], None]]:
+    """What keeps the run's record up to date as it goes (`Run.record`), and last when it
+    ends, however it ends, while its cluster still holds its pods' files."""
+    if run.record is None:
+        yield lambda: None
+        return
+    recorder = Recorder(Path(run.record), cluster, run.namespace)
+    try:
+        yield recorder.update
+    finally:
+        recorder.update(final=True)
 
 
 @contextlib.contextmanager

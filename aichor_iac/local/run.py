@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..records import store
 from . import host
 from .driving import Run
 from .growth import Grow, Growth, rendered
@@ -51,6 +52,7 @@ def run_experiment(
     on_line: Callable[[str, str], None] | None = None,
     on_progress: Callable[[dict[str, str]], None] | None = None,
     entrypoints: dict[str, list[str]] | None = None,
+    record: Path | None = None,
 ) -> list[tuple[str, str]]:
     """Run every replica of the experiment (what `render` takes: an Experiment, or a
     manifest's or custom resource's path) as local processes, with the env, host names,
@@ -64,7 +66,8 @@ def run_experiment(
     machine cannot (what it lacks). The pods' lines, `(pod, line)` in the order printed, are
     returned — or, with `on_line(pod, line)`, handed to it as they come (nothing is kept).
     `on_progress(states)` gets each pod's state whenever one changes. No image is pulled
-    here: a container that gives no command runs `entrypoints[image]` (argv)."""
+    here: a container that gives no command runs `entrypoints[image]` (argv). `record`: the
+    folder the run's record is kept in as it goes (`records.store`)."""
     from ..doors import experiment_of
 
     manifest = experiment_of(manifest)
@@ -80,7 +83,15 @@ def run_experiment(
 
     experiment = name or (settings and settings.experiment_name) or manifest.name_in("local")
     ((status, pod),) = _run(
-        [manifest], settings, [experiment], replicas, timeout, line, on_progress, entrypoints
+        [manifest],
+        settings,
+        [experiment],
+        replicas,
+        timeout,
+        line,
+        on_progress,
+        entrypoints,
+        record=record,
     ).values()
     if status:
         raise LocalRunFailed(experiment, status, pod, list(last.get(pod or "", ())))
@@ -98,6 +109,7 @@ def run_experiments(
     on_progress: Callable[[dict[str, str]], None] | None = None,
     entrypoints: dict[str, list[str]] | None = None,
     grow: Grow | None = None,
+    record: Path | None = None,
 ) -> dict[str, Outcome]:
     """The experiments of one stack (`doors.load_all`'s: a sweep's trials, a directory's
     experiments) in one local run, as `run_experiment` runs one, each named by its own name
@@ -124,6 +136,7 @@ def run_experiments(
         entrypoints,
         stack,
         grow,
+        record,
     )
 
 
@@ -138,6 +151,7 @@ def _run(
     entrypoints: dict[str, list[str]] | None,
     stack: str = "dev",
     grow: Grow | None = None,
+    record: Path | None = None,
 ) -> dict[str, Outcome]:
     """The run of the experiments (`names`: theirs, in `stack`): each one's outcome. With
     `grow`, the run grows as it asks (`growth`)."""
@@ -156,6 +170,8 @@ def _run(
         )
     objects = started.objects
     check_entrypoints(objects, entrypoints := entrypoints or {})
+    if record is not None:
+        store.write_rendered(record, objects)
     keys = {k for o in objects if o["kind"] == "Secret" for k in o.get("stringData", {})}
     # (the certificate names every receiver, a sweep's later trials' too)
     later = sweep_hosts(dict(zip(names, manifests, strict=True)), settings).values()
@@ -174,6 +190,7 @@ def _run(
         gates=started.gates,
         announced=True,
         growing=grow is not None,
+        record=None if record is None else str(record),
     )
     growth = grow and Growth(grow, settings, stack, started, entrypoints, capped)
     if os.geteuid() == 0:

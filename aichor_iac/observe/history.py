@@ -31,9 +31,15 @@ class Source:
 
 
 def source_of(
-    manifest: Experiment, name: str, settings: Settings, api: Any, namespace: str
+    manifest: Experiment,
+    name: str,
+    settings: Settings,
+    api: Any,
+    namespace: str,
+    reader: Any = None,
 ) -> Source:
-    """The experiment (named `name`) as read through `api` in `namespace`."""
+    """The experiment (named `name`) as read through `api` in `namespace` (or by `reader`: a
+    run's record, `records.reader.Recorded`)."""
     from .. import planning
     from ..k8s.context import Context
     from ..k8s.restart import regroup_of
@@ -42,7 +48,7 @@ def source_of(
     regroup = regroup_of(blueprint)
     lead = regroup.lead.split(".", 1)[0] if regroup else None
     entry = Context(blueprint).entry_job()
-    reader = kubeapi.Reader(api, namespace, name)
+    reader = reader or kubeapi.Reader(api, namespace, name)
     return Source(name, reader, lead, entry, manifest.trial, manifest.spec.operator)
 
 

@@ -26,7 +26,17 @@ CLI = str(Path(sys.executable).parent / "aichor-iac")
 PYTORCH = (ROOT / "examples" / "pytorch.yaml").read_text()
 PYTORCH_STACK = "stacks/Pulumi.pytorch.yaml"
 UPDATE = bool(os.environ.get("UPDATE_GOLDEN"))
-COMMANDS = ("validate", "render", "preview", "run", "convert", "schema", "examples", "dashboard")
+COMMANDS = (
+    "validate",
+    "render",
+    "preview",
+    "run",
+    "convert",
+    "schema",
+    "examples",
+    "dashboard",
+    "history",
+)
 
 # A manifest each warning (or the object-storage error) is about; `{}` takes a spec line.
 SMALL = """kind: AIchorManifest

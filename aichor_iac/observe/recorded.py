@@ -1,0 +1,196 @@
+"""A run's records (`records.model`) made from what `status` reads of it (`history.settled`):
+each experiment's state, pods, group restart and progress reports, each sweep's trials with
+their parameters, objective and every metric by step. The local driver keeps a run's objects
+and logs as it goes (`local.recording`); `run --local` makes its records from them here, so a
+record says what `status` said."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..experiment.trial import Objective
+from ..k8s.progress import CONTAINER
+from ..records.model import ExperimentRun, PodRun, Point, Record, State
+from ..records.reader import Recorded
+from ..sweeps import results
+from . import history
+from .progress import JOB_NAME, receiver_pod, reported
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """What the runner knows of a run that its objects do not say."""
+
+    id: str
+    started: str
+    ended: str | None = None
+    file: str = ""
+    digest: str = ""
+    rendered: str = ""
+    stack: str = ""
+    namespace: str = ""
+    interrupted: bool = False
+    failed_first: Mapping[str, str] = dataclasses.field(default_factory=dict)  # name -> pod
+
+
+def records(load: history.Load, run: Run) -> list[Record]:
+    """The run's records: one per sweep (its trials) and one per other experiment, in the
+    order `load` gives them."""
+    sources, found, trials, _ = history.settled(load)
+    made: dict[str, Record] = {}
+    for source in sources:
+        if source.trial is None:
+            one = _experiment(source, found[source.name], run)
+            made[source.name] = _record(run, source.name, "experiment", one.state, one=one)
+        elif source.trial.sweep not in made:
+            made[source.trial.sweep] = _sweep(sources, found, trials[source.trial.sweep], run)
+    return list(made.values())
+
+
+def _record(run: Run, name: str, kind: str, state: State, **fields: Any) -> Record:
+    known = {f.name for f in dataclasses.fields(Record)}
+    header = {k: v for k, v in dataclasses.asdict(run).items() if k in known}
+    one = fields.pop("one", None)
+    runs = (one,) if one else fields.get("trials", ())
+    ended = [r.ended for r in runs if r.ended]
+    header["ended"] = run.ended or (max(ended) if ended and state.ended else None)
+    return Record(**header, name=name, kind=kind, state=state, experiment=one, **fields)
+
+
+def _sweep(
+    sources: list[history.Source], found: dict[str, Any], each: list[Any], run: Run
+) -> Record:
+    """A sweep's record: its trials as its table reads them (`results.report`)."""
+    table = results.report(each)
+    by_name = {s.name: s for s in sources}
+    trials = []
+    places = sorted(each, key=lambda t: t[1].index)  # (as the table's rows)
+    for row, (name, place, *_) in zip(table["trials"], places, strict=True):
+        state = _state(row["state"], found[name], run)
+        one = _experiment(by_name[name], found[name], run, place.objective, state)
+        trials.append(
+            dataclasses.replace(one, parameters=dict(row["parameters"]), objective=row["objective"])
+        )
+    states = {t.state for t in trials}
+    if run.interrupted and not all(s.ended for s in states):
+        state = State.INTERRUPTED
+    elif table["failed"]:
+        state = State.FAILED
+    else:
+        state = State.RUNNING if not all(s.ended for s in states) else State.SUCCEEDED
+    return _record(
+        run,
+        table["sweep"],
+        "sweep",
+        state,
+        trials=tuple(trials),
+        objective=table["objective"],
+        direction=table["direction"],
+        best=table["best"],
+    )
+
+
+def _state(given: str, report: dict[str, Any], run: Run) -> State:
+    """A state name of `status`'s as the record's; a run stopped before it ended, Interrupted."""
+    if given == "Running":
+        phases = report["phases"]
+        given = "Running" if phases.get("Running") or phases.get("Succeeded") else "Pending"
+    state = State(given)
+    return State.INTERRUPTED if run.interrupted and not state.ended else state
+
+
+def _experiment(
+    source: history.Source,
+    report: dict[str, Any],
+    run: Run,
+    objective: Objective | None = None,
+    state: State | None = None,
+) -> ExperimentRun:
+    """An experiment (or a trial) as its report and its pods' kept lines say."""
+    entry = next((g for g in report["groups"] if g["job"] == source.entry), None)
+    if state is None:
+        condition = entry and entry["condition"]
+        given = {"Complete": "Succeeded", "Failed": "Failed"}.get(condition or "", "Running")
+        state = _state(given if entry else "Waiting", report, run)
+    pods = source.reader.pods()
+    return ExperimentRun(
+        name=source.name,
+        framework=source.framework,
+        state=state,
+        reason=(entry or {}).get("reason"),
+        created=report["created"],
+        ended=_ended(pods) if state.ended else None,
+        images=tuple(sorted({c["image"] for p in pods for c in p["spec"]["containers"]})),
+        metrics=series(source, objective),
+        pods=_pods(report),
+        failed_first=run.failed_first.get(source.name),
+        restart_attempt=report["restart_attempt"],
+        changes=source.reader.changes() if isinstance(source.reader, Recorded) else (),
+    )
+
+
+def _pods(report: dict[str, Any]) -> tuple[PodRun, ...]:
+    """The report's pods, as its rows say."""
+    return tuple(
+        PodRun(
+            name=row["pod"],
+            job=group["job"],
+            phase=row["phase"],
+            exit_code=row["exit_code"],
+            reason=row["reason"],
+            message=row["message"],
+            restarts=row["restarts"],
+            node=row["node"],
+            seconds=row["seconds"],
+        )
+        for group in report["groups"]
+        for row in group["pods"]
+    )
+
+
+def _ended(pods: list[dict[str, Any]]) -> str | None:
+    """When the last of the pods' main containers ended."""
+    states = [
+        ((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {}
+        for p in pods
+    ]
+    ends = [s["terminated"].get("finishedAt") for s in states if "terminated" in s]
+    return max(filter(None, ends), default=None)
+
+
+def series(source: history.Source, objective: Objective | None) -> dict[str, tuple[Point, ...]]:
+    """Every metric of the experiment by step: each progress report's (its receiver's lines),
+    then, for a trial, each value of its objective's metrics its entry point printed (as its
+    collector reads them) that no report gave."""
+    found: dict[str, list[Point]] = {}
+    pods = source.reader.pods()
+    if receiving := receiver_pod(pods, source.entry, CONTAINER):
+        for when, text in source.reader.lines(receiving, container=CONTAINER):
+            for metric in (reported(text) or {}).get("metrics", []):
+                _add(found, metric.get("name"), when, metric.get("value"))
+    entry = sorted(
+        p["metadata"]["name"]
+        for p in pods
+        if (p["metadata"].get("labels") or {}).get(JOB_NAME) == source.entry
+    )
+    if objective is not None and entry:
+        printed: dict[str, list[Point]] = {}
+        for when, text in source.reader.lines(entry[0]):
+            for name, values in results.metrics([text], objective).items():
+                for number in values:
+                    _add(printed, name, when, number)
+        found |= {name: points for name, points in printed.items() if name not in found}
+    return {name: tuple(points) for name, points in sorted(found.items())}
+
+
+def _add(found: dict[str, list[Point]], name: Any, when: str, value: Any) -> None:
+    """A point after the metric's others, if its value is a number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return
+    if isinstance(name, str):
+        points = found.setdefault(name, [])
+        points.append(Point(len(points), when or None, number))

@@ -1,0 +1,155 @@
+"""The record of a run: what ran, when, how it ended, its metrics by step and its objective;
+one record per experiment or sweep of a run (`Record`), its experiments or trials each an
+`ExperimentRun`. The same types `history` prints and the record's file holds; `SCHEMA` is its
+version, and a record of another version is refused by name rather than misread."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+SCHEMA = 1
+
+
+class State(str, enum.Enum):
+    """One set of state names, for an experiment, a trial and a run alike."""
+
+    WAITING = "Waiting"  # not created yet: a sweep's trial waits for the ones before it
+    PENDING = "Pending"  # created; no container running yet
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    EARLY_STOPPED = "EarlyStopped"  # a trial its sweep's early stopping ended
+    METRICS_UNAVAILABLE = "MetricsUnavailable"  # a trial that ended without its objective
+    INTERRUPTED = "Interrupted"  # the run was stopped (Ctrl-C, SIGTERM) before it ended
+
+    @property
+    def ended(self) -> bool:
+        return self not in (State.WAITING, State.PENDING, State.RUNNING)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """A metric's value at a step (the n-th value reported or printed, from 0) and the time
+    it was taken (RFC 3339, as the kubelet stamps a line; None when unknown)."""
+
+    step: int
+    time: str | None
+    value: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PodRun:
+    """A pod of an experiment, as it was last seen."""
+
+    name: str
+    job: str
+    phase: str
+    exit_code: int | None = None
+    reason: str | None = None  # Completed, Error, OOMKilled, Unschedulable, ...
+    message: str | None = None
+    restarts: int = 0
+    node: str | None = None
+    seconds: int | None = None  # how long it ran
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """A pod's state, and when it took it."""
+
+    time: str
+    pod: str
+    state: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentRun:
+    """An experiment, or one trial of a sweep, as it ran."""
+
+    name: str
+    framework: str
+    state: State
+    reason: str | None = None
+    created: str | None = None
+    ended: str | None = None
+    images: tuple[str, ...] = ()
+    parameters: Mapping[str, str] = dataclasses.field(default_factory=dict)  # a trial's
+    objective: float | None = None  # a trial's, by its metric's strategy
+    metrics: Mapping[str, tuple[Point, ...]] = dataclasses.field(default_factory=dict)
+    pods: tuple[PodRun, ...] = ()
+    failed_first: str | None = None  # the pod whose failure decided it
+    restart_attempt: int | None = None  # its group restart's last attempt
+    changes: tuple[Change, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One run of an experiment or a sweep (`kind`), named as `status` names it: `id` tells
+    runs of the same name apart. A plain experiment's run is `experiment`; a sweep's, its
+    `trials` (with `objective`, `direction` and the `best` trial's name)."""
+
+    id: str
+    name: str
+    kind: str  # "experiment" | "sweep"
+    state: State
+    started: str
+    ended: str | None = None
+    reason: str | None = None
+    file: str = ""  # the input file, as given
+    digest: str = ""  # sha256 of its text
+    rendered: str = ""  # sha256 of its objects as `render` prints them
+    stack: str = ""
+    namespace: str = ""
+    experiment: ExperimentRun | None = None
+    trials: tuple[ExperimentRun, ...] = ()
+    objective: str | None = None
+    direction: str | None = None
+    best: str | None = None
+    schema: int = SCHEMA
+
+    def as_json(self) -> dict[str, Any]:
+        return _plain(dataclasses.asdict(self))
+
+    def runs(self) -> tuple[ExperimentRun, ...]:
+        """Its experiment, or its trials."""
+        return (self.experiment,) if self.experiment else self.trials
+
+
+class UnknownSchema(ValueError):
+    """A record written by another version of aichor-iac."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def record_of(document: Mapping[str, Any]) -> Record:
+    """A record read back from its JSON (UnknownSchema if another version wrote it)."""
+    if document.get("schema") != SCHEMA:
+        raise UnknownSchema(f"schema {document.get('schema')!r}, not {SCHEMA}")
+    fields = dict(document)
+    fields["state"] = State(fields["state"])
+    fields["experiment"] = fields.get("experiment") and _run_of(fields["experiment"])
+    fields["trials"] = tuple(_run_of(t) for t in fields.get("trials") or ())
+    return Record(**fields)
+
+
+def _run_of(document: Mapping[str, Any]) -> ExperimentRun:
+    fields = dict(document)
+    fields["state"] = State(fields["state"])
+    fields["images"] = tuple(fields.get("images") or ())
+    fields["metrics"] = {
+        name: tuple(Point(**p) for p in points)
+        for name, points in (fields.get("metrics") or {}).items()
+    }
+    fields["pods"] = tuple(PodRun(**p) for p in fields.get("pods") or ())
+    fields["changes"] = tuple(Change(**c) for c in fields.get("changes") or ())
+    return ExperimentRun(**fields)

@@ -1,0 +1,59 @@
+"""A run read back from its record as a cluster is read (`observe.kubeapi.Reader`'s calls):
+the Jobs, pods and events last seen, and the logs kept, of one experiment of the run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from . import store
+from .model import Change
+
+INSTANCE = "app.kubernetes.io/instance"
+
+
+class Recorded:
+    """The experiment `experiment` of the run kept in `folder`."""
+
+    def __init__(self, folder: Path, experiment: str) -> None:
+        self.folder, self.experiment = folder, experiment
+        self.objects = store.read_cluster(folder)
+
+    def _mine(self, kind: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        wanted = labels or {INSTANCE: self.experiment}
+        return [
+            o
+            for o in self.objects.get(kind, [])
+            if wanted.items() <= (o["metadata"].get("labels") or {}).items()
+        ]
+
+    def jobs(self, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        return self._mine("jobs", labels)
+
+    def pods(self) -> list[dict[str, Any]]:
+        return self._mine("pods")
+
+    def events(self) -> list[dict[str, Any]]:
+        names = {o["metadata"]["name"] for o in [*self.jobs(), *self.pods()]}
+        mine = [e for e in self.objects.get("events", []) if e["involvedObject"]["name"] in names]
+        return sorted(mine, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+    def changes(self) -> tuple[Change, ...]:
+        """Its pods' state changes, in the order they happened."""
+        names = {p["metadata"]["name"] for p in self.pods()}
+        return tuple(Change(**c) for c in store.read_states(self.folder) if c["pod"] in names)
+
+    def lines(
+        self, pod: str, follow: bool = False, container: str | None = None, tail: int | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """The kept lines of the pod's main container (or `container`), each with its time;
+        `follow` changes nothing: the pod has ended."""
+        found = next((p for p in self.pods() if p["metadata"]["name"] == pod), None)
+        if found is None:
+            return
+        container = container or found["spec"]["containers"][0]["name"]
+        kept = store.read_log(self.folder, pod, container)
+        for line in kept[-tail:] if tail else kept:
+            when, _, text = line.partition(" ")
+            yield when, text

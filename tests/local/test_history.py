@@ -1,0 +1,172 @@
+"""Every local run kept (issue 66): a finished run read back from its record by `history`,
+`status`, `logs` and `events` once its pods are gone; a run again kept beside the first; a
+failed run's first failure; Ctrl-C, which ends a run cleanly and keeps it as Interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kube import LocalCluster
+
+from aichor_iac import cli
+
+pytestmark = pytest.mark.skipif(
+    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
+)
+
+
+def said(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
+    """What the command printed (out, err); it succeeded."""
+    capsys.readouterr()
+    assert cli.main(list(argv)) == 0
+    return tuple(capsys.readouterr())
+
+
+def kept(capsys: pytest.CaptureFixture[str], *name: str) -> list[dict]:
+    return json.loads(said(capsys, "history", *name, "--output", "json")[0])
+
+
+@pytest.fixture
+def history(tmp_path, monkeypatch):
+    """A store of this test's own."""
+    monkeypatch.setenv("AICHOR_IAC_HISTORY", str(tmp_path / "history"))
+    return tmp_path / "history"
+
+
+def test_a_finished_sweep_is_read_back_from_its_record(tmp_path, history, capsys):
+    said(capsys, "examples", "sweep", "-o", str(tmp_path))
+    sweep = str(tmp_path / "sweep.yaml")
+    said(capsys, "run", "--local", sweep, "--output", "json")
+    (record,) = kept(capsys)
+    assert (record["name"], record["kind"], record["state"]) == (
+        "lr-momentum",
+        "sweep",
+        "Succeeded",
+    )
+    assert record["started"] <= record["ended"] and record["file"] == sweep
+    trials = record["trials"]
+    assert len(trials) == 6 and {t["state"] for t in trials} == {"Succeeded"}
+    for trial in trials:  # (the example prints loss=... each epoch: 3 epochs)
+        assert set(trial["parameters"]) == {"lr", "momentum"}
+        points = trial["metrics"]["loss"]
+        assert [p["step"] for p in points] == [0, 1, 2]
+        assert trial["objective"] == min(p["value"] for p in points)  # (minimize: min)
+        assert all(p["time"].startswith(record["started"][:10]) for p in points)
+    best = min(trials, key=lambda t: t["objective"])
+    assert record["best"] == best["name"]
+
+    out, err = said(capsys, "status", "--local", sweep, "--output", "json")
+    assert "lr-momentum is not running here: read from its record (Succeeded" in err
+    status = json.loads(out)
+    rows = status["sweeps"]["lr-momentum"]["trials"]
+    assert {r["trial"]: r["objective"] for r in rows} == {t["name"]: t["objective"] for t in trials}
+    assert all(e["phases"] == {"Succeeded": 1} for e in status["experiments"].values())
+    out, _ = said(capsys, "logs", "--local", sweep)
+    assert all(f"{t['name']}-worker-0 epoch=2 loss=" in out for t in trials)
+    out, _ = said(capsys, "events", "--local", sweep, "--output", "json")
+    assert {"SuccessfulCreate", "Started", "Completed"} <= {e["reason"] for e in json.loads(out)}
+    out, _ = said(capsys, "history", "lr-momentum")
+    assert f"best trial {best['name']} (*)" in out and "Succeeded" in out
+
+
+def experiment(tmp_path: Path, command: str, count: int = 1, name: str = "kept") -> str:
+    path = tmp_path / f"{name}.yaml"
+    worker = {"count": count, "resources": {"cpus": 1, "ramRatio": 1}}
+    spec = {"operator": "batchjob", "image": "python:3.11", "command": command}
+    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": name}
+    path.write_text(yaml.safe_dump({**manifest, "spec": {**spec, "types": {"worker": worker}}}))
+    return str(path)
+
+
+def test_a_run_again_is_kept_beside_the_first(tmp_path, history, capsys):
+    path = experiment(tmp_path, "echo once")
+    for _ in range(2):
+        said(capsys, "run", "--local", path)
+    second, first = kept(capsys, "kept")
+    assert first["id"] != second["id"] and first["started"] <= second["started"]
+    assert [f"kept-{p}" for p in ("worker-0",)] == [p["name"] for p in second["experiment"]["pods"]]
+    out, _ = said(capsys, "history", second["id"], "--logs")
+    assert out == "kept-worker-0 once\n"  # (that run's lines alone)
+    assert [r["id"] for r in kept(capsys)] == [second["id"], first["id"]]  # newest first
+
+
+def test_a_failed_run_names_the_pod_that_failed_first(tmp_path, history, capsys):
+    command = 'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then echo boom; exit 3; fi; sleep 30'
+    path = experiment(tmp_path, command, count=2)
+    assert cli.main(["run", "--local", path]) == 3
+    (record,) = kept(capsys)
+    run = record["experiment"]
+    assert record["state"] == run["state"] == "Failed"
+    assert run["failed_first"] == "kept-worker-1"
+    (failed,) = [p for p in run["pods"] if p["name"] == "kept-worker-1"]
+    assert (failed["phase"], failed["exit_code"], failed["reason"]) == ("Failed", 3, "Error")
+    out, _ = said(capsys, "history", "kept")
+    assert "Error (failed first)" in out
+    out, _ = said(capsys, "history", "kept", "--logs")
+    assert "kept-worker-1 boom" in out
+    changes = [(c["pod"], c["state"]) for c in run["changes"]]
+    assert ("kept-worker-1", "Failed") in changes
+
+
+def test_ctrl_c_ends_a_run_cleanly_and_keeps_it_interrupted(tmp_path, history, capsys):
+    marker = f"aichor-ctrl-c-{os.getpid()}"
+    path = experiment(tmp_path, f"echo started; sleep 120 # {marker}", name="ctrlc")
+    command = [sys.executable, "-m", "aichor_iac.cli", "run", "--local", path]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in run.stdout:
+        if line.endswith("started\n"):
+            break
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130
+    assert "Traceback" not in err and "aichor-iac: interrupted; kept: aichor-iac history" in err
+    assert "aichor-iac: ctrlc interrupted" in out  # (what it had done)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1
+    (record,) = kept(capsys)
+    assert record["state"] == record["experiment"]["state"] == "Interrupted"
+    assert record["ended"] is not None
+
+
+def test_a_file_never_run_is_refused_naming_it_and_its_sweep(tmp_path, history, capsys):
+    said(capsys, "examples", "sweep", "-o", str(tmp_path))
+    sweep = str(tmp_path / "sweep.yaml")
+    capsys.readouterr()
+    assert cli.main(["status", "--local", sweep]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"no local run of sweep lr-momentum ({sweep}) is running here, and none is recorded" in err
+    )
+    assert "lr-momentum-" not in err.replace("lr-momentum (", "")  # (no trial's name)
+    history.mkdir(parents=True, exist_ok=True)
+    assert cli.main(["history", "lr-momentum"]) == 2
+    assert "no run of lr-momentum is kept" in capsys.readouterr().err
+    out, _ = said(capsys, "history")
+    assert "no run is kept" in out
+
+
+def test_a_running_run_is_kept_as_it_goes(tmp_path, history, capsys):
+    """The record says Running while the run goes (written every few seconds), before the
+    run's end writes it whole."""
+    path = experiment(tmp_path, "echo started; sleep 20", name="going")
+    command = [sys.executable, "-m", "aichor_iac.cli", "run", "--local", path]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = kept(capsys)
+            if found and found[0]["state"] == "Running":
+                break
+            time.sleep(0.5)
+        assert found[0]["state"] == "Running" and found[0]["ended"] is None
+        assert found[0]["experiment"]["pods"][0]["phase"] == "Running"
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.communicate(timeout=60)
