@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
+import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -23,12 +24,15 @@ def plot_file(path: str) -> str:
     installed, it writes the suffix's format, the directory exists. Else ValueError, why."""
     if importlib.util.find_spec("matplotlib") is None:  # (an optional extra: most never plot)
         raise ValueError(f"needs matplotlib, which this environment lacks: {install_plot()}")
+    import matplotlib
     from matplotlib.backend_bases import FigureCanvasBase
 
     formats = FigureCanvasBase.get_supported_filetypes()
     suffix = Path(path).suffix.lower().removeprefix(".")
     if suffix not in formats:
         raise ValueError(f"{path!r}: end the name with .png, .svg or .pdf ({', '.join(formats)})")
+    if suffix == "pgf" and shutil.which(tex := matplotlib.rcParams["pgf.texsystem"]) is None:
+        raise ValueError(f"{path!r}: PGF needs {tex} (a TeX installation), which is missing")
     if not Path(path).absolute().parent.is_dir():
         raise ValueError(f"{path!r}: its directory does not exist")
     return path
@@ -63,9 +67,10 @@ def plot(sweeps: dict[str, dict[str, Any]], path: str) -> None:
                 continue
             _panel(ax, found, parameters[column])
         row[0].set_ylabel(f"{name}: {found['objective']} ({found['direction']})")
-    # (no software version or date in the file: the same sweep gives the same bytes)
-    metadata = {"Software": None} if path.lower().endswith(".png") else {}
-    figure.savefig(path, metadata=metadata)
+    # (no software version in a PNG: the same sweep gives the same bytes; JPEG, TIFF, WebP and
+    # raw formats take no metadata at all)
+    png = path.lower().endswith(".png")
+    figure.savefig(path, **({"metadata": {"Software": None}} if png else {}))
 
 
 def _parameters(found: dict[str, Any]) -> list[str]:

@@ -50,6 +50,27 @@ def test_a_sweep_is_drawn_a_panel_per_parameter_the_best_starred(tmp_path: Path)
     assert text.count('id="PathCollection_') >= 2 * 4  # 3 points + the star, per panel
 
 
+def formats() -> list[str]:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(FigureCanvasBase.get_supported_filetypes())
+
+
+@pytest.mark.parametrize("suffix", formats())
+def test_every_format_the_check_lets_through_is_written(suffix: str, tmp_path: Path) -> None:
+    """`--plot x.jpg` passed the check, then failed after the whole sweep: each suffix
+    `plot_file` accepts is one `plot` writes."""
+    from aichor_iac.sweeps.plot import plot_file
+
+    try:
+        path = plot_file(str(tmp_path / f"x.{suffix}"))
+    except ValueError as refused:  # (refused before anything runs: what it lacks)
+        assert suffix == "pgf" and "needs" in str(refused)
+        return
+    plot(found(), path)
+    assert Path(path).stat().st_size > 0
+
+
 def test_the_same_sweep_gives_the_same_png(tmp_path: Path) -> None:
     first, second = tmp_path / "1.png", tmp_path / "2.png"
     plot(found(), str(first))
