@@ -291,7 +291,34 @@ def _results(
             console.print(view(found))
     if plotted:
         plot(sweeps, plotted)
-    return first_failure(outcomes)[0]
+    return first_failure(outcomes)[0] or _sweeps_failed(sweeps)
+
+
+def _sweeps_failed(sweeps: dict[str, Any]) -> int:
+    """1 if a sweep failed (Katib's count, its MetricsUnavailable trials among the failed) or
+    no trial of it gave its objective, each trial without it said with what it printed
+    instead; else 0."""
+    from ..experiment.trial import FAILED, METRICS_UNAVAILABLE
+    from ..sweeps.results import unavailable
+
+    status = 0
+    for sweep, found in sweeps.items():
+        missing = [r for r in found["trials"] if r["state"] == METRICS_UNAVAILABLE]
+        for row in missing[:3]:
+            print(f"aichor-iac: {unavailable(row, found['objective'])}", file=sys.stderr)
+        if len(missing) > 3:
+            print(f"aichor-iac: and {len(missing) - 3} more trials alike", file=sys.stderr)
+        ended = [r for r in found["trials"] if r["state"] not in ("Waiting", "Running")]
+        if found["failed"] or (ended and found["best"] is None):
+            failed = sum(r["state"] in (FAILED, METRICS_UNAVAILABLE) for r in found["trials"])
+            why = (
+                f"it failed: {failed} of its trials failed or gave no {found['objective']}"
+                if found["failed"]
+                else f"no trial gave its objective {found['objective']}"
+            )
+            print(f"aichor-iac: sweep {sweep}: {why}", file=sys.stderr, flush=True)
+            status = 1
+    return status
 
 
 def _entry_pods(inputs: Inputs) -> dict[str, str]:

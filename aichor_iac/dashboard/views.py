@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..experiment.trial import EARLY_STOPPED, FAILED, SUCCEEDED
+from ..experiment.state import State
 from ..observe.progress import seconds_since
-from ..sweeps.results import state_of
+from ..observe.status import state
 from .watch import Snapshot
 
-RUNNING, PENDING, WAITING = "Running", "Pending", "Waiting"
-ENDED = (SUCCEEDED, FAILED, EARLY_STOPPED)
+WAITING = State.WAITING
 
 
 @dataclass(frozen=True)
@@ -94,20 +93,9 @@ def shown_state(snapshot: Snapshot, name: str) -> str:
     """An experiment's state; a trial's as its sweep's table reads it once it has ended
     (EarlyStopped among them), its own before (Pending or Waiting, not yet Running)."""
     judged, source = snapshot.judged.get(name), snapshot.source(name)
-    if name not in snapshot.experiments or source is None or judged in ENDED:
+    if name not in snapshot.experiments or source is None or (judged and State(judged).ended):
         return judged or WAITING
     return state(snapshot.experiments[name], source.entry)
-
-
-def state(found: dict[str, Any], entry: str) -> str:
-    """An experiment's state: its entry Job's end, else Running while a pod runs, Pending
-    while its objects exist, Waiting before they do."""
-    group = next((g for g in found["groups"] if g["job"] == entry), None)
-    if group is not None and group["condition"] in ("Complete", "Failed"):
-        return state_of(group["condition"])
-    if found["phases"].get("Running"):
-        return RUNNING
-    return PENDING if found["groups"] else WAITING
 
 
 def experiment_rows(
@@ -132,7 +120,15 @@ def experiment_rows(
 
 def sweep_row(name: str, found: dict[str, Any], snapshot: Snapshot) -> SweepRow:
     """A sweep's line: its trials by state and its best trial."""
-    order = (RUNNING, PENDING, WAITING, SUCCEEDED, EARLY_STOPPED, FAILED)
+    order = (
+        State.RUNNING,
+        State.PENDING,
+        State.WAITING,
+        State.SUCCEEDED,
+        State.EARLY_STOPPED,
+        State.METRICS_UNAVAILABLE,
+        State.FAILED,
+    )
     shown = [shown_state(snapshot, r["trial"]) for r in found["trials"]]
     counted = {s: shown.count(s) for s in order}
     best = next((r for r in found["trials"] if r["trial"] == found["best"]), None)

@@ -9,11 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from .state import State
+
 # Before each line of a trial's metrics file on its output (Katib's File collector, read here
 # from the output: `doors.katib.collect`)
 MARKER = "aichor-katib-metrics: "
-# Katib's states of a trial that has ended
-SUCCEEDED, FAILED, EARLY_STOPPED = "Succeeded", "Failed", "EarlyStopped"
+# Katib's states of a trial that has ended (`State`'s)
+SUCCEEDED, FAILED, EARLY_STOPPED = State.SUCCEEDED, State.FAILED, State.EARLY_STOPPED
+METRICS_UNAVAILABLE = State.METRICS_UNAVAILABLE
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from ..experiment.trial import NONE_ENDED, Ended, Trial
 from ..settings import Settings
 from ..sweeps import results
 from . import kubeapi
+from . import status as states
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,8 @@ def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list
             continue
         group = next((g for g in found[source.name]["groups"] if g["job"] == source.entry), None)
         status = found[source.name].get("trainerStatus")
-        state, lines = "Waiting", []  # (created once an earlier trial has ended)
+        state, lines = states.state(found[source.name], source.entry), []
         if group is not None:
-            state = results.state_of(group["condition"])
             ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
             every = trial.stopping is not None
             if ran and (every or not results.reports_objective(status, trial)):

@@ -16,6 +16,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from ..experiment.state import State
 from .progress import STALE_SECONDS, seconds_since, summary
 
 GPU = re.compile(r"^(nvidia\.com|amd\.com)/")
@@ -74,6 +75,18 @@ def report(
         if reported
         else None,
     }
+
+
+def state(found: dict[str, Any], entry: str) -> State:
+    """An experiment's state from its report (`report`): its entry Job's end, else Running
+    once one of its pods has started, Pending while its objects exist, Waiting before they
+    do (a sweep's trial not created yet)."""
+    group = next((g for g in found["groups"] if g["job"] == entry), None)
+    if group is not None and group["condition"] in ("Complete", "Failed"):
+        return State.SUCCEEDED if group["condition"] == "Complete" else State.FAILED
+    if set(found["phases"]) & {"Running", "Succeeded", "Failed"}:
+        return State.RUNNING
+    return State.PENDING if found["groups"] else State.WAITING
 
 
 def _name(obj: dict[str, Any]) -> str:

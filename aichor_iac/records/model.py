@@ -10,24 +10,10 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from ..experiment.state import State
+
 SCHEMA = 1
-
-
-class State(str, enum.Enum):
-    """One set of state names, for an experiment, a trial and a run alike."""
-
-    WAITING = "Waiting"  # not created yet: a sweep's trial waits for the ones before it
-    PENDING = "Pending"  # created; no container running yet
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    EARLY_STOPPED = "EarlyStopped"  # a trial its sweep's early stopping ended
-    METRICS_UNAVAILABLE = "MetricsUnavailable"  # a trial that ended without its objective
-    INTERRUPTED = "Interrupted"  # the run was stopped (Ctrl-C, SIGTERM) before it ended
-
-    @property
-    def ended(self) -> bool:
-        return self not in (State.WAITING, State.PENDING, State.RUNNING)
+__all__ = ["SCHEMA", "Change", "ExperimentRun", "PodRun", "Point", "Record", "State"]
 
 
 @dataclasses.dataclass(frozen=True)

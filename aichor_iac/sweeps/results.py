@@ -8,7 +8,9 @@ latest), and the best trial for the objective's direction. Pure: lines and state
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
+import re
 from typing import Any
 
 import yaml
@@ -18,6 +20,7 @@ from ..experiment.trial import (
     EARLY_STOPPED,
     FAILED,
     MARKER,
+    METRICS_UNAVAILABLE,
     SUCCEEDED,
     Ended,
     Objective,
@@ -63,6 +66,38 @@ def _json_metrics(lines: list[str], names: set[str]) -> dict[str, list[float]]:
     return found
 
 
+def printed_names(lines: list[str], objective: Objective) -> list[str]:
+    """Every metric name the objective's collector finds in the lines, whatever it is: what a
+    trial printed that never printed its objective."""
+    if objective.file is not None:
+        lines = [line[len(MARKER) :] for line in lines if line.startswith(MARKER)]
+        if objective.json:
+            objects = [_object(line) for line in lines]
+            return sorted({str(k) for found in objects for k in found})
+    forms = objective.formats or ()
+    return sorted(
+        {m.group(1).strip() for line in lines for f in forms for m in re.finditer(f, line)}
+    )
+
+
+def _object(line: str) -> dict[str, Any]:
+    with contextlib.suppress(ValueError):
+        if isinstance(found := json.loads(line), dict):
+            return found
+    return {}
+
+
+def unavailable(row: dict[str, Any], metric: str) -> str:
+    """Why a trial is MetricsUnavailable, and what it printed instead ("did you mean")."""
+    printed = row.get("printed") or []
+    said = f"{row['trial']} ended without its objective {metric}"
+    if not printed:
+        return f"{said}: it printed no metric its collector reads"
+    near = difflib.get_close_matches(metric, printed, n=1, cutoff=0.5)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    return f"{said}: it printed {', '.join(printed[:10])}{hint}"
+
+
 def value(values: list[float], strategy: str) -> float | None:
     """A metric's value for the trial: the least, the greatest or the last reported."""
     if not values:
@@ -83,20 +118,23 @@ def report(
     for name, place, given, whole, reported in sorted(trials, key=lambda t: t[1].index):
         state, lines, status = judged(place, given, whole, reported)
         values = trial_metrics(objective, lines, status)
-        rows.append(
-            {
-                "trial": name,
-                "parameters": dict(place.values),
-                "state": state,
-                "progress": (status or {}).get("progressPercentage"),
-                "objective": values.get(objective.metric),
-                "metrics": {m: v for m, v in values.items() if m != objective.metric},
-            }
-        )
+        unavailable = objective.formats is not None and values.get(objective.metric) is None
+        row = {
+            "trial": name,
+            "parameters": dict(place.values),
+            "state": METRICS_UNAVAILABLE if state == SUCCEEDED and unavailable else state,
+            "progress": (status or {}).get("progressPercentage"),
+            "objective": values.get(objective.metric),
+            "metrics": {m: v for m, v in values.items() if m != objective.metric},
+        }
+        if row["state"] == METRICS_UNAVAILABLE:  # (what it printed instead)
+            row["printed"] = printed_names(lines, objective)
+        rows.append(row)
     scored = [r for r in rows if r["objective"] is not None]
     pick = min if objective.direction == "minimize" else max
     best = pick(scored, key=lambda r: r["objective"])["trial"] if scored else None
-    failed = sum(r["state"] == FAILED for r in rows)
+    # (Katib's count: TrialsFailed + TrialMetricsUnavailable)
+    failed = sum(r["state"] in (FAILED, METRICS_UNAVAILABLE) for r in rows)
     return {
         "sweep": trial.sweep,
         "objective": objective.metric,
@@ -146,14 +184,6 @@ def trial_metrics(
     found = metrics(lines, objective)
     values = {m: value(found.get(m, []), s) for m, s in strategies.items()}
     return values | {m: v for m, v in reported_metrics(status).items() if m in strategies}
-
-
-def state_of(condition: str | None) -> str:
-    """A created trial's state from its entry Job's condition (one its early stopping rule
-    stopped completed: `judged` reads it as EarlyStopped)."""
-    if condition == "Failed":
-        return FAILED
-    return SUCCEEDED if condition == "Complete" else "Running"
 
 
 def ended(trials: list[tuple[str, Trial, str, list[str], dict[str, Any] | None]]) -> Ended:
@@ -237,6 +267,9 @@ def table(found: dict[str, Any]) -> Table:
         out.caption = f"{found['sweep']}: {aim}; no trial has reported it yet"
     if (later := found.get("count", 0) - len(found["trials"])) > 0 and not found["failed"]:
         out.caption += f"; {later} more trials to be asked from the results"
+    if missing := [r for r in found["trials"] if r["state"] == METRICS_UNAVAILABLE]:
+        out.caption += f"; {unavailable(missing[0], found['objective'])}"
+        out.caption += f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
     if found["failed"]:
         out.caption += "; the sweep failed: as many trials failed as its maxFailedTrialCount"
     out.min_width = len(out.caption)  # (a caption wraps at its table's width: kept whole)

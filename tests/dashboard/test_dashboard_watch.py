@@ -74,9 +74,9 @@ def test_a_failed_read_keeps_the_last_and_says_why():
 @pytest.mark.parametrize(
     ("found", "expected"),
     [
-        (report(), views.WAITING),
-        (report("Pending"), views.PENDING),
-        (report("Running", "Pending"), views.RUNNING),
+        (report(), "Waiting"),
+        (report("Pending"), "Pending"),
+        (report("Running", "Pending"), "Running"),
         (report("Succeeded", condition="Complete"), "Succeeded"),
         (report("Failed", condition="Failed"), "Failed"),
     ],

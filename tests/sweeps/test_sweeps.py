@@ -9,7 +9,9 @@ import pytest
 from rich.console import Console
 
 from aichor_iac.doors.katib.door import DEFAULT_FORMAT
+from aichor_iac.experiment.state import State
 from aichor_iac.experiment.trial import MARKER, Objective, Stopping, Trial
+from aichor_iac.observe import status as states
 from aichor_iac.sweeps import results as sweeps
 
 LOSS = Objective(
@@ -76,12 +78,20 @@ def test_the_best_trial_is_the_objectives_direction(direction, best):
         (1, ["Failed", "Not created"], True),
         (2, ["Failed", "Succeeded"], False),
         (2, ["Failed", "Failed"], True),
+        # (a trial that succeeded without its objective is MetricsUnavailable: it counts)
+        (2, ["Failed", "Succeeded without loss"], True),
     ],
 )
 def test_a_sweep_fails_once_as_many_trials_failed_as_its_limit(limit, states, failed):
-    # Katib's UpdateExperimentStatusCondition: `failed != 0 && failed >= maxFailedTrialCount`
+    # Katib's UpdateExperimentStatusCondition: `failed != 0 && failed >= maxFailedTrialCount`,
+    # where failed = TrialsFailed + TrialMetricsUnavailable
     places = [Trial("s", i, 2, 1, (("lr", str(i)),), limit, LOSS) for i in range(2)]
-    found = sweeps.report([(f"s-{i}", places[i], st, [], None) for i, st in enumerate(states)])
+    found = sweeps.report(
+        [
+            (f"s-{i}", places[i], st.split()[0], [] if "without" in st else ["loss=0.5"], None)
+            for i, st in enumerate(states)
+        ]
+    )
     assert found["failed"] is failed
     caption = str(sweeps.table(found).caption)
     assert (
@@ -182,10 +192,23 @@ def test_a_trial_its_rule_stops_is_read_as_stopped_at_the_value_that_stopped_it(
 
 
 @pytest.mark.parametrize(
-    ("condition", "state"), [("Complete", "Succeeded"), ("Failed", "Failed"), (None, "Running")]
+    ("groups", "phases", "state"),
+    [
+        ([("Complete", "w")], {"Succeeded": 1}, "Succeeded"),
+        ([("Failed", "w")], {"Failed": 1}, "Failed"),
+        ([(None, "w")], {"Running": 1}, "Running"),
+        ([(None, "w")], {"Succeeded": 1, "Pending": 1}, "Running"),  # (one has run)
+        ([(None, "w")], {"Pending": 2}, "Pending"),  # (created, nothing started)
+        ([(None, "w")], {}, "Pending"),
+        ([("Complete", "other")], {"Succeeded": 1}, "Running"),  # (not its entry Job)
+        ([], {}, "Waiting"),  # (not created yet: waits for the trials before it)
+    ],
 )
-def test_a_trials_state_is_its_entry_jobs_condition(condition, state):
-    assert sweeps.state_of(condition) == state
+def test_an_experiments_state_is_one_name_for_every_view(groups, phases, state):
+    """`status`, the dashboard and the record read an experiment's state by one function,
+    in one set of names (status said Running, the page Pending, for one trial)."""
+    found = {"groups": [{"job": job, "condition": c} for c, job in groups], "phases": phases}
+    assert states.state(found, "w") == state and isinstance(states.state(found, "w"), State)
 
 
 def test_an_optimizationjobs_best_trial_is_its_status_result_in_the_crds_shape():
@@ -211,3 +234,47 @@ def test_an_optimizationjobs_best_trial_is_its_status_result_in_the_crds_shape()
     assert "status" not in sweeps.report(rows[2:])  # (no best yet)
     katib = [(n, replace(p, kind="Experiment"), s, li, r) for n, p, s, li, r in rows]
     assert "status" not in sweeps.report(katib)  # (Katib's: the table alone)
+
+
+@pytest.mark.parametrize(
+    ("lines", "state", "printed", "said"),
+    [
+        (["loss=0.5"], "Succeeded", None, None),
+        (
+            ["epoch=1 lost=0.5", "accuracy=0.9"],
+            "MetricsUnavailable",
+            ["accuracy", "epoch", "lost"],
+            "s-0 ended without its objective loss: it printed accuracy, epoch, lost; did you "
+            "mean lost?",
+        ),
+        (
+            ["nothing here"],
+            "MetricsUnavailable",
+            [],
+            "s-0 ended without its objective loss: it printed no metric its collector reads",
+        ),
+    ],
+)
+def test_a_trial_that_ends_without_its_objective_is_metrics_unavailable(
+    lines, state, printed, said
+):
+    """As Katib's trial controller marks it; it counts as failed against maxFailedTrialCount
+    (Katib: TrialsFailed + TrialMetricsUnavailable), and says what it printed instead."""
+    place = replace(trial(0, LOSS), max_failed=1)
+    found = sweeps.report([("s-0", place, "Succeeded", lines, None)])
+    (row,) = found["trials"]
+    assert row["state"] == state and row.get("printed") == printed
+    assert found["failed"] is (state == "MetricsUnavailable")
+    if said:
+        assert sweeps.unavailable(row, "loss") == said
+        console = Console(width=1000, record=True)
+        console.print(sweeps.table(found))
+        assert said in console.export_text()
+
+
+def test_a_trial_not_collected_is_never_metrics_unavailable():
+    """A sweep whose metrics are not in the trials' output (formats None) says nothing of
+    them: a trial that succeeded succeeded."""
+    place = trial(0, replace(LOSS, formats=None))
+    found = sweeps.report([("s-0", place, "Succeeded", ["x"], None)])
+    assert found["trials"][0]["state"] == "Succeeded" and not found["failed"]
