@@ -80,6 +80,7 @@ def kept(args: argparse.Namespace, inputs: Inputs) -> Iterator[Keeping]:
         id=folder.name,
         started=now(),
         file=inputs.path,
+        path=str(source.resolve()) if inputs.path != "-" else "",
         digest=digest,
         stack=inputs.stack,
         namespace=inputs.settings.namespace,

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from ..experiment.model import Experiment
 from ..experiment.trial import NONE_ENDED, Ended
 from ..observe import history
 from ..observe.history import Source, source_of
+from ..observe.located import Located, located
 from ..problems import ManifestError, Problem
 from ..records.reader import Recorded
 from .inputs import Inputs, inputs_of
@@ -57,15 +59,16 @@ def readers(
     kept: Path | None = None,
     inputs: Inputs | None = None,
 ) -> list[Source]:
-    """Each experiment (of `inputs`, else the options'), read where the options say: a local
-    run's (once its pods are gone, or `kept`: its record's), else the cluster's (with the
-    trials of `ended`, those of a sweep that learns that they allow)."""
+    """Each experiment (of `inputs`, else the options'), read where the options say: this
+    machine's run of it (`--local`: running, else its newest record; `kept`: that record),
+    else the stack's cluster (with the trials of `ended`, those of a sweep that learns that
+    they allow)."""
     from ..observe import kubeapi
 
     inputs = inputs or inputs_of(args)
     if ended:
         inputs = inputs.grown(ended)
-    found, api = [], None
+    found, api, places = [], None, {}
     try:
         if not args.local and kept is None:
             kubeconfig, context = kubeapi.stack_connection(inputs.stack_file)
@@ -73,50 +76,78 @@ def readers(
                 kubeconfig=args.kubeconfig or kubeconfig, context=args.context or context
             )
         for manifest, name in inputs.each():
-            namespace, reader = inputs.settings.namespace, None
+            namespace, reader, where = inputs.settings.namespace, None, ""
             if kept is not None:
                 reader = Recorded(kept, name)
-            elif args.local:  # (each experiment's run, as it announced itself)
-                try:
-                    url, namespace = kubeapi.local_url(name)
-                    api = kubeapi.connect(url=url)
-                except kubeapi.Unreachable:
-                    reader = _recorded(inputs, manifest, name)
-            found.append(source_of(manifest, name, inputs.settings, api, namespace, reader))
+            elif args.local:  # (a run's, as it announced itself, else its record)
+                thing = _thing(manifest, name)
+                if thing not in places:
+                    places[thing] = _located(inputs, manifest, thing)
+                here, where = places[thing], places[thing].where
+                if here.url is not None:
+                    api, namespace = kubeapi.connect(url=here.url), here.namespace
+                else:
+                    reader = Recorded(here.folder, name)
+            source = source_of(manifest, name, inputs.settings, api, namespace, reader)
+            found.append(replace(source, where=where))
     except kubeapi.Unreachable as error:
         where = f"aichor-iac {args.handler.__name__}"
         raise ManifestError(where, [Problem("", str(error))]) from None
     return found
 
 
-def _recorded(inputs: Inputs, manifest: Experiment, name: str) -> Recorded:
-    """The experiment (or trial) `name` as the newest record of its run keeps it (said once on
-    stderr: it is not running here), else Unreachable naming the file and the sweep."""
-    from ..observe.kubeapi import Unreachable
-    from ..records import store
+def _thing(manifest: Experiment, name: str) -> str:
+    """What a local run is found by: a trial's sweep, else the experiment."""
+    return manifest.trial.sweep if manifest.trial else name
 
-    wanted = manifest.trial.sweep if manifest.trial else name
-    found = store.latest(wanted)
-    if found is None:
-        what = f"sweep {wanted}" if manifest.trial else wanted
+
+def _located(inputs: Inputs, manifest: Experiment, thing: str) -> Located:
+    """Where this machine's run of `thing` is read (its run, else its newest record: said
+    once on stderr), else Unreachable naming the file and the sweep."""
+    from ..observe.kubeapi import Unreachable
+
+    names = [n for m, n in inputs.each() if _thing(m, n) == thing]
+    here = located(thing, names, _path(inputs))
+    if here is None:
+        what = f"sweep {thing}" if manifest.trial else thing
         raise Unreachable(
             f"no local run of {what} ({inputs.path}) is running here, and none is recorded: "
             f"aichor-iac run --local {inputs.path}"
         )
-    folder, record = found
-    if folder not in _SAID:
-        _SAID.add(folder)
+    if (record := here.record) is not None and here.where not in _SAID:
+        _SAID.add(here.where)
         when = f"ended {record.ended}" if record.ended else f"started {record.started}"
         said = f"{record.state.value}, {when}; aichor-iac history {record.id}"
         print(
-            f"aichor-iac: {wanted} is not running here: read from its record ({said})",
+            f"aichor-iac: {thing} is not running here: read from its record ({said})",
             file=sys.stderr,
             flush=True,
         )
-    return Recorded(folder, name)
+    return here
 
 
-_SAID: set[Path] = set()  # the records said to be read
+def _path(inputs: Inputs) -> str:
+    """The file's absolute path, which its runs' records name (none for standard input)."""
+    return str(Path(inputs.path).resolve()) if inputs.path != "-" else ""
+
+
+def moved(args: argparse.Namespace, inputs: Inputs, sources: list[Source]) -> bool:
+    """Whether a local run's experiments are read elsewhere now: a run of them has started
+    since they were read (a run again, or the first), or the one read has ended (its record)."""
+    if not args.local:
+        return False
+    things: dict[str, tuple[str, list[str]]] = {}
+    for source in sources:
+        thing = source.trial.sweep if source.trial else source.name
+        things.setdefault(thing, (source.where, []))[1].append(source.name)
+    for thing, (where, names) in things.items():
+        here = located(thing, names, _path(inputs))
+        if here is not None and here.where != where:
+            return True
+    return False
+
+
+_SAID: set[str] = set()  # the records said to be read
 
 
 def status(args: argparse.Namespace) -> int:
@@ -213,7 +244,9 @@ def watch_of(args: argparse.Namespace) -> tuple[Watch, str]:
 
     def read(sources: list[Source] | None) -> tuple[list[Source], dict[str, Any], dict[str, Any]]:
         with answered(args):
-            return read_state(args, readers(args) if sources is None else sources)
+            if sources is None or moved(args, inputs, sources):  # (a run again, or ended: followed)
+                sources = readers(args)
+            return read_state(args, sources)
         raise ManifestError("aichor-iac dashboard", [Problem("", "interrupted")])  # (Ctrl-C)
 
     objects: list[dict[str, Any]] = []

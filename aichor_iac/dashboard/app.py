@@ -82,13 +82,14 @@ class Pages:
         if name not in snapshot.experiments:
             return None
         found = snapshot.experiments[name]
-        pods = [row["pod"] for group in found["groups"] for row in group["pods"]]
         asked = request.query_params.get("pod")
         return {
             "row": views.experiment_row(snapshot, name, datetime.now(timezone.utc)),
             "found": found,
             "events": self.watch.events(name),
-            "pod": asked if asked in pods else next(iter(pods), None),
+            "trial": views.trial_row(snapshot, name),
+            "pod": asked if asked in _pods(found) else None,  # (None: its first, when it has one)
+            "first": next(iter(_pods(found)), None),
         }
 
     def experiment(self, request: Request) -> Response:
@@ -104,8 +105,13 @@ class Pages:
         if found is None:
             return JSONResponse({"error": "no such experiment"}, status_code=404)
         progress = found.get("progress") or {}
+        metrics = self.watch.metrics(request.path_params["name"])  # (by step: [step, time, value])
         return JSONResponse(
-            {"trainerStatus": found.get("trainerStatus"), "receivedAt": progress.get("receivedAt")}
+            {
+                "trainerStatus": found.get("trainerStatus"),
+                "receivedAt": progress.get("receivedAt"),
+                "metrics": metrics if isinstance(metrics, dict) else {},
+            }
         )
 
     def log(self, request: Request) -> Response:
@@ -114,9 +120,15 @@ class Pages:
             seen = int(request.query_params.get("after", "0"))
         except ValueError:
             seen = 0
-        name, pod = request.path_params["name"], request.path_params["pod"]
-        lines, ended, error = self.watch.log(name, pod, seen)
-        return JSONResponse({"lines": lines, "ended": ended, "error": error})
+        name, pod = request.path_params["name"], request.path_params.get("pod")
+        if pod is None:  # (its first pod, once it has one: a page opened before it ran)
+            found = self.watch.snapshot.experiments.get(name) or {"groups": []}
+            if (pod := next(iter(_pods(found)), None)) is None:
+                answer = {"lines": [], "ended": False, "error": "no pod yet", "run": "", "pod": ""}
+                return JSONResponse(answer)
+        lines, ended, error, run = self.watch.log(name, pod, seen)  # (run: where they are read)
+        answer = {"lines": lines, "ended": ended, "error": error, "run": run, "pod": pod}
+        return JSONResponse(answer)
 
     def render(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -166,6 +178,7 @@ def application(watch: Watch, title: str, token: str | None) -> ASGIApp:
         Route("/fragments/experiments/{name}", pages.experiment_fragment),
         Route("/api/experiments/{name}", pages.experiment_json),
         Route("/api/experiments/{name}/logs/{pod}", pages.log),
+        Route("/api/experiments/{name}/log", pages.log),
         Route("/experiments/{name}/objects.yaml", pages.render),
         Route("/sweeps/{name}", pages.sweep),
         Route("/fragments/sweeps/{name}", pages.sweep_fragment),
@@ -218,3 +231,8 @@ class Guard:
             return None, None
         said = "this dashboard needs its token: open the URL `aichor-iac dashboard` printed"
         return PlainTextResponse(said, 403), None
+
+
+def _pods(found: dict[str, Any]) -> list[str]:
+    """An experiment's pods, as its report lists them."""
+    return [row["pod"] for group in found["groups"] for row in group["pods"]]

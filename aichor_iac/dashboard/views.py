@@ -166,3 +166,9 @@ def sweep_table(name: str, snapshot: Snapshot) -> SweepTable:
     )
     result = (found.get("status") or {}).get("result")
     return SweepTable(sweep_row(name, found, snapshot), parameters, metrics, trials, result)
+
+
+def trial_row(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+    """A trial's row of its sweep's table (its parameters, objective, metrics), if it is one."""
+    rows = (r for found in snapshot.sweeps.values() for r in found["trials"])
+    return next((r for r in rows if r["trial"] == name), None)

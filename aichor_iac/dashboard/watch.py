@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from ..observe.history import Source
+from ..observe.recorded import series
 from ..problems import ManifestError
 
 INTERVAL = 2.0  # seconds between reads, as `status --watch`
@@ -110,7 +111,7 @@ class Watch:
         self._read, self._render = read, render
         self.snapshot = Snapshot()
         self._followers: dict[tuple[str, str], Follower] = {}
-        self._events: dict[str, tuple[float, list[dict[str, Any]] | str]] = {}
+        self._read_again: dict[tuple[str, str], tuple[float, Any]] = {}
         self._rendered: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -137,30 +138,51 @@ class Watch:
             self.snapshot = Snapshot(tuple(sources), found, sweeps, None, time.time())
         return self.snapshot
 
-    def log(self, experiment: str, pod: str, seen: int) -> tuple[list[Any], bool, str | None]:
-        """The lines of `pod` (of `experiment`) after the `seen`-th, followed from now on."""
-        source = self.snapshot.source(experiment)
-        if source is None or not _has_pod(self.snapshot, experiment, pod):
-            return [], True, f"no pod {pod} in experiment {experiment}"
+    def log(self, experiment: str, pod: str, seen: int) -> tuple[list[Any], bool, str | None, str]:
+        """The lines of `pod` (of `experiment`) after the `seen`-th, followed from now on, and
+        where they are read (`Source.where`: a page follows a run of it again from its start)."""
+        snapshot = self.snapshot
+        source = snapshot.source(experiment)
+        if source is None or not _has_pod(snapshot, experiment, pod):
+            return [], True, f"no pod {pod} in experiment {experiment}", ""
         with self._lock:
             follower = self._followers.get((experiment, pod))
-            if follower is None or (not follower.thread.is_alive() and not follower.ended):
+            if (
+                follower is None
+                or follower.reader is not source.reader  # (read elsewhere now: a run again)
+                or (not follower.thread.is_alive() and not follower.ended)
+            ):
                 follower = self._followers[experiment, pod] = Follower(source.reader, pod)
-        return follower.after(seen)
+        return (*follower.after(seen), source.where)
 
     def events(self, experiment: str) -> list[dict[str, Any]] | str:
-        """The experiment's events, oldest first (read at most every EVENTS_FOR seconds), or
-        why they cannot be read."""
+        """The experiment's events, oldest first, or why they cannot be read."""
+        return self._again("events", experiment, lambda source: source.reader.events(), [])
+
+    def metrics(self, experiment: str) -> dict[str, Any] | str:
+        """Every metric of the experiment by step over its whole run (`observe.recorded`:
+        its progress reports, and a trial's printed objective metrics), or why not."""
+
+        def read(source: Source) -> dict[str, Any]:
+            objective = source.trial.objective if source.trial else None
+            found = series(source, objective).items()
+            return {name: [[p.step, p.time, p.value] for p in points] for name, points in found}
+
+        return self._again("metrics", experiment, read, {})
+
+    def _again(self, kind: str, experiment: str, read: Callable[[Source], Any], none: Any) -> Any:
+        """What `read` gives of the experiment's source, read at most every EVENTS_FOR
+        seconds (pages ask every 2), or why it cannot be read."""
         source = self.snapshot.source(experiment)
         if source is None:
-            return []
-        read_at, found = self._events.get(experiment, (0.0, []))
+            return none
+        read_at, found = self._read_again.get((kind, experiment), (0.0, none))
         if time.monotonic() - read_at > EVENTS_FOR:
             try:
-                found = source.reader.events()
+                found = read(source)
             except Exception as error:
                 found = _said(error)
-            self._events[experiment] = (time.monotonic(), found)
+            self._read_again[kind, experiment] = (time.monotonic(), found)
         return found
 
     def render(self, experiment: str) -> str:

@@ -29,6 +29,7 @@ class Source:
     entry: str  # the Job whose end is its end
     trial: Trial | None  # its place in a sweep, if it is a trial
     framework: str = ""  # its operator (pytorch, ray, …)
+    where: str = ""  # a local run's place: its read API's address, or its record's
 
 
 def source_of(

@@ -27,6 +27,7 @@ class Run:
     started: str
     ended: str | None = None
     file: str = ""
+    path: str = ""
     digest: str = ""
     rendered: str = ""
     stack: str = ""

@@ -84,6 +84,7 @@ class Record:
     ended: str | None = None
     reason: str | None = None
     file: str = ""  # the input file, as given
+    path: str = ""  # the same, absolute: what its runs are found by
     digest: str = ""  # sha256 of its text
     rendered: str = ""  # sha256 of its objects as `render` prints them
     stack: str = ""

@@ -160,7 +160,10 @@ def read_log(folder: Path, pod: str, container: str) -> list[str]:
     return data.decode(errors="replace").splitlines()
 
 
-def latest(name: str) -> tuple[Path, Record] | None:
-    """The newest record of the experiment or sweep `name` (or of the run whose id it is),
-    with its run's folder."""
-    return next(((folder, r) for folder, r in every_record() if name in (r.name, r.id)), None)
+def latest(name: str, path: str = "") -> tuple[Path, Record] | None:
+    """The newest record of the experiment or sweep `name` (of the file at `path`, if given),
+    or of the run whose id it is, with its run's folder."""
+    for folder, record in every_record():
+        if record.id == name or (record.name == name and (not path or record.path == path)):
+            return folder, record
+    return None

@@ -64,7 +64,9 @@ def test_hostile_strings_show_as_text_run_nothing_and_ask_for_nothing(tmp_path, 
             page.goto(f"{url}/experiments/{trial}")
             log = page.locator("#log")
             until(lambda log=log: "loss=0.5" in log.inner_text())
-            assert page.locator("#metrics-none").is_visible()  # (it reports no progress)
+            chart = page.locator("#metrics-chart")  # (no progress: its printed objective)
+            until(lambda chart=chart: chart.get_attribute("data-points") == "1")
+            assert page.locator("#metrics-none").is_hidden()
             assert log.inner_text().splitlines() == [*HOSTILE, "loss=0.5"]
         page.get_by_text("As aichor-iac render prints them").click()
         until(lambda: "kind: Job" in page.locator("#objects-text").inner_text())
@@ -213,7 +215,8 @@ def test_a_local_sweep_is_watched_as_it_runs(tmp_path, browser):
         seen = watched(browser, url)
         page = seen.page
         page.goto(f"{url}/")
-        assert "no local run of watched-" in page.locator(".problem").inner_text()
+        said = page.locator(".problem").inner_text()  # (the file and the sweep, nothing else)
+        assert "no local run of sweep watched (watched.yaml) is running here" in said
         run = cli("run", "--local", path.name, "--timeout", "300", cwd=tmp_path)
         try:
             until(lambda: page.locator("td.state", has_text="Running").count(), 60)
@@ -238,4 +241,62 @@ def test_a_local_sweep_is_watched_as_it_runs(tmp_path, browser):
             run.wait()
     assert run.returncode == 0, out
     assert f"best trial {best.inner_text()}" in out or best.inner_text() in out
+    assert seen.dialogs == [] and seen.strays() == [] and seen.errors == []
+
+
+TOKEN = """python3 -u -c 'import uuid, time; print("token", uuid.uuid4()); time.sleep(4)'"""
+
+
+def token_file(folder: Path) -> Path:
+    """An experiment that prints a token of its own each run, then runs 4 seconds."""
+    worker = {"count": 1, "resources": {"cpus": 1, "ramRatio": 1}}
+    spec = {"operator": "batchjob", "image": "python:3.12", "command": TOKEN}
+    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": "again"}
+    path = folder / "again.yaml"
+    document = {**manifest, "spec": {**spec, "types": {"worker": worker}}}
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+@LOCAL_RUNS
+def test_a_finished_run_is_read_from_its_record_and_a_run_again_followed(tmp_path, browser):
+    """Issue 66: the dashboard started after the README's sweep has ended shows it from its
+    record (its trials, a trial's log, pods and events); an experiment's page kept open
+    across a run of the same file again follows the new run's log."""
+    assert cli("examples", "sweep", "-o", "my-experiment/", cwd=tmp_path).wait() == 0
+    assert cli("run", "--local", "my-experiment/sweep.yaml", cwd=tmp_path).wait() == 0
+    path = token_file(tmp_path)
+    assert cli("run", "--local", path.name, cwd=tmp_path).wait() == 0
+    with dashboard("--local", "my-experiment/sweep.yaml", cwd=tmp_path) as url:
+        seen = watched(browser, url)
+        page = seen.page
+        page.goto(f"{url}/")
+        head = page.locator("tr.sweep-head")
+        until(lambda: "(6 Succeeded)" in head.inner_text(), 30)
+        best = head.locator("a.best").inner_text()
+        page.goto(f"{url}/experiments/{best}")
+        until(lambda: "epoch=2 loss=" in page.locator("#log").inner_text())
+        facts = page.locator("dl.facts").inner_text()
+        assert "Succeeded" in facts and "lr = " in facts and "momentum = " in facts
+        chart = page.locator("#metrics-chart")  # (its printed loss, by step: 3 epochs)
+        until(lambda: chart.get_attribute("data-points") == "3")
+        page.reload()  # (a reload keeps them: the whole run's)
+        until(lambda: chart.get_attribute("data-points") == "3")
+        until(lambda: "Completed" in page.locator("main").inner_text())  # (its events)
+        shot(page, tmp_path, "recorded")
+    assert seen.dialogs == [] and seen.strays() == [] and seen.errors == []
+    with dashboard("--local", path.name, cwd=tmp_path) as url:
+        seen = watched(browser, url)
+        page = seen.page
+        page.goto(f"{url}/experiments/again")
+        log = page.locator("#log")
+        first = until(lambda: [w for w in log.inner_text().split() if len(w) == 36], 30)
+        run = cli("run", "--local", path.name, cwd=tmp_path)
+        try:
+            tokens = lambda: [w for w in log.inner_text().split() if len(w) == 36]  # noqa: E731
+            until(lambda: tokens() and tokens() != first, 60)  # (the new run's, followed)
+            assert run.wait(60) == 0
+        finally:
+            run.kill()
+            run.wait()
     assert seen.dialogs == [] and seen.strays() == [] and seen.errors == []

@@ -103,8 +103,18 @@
     if (!out) return;
     const said = document.getElementById("log-state");
     let seen = 0;
+    let run = null; // (where its lines are read: another run of it is followed from its start)
     repeat(async () => {
       const found = await (await get(`${out.dataset.source}?after=${seen}`)).json();
+      const from = `${found.run} ${found.pod}`; // (another run, or the first pod it has)
+      if (run !== null && from !== run) {
+        out.replaceChildren();
+        seen = 0;
+        run = from;
+        if (found.pod) document.getElementById("log-pod").textContent = found.pod;
+        return true;
+      }
+      run = from;
       const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 8;
       for (const [number, when, text] of found.lines) {
         const line = document.createElement("span");
@@ -116,7 +126,7 @@
       while (out.childElementCount > KEPT_LINES) out.firstElementChild.remove();
       if (atEnd) out.scrollTop = out.scrollHeight;
       said.textContent = found.error || (found.ended ? "The container has ended." : "Following…");
-      return !found.ended || found.error !== null;
+      return true; // (an ended log is asked again: a run of it again is followed)
     }, 1000);
   }
 
@@ -145,28 +155,21 @@
         animation: false,
         maintainAspectRatio: false,
         parsing: false,
-        scales: { x: { type: "linear", title: { display: true, text: "seconds since this page opened" } } },
+        scales: { x: { type: "linear", title: { display: true, text: "step (the n-th value reported)" } } },
       },
     });
-    const opened = Date.now();
     let last = null;
     repeat(async () => {
       const found = await (await get(canvas.dataset.source)).json();
-      if (!found.trainerStatus || found.receivedAt === last) return;
-      last = found.receivedAt;
-      const x = (Date.now() - opened) / 1000;
-      for (const metric of found.trainerStatus.metrics || []) {
-        const y = Number(metric.value);
-        if (!Number.isFinite(y)) continue;
-        let set = chart.data.datasets.find((d) => d.label === metric.name);
-        if (!set) {
-          const color = palette[chart.data.datasets.length % palette.length];
-          set = { label: metric.name, data: [], borderColor: color, backgroundColor: color };
-          chart.data.datasets.push(set);
-        }
-        set.data.push({ x, y });
-        if (set.data.length > KEPT_POINTS) set.data.shift();
-      }
+      const series = Object.entries(found.metrics || {});
+      const seen = JSON.stringify(series.map(([name, points]) => [name, points.length, points.at(-1)]));
+      if (!series.length || seen === last) return;
+      last = seen;
+      chart.data.datasets = series.map(([name, points], i) => {
+        const color = palette[i % palette.length];
+        const data = points.slice(-KEPT_POINTS).map(([step, , value]) => ({ x: step, y: value }));
+        return { label: name, data, borderColor: color, backgroundColor: color };
+      });
       chart.update();
       document.getElementById("metrics-none").hidden = true;
       canvas.dataset.points = String(chart.data.datasets.reduce((n, d) => n + d.data.length, 0));
