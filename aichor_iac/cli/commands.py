@@ -241,6 +241,7 @@ def _run_locally(
         "on_line": line,
         "on_progress": on_progress,
         "record": record,
+        "source": inputs.absolute,
     }
     if len(inputs.manifests) > 1 or asked is not None:
         return run_experiments(

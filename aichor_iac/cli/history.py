@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..problems import ManifestError, Problem
 from ..records import store
-from ..records.model import ExperimentRun, Record, State
+from ..records.model import ExperimentRun, Record, State, Summary
 from ..records.reader import Recorded
 from .report import console
 
@@ -25,32 +25,36 @@ STYLES = {State.FAILED: "red", State.SUCCEEDED: "green", State.INTERRUPTED: "yel
 
 def history(args: argparse.Namespace) -> int:
     """Every kept run (or those of NAME, the newest shown whole), newest first."""
-    found = list(store.every_record())
+    found = list(store.every_summary())
     if args.name is not None:
-        found = [(f, r) for f, r in found if args.name in (r.name, r.id)]
+        found = [(f, s) for f, s in found if args.name in (s.name, s.id)]
         if not found:
             raise ManifestError("aichor-iac history", [Problem("NAME", _unknown(args.name))])
-    if args.logs:
-        if args.name is None:
+    if args.output == "json" and not args.logs:  # (the records as written: no need to type them)
+        documents = {f: store.read_documents(f) for f in dict.fromkeys(f for f, _ in found)}
+        kept = [d for f, s in found for d in documents[f] if d["name"] == s.name]
+        print(json.dumps(kept, indent=2))
+        return 0
+    if args.name is None:
+        if args.logs:
             reason = "give the run's NAME (or id): --logs prints one run's logs"
             raise ManifestError("aichor-iac history", [Problem("--logs", reason)])
-        return _logs(*found[0], args.output == "json")
-    if args.output == "json":
-        print(json.dumps([record.as_json() for _, record in found], indent=2))
+        console().print(runs_table([s for _, s in found]) if found else _none())
         return 0
+    folder, newest = found[0]
+    record = next(r for r in store.read_records(folder) if r.name == newest.name)
+    if args.logs:
+        return _logs(folder, record, args.output == "json")
     out = console()
-    if args.name is None:
-        out.print(runs_table([record for _, record in found]) if found else _none())
-        return 0
-    out.print(shown(found[0][1]))
+    out.print(shown(record))
     if len(found) > 1:
         out.print(f"\n[bold]{len(found) - 1} earlier run(s) of {args.name}:[/]")
-        out.print(runs_table([record for _, record in found[1:]]))
+        out.print(runs_table([s for _, s in found[1:]]))
     return 0
 
 
 def _unknown(name: str) -> str:
-    names = sorted({r.name for _, r in store.every_record()})
+    names = sorted({s.name for _, s in store.every_summary()})
     kept = f" (kept: {', '.join(names[:20])}{', …' if len(names) > 20 else ''})" if names else ""
     return f"no run of {name} is kept in {store.root()}{kept}"
 
@@ -61,7 +65,7 @@ def _none() -> Text:
     return Text(f"no run is kept in {store.root()} yet: aichor-iac run --local FILE keeps each")
 
 
-def runs_table(records: list[Record]) -> Table:
+def runs_table(records: list[Summary]) -> Table:
     """A line per run: name, kind, state, when it started, how long it took, its trials."""
     from rich.table import Table
 
@@ -72,7 +76,7 @@ def runs_table(records: list[Record]) -> Table:
         trials = ""
         if record.kind == "sweep":
             best = f", best {record.best}" if record.best else ""
-            trials = f"{len(record.trials)}{best}"
+            trials = f"{record.trials}{best}"
         out.add_row(
             record.name,
             record.kind,

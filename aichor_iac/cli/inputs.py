@@ -41,6 +41,12 @@ class Inputs:
         return replace(self, manifests=manifests, names=names)
 
     @property
+    def absolute(self) -> str:
+        """Where the experiments were read, absolute: what this machine's runs of them are
+        announced and kept by (none for standard input)."""
+        return str(Path(self.path).resolve()) if self.path != "-" else ""
+
+    @property
     def manifest(self) -> Experiment:
         """The experiment, for the commands that take one."""
         return self._one()[0]

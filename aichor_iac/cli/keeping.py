@@ -80,7 +80,7 @@ def kept(args: argparse.Namespace, inputs: Inputs) -> Iterator[Keeping]:
         id=folder.name,
         started=now(),
         file=inputs.path,
-        path=str(source.resolve()) if inputs.path != "-" else "",
+        path=inputs.absolute,
         digest=digest,
         stack=inputs.stack,
         namespace=inputs.settings.namespace,

@@ -107,7 +107,7 @@ def _located(inputs: Inputs, manifest: Experiment, thing: str) -> Located:
     from ..observe.kubeapi import Unreachable
 
     names = [n for m, n in inputs.each() if _thing(m, n) == thing]
-    here = located(thing, names, _path(inputs))
+    here = located(thing, names, inputs.absolute)
     if here is None:
         what = f"sweep {thing}" if manifest.trial else thing
         raise Unreachable(
@@ -126,11 +126,6 @@ def _located(inputs: Inputs, manifest: Experiment, thing: str) -> Located:
     return here
 
 
-def _path(inputs: Inputs) -> str:
-    """The file's absolute path, which its runs' records name (none for standard input)."""
-    return str(Path(inputs.path).resolve()) if inputs.path != "-" else ""
-
-
 def moved(args: argparse.Namespace, inputs: Inputs, sources: list[Source]) -> bool:
     """Whether a local run's experiments are read elsewhere now: a run of them has started
     since they were read (a run again, or the first), or the one read has ended (its record)."""
@@ -141,7 +136,7 @@ def moved(args: argparse.Namespace, inputs: Inputs, sources: list[Source]) -> bo
         thing = source.trial.sweep if source.trial else source.name
         things.setdefault(thing, (source.where, []))[1].append(source.name)
     for thing, (where, names) in things.items():
-        here = located(thing, names, _path(inputs))
+        here = located(thing, names, inputs.absolute)
         if here is not None and here.where != where:
             return True
     return False

@@ -336,12 +336,14 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
 
 
 @contextlib.contextmanager
-def announce(experiment: str, url: str, namespace: str) -> Iterator[None]:
-    """While the run lasts, `<announcements>/<experiment>.json` gives its API's address."""
+def announce(experiment: str, url: str, namespace: str, source: str = "") -> Iterator[None]:
+    """While the run lasts, `<announcements>/<experiment>@<pid>.json` gives its API's address
+    (and the file it runs, `source`): two runs at once, of one file or of two, each its own."""
     folder = announcements()
     folder.mkdir(mode=0o700, exist_ok=True)
-    path = folder / f"{experiment}.json"
-    path.write_text(json.dumps({"url": url, "namespace": namespace, "pid": os.getpid()}))
+    path = folder / f"{experiment}@{os.getpid()}.json"
+    said = {"url": url, "namespace": namespace, "pid": os.getpid(), "source": source}
+    path.write_text(json.dumps(said))
     try:
         yield
     finally:

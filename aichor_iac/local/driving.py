@@ -53,6 +53,9 @@ class Run:
     growing: bool = False
     # The folder its record is kept in as it runs (`recording`), if it is kept
     record: str | None = None
+    # The file it runs (absolute), announced with its API: a run of another file whose
+    # experiments have the same names is not read for it
+    source: str = ""
 
     def __post_init__(self) -> None:
         self.parts = [p if isinstance(p, Part) else Part(**p) for p in self.parts]  # (JSON)
@@ -272,7 +275,7 @@ def announcing(run: Run, url: str) -> Iterator[Callable[[list[Part]], None]]:
 
         def more(parts: list[Part]) -> None:
             for part in parts:
-                stack.enter_context(announce(part.name, url, run.namespace))
+                stack.enter_context(announce(part.name, url, run.namespace, run.source))
 
         more(run.parts)
         yield more

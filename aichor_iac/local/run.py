@@ -53,6 +53,7 @@ def run_experiment(
     on_progress: Callable[[dict[str, str]], None] | None = None,
     entrypoints: dict[str, list[str]] | None = None,
     record: Path | None = None,
+    source: str = "",
 ) -> list[tuple[str, str]]:
     """Run every replica of the experiment (what `render` takes: an Experiment, or a
     manifest's or custom resource's path) as local processes, with the env, host names,
@@ -67,7 +68,8 @@ def run_experiment(
     returned — or, with `on_line(pod, line)`, handed to it as they come (nothing is kept).
     `on_progress(states)` gets each pod's state whenever one changes. No image is pulled
     here: a container that gives no command runs `entrypoints[image]` (argv). `record`: the
-    folder the run's record is kept in as it goes (`records.store`)."""
+    folder the run's record is kept in as it goes (`records.store`); `source`: the file it
+    runs, as it announces itself (default: the manifest's)."""
     from ..doors import experiment_of
 
     manifest = experiment_of(manifest)
@@ -92,6 +94,7 @@ def run_experiment(
         on_progress,
         entrypoints,
         record=record,
+        source=source,
     ).values()
     if status:
         raise LocalRunFailed(experiment, status, pod, list(last.get(pod or "", ())))
@@ -110,6 +113,7 @@ def run_experiments(
     entrypoints: dict[str, list[str]] | None = None,
     grow: Grow | None = None,
     record: Path | None = None,
+    source: str = "",
 ) -> dict[str, Outcome]:
     """The experiments of one stack (`doors.load_all`'s: a sweep's trials, a directory's
     experiments) in one local run, as `run_experiment` runs one, each named by its own name
@@ -137,6 +141,7 @@ def run_experiments(
         stack,
         grow,
         record,
+        source,
     )
 
 
@@ -152,6 +157,7 @@ def _run(
     stack: str = "dev",
     grow: Grow | None = None,
     record: Path | None = None,
+    source: str = "",
 ) -> dict[str, Outcome]:
     """The run of the experiments (`names`: theirs, in `stack`): each one's outcome. With
     `grow`, the run grows as it asks (`growth`)."""
@@ -176,13 +182,13 @@ def _run(
     # (the certificate names every receiver, a sweep's later trials' too)
     later = sweep_hosts(dict(zip(names, manifests, strict=True)), settings).values()
     hosts = sorted({*progress_hosts(objects), *(h for found in later for h in found)})
-    source = Path(manifests[0].source)
+    source_file = Path(manifests[0].source)
     run = Run(
         objects=objects,
         env=base_env(masked=replicas is not None),
         secrets=secret_values(sorted(keys), hosts),
         # (as AIchor's image: the manifest's directory)
-        workdir=str(source.resolve().parent if source.is_file() else Path.cwd()),
+        workdir=str(source_file.resolve().parent if source_file.is_file() else Path.cwd()),
         parts=started.parts,
         timeout=timeout,
         entrypoints=entrypoints,
@@ -191,6 +197,7 @@ def _run(
         announced=True,
         growing=grow is not None,
         record=None if record is None else str(record),
+        source=source or (str(source_file.resolve()) if source_file.is_file() else ""),
     )
     growth = grow and Growth(grow, settings, stack, started, entrypoints, capped)
     if os.geteuid() == 0:

@@ -16,7 +16,6 @@ from ..experiment.trial import NONE_ENDED, Ended, Trial
 from ..settings import Settings
 from ..sweeps import results
 from . import kubeapi
-from . import status as states
 
 
 @dataclass(frozen=True)
@@ -101,13 +100,15 @@ def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list
     entry-point Jobs (`found`: each experiment's report), their metrics from their last
     progress report, else from the output of those Jobs' first pods (read only then, or for
     early stopping, whose rule reads each value)."""
+    from .status import state as experiment_state  # (its imports cost `validate`: here)
+
     trials: dict[str, list[Any]] = {}
     for source in sources:
         if (trial := source.trial) is None:
             continue
         group = next((g for g in found[source.name]["groups"] if g["job"] == source.entry), None)
         status = found[source.name].get("trainerStatus")
-        state, lines = states.state(found[source.name], source.entry), []
+        state, lines = experiment_state(found[source.name], source.entry), []
         if group is not None:
             ran = [r["pod"] for r in group["pods"] if r["phase"] != "Pending"]
             every = trial.stopping is not None

@@ -82,15 +82,22 @@ def announcements() -> Path:
     return Path(base) / f"aichor-iac-{os.getuid()}"
 
 
-def local_url(experiment: str) -> tuple[str, str]:
-    """A local run's read API (address, namespace), as the run announced it."""
-    path = announcements() / f"{experiment}.json"
-    if not path.exists():
-        running = sorted(p.stem for p in announcements().glob("*.json"))
-        also = f" (running: {', '.join(running)})" if running else ""
-        raise Unreachable(f"no local run of {experiment} is running here{also}")
-    found = json.loads(path.read_text())
-    return found["url"], found["namespace"]
+def local_url(experiment: str, source: str = "") -> tuple[str, str]:
+    """A local run's read API (address, namespace), as the run announced it: of the file at
+    `source` (an absolute path) when the run named it, the newest if several run at once."""
+    found = []
+    for path in announcements().glob(f"{experiment}@*.json"):
+        try:
+            said = json.loads(path.read_text())
+            when = path.stat().st_mtime
+        except (OSError, ValueError):  # (a run that has just ended)
+            continue
+        if not source or not said.get("source") or said["source"] == source:
+            found.append((when, said))
+    if not found:
+        raise Unreachable(f"no local run of {experiment} is running here")
+    newest = max(found, key=lambda each: each[0])[1]
+    return newest["url"], newest["namespace"]
 
 
 class Reader:

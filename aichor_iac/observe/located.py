@@ -34,7 +34,7 @@ def located(name: str, names: Sequence[str], path: str = "") -> Located | None:
     newest record of its runs, else None."""
     for each in names:
         try:
-            url, namespace = kubeapi.local_url(each)
+            url, namespace = kubeapi.local_url(each, path)
         except kubeapi.Unreachable:
             continue
         return Located(url=url, namespace=namespace)

@@ -104,6 +104,38 @@ class Record:
         return (self.experiment,) if self.experiment else self.trials
 
 
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """A record's line in a list of runs (what `history` lists, read without the record)."""
+
+    id: str
+    name: str
+    kind: str
+    state: State
+    started: str
+    ended: str | None
+    file: str
+    path: str
+    trials: int  # a sweep's
+    best: str | None
+    schema: int = SCHEMA
+
+    def as_json(self) -> dict[str, Any]:
+        return _plain(dataclasses.asdict(self))
+
+    @classmethod
+    def of(cls, record: Record) -> Summary:
+        fields = {f.name: getattr(record, f.name) for f in dataclasses.fields(cls)}
+        return cls(**{**fields, "trials": len(record.trials)})
+
+
+def summary_of(document: Mapping[str, Any]) -> Summary:
+    """A summary read back from its JSON (UnknownSchema if another version wrote it)."""
+    if document.get("schema") != SCHEMA:
+        raise UnknownSchema(f"schema {document.get('schema')!r}, not {SCHEMA}")
+    return Summary(**{**document, "state": State(document["state"])})
+
+
 class UnknownSchema(ValueError):
     """A record written by another version of aichor-iac."""
 

@@ -4,7 +4,8 @@ each run, so that two runs at once, of the same file or not, never mix and a run
 new folder beside the old one. A run's folder holds:
 
 - `records.json`: its records (`model.Record`: one per experiment or sweep), rewritten whole
-  (a new file renamed over the old, so a reader never sees half of one);
+  (a new file renamed over the old, so a reader never sees half of one), and
+  `summaries.json` beside it (`model.Summary`: what a list of runs reads);
 - `cluster.json.gz`: its Jobs, pods and events as the Kubernetes API gave them, last seen;
 - `states.jsonl`: each pod's state changes, one line each, as they happened;
 - `rendered.sha256`: the digest of the objects the run was rendered to;
@@ -24,11 +25,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .model import Record, UnknownSchema, record_of
+from .model import SCHEMA, Record, Summary, UnknownSchema, record_of, summary_of
 
 LOG_PART = 1 << 20  # bytes of a container's log kept from its start, and as many from its end
 RECORDS, CLUSTER, STATES, LOGS = "records.json", "cluster.json.gz", "states.jsonl", "logs"
-RENDERED = "rendered.sha256"
+RENDERED, SUMMARIES = "rendered.sha256", "summaries.json"
 
 
 def root() -> Path:
@@ -55,8 +56,12 @@ def _replace(path: Path, data: bytes) -> None:
 
 
 def write_records(folder: Path, records: Iterable[Record]) -> None:
+    """A run's records, and their summaries (what a list of runs reads)."""
+    records = list(records)
     document = [r.as_json() for r in records]
     _replace(folder / RECORDS, json.dumps(document, indent=1).encode())
+    summaries = [Summary.of(r).as_json() for r in records]
+    _replace(folder / SUMMARIES, json.dumps(summaries).encode())
 
 
 def read_records(folder: Path) -> list[Record]:
@@ -67,18 +72,34 @@ def read_records(folder: Path) -> list[Record]:
         return []
 
 
+def read_documents(folder: Path) -> list[dict[str, Any]]:
+    """A run's records as JSON documents (of this version's schema only)."""
+    try:
+        found = json.loads((folder / RECORDS).read_text())
+    except (OSError, ValueError):
+        return []
+    return [d for d in found if isinstance(d, dict) and d.get("schema") == SCHEMA]
+
+
+def read_summaries(folder: Path) -> list[Summary]:
+    try:
+        return [summary_of(d) for d in json.loads((folder / SUMMARIES).read_text())]
+    except (OSError, ValueError, UnknownSchema, TypeError, KeyError):
+        return []
+
+
+def every_summary() -> Iterator[tuple[Path, Summary]]:
+    """Every run's records' summaries, newest run first (each with its run's folder)."""
+    for folder in folders():
+        for summary in read_summaries(folder):
+            yield folder, summary
+
+
 def folders() -> list[Path]:
     """Every run's folder, newest first."""
     if not root().is_dir():
         return []
     return sorted((p for p in root().iterdir() if p.is_dir()), key=lambda p: p.name, reverse=True)
-
-
-def every_record() -> Iterator[tuple[Path, Record]]:
-    """Every record, newest run first (each with its run's folder)."""
-    for folder in folders():
-        for record in read_records(folder):
-            yield folder, record
 
 
 def write_rendered(folder: Path, objects: list[dict[str, Any]]) -> None:
@@ -163,7 +184,8 @@ def read_log(folder: Path, pod: str, container: str) -> list[str]:
 def latest(name: str, path: str = "") -> tuple[Path, Record] | None:
     """The newest record of the experiment or sweep `name` (of the file at `path`, if given),
     or of the run whose id it is, with its run's folder."""
-    for folder, record in every_record():
-        if record.id == name or (record.name == name and (not path or record.path == path)):
-            return folder, record
+    for folder, summary in every_summary():
+        if summary.id == name or (summary.name == name and (not path or summary.path == path)):
+            record = next((r for r in read_records(folder) if r.name == summary.name), None)
+            return (folder, record) if record else None
     return None
