@@ -76,6 +76,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sweeps.py
 	$(BIN)/python benchmarks/dashboard.py
 	$(BIN)/python benchmarks/dashboard_memory.py 180 100
+	$(BIN)/python benchmarks/records.py
 
 # 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)
