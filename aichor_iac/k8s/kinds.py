@@ -37,6 +37,7 @@ GROUPS: dict[str, str] = {
     "EmptyDirVolumeSourceArgs": "core",
     "EnvVarArgs": "core",
     "EnvVarSourceArgs": "core",
+    "ExecActionArgs": "core",
     "HTTPGetActionArgs": "core",
     "KeyToPathArgs": "core",
     "LocalObjectReferenceArgs": "core",

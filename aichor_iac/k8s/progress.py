@@ -57,19 +57,36 @@ RESOURCES = {"cpu": "250m", "memory": "128Mi"}
 # KILL, 30 s, as when a main container ends while python3 still imports). It runs the
 # receiver where python3 is, and passes a TERM on to it; else it idles until TERM (a native
 # sidecar that exits is restarted forever); on an Indexed Job's other pods (the same
-# template), it idles too.
+# template), it idles too. Whatever it does, it writes READY once there is nothing to wait
+# for (the receiver listens, or there is none), which its startup probe waits for.
 _RUN = """\
 trap 'exit 0' TERM
-if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ] && command -v python3 >/dev/null 2>&1; then
-  python3 -c "$1" &
-  receiver=$!
-  trap 'kill -TERM "$receiver" 2>/dev/null; wait "$receiver" 2>/dev/null; exit 0' TERM
-  wait "$receiver"
-  exit $?
+if [ "${JOB_COMPLETION_INDEX:-0}" = 0 ]; then
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c "$1" &
+    receiver=$!
+    trap 'kill -TERM "$receiver" 2>/dev/null; wait "$receiver" 2>/dev/null; exit 0' TERM
+    wait "$receiver"
+    code=$?
+    [ ! -e "$AICHOR_PROGRESS_READY" ] || exit "$code"
+    echo "aichor: the progress receiver ended ($code) before it listened: no progress reports"
+  else
+    echo "aichor: no python3 in the image: no progress reports"
+  fi
 fi
-[ "${JOB_COMPLETION_INDEX:-0}" != 0 ] || echo "aichor: no python3 in the image: no progress reports"
+: > "$AICHOR_PROGRESS_READY" 2>/dev/null
 while :; do sleep 1 & wait $!; done
 """
+# Written by the receiver once it listens (or by its shell, where there is nothing to wait
+# for): a native sidecar's startup probe holds the pod's next containers until it passes
+# (Kubernetes 1.29+, KEP-753), so that a report posted at a training container's first instant
+# is received (Trainer's raw-HTTP example posts once, with no retry)
+READY = "/tmp/aichor-progress-ready"
+STARTUP = [
+    "/bin/sh",
+    "-c",
+    '[ "${JOB_COMPLETION_INDEX:-0}" != 0 ] || [ -e "$AICHOR_PROGRESS_READY" ]',
+]
 
 
 def status_path(namespace: str, name: str) -> str:
@@ -167,6 +184,7 @@ def sidecar(ctx: Context) -> kinds.ContainerArgs:
         "AICHOR_PROGRESS_KEY": f"{files}/tls.key",
         "AICHOR_PROGRESS_TOKEN": f"{files}/token",
         "AICHOR_PROGRESS_PATH": path,
+        "AICHOR_PROGRESS_READY": READY,
     }
     return kinds.ContainerArgs(
         name=CONTAINER,
@@ -175,6 +193,14 @@ def sidecar(ctx: Context) -> kinds.ContainerArgs:
         command=["/bin/sh", "-c", _RUN, CONTAINER, program()],
         env=[kinds.EnvVarArgs(name=k, value=v) for k, v in settings.items()],
         ports=[kinds.ContainerPortArgs(name=CONTAINER, container_port=PORT)],
+        # (each second for up to 2 minutes: a slow image's python3 under load; then the
+        # kubelet restarts it, and the training containers still wait)
+        startup_probe=kinds.ProbeArgs(
+            exec_=kinds.ExecActionArgs(command=STARTUP),
+            period_seconds=1,
+            timeout_seconds=5,
+            failure_threshold=120,
+        ),
         resources=kinds.ResourceRequirementsArgs(requests=RESOURCES, limits=RESOURCES),
         security_context=container_security(ctx.spec),
         volume_mounts=[

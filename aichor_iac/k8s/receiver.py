@@ -23,12 +23,14 @@ uses (its source given to `python3 -c`), as the lifeline does, and on this machi
 --local`; nothing of the package imports it to render (its imports cost `validate` 20 ms).
 Settings come from the environment, never from a shell's words:
 AICHOR_PROGRESS_PORT, AICHOR_PROGRESS_CERT and AICHOR_PROGRESS_KEY (PEM files),
-AICHOR_PROGRESS_TOKEN (the token's file), AICHOR_PROGRESS_PATH (the URL's path) and
-AICHOR_PROGRESS_STATE (optional).
+AICHOR_PROGRESS_TOKEN (the token's file), AICHOR_PROGRESS_PATH (the URL's path),
+AICHOR_PROGRESS_STATE (optional) and AICHOR_PROGRESS_READY (optional: a file written once it
+listens, which the sidecar's startup probe waits for).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import http.server
 import json
@@ -290,6 +292,10 @@ def main() -> None:
         written(environ.get("AICHOR_PROGRESS_STATE")),
     )
     print(f"aichor: progress receiver on port {receiver.server_address[1]}", flush=True)
+    ready = environ.get("AICHOR_PROGRESS_READY")
+    if ready:  # (it listens: the pod's training containers may start, their first report kept)
+        with contextlib.suppress(OSError):
+            open(ready, "w").close()
     serve(receiver, environ["AICHOR_PROGRESS_CERT"], environ["AICHOR_PROGRESS_KEY"])
 
 

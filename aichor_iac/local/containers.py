@@ -142,6 +142,15 @@ def started(process: subprocess.Popen, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def first_process(process: subprocess.Popen) -> int | None:
+    """The container's first process (inside its namespaces), while it runs."""
+    if process.poll() is not None:
+        return None
+    with contextlib.suppress(OSError, IndexError):
+        return _children(process)[0]
+    return None
+
+
 def _children(process: subprocess.Popen) -> list[int]:
     return [
         int(p) for p in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()

@@ -94,13 +94,20 @@ class Node:
         """Run a command in a pod's network namespace (as `kubectl exec` would)."""
         return self.network.exec(pod, *command)
 
+    def env_of(self, workload: dict[str, Any], index: int, name: str) -> dict[str, str]:
+        """The environment the spec gives container `name` of a workload's pod `index` (the
+        node's own beside it: `start`, a probe that runs in it)."""
+        pod = pod_name(workload, index)
+        env = container_env(workload, index, name, self.ips[pod], self.secrets)
+        env["AICHOR_TERMINATION_LOG"] = str(self.root / pod / f"{name}.termination-log")
+        return env
+
     def start(self, workload: dict[str, Any], index: int, name: str) -> subprocess.Popen:
         """Container `name` of a workload's pod `index`, started; its lines handed on."""
         pod = pod_name(workload, index)
         spec = workload["spec"]["template"]["spec"]
         main = container_of(spec, name)
-        env = container_env(workload, index, name, self.ips[pod], self.secrets)
-        env["AICHOR_TERMINATION_LOG"] = str(self.root / pod / f"{name}.termination-log")
+        env = self.env_of(workload, index, name)
         command = container_argv(main, env, self.entrypoints)
         mounts = []
         for mount in main.get("volumeMounts", []):

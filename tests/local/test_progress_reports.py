@@ -6,6 +6,8 @@ its own, and the run's output and result carry the last report."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +160,65 @@ def test_a_hugging_face_trainer_reports_with_no_code_change(
     assert reports[-1]["progressPercentage"] == 100
     assert lines[-1]["result"] == "succeeded"
     assert "train_loss" in {m["name"] for m in lines[-1]["trainerStatus"]["metrics"]}
+
+
+# Trainer's raw-HTTP client as its guide writes it: its objective posted as its first act,
+# once, with no retry (an error ends it non-zero)
+POSTED_AT_ONCE = """\
+import json, os, ssl, urllib.request
+from datetime import datetime, timezone
+environ = os.environ
+loss = (float(environ['KUBEFLOW_TRAINER_OPT_X']) - 0.3) ** 2
+token = open(environ['KUBEFLOW_TRAINER_SERVER_TOKEN']).read().strip()
+context = ssl.create_default_context(cafile=environ['KUBEFLOW_TRAINER_SERVER_CA_CERT'])
+status = {'lastUpdatedTime': datetime.now(timezone.utc).isoformat(),
+          'metrics': [{'name': 'loss', 'value': str(loss)}]}
+headers = {'Authorization': f'Bearer {token}', 'Content-Type': 'application/json'}
+body = json.dumps({'trainerStatus': status}).encode()
+request = urllib.request.Request(environ['KUBEFLOW_TRAINER_SERVER_URL'], body, headers)
+urllib.request.urlopen(request, context=context).read()
+"""
+
+
+def test_a_report_posted_at_a_containers_first_instant_is_received_under_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 66: the receiver listens before the entry pod's training container starts (its
+    native sidecar's startup probe), so that each of 8 trials' one report, posted at once with
+    no retry beside two busy processes, is received: every trial has its objective."""
+    space = {"uniform": {"min": "-1", "max": "1"}}
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "OptimizationJob",
+        "metadata": {"name": "at-once"},
+        "spec": {
+            "objectives": [{"metric": "loss"}],
+            "searchAlgorithm": {"random": {"seed": 3}},
+            "parameters": [{"name": "x", "searchSpace": space}],
+            "numTrials": 8,
+            "parallelTrials": 4,
+            "trainJobTemplate": {
+                "spec": {
+                    "runtimeRef": {"name": "torch-distributed"},
+                    "trainer": {
+                        "image": "python:3.12",
+                        "command": ["python3", "-c", POSTED_AT_ONCE],
+                    },
+                }
+            },
+        },
+    }
+    path = tmp_path / "at-once.yaml"
+    path.write_text(yaml.safe_dump(job, sort_keys=False))
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        status = cli.main(["run", "--local", str(path), "--output", "json", "--timeout", "300"])
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (sweep,) = [line for line in lines if "sweep" in line]
+    assert status == 0
+    assert [t["state"] for t in sweep["trials"]] == ["Succeeded"] * 8
+    assert all(t["objective"] is not None for t in sweep["trials"])
