@@ -119,6 +119,8 @@ def shown(record: Record) -> Table:
     out.add_row(f"run {record.id}")
     if record.experiment is not None:
         out.add_row(_pods(record.experiment))
+        for restart in record.experiment.restarts:
+            out.add_row(f"restart {restart.attempt}: {restart.reason} ({restart.time})")
     else:
         out.add_row(_trials(record))
     return out

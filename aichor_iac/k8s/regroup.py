@@ -189,7 +189,7 @@ class Replica:
         self.hosts = [h for h in hosts if not h.startswith(self.me + ".")]
         self.events, self.lock = queue.Queue(), threading.Lock()
         self.command = Command(argv[0], names, self.events)
-        self.attempt, self.counted, self.reason = 0, 0, ""
+        self.attempt, self.counted, self.reason, self.cause = 0, 0, "", ""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self.events.put(("term", None, None)))
 
@@ -198,8 +198,9 @@ class Replica:
 
     def start(self, attempt):
         self.attempt = attempt
-        if attempt:
-            say(f"restart attempt {attempt} ({self.counted} of {self.budget} counted)")
+        if attempt:  # (the lead's says why: the failure it judged)
+            why = f": {self.cause}" if self.cause else ""
+            say(f"restart attempt {attempt} ({self.counted} of {self.budget} counted){why}")
         self.command.start(attempt)
 
     def judge(self, failure):
@@ -209,7 +210,7 @@ class Replica:
         what = f"exited with {code}" if isinstance(code, int) else f"was lost ({code})"
         what = "was disrupted" if disrupted else what
         cause = f"{pod} {what} at attempt {self.attempt}"
-        first, self.reason = self.reason, self.reason or cause
+        first, self.reason, self.cause = self.reason, self.reason or cause, cause
         name, action = rule(self.rules, pod, code) if not disrupted else ("", "free")
         if action == "free":
             return None

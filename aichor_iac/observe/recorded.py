@@ -7,12 +7,13 @@ record says what `status` said."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..experiment.trial import Objective
 from ..k8s.progress import CONTAINER
-from ..records.model import ExperimentRun, PodRun, Point, Record, State
+from ..records.model import ExperimentRun, PodRun, Point, Record, Restart, State
 from ..records.reader import Recorded
 from ..sweeps import results
 from . import history
@@ -128,6 +129,7 @@ def _experiment(
         pods=_pods(report),
         failed_first=run.failed_first.get(source.name),
         restart_attempt=report["restart_attempt"],
+        restarts=restarts(source),
         changes=source.reader.changes() if isinstance(source.reader, Recorded) else (),
     )
 
@@ -159,6 +161,19 @@ def _ended(pods: list[dict[str, Any]]) -> str | None:
     ]
     ends = [s["terminated"].get("finishedAt") for s in states if "terminated" in s]
     return max(filter(None, ends), default=None)
+
+
+RESTARTED = re.compile(r"^aichor: restart attempt (\d+) \([^)]*\)(?:: (.*))?$")
+
+
+def restarts(source: history.Source) -> tuple[Restart, ...]:
+    """Each restart of the experiment's group, as its lead said it (when, which, why)."""
+    if not source.lead or not any(
+        p["metadata"]["name"] == source.lead for p in source.reader.pods()
+    ):
+        return ()
+    said = ((when, RESTARTED.match(text)) for when, text in source.reader.lines(source.lead))
+    return tuple(Restart(when, int(m[1]), m[2] or "") for when, m in said if m)
 
 
 def series(source: history.Source, objective: Objective | None) -> dict[str, tuple[Point, ...]]:

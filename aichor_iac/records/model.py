@@ -51,6 +51,16 @@ class Change:
 
 
 @dataclasses.dataclass(frozen=True)
+class Restart:
+    """A restart of the experiment's group (its lead's word): when, which attempt, and why
+    (the failure it followed)."""
+
+    time: str
+    attempt: int
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class ExperimentRun:
     """An experiment, or one trial of a sweep, as it ran."""
 
@@ -67,6 +77,7 @@ class ExperimentRun:
     pods: tuple[PodRun, ...] = ()
     failed_first: str | None = None  # the pod whose failure decided it
     restart_attempt: int | None = None  # its group restart's last attempt
+    restarts: tuple[Restart, ...] = ()  # each of its group's restarts
     changes: tuple[Change, ...] = ()
 
 
@@ -171,4 +182,5 @@ def _run_of(document: Mapping[str, Any]) -> ExperimentRun:
     }
     fields["pods"] = tuple(PodRun(**p) for p in fields.get("pods") or ())
     fields["changes"] = tuple(Change(**c) for c in fields.get("changes") or ())
+    fields["restarts"] = tuple(Restart(**r) for r in fields.get("restarts") or ())
     return ExperimentRun(**fields)

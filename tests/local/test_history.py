@@ -170,3 +170,36 @@ def test_a_running_run_is_kept_as_it_goes(tmp_path, history, capsys):
     finally:
         run.send_signal(signal.SIGINT)
         run.communicate(timeout=60)
+
+
+REGROUP = """\
+echo "attempt $AICHOR_RESTART_ATTEMPT"
+if [ "$HOSTNAME" = regroup-worker-0 ]; then
+  python3 -c "import os, socket, time; v = os.environ['JAX_COORDINATOR_ADDRESS']; \\
+s = socket.create_server(('', int(v.rsplit(':', 1)[-1]))); time.sleep(600)" &
+  sleep 3; echo trained; exit 0
+fi
+if [ "$HOSTNAME" = regroup-worker-1 ] && [ "$AICHOR_RESTART_ATTEMPT" = 0 ]; then exit 3; fi
+exec sleep 600
+"""
+
+
+def test_a_group_restart_is_kept_with_its_reason(tmp_path, history, capsys):
+    """Each restart of a group is in the record: when, which attempt, and the failure its
+    lead judged."""
+    worker = {"count": 2, "resources": {"cpus": 1, "ramRatio": 1}}
+    spec = {"operator": "jax", "image": "python:3.12", "command": REGROUP}
+    manifest = {"kind": "AIchorManifest", "apiVersion": "0.2.2", "name": "regroup"}
+    path = tmp_path / "regroup.yaml"
+    path.write_text(yaml.safe_dump({**manifest, "spec": {**spec, "types": {"Worker": worker}}}))
+    stack = tmp_path / "Pulumi.local.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aichor:maxRestarts": 1}}))
+    said(capsys, "run", "--local", str(path), "--stack-config", str(stack))
+    (record,) = kept(capsys, "regroup")
+    run = record["experiment"]
+    assert record["state"] == "Succeeded" and run["restart_attempt"] == 1
+    (restart,) = run["restarts"]
+    assert restart["attempt"] == 1 and restart["time"] >= record["started"]
+    assert restart["reason"] == "regroup-worker-1 exited with 3 at attempt 0"
+    out, _ = said(capsys, "history", "regroup")
+    assert "restart 1: regroup-worker-1 exited with 3 at attempt 0" in out
