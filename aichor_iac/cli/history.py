@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,7 +81,7 @@ def runs_table(records: list[Summary]) -> Table:
             record.kind,
             _state(record.state),
             record.started.replace("T", " ").rstrip("Z"),
-            _took(record.started, record.ended),
+            _took(record),
             trials,
             record.id,
         )
@@ -95,13 +94,10 @@ def _state(state: State) -> Text:
     return Text(state.value, style=STYLES.get(state, ""))
 
 
-def _took(started: str, ended: str | None) -> str:
+def _took(record: Record | Summary) -> str:
     from ..observe.progress import duration
 
-    if ended is None:
-        return ""
-    parse = lambda text: datetime.fromisoformat(text.replace("Z", "+00:00"))  # noqa: E731
-    return duration(int((parse(ended) - parse(started)).total_seconds()))
+    return "" if record.took is None else duration(record.took)
 
 
 def shown(record: Record) -> Table:
@@ -114,7 +110,7 @@ def shown(record: Record) -> Table:
     out.add_column()
     ended = f" to {record.ended}" if record.ended else " (not ended)"
     out.add_row(Text.assemble((record.name, "bold"), f" {record.kind}  ", _state(record.state)))
-    out.add_row(f"{record.started}{ended}  took {_took(record.started, record.ended) or '-'}")
+    out.add_row(f"{record.started}{ended}  took {_took(record) or '-'}")
     out.add_row(f"file {record.file} (sha256 {record.digest[:12]}), stack {record.stack}")
     out.add_row(f"run {record.id}")
     if record.experiment is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import sys
 import threading
@@ -232,6 +233,8 @@ def watch_of(args: argparse.Namespace) -> tuple[Watch, str]:
     """What the dashboard shows (`dashboard.watch.Watch`: the experiments read as `status`
     reads them, and each one's objects as `render` prints them), and the file's name."""
     from ..dashboard.watch import Watch
+    from ..records import store
+    from ..records.model import Summary
     from ..review.output import to_yaml
     from .inputs import expand
 
@@ -254,7 +257,15 @@ def watch_of(args: argparse.Namespace) -> tuple[Watch, str]:
             return f"# {name} is not among the objects `aichor-iac render` makes of the file now\n"
         return to_yaml(mine)
 
-    return Watch(read, render), inputs.path
+    def kept() -> list[tuple[Path, Summary]]:
+        """This file's kept runs, newest first (the last KEPT_RUNS)."""
+        mine = (each for each in store.every_summary() if each[1].path == inputs.absolute)
+        return list(itertools.islice(mine, KEPT_RUNS))
+
+    return Watch(read, render, kept if args.local else None), inputs.path
+
+
+KEPT_RUNS = 20  # the kept runs of a file the dashboard lists
 
 
 def up(args: argparse.Namespace) -> int:

@@ -69,7 +69,13 @@ class Pages:
     def experiments_values(self) -> dict[str, Any]:
         now = datetime.now(timezone.utc)
         alone, sweeps = views.experiment_rows(self.watch.snapshot, now)
-        return {"alone": alone, "sweeps": sweeps}
+        return {"alone": alone, "sweeps": sweeps, "runs": self.watch.runs()}
+
+    def run(self, request: Request) -> Response:
+        """A kept run of the file, from its records."""
+        records = self.watch.run(request.path_params["name"])
+        values = {"records": records, "id": request.path_params["name"]} if records else None
+        return self.shown(request, "kept run", values, "run.html")
 
     def index(self, request: Request) -> Response:
         return self.html("experiments.html", **self.experiments_values())
@@ -181,6 +187,7 @@ def application(watch: Watch, title: str, token: str | None) -> ASGIApp:
         Route("/api/experiments/{name}/log", pages.log),
         Route("/experiments/{name}/objects.yaml", pages.render),
         Route("/sweeps/{name}", pages.sweep),
+        Route("/runs/{name}", pages.run),
         Route("/fragments/sweeps/{name}", pages.sweep_fragment),
         Route("/api/sweeps/{name}", pages.sweep_json),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -13,11 +13,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from ..observe.history import Source
 from ..observe.recorded import series
 from ..problems import ManifestError
+from ..records import store
+from ..records.model import Record, Summary
 
 INTERVAL = 2.0  # seconds between reads, as `status --watch`
 RETRY = 0.5  # seconds before a read that failed is tried again (a local run not started yet)
@@ -107,8 +110,14 @@ class Watch:
     """The experiments, read again every INTERVAL seconds in a thread (`start`), with the
     followers of the logs pages ask for and each experiment's objects (`render`)."""
 
-    def __init__(self, read: Read, render: Callable[[str], str] | None = None) -> None:
-        self._read, self._render = read, render
+    def __init__(
+        self,
+        read: Read,
+        render: Callable[[str], str] | None = None,
+        kept: Callable[[], list[tuple[Path, Summary]]] | None = None,
+    ) -> None:
+        """`kept`: the kept runs of the file (`records.store`), newest first (a local run's)."""
+        self._read, self._render, self._kept = read, render, kept
         self.snapshot = Snapshot()
         self._followers: dict[tuple[str, str], Follower] = {}
         self._read_again: dict[tuple[str, str], tuple[float, Any]] = {}
@@ -184,6 +193,15 @@ class Watch:
                 found = _said(error)
             self._read_again[kind, experiment] = (time.monotonic(), found)
         return found
+
+    def runs(self) -> list[Summary]:
+        """The kept runs of the file, newest first (none of a cluster's)."""
+        return [summary for _, summary in self._kept()] if self._kept else []
+
+    def run(self, id: str) -> list[Record]:
+        """The records of the file's kept run `id` (none for another file's)."""
+        found = [folder for folder, s in (self._kept() if self._kept else []) if s.id == id]
+        return store.read_records(found[0]) if found else []
 
     def render(self, experiment: str) -> str:
         """The experiment's objects as `aichor-iac render` prints them (made once, one at a

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from ..experiment.state import State
@@ -110,6 +111,10 @@ class Record:
     def as_json(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))
 
+    @property
+    def took(self) -> int | None:
+        return took(self.started, self.ended)
+
     def runs(self) -> tuple[ExperimentRun, ...]:
         """Its experiment, or its trials."""
         return (self.experiment,) if self.experiment else self.trials
@@ -134,6 +139,10 @@ class Summary:
     def as_json(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))
 
+    @property
+    def took(self) -> int | None:
+        return took(self.started, self.ended)
+
     @classmethod
     def of(cls, record: Record) -> Summary:
         fields = {f.name: getattr(record, f.name) for f in dataclasses.fields(cls)}
@@ -145,6 +154,17 @@ def summary_of(document: Mapping[str, Any]) -> Summary:
     if document.get("schema") != SCHEMA:
         raise UnknownSchema(f"schema {document.get('schema')!r}, not {SCHEMA}")
     return Summary(**{**document, "state": State(document["state"])})
+
+
+def took(started: str, ended: str | None) -> int | None:
+    """Seconds from `started` to `ended` (RFC 3339), None before it has ended."""
+    if not ended:
+        return None
+    try:
+        parse = [datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (started, ended)]
+    except ValueError:
+        return None
+    return int((parse[1] - parse[0]).total_seconds())
 
 
 class UnknownSchema(ValueError):

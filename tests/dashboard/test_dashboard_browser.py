@@ -284,6 +284,14 @@ def test_a_finished_run_is_read_from_its_record_and_a_run_again_followed(tmp_pat
         until(lambda: chart.get_attribute("data-points") == "3")
         until(lambda: "Completed" in page.locator("main").inner_text())  # (its events)
         shot(page, tmp_path, "recorded")
+        page.goto(f"{url}/")  # (its kept runs listed, each opened from its record)
+        runs = page.locator("table.runs tbody tr")
+        until(lambda: runs.count() == 1)
+        assert "Succeeded" in runs.first.inner_text()
+        runs.first.locator("a").click()
+        until(lambda: page.locator("table.trials tbody tr").count() == 6)
+        assert f"{best} *" in page.locator("tr.best").inner_text()
+        shot(page, tmp_path, "kept-run")
     assert seen.dialogs == [] and seen.strays() == [] and seen.errors == []
     with dashboard("--local", path.name, cwd=tmp_path) as url:
         seen = watched(browser, url)
