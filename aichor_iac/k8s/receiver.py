@@ -253,14 +253,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """Quiet: the reports are the output (a request's text never reaches it)."""
 
 
-def serve(receiver: Receiver, cert: str, key: str) -> None:
-    """Serve over TLS until the process ends. Each connection's handshake happens in its own
-    thread (on its first read), so a client that never completes one holds up no other."""
+def serve(receiver: Receiver, cert: str, key: str, ready=None) -> None:
+    """Serve over TLS until the process ends; once it can (its certificate loaded), the file
+    `ready` written (the pod's training containers may start: their first report is kept).
+    Each connection's handshake happens in its own thread (on its first read), so a client
+    that never completes one holds up no other."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     receiver.socket = context.wrap_socket(
         receiver.socket, server_side=True, do_handshake_on_connect=False
     )
+    if ready:
+        with contextlib.suppress(OSError):
+            open(ready, "w").close()
     receiver.serve_forever()
 
 
@@ -292,11 +297,8 @@ def main() -> None:
         written(environ.get("AICHOR_PROGRESS_STATE")),
     )
     print(f"aichor: progress receiver on port {receiver.server_address[1]}", flush=True)
-    ready = environ.get("AICHOR_PROGRESS_READY")
-    if ready:  # (it listens: the pod's training containers may start, their first report kept)
-        with contextlib.suppress(OSError):
-            open(ready, "w").close()
-    serve(receiver, environ["AICHOR_PROGRESS_CERT"], environ["AICHOR_PROGRESS_KEY"])
+    cert, key = environ["AICHOR_PROGRESS_CERT"], environ["AICHOR_PROGRESS_KEY"]
+    serve(receiver, cert, key, environ.get("AICHOR_PROGRESS_READY"))
 
 
 if __name__ == "__main__":

@@ -84,7 +84,10 @@ class PodRunner:
             return False
         while not probes.passes(self.node, pod, init, probe, env, sidecars[name]):
             failures += 1
-            if failures >= probe.get("failureThreshold", 3):
+            if sidecars[name].poll() is not None:  # (it ended: restarted, as restartPolicy
+                sidecars[name] = self.node.start(job, index, name)  # Always says)
+                containers.started(sidecars[name])
+            elif failures >= probe.get("failureThreshold", 3):
                 self.records.event("Pod", pod, "Unhealthy", f"Startup probe failed: {name}")
                 containers.stop(
                     [sidecars[name]], probe.get("terminationGracePeriodSeconds", GRACE_SECONDS)
