@@ -43,8 +43,9 @@ def root() -> Path:
 def new_folder(name: str, when: float | None = None) -> Path:
     """A new run's folder: `<UTC time>-<name>-<6 hex>`, so that a listing by name is by age."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when or time.time()))
+    root().mkdir(parents=True, exist_ok=True, mode=0o700)  # (logs: this user's alone)
     folder = root() / f"{stamp}-{name[:40]}-{secrets.token_hex(3)}"
-    folder.mkdir(parents=True, mode=0o700)
+    folder.mkdir(mode=0o700)
     return folder
 
 
