@@ -15,7 +15,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..experiment.trial import Ended
+from ..local.api import stamp
 from ..observe import recorded
+from ..observe.history import Source
 from ..records import store
 from .inputs import Inputs
 
@@ -23,7 +26,7 @@ EVERY = 5.0  # seconds between two writes of the records while the run goes
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return stamp(time.time()) or ""
 
 
 @dataclasses.dataclass
@@ -51,7 +54,7 @@ class Keeping:
             rendered=store.read_rendered(self.folder),
         )
 
-        def load(ended_trials: dict) -> list:
+        def load(ended_trials: Ended) -> list[Source]:
             return readers(self.args, ended_trials, self.folder, self.inputs)
 
         with self.lock:

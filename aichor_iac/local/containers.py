@@ -24,6 +24,7 @@ from .host import install_hint, lacked
 CONTAINER = ["unshare", "--uts", "--pid", "--fork", "--mount-proc", "--kill-child=KILL"]
 
 Mount = tuple[str, str, bool]  # (source, target, read-only)
+GRACE_SECONDS = 30  # a pod's terminationGracePeriodSeconds by default
 # The end of a container's set-up (a shell of ours: host name, mounts, working directory),
 # which then becomes the container's command (through setpriv, which drops privileges)
 SETUP_END = 'exec "$@"'

@@ -95,36 +95,27 @@ class Node:
         return self.network.exec(pod, *command)
 
     def env_of(self, workload: dict[str, Any], index: int, name: str) -> dict[str, str]:
-        """The environment the spec gives container `name` of a workload's pod `index` (the
-        node's own beside it: `start`, a probe that runs in it)."""
+        """The env the spec gives container `name` of pod `index` (the node's beside it)."""
         pod = pod_name(workload, index)
-        env = container_env(workload, index, name, self.ips[pod], self.secrets)
-        env["AICHOR_TERMINATION_LOG"] = str(self.root / pod / f"{name}.termination-log")
-        return env
+        log = {"AICHOR_TERMINATION_LOG": str(self.root / pod / f"{name}.termination-log")}
+        return {**container_env(workload, index, name, self.ips[pod], self.secrets), **log}
 
     def start(self, workload: dict[str, Any], index: int, name: str) -> subprocess.Popen:
         """Container `name` of a workload's pod `index`, started; its lines handed on."""
         pod = pod_name(workload, index)
         spec = workload["spec"]["template"]["spec"]
-        main = container_of(spec, name)
-        env = self.env_of(workload, index, name)
+        main, env = container_of(spec, name), self.env_of(workload, index, name)
         command = container_argv(main, env, self.entrypoints)
         mounts = []
         for mount in main.get("volumeMounts", []):
             source = self.volumes.source(pod, spec, mount["name"])
             if source is not None:  # (its mount point: volumes.MountPoints)
                 mounts.append((str(source), mount["mountPath"], bool(mount.get("readOnly"))))
+        security = main.get("securityContext", {})
         process = containers.launch(
-            self.network.ns(pod),
-            pod,
-            name,
-            command,
-            {**self.env, **env},
-            mounts,
-            main.get("securityContext", {}),
-            self.root,
-            self.workdir,
-        )
+            self.network.ns(pod), pod, name, command, {**self.env, **env}, mounts, security,
+            self.root, self.workdir,
+        )  # fmt: skip
         # every line, with when it was printed (the API's pod logs), and to on_line
         prefix = pod if name == spec["containers"][0]["name"] else f"{pod}/{name}"
         args = (process, prefix, self.on_line, self.root / pod / f"{name}.log")

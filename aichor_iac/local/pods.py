@@ -13,11 +13,11 @@ from typing import Any
 
 from ..k8s import tensorboard
 from . import containers, probes
-from .jobs import Controllers, PodState, pod_name
+from .jobs import Controllers, PodState
 from .kubelet import BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Capacity, Records
 from .node import Node
 
-GRACE_SECONDS = 30
+GRACE_SECONDS = containers.GRACE_SECONDS
 
 
 class PodRunner:
@@ -57,7 +57,7 @@ class PodRunner:
             if init.get("restartPolicy") == "Always":
                 sidecars[init["name"]] = self.node.start(job, index, init["name"])
                 containers.started(sidecars[init["name"]])  # (before the next one starts)
-                if not self._started_up(job, index, init, sidecars):
+                if not probes.started_up(self, job, index, init, sidecars):
                     self._stop(pod, sidecars)
                     return False  # (the cluster was left while it waited)
                 continue
@@ -68,36 +68,6 @@ class PodRunner:
         result = self._main(job, index, pod)
         self._stop(pod, sidecars)
         return self._finish(pod, result)
-
-    def _started_up(
-        self, job: dict[str, Any], index: int, init: dict[str, Any], sidecars: dict[str, Any]
-    ) -> bool:
-        """A native sidecar's startup probe waited for, as the kubelet waits before it starts
-        the pod's next container: tried every periodSeconds; past failureThreshold failures,
-        the sidecar is killed and started again. False if the cluster is left first."""
-        if (probe := init.get("startupProbe")) is None:
-            return True
-        name, pod = init["name"], pod_name(job, index)
-        env = {**self.node.env, **self.node.env_of(job, index, name)}
-        failures = 0
-        if not self.sleep(probe.get("initialDelaySeconds", 0)):
-            return False
-        while not probes.passes(self.node, pod, init, probe, env, sidecars[name]):
-            failures += 1
-            if sidecars[name].poll() is not None:  # (it ended: restarted, as restartPolicy
-                sidecars[name] = self.node.start(job, index, name)  # Always says)
-                containers.started(sidecars[name])
-            elif failures >= probe.get("failureThreshold", 3):
-                self.records.event("Pod", pod, "Unhealthy", f"Startup probe failed: {name}")
-                containers.stop(
-                    [sidecars[name]], probe.get("terminationGracePeriodSeconds", GRACE_SECONDS)
-                )
-                sidecars[name] = self.node.start(job, index, name)
-                containers.started(sidecars[name])
-                failures = 0
-            if not self.sleep(probe.get("periodSeconds", 10)):
-                return False
-        return True
 
     def _stop(self, pod: str, sidecars: dict[str, subprocess.Popen]) -> None:
         """The pod's native sidecars stopped, as the kubelet stops them. A log shipper that

@@ -7,9 +7,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Protocol
 
+from . import containers
+from .jobs import pod_name
+from .kubelet import Records
 from .node import Node
+
+
+class Kubelet(Protocol):
+    """What waits for a probe (`pods.PodRunner`)."""
+
+    node: Node
+    records: Records
+
+    def sleep(self, seconds: float) -> bool: ...
 
 
 def passes(
@@ -51,9 +63,7 @@ def _in_container(
 ) -> bool:
     """Whether `command` exits 0 inside the running container `process` (False once it has
     ended, or past `timeout`)."""
-    from .containers import first_process
-
-    if (pid := first_process(process)) is None:
+    if (pid := containers.first_process(process)) is None:
         return False
     argv = ["nsenter", f"--target={pid}", "--mount", "--uts", "--net", "--pid", "--", *command]
     try:
@@ -61,3 +71,36 @@ def _in_container(
     except subprocess.TimeoutExpired:
         return False
     return done.returncode == 0
+
+
+def started_up(
+    kubelet: Kubelet,
+    job: dict[str, Any],
+    index: int,
+    init: dict[str, Any],
+    sidecars: dict[str, subprocess.Popen],
+) -> bool:
+    """A native sidecar's startup probe waited for, as the kubelet waits before it starts the
+    pod's next container: tried every periodSeconds; a sidecar that ends is started again
+    (restartPolicy Always), one past failureThreshold failures killed and started again.
+    False if the cluster is left first."""
+    if (probe := init.get("startupProbe")) is None:
+        return True
+    node, name, pod = kubelet.node, init["name"], pod_name(job, index)
+    env = {**node.env, **node.env_of(job, index, name)}
+    failures = 0
+    if not kubelet.sleep(probe.get("initialDelaySeconds", 0)):
+        return False
+    while not passes(node, pod, init, probe, env, sidecars[name]):
+        failures += 1
+        if sidecars[name].poll() is None and failures >= probe.get("failureThreshold", 3):
+            kubelet.records.event("Pod", pod, "Unhealthy", f"Startup probe failed: {name}")
+            grace = probe.get("terminationGracePeriodSeconds", containers.GRACE_SECONDS)
+            containers.stop([sidecars[name]], grace)
+        if sidecars[name].poll() is not None:
+            sidecars[name] = node.start(job, index, name)
+            containers.started(sidecars[name])
+            failures = 0
+        if not kubelet.sleep(probe.get("periodSeconds", 10)):
+            return False
+    return True
