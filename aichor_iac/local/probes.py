@@ -65,7 +65,9 @@ def _in_container(
     ended, or past `timeout`)."""
     if (pid := containers.first_process(process)) is None:
         return False
-    argv = ["nsenter", f"--target={pid}", "--mount", "--uts", "--net", "--pid", "--", *command]
+    # (--root, --wd: the container's own, where a run without root has a root of its own)
+    argv = ["nsenter", f"--target={pid}", "--mount", "--uts", "--net", "--pid", "--root", "--wd"]
+    argv += ["--", *command]
     try:
         done = subprocess.run(argv, env=env, cwd="/", capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:

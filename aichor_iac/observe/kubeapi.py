@@ -92,12 +92,27 @@ def local_url(experiment: str, source: str = "") -> tuple[str, str]:
             when = path.stat().st_mtime
         except (OSError, ValueError):  # (a run that has just ended)
             continue
-        if not source or not said.get("source") or said["source"] == source:
+        if not _alive(said.get("pid")):  # (a run killed at once: its word is stale)
+            path.unlink(missing_ok=True)
+        elif not source or not said.get("source") or said["source"] == source:
             found.append((when, said))
     if not found:
         raise Unreachable(f"no local run of {experiment} is running here")
     newest = max(found, key=lambda each: each[0])[1]
     return newest["url"], newest["namespace"]
+
+
+def _alive(pid: object) -> bool:
+    """Whether the process `pid` runs (an announcement without one is taken as alive)."""
+    if not isinstance(pid, int):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # (another user's, alive)
+        return True
+    return True
 
 
 class Reader:
