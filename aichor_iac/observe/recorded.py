@@ -18,6 +18,7 @@ from ..records.reader import Recorded
 from ..sweeps import results
 from . import history
 from .progress import JOB_NAME, receiver_pod, reported
+from .status import state as experiment_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _sweep(
     trials = []
     places = sorted(each, key=lambda t: t[1].index)  # (as the table's rows)
     for row, (name, place, *_) in zip(table["trials"], places, strict=True):
-        state = _state(row["state"], found[name], run)
+        state = _state(row["state"], run)
         one = _experiment(by_name[name], found[name], run, place.objective, state)
         trials.append(
             dataclasses.replace(one, parameters=dict(row["parameters"]), objective=row["objective"])
@@ -94,11 +95,8 @@ def _sweep(
     )
 
 
-def _state(given: str, report: dict[str, Any], run: Run) -> State:
-    """A state name of `status`'s as the record's; a run stopped before it ended, Interrupted."""
-    if given == "Running":
-        phases = report["phases"]
-        given = "Running" if phases.get("Running") or phases.get("Succeeded") else "Pending"
+def _state(given: str, run: Run) -> State:
+    """A state of `status`'s as the record's: a run stopped before it ended, Interrupted."""
     state = State(given)
     return State.INTERRUPTED if run.interrupted and not state.ended else state
 
@@ -113,9 +111,7 @@ def _experiment(
     """An experiment (or a trial) as its report and its pods' kept lines say."""
     entry = next((g for g in report["groups"] if g["job"] == source.entry), None)
     if state is None:
-        condition = entry and entry["condition"]
-        given = {"Complete": "Succeeded", "Failed": "Failed"}.get(condition or "", "Running")
-        state = _state(given if entry else "Waiting", report, run)
+        state = _state(experiment_state(report, source.entry), run)
     pods = source.reader.pods()
     return ExperimentRun(
         name=source.name,

@@ -3,6 +3,7 @@ the Jobs, pods and events last seen, and the logs kept, of one experiment of the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ class Recorded:
 
     def __init__(self, folder: Path, experiment: str) -> None:
         self.folder, self.experiment = folder, experiment
-        self.objects = store.read_cluster(folder)
+        self.objects = _cluster(folder)
 
     def _mine(self, kind: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
         wanted = labels or {INSTANCE: self.experiment}
@@ -57,3 +58,17 @@ class Recorded:
         for line in kept[-tail:] if tail else kept:
             when, _, text = line.partition(" ")
             yield when, text
+
+
+def _cluster(folder: Path) -> dict[str, Any]:
+    """The run's kept objects, read once for all its experiments (again once rewritten)."""
+    try:
+        stamp = (folder / store.CLUSTER).stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _read(folder, stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _read(folder: Path, stamp: int) -> dict[str, Any]:
+    return store.read_cluster(folder)
