@@ -131,3 +131,21 @@ def runnable(path: Path) -> tuple[dict[str, Any], set[str]]:
                 del replica["template"]["apiVersion"], replica["template"]["kind"]
                 fixes.add("v1alpha1 template")
     raise AssertionError(f"{path.name} still fails: {text}")
+
+
+@pytest.fixture(scope="session")
+def mlflow_store(tmp_path_factory: pytest.TempPathFactory):
+    """A real MLflow tracking server on 127.0.0.1 (SQLite), for this test process."""
+    from stores import mlflow_server, running
+
+    with running(mlflow_server(tmp_path_factory.mktemp("mlflow"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory: pytest.TempPathFactory):
+    """A real S3-compatible server on 127.0.0.1 (moto's), for this test process."""
+    from stores import running, s3_server
+
+    with running(s3_server(tmp_path_factory.mktemp("s3"))) as server:
+        yield server
