@@ -11,6 +11,7 @@ import ipaddress
 import json
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -184,6 +185,100 @@ class Progress(_Concern):
     )
 
 
+class Keeping(_Concern):
+    """Runs kept from inside the cluster: object storage and MLflow (docs/stores.md)"""
+
+    history: str | None = Field(
+        None,
+        description="Where each pod writes its part of the run's record as it runs: an "
+        "absolute path or file:// URL on a volume the pods mount, s3://bucket/prefix (any "
+        "S3-compatible store), or gs://bucket/prefix (GCS's XML API, HMAC keys).",
+    )
+    history_secret: str | None = Field(
+        None,
+        description="Secret holding the store's keys as the AWS SDKs name them "
+        "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional AWS_SESSION_TOKEN).",
+    )
+    history_endpoint: str | None = Field(
+        None,
+        description="The S3 endpoint (AWS_ENDPOINT_URL: MinIO, Ceph; unset: AWS's, or GCS's "
+        "for gs://).",
+    )
+    history_region: str | None = Field(None, description="The bucket's region (AWS_REGION).")
+    mlflow: str | None = Field(
+        None,
+        description="MLflow tracking URI (http:// or https://): each experiment a run, a "
+        "sweep's trials nested under its run.",
+    )
+    mlflow_secret: str | None = Field(
+        None,
+        description="Secret holding MLflow's credentials as its client names them "
+        "(MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD).",
+    )
+    mlflow_experiment: str = Field(
+        "aichor", min_length=1, max_length=500, description="The MLflow experiment of the runs."
+    )
+
+    @field_validator("history")
+    @classmethod
+    def _history(cls, value: str | None) -> str | None:
+        return None if value is None else history_url(value)
+
+    @field_validator("mlflow", "history_endpoint")
+    @classmethod
+    def _service(cls, value: str | None) -> str | None:
+        return None if value is None else service_url(value)
+
+    @field_validator("history_secret", "mlflow_secret")
+    @classmethod
+    def _secrets(cls, value: str | None) -> str | None:
+        return _object_names(value)
+
+    @property
+    def keeps(self) -> bool:
+        """Whether the pods keep their run (a keeper beside each)."""
+        return bool(self.history or self.mlflow)
+
+
+HISTORY_SCHEMES = ("file", "s3", "gs")
+
+
+def history_url(value: str) -> str:
+    """A store's URL, checked: an absolute path, file://, s3:// or gs:// with a bucket, no
+    credentials in it (they go in a Secret: a URL is rendered in the pods' spec)."""
+    parts = urlsplit(value)
+    if not parts.scheme and value.startswith("/"):
+        return value
+    if parts.scheme == "az":
+        raise ValueError(
+            "Azure Blob Storage is not written yet: give s3:// (an S3-compatible gateway), "
+            "gs://, or a path on a volume the pods mount"
+        )
+    if parts.scheme not in HISTORY_SCHEMES:
+        raise ValueError(f"{value!r}: give an absolute path, file://, s3://bucket or gs://bucket")
+    if parts.scheme == "file" and (parts.netloc or not parts.path.startswith("/")):
+        raise ValueError(f"{value!r}: a file URL is file:///absolute/path")
+    if parts.scheme != "file" and not is_dns_label(parts.netloc.replace(".", "-")):
+        raise ValueError(f"{value!r}: give the bucket's name after {parts.scheme}://")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{value!r}: no query or fragment (a bucket and a prefix)")
+    return value
+
+
+def service_url(value: str) -> str:
+    """An http(s) URL of a service, without credentials (they go in a Secret)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r}: give an http:// or https:// URL")
+    if parts.username or parts.password:
+        raise ValueError(
+            "a URL with credentials would be rendered in the pods' spec: give the URL "
+            "without them and put them in the Secret (aichor:mlflowSecret, "
+            "aichor:historySecret)"
+        )
+    return value.rstrip("/")
+
+
 class Storage(_Concern):
     """TensorBoard and the volumes the stack keeps"""
 
@@ -314,6 +409,7 @@ CONCERNS: tuple[type[_Concern], ...] = (
     Failures,
     Platform,
     Progress,
+    Keeping,
     Storage,
     Scheduling,
     Network,
@@ -322,7 +418,16 @@ CONCERNS: tuple[type[_Concern], ...] = (
 
 
 class Settings(
-    Security, Network, Scheduling, Storage, Progress, Platform, Failures, Waiting, Placement
+    Security,
+    Network,
+    Scheduling,
+    Storage,
+    Keeping,
+    Progress,
+    Platform,
+    Failures,
+    Waiting,
+    Placement,
 ):
     """Everything about an experiment that is not in its manifest: the stack's `aichor:*`
     config, one concern per base class."""

@@ -467,6 +467,16 @@ class Tracking:
             self.mlflow.call("POST", "runs/update", parent)
 
 
+def identity(environ) -> dict:
+    """Who the pod is: as rendered, with its name and its Job's uid (the run's key) from the
+    downward API; the entry point's first pod alone is the experiment's MLflow run."""
+    who = json.loads(environ["AICHOR_KEEP"])
+    who["pod"] = environ.get("AICHOR_POD_NAME") or who.get("pod") or os.uname().nodename
+    who["key"] = environ.get("AICHOR_KEEP_KEY") or who.get("key") or ""
+    who["entry"] = bool(who.get("entry")) and environ.get("JOB_COMPLETION_INDEX", "0") == "0"
+    return who
+
+
 def keepers(shared: Shared, who: dict, environ) -> dict:
     """The stores the stack names, each with what it is sent (MLflow from the entry pod)."""
     found = {}
@@ -501,7 +511,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     environ = os.environ
     shared = Shared(environ["AICHOR_KEEP_DIR"])
-    stores, down = keepers(shared, json.loads(environ["AICHOR_KEEP"]), environ), {}
+    stores, down = keepers(shared, identity(environ), environ), {}
     while not stopping:
         send_new(shared, stores, down)
         deadline = time.monotonic() + INTERVAL

@@ -14,7 +14,7 @@ from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
 from ..frameworks import Group
 from ..frameworks.base import INDEX_VAR, Env
 from ..settings import Settings
-from . import commands, given, jupyter, kinds, progress, services, shell, tensorboard
+from . import commands, given, jupyter, keeping, kinds, progress, services, shell, tensorboard
 from .awaits import COMPLETION, ENDED, NOTHING, SKIP_AWAIT, Await, Mode
 from .context import Context, container_security, secret_env
 from .lifeline import LIFELINE_PORT
@@ -173,6 +173,9 @@ def job(ctx: Context, group: Group, replica: int | None = None) -> dict:
         template = given.template(ctx, group, held, env, annotations, (volumes, mounts, sidecars))
         if replica is not None:  # (a non-Indexed Job's pods keep the template's host name)
             template["spec"]["hostname"] = ctx.job_name(group, replica)
+    if keeping.enabled(ctx):  # (its pods keep their run: a keeper beside each)
+        main = held.container if held is not None else ctx.plan.framework
+        template = keeping.kept(ctx, group, replica, kinds.as_json(template), main)
     origin = spec.origin
     pods = group.count if replica is None else 1
     return dict(

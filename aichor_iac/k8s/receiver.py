@@ -24,8 +24,9 @@ uses (its source given to `python3 -c`), as the lifeline does, and on this machi
 Settings come from the environment, never from a shell's words:
 AICHOR_PROGRESS_PORT, AICHOR_PROGRESS_CERT and AICHOR_PROGRESS_KEY (PEM files),
 AICHOR_PROGRESS_TOKEN (the token's file), AICHOR_PROGRESS_PATH (the URL's path),
-AICHOR_PROGRESS_STATE (optional) and AICHOR_PROGRESS_READY (optional: a file written once it
-listens, which the sidecar's startup probe waits for).
+AICHOR_PROGRESS_STATE (optional), AICHOR_PROGRESS_LOG (optional: each report appended, for the
+pod's keeper) and AICHOR_PROGRESS_READY (optional: a file written once it listens, which the
+sidecar's startup probe waits for).
 """
 
 from __future__ import annotations
@@ -269,9 +270,10 @@ def serve(receiver: Receiver, cert: str, key: str, ready=None) -> None:
     receiver.serve_forever()
 
 
-def written(state) -> object:
-    """What a receiver does with a report: a line on its output and, if `state` names a file,
-    that file replaced whole (a reader never finds half of one)."""
+def written(state, log=None) -> object:
+    """What a receiver does with a report: a line on its output; if `state` names a file,
+    that file replaced whole (a reader never finds half of one); if `log` names one, a line
+    appended to it (the pod's keeper sends each to the stores: `keeper.py`)."""
 
     def report(payload: dict) -> None:
         text = json.dumps(payload, sort_keys=True)  # (control characters escaped: one line)
@@ -280,6 +282,12 @@ def written(state) -> object:
             with open(f"{state}.part", "w") as file:
                 file.write(text)
             os.replace(f"{state}.part", state)
+        if log:
+            try:
+                with open(log, "a") as file:
+                    file.write(text + "\n")
+            except OSError as error:
+                print(f"aichor: progress receiver: {log}: {error}", file=sys.stderr)
 
     return report
 
@@ -294,7 +302,7 @@ def main() -> None:
         ("", int(environ["AICHOR_PROGRESS_PORT"])),
         environ["AICHOR_PROGRESS_PATH"],
         token,
-        written(environ.get("AICHOR_PROGRESS_STATE")),
+        written(environ.get("AICHOR_PROGRESS_STATE"), environ.get("AICHOR_PROGRESS_LOG")),
     )
     print(f"aichor: progress receiver on port {receiver.server_address[1]}", flush=True)
     cert, key = environ["AICHOR_PROGRESS_CERT"], environ["AICHOR_PROGRESS_KEY"]

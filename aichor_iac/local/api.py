@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlparse
 
 from ..observe.kubeapi import announcements
 from .cluster import LocalCluster
+from .egress import pump
 from .jobs import ENDED, PodState, indexed, pod_name
 
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -312,9 +313,9 @@ def forwarded(unix: str) -> Iterator[str]:
         def handle(self) -> None:
             with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as inner:
                 inner.connect(unix)
-                back = threading.Thread(target=_pump, args=(inner, self.request), daemon=True)
+                back = threading.Thread(target=pump, args=(inner, self.request), daemon=True)
                 back.start()
-                _pump(self.request, inner)
+                pump(self.request, inner)
                 back.join()
 
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Pass)
@@ -325,14 +326,6 @@ def forwarded(unix: str) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def _pump(source: socket.socket, target: socket.socket) -> None:
-    """Bytes from `source` to `target` until `source` ends (then `target` hears the end)."""
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            target.sendall(data)
-        target.shutdown(socket.SHUT_WR)
 
 
 @contextlib.contextmanager

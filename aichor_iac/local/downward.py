@@ -4,12 +4,14 @@ downward API's values, Secret references, and `$(VAR)` expansion of env values a
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from typing import Any
 
 from .jobs import indexed, pod_name
 
 INDEX_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+JOB_UID = "metadata.labels['batch.kubernetes.io/controller-uid']"
 
 
 def expand(text: str, mapping: dict[str, str]) -> str:
@@ -51,7 +53,9 @@ def container_env(
     env: dict[str, str] = {}
     for entry in main.get("env", []):
         if "valueFrom" in entry:
-            env[entry["name"]] = _value_from(entry, job, index, pod_ip, secrets)
+            value = _value_from(entry, job, index, pod_ip, secrets)
+            if value is not None:  # (an optional key of a Secret not here: unset)
+                env[entry["name"]] = value
         else:
             env[entry["name"]] = expand(entry.get("value", ""), env)
     if indexed(job):  # the Job controller adds it otherwise
@@ -80,7 +84,7 @@ def _value_from(
     index: int,
     pod_ip: str | None,
     secrets: dict[tuple[str, str], str] | None,
-) -> str:
+) -> str | None:
     """An env entry's `valueFrom`: a field of the pod, or a Secret's key."""
     source = entry["valueFrom"]
     if "fieldRef" in source:
@@ -89,6 +93,8 @@ def _value_from(
         # `<job>-<5 random characters>`; a missing annotation's value is ""
         prefix = f"{name}-{index}-" if indexed(job) else f"{name}-"
         path = source["fieldRef"]["fieldPath"]
+        if path == JOB_UID:  # (the Job controller's label: the Job's uid)
+            return job["metadata"].get("uid", "")
         if (meta := POD_METADATA.match(path)) and path != INDEX_PATH:  # the template's
             return (job["spec"]["template"]["metadata"].get(meta[1]) or {}).get(meta[2], "")
         return {
@@ -99,6 +105,10 @@ def _value_from(
         }[source["fieldRef"]["fieldPath"]]
     if "secretKeyRef" in source and secrets and _key(source) in secrets:
         return secrets[_key(source)]
+    if source.get("secretKeyRef", {}).get("optional"):
+        # A Secret of the user's that a local run has not: the variable of that name in the
+        # user's environment stands in for an optional key (the stores' keys: docs/stores.md)
+        return os.environ.get(entry["name"])
     return f"<{entry['name']} from {sorted(source)[0]}>"  # (a Secret of the user's: not here)
 
 

@@ -8,6 +8,7 @@ Kueue's admission (a Job with a queue-name label waits until its pods at once fi
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from enum import Enum
 from typing import Any
@@ -153,6 +154,8 @@ class Controllers:
             self.state.update({pod_name(job, i): PodState.PENDING for job, i in pods})
             self.job_by_pod.update({pod_name(job, i): job for job, i in pods})
             for job in jobs:
+                # (a Job made anew has a uid of its own: its pods' keepers' run key)
+                job["metadata"]["uid"] = str(uuid.uuid4())
                 name = job["metadata"]["name"]
                 self.slots[name] = threading.BoundedSemaphore(job["spec"]["parallelism"])
                 self.counted[name] = 0

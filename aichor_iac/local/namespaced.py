@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from . import host
+from . import egress, host
 from .api import forwarded
 from .driving import Run, announcing, unannounced
 from .growth import Batch, Growth
@@ -47,6 +47,8 @@ def in_user_namespace(
     with contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, root, ignore_errors=True)  # (the mount was the child's)
         stack.callback(shutil.rmtree, sockets, ignore_errors=True)
+        if egress.addresses(run.objects):  # (the stores, reached from this side)
+            env[egress.EGRESS] = stack.enter_context(egress.served(os.path.join(sockets, "egress")))
         announced = unannounced
         if run.announced and run.api_socket is not None:
             url = stack.enter_context(forwarded(run.api_socket))

@@ -4,6 +4,7 @@ cluster DNS is for its own names)."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import subprocess
@@ -77,6 +78,13 @@ class Network:
             n = len(self.ips)
             self.ips[pod] = f"10.77.0.{n + 2}"
             self._plug(pod, f"a{self.id}{n}")
+
+    def loopback(self, pod: str, ips: list[str]) -> None:
+        """Addresses of the pod's own loopback, beside 127.0.0.1 (a store's, served there)."""
+        for ip in ips:
+            if not ipaddress.ip_address(ip).is_loopback:
+                argv = ["ip", "addr", "replace", f"{ip}/32", "dev", "lo"]
+                subprocess.run(["ip", "netns", "exec", self.ns(pod), *argv], check=True)
 
     def down(self) -> None:
         for pod in self.ips:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import containers, volumes
+from . import containers, egress, volumes
 from .downward import container_argv, container_env, container_of
 from .jobs import pod_name
 from .network import Network, records
@@ -55,6 +55,7 @@ class Node:
         # each container's process and the thread handing its lines to on_line
         self.tails: list[tuple[subprocess.Popen, threading.Thread]] = []
         self._made = contextlib.ExitStack()
+        self.egress = egress.Egress(objects, self.root, self.network)  # (the stores)
 
     def __enter__(self) -> Node:
         with contextlib.ExitStack() as made:
@@ -62,6 +63,7 @@ class Node:
             made.enter_context(self.mount_points)
             made.callback(self.network.down)  # (a namespace not made yet is no error)
             self.network.up()
+            made.enter_context(self.egress)
             for pod in self.ips:
                 (self.root / pod / "tmp").mkdir(parents=True)
             self._made = made.pop_all()
@@ -151,6 +153,7 @@ class Node:
                 process.kill()
                 process.wait()
         self.network.kill(pod)  # (whatever else runs in the pod's network namespace)
+        self.egress.stop(pod)
 
     def renew(self, pod: str) -> None:
         """A pod made again starts afresh: its own /tmp, image copy and files are new."""
@@ -163,7 +166,8 @@ class Node:
 
     def hosts(self, live: set[str]) -> None:
         """The hosts file: each pod of `live`'s names, and each Service's addresses."""
-        self.network.hosts(records(self.workloads, self.services, live, self.ips))
+        lines = records(self.workloads, self.services, live, self.ips)
+        self.network.hosts(lines + self.egress.hosts())
 
 
 class PodFiles:

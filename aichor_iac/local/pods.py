@@ -53,6 +53,7 @@ class PodRunner:
         beside), then the main one; then its end. Whether its Job makes it again."""
         spec = job["spec"]["template"]["spec"]
         sidecars: dict[str, subprocess.Popen] = {}
+        self.node.egress.start(pod)  # (the stores its keeper writes to)
         for init in spec.get("initContainers", []):
             if init.get("restartPolicy") == "Always":
                 sidecars[init["name"]] = self.node.start(job, index, init["name"])

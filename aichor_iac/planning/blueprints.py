@@ -271,6 +271,15 @@ def _settings_problems(blueprint: Blueprint) -> list[Problem]:
     NetworkPolicy, non-root MPI workers."""
     settings, problems = blueprint.settings, []
     if blueprint.network_policy and not settings.egress_cidrs:
+        stores = {"aichor:history": settings.history, "aichor:mlflow": settings.mlflow}
+        for setting, url in stores.items():
+            if url and not url.startswith(("/", "file:")):
+                why = (
+                    f"{url} is outside the experiment's NetworkPolicy, which lets pods reach "
+                    "only each other and DNS: set aichor:egressCIDRs to its address ranges, or "
+                    "aichor:networkPolicy: false"
+                )
+                problems.append(Problem(setting, why))
         for key, value in blueprint.platform_env.items():
             if OBJECT_STORAGE.match(value):
                 setting = f"aichor:{key.removeprefix('AICHOR_').removesuffix('_PATH').lower()}Path"
