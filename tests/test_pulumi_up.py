@@ -188,15 +188,29 @@ def stack_settings(path, wait: str | None = None, scheduling: str = "none") -> S
     return settings.model_copy(update={**chosen, **SCHEDULING[scheduling]})
 
 
-@pytest.mark.parametrize("progress", [False, True], ids=["", "progress"])
+# Progress reports off, on, and on with both stores (issue 67): a bucket and a tracking server
+# that no pod can reach (nothing waits for a store)
+KEEPING = {
+    "": {"progress": False},
+    "progress": {"progress": True},
+    "kept": {
+        "progress": True,
+        "history": "s3://runs/x",
+        "mlflow": "http://127.0.0.1:9",
+        "egress_cidrs": ["0.0.0.0/0"],  # (past an AIchor manifest's NetworkPolicy)
+    },
+}
+
+
+@pytest.mark.parametrize("keeping", sorted(KEEPING))
 @pytest.mark.parametrize("scheduling", sorted(SCHEDULING))
 @pytest.mark.parametrize("wait", [None, "none", "ready", "complete"])
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_every_example_finishes_under_every_wait_and_scheduling(path, wait, scheduling, progress):
+def test_every_example_finishes_under_every_wait_and_scheduling(path, wait, scheduling, keeping):
     """Every example with its stack file (None: its own `aichor:wait`), alone, in either gang
-    or queued by Kueue, with progress reports or without (nothing waits for the receiver):
-    `pulumi up` creates every object and ends."""
-    settings = stack_settings(path, wait, scheduling).model_copy(update={"progress": progress})
+    or queued by Kueue, with progress reports or without (nothing waits for the receiver),
+    with both stores or without: `pulumi up` creates every object and ends."""
+    settings = stack_settings(path, wait, scheduling).model_copy(update=KEEPING[keeping])
     model = doors.load(path)
     name = settings.experiment_name or model.name or path.stem
     blueprint = planning.blueprint(model, settings, name)
