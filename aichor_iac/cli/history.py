@@ -23,7 +23,10 @@ STYLES = {State.FAILED: "red", State.SUCCEEDED: "green", State.INTERRUPTED: "yel
 
 
 def history(args: argparse.Namespace) -> int:
-    """Every kept run (or those of NAME, the newest shown whole), newest first."""
+    """Every kept run (or those of NAME, the newest shown whole), newest first; with a stack
+    config, its store's runs first kept here."""
+    if args.stack_config:
+        _fetched(args.stack_config)
     found = list(store.every_summary())
     if args.name is not None:
         found = [(f, s) for f, s in found if args.name in (s.name, s.id)]
@@ -50,6 +53,19 @@ def history(args: argparse.Namespace) -> int:
         out.print(f"\n[bold]{len(found) - 1} earlier run(s) of {args.name}:[/]")
         out.print(runs_table([s for _, s in found[1:]]))
     return 0
+
+
+def _fetched(path: str) -> None:
+    """The runs the stack's pods kept in its `aichor:history`, kept in this machine's store."""
+    from ..observe import stored
+    from ..settings import load_stack_file
+
+    settings, stack = load_stack_file(path)
+    if not settings.history:
+        why = "no aichor:history in it: its pods keep no run outside the cluster"
+        raise ManifestError(path, [Problem("aichor:history", why)])
+    file = str(Path(path).parent / settings.manifest) if settings.manifest else ""
+    stored.fetch(settings, file, stack)
 
 
 def _unknown(name: str) -> str:

@@ -62,6 +62,7 @@ EXAMPLES = {
   aichor-iac history                            # every kept run, newest first
   aichor-iac history lr-momentum                # the newest run of a sweep, its trials
   aichor-iac history lr-momentum --logs         # its pods' lines, as they were printed
+  aichor-iac history --stack-config Pulumi.dev.yaml  # and the runs in its aichor:history
   aichor-iac history --output json | jq -r '.[] | [.name, .state] | @tsv'""",
     "schema": """
   aichor-iac schema > aichor-manifest.schema.json""",
@@ -341,7 +342,12 @@ def _history_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--logs", action="store_true", help="print the run's kept logs, as logs prints them"
     )
-    sub.set_defaults(local=True, manifest=None, stack_config=None, namespace=None)
+    sub.add_argument(
+        "--stack-config",
+        metavar="FILE",
+        help="also the runs the stack's pods kept in its aichor:history (read from there)",
+    )
+    sub.set_defaults(local=True, manifest=None, namespace=None)
 
 
 def _examples_options(sub: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ the stack names): never in a URL (settings refuse one), an object, a log or a re
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import posixpath
@@ -115,7 +116,8 @@ def kept(ctx: Context, group: Group, replica: int | None, template: dict, main: 
         if sidecar["name"] == progress.CONTAINER:
             sidecar["env"] = [*sidecar.get("env", []), _env("AICHOR_PROGRESS_LOG", _in(REPORTS))]
             sidecar["volumeMounts"] = [*sidecar.get("volumeMounts", []), mount]
-    keeper = sidecar_of(ctx, group, replica, [mount, *_store_mounts(ctx, spec, main)])
+    mounts = [mount, *_store_mounts(ctx, spec, main)]
+    keeper = sidecar_of(ctx, who(ctx, group, replica, main), mounts)
     spec["initContainers"] = [keeper, *spec.get("initContainers", [])]
     return template
 
@@ -154,13 +156,17 @@ def _store_mounts(ctx: Context, spec: dict[str, Any], main: str) -> list[dict[st
     raise ManifestError("stack config", [Problem("aichor:history", why)])
 
 
-def who(ctx: Context, group: Group, replica: int | None) -> dict[str, Any]:
-    """Who the pod is, for its keeper: its experiment, whether it is the entry point's (the
-    one that writes to MLflow), its trial and how its objective's metrics are printed."""
+def who(ctx: Context, group: Group, replica: int | None, main: str) -> dict[str, Any]:
+    """Who the pod is, for its keeper: its experiment, its Job, role and main container,
+    whether it is the entry point's (the one that writes to MLflow), its trial and how its
+    objective's metrics are printed (and the objective, for the record read back)."""
     trial = ctx.blueprint.manifest.trial
     person: dict[str, Any] = {
         "namespace": ctx.names.namespace,
         "experiment": ctx.names.experiment,
+        "job": ctx.job_name(group, replica),
+        "role": group.role,
+        "container": main,
         "entry": group.role == ctx.plan.entry_point and replica in (None, 0),
         "framework": ctx.plan.framework,
         "image": ctx.spec.image,
@@ -172,6 +178,8 @@ def who(ctx: Context, group: Group, replica: int | None) -> dict[str, Any]:
         parameters = dict(trial.values)
         person["trial"] = {"sweep": trial.sweep, "index": trial.index, "parameters": parameters}
         objective = trial.objective
+        if objective is not None:  # (read back with the record: `observe.stored`)
+            person["objective"] = json.loads(json.dumps(dataclasses.asdict(objective)))
         if objective is not None and objective.formats is not None:
             person["metrics"] = {
                 "names": [objective.metric, *objective.additional],
@@ -183,14 +191,14 @@ def who(ctx: Context, group: Group, replica: int | None) -> dict[str, Any]:
 
 
 def sidecar_of(
-    ctx: Context, group: Group, replica: int | None, mounts: list[dict[str, Any]]
+    ctx: Context, person: dict[str, Any], mounts: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The keeper's container (Kubernetes JSON): the receiver's image, its settings in its
     environment (credentials from the Secrets' keys), the project's security."""
     settings = ctx.settings
     env = [
         _env("AICHOR_KEEP_DIR", DIR),
-        _env("AICHOR_KEEP", json.dumps(who(ctx, group, replica), sort_keys=True)),
+        _env("AICHOR_KEEP", json.dumps(person, sort_keys=True)),
         _field("AICHOR_POD_NAME", "metadata.name"),
         _field("AICHOR_KEEP_KEY", JOB_UID),
     ]

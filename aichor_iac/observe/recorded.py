@@ -181,7 +181,7 @@ def series(source: history.Source, objective: Objective | None) -> dict[str, tup
     if receiving := receiver_pod(pods, source.entry, CONTAINER):
         for when, text in source.reader.lines(receiving, container=CONTAINER):
             for metric in (reported(text) or {}).get("metrics", []):
-                _add(found, metric.get("name"), when, metric.get("value"))
+                add_point(found, metric.get("name"), when, metric.get("value"))
     entry = sorted(
         p["metadata"]["name"]
         for p in pods
@@ -192,12 +192,12 @@ def series(source: history.Source, objective: Objective | None) -> dict[str, tup
         for when, text in source.reader.lines(entry[0]):
             for name, values in results.metrics([text], objective).items():
                 for number in values:
-                    _add(printed, name, when, number)
+                    add_point(printed, name, when, number)
         found |= {name: points for name, points in printed.items() if name not in found}
     return {name: tuple(points) for name, points in sorted(found.items())}
 
 
-def _add(found: dict[str, list[Point]], name: Any, when: str, value: Any) -> None:
+def add_point(found: dict[str, list[Point]], name: Any, when: str, value: Any) -> None:
     """A point after the metric's others, if its value is a number."""
     try:
         number = float(value)

@@ -201,3 +201,44 @@ def test_a_folder_store_must_be_on_a_volume_the_pods_mount(tmp_path, capsys) -> 
     assert cli.main(["render", "examples/pytorch.yaml", "--stack-config", config]) != 0
     err = capsys.readouterr().err
     assert "aichor:history" in err and "/nowhere/runs is on no volume the pods mount" in err
+
+
+@real
+def test_history_reads_a_sweep_back_from_the_bucket_with_this_machines_store_empty(
+    tmp_path, capsys, monkeypatch, mlflow_store, s3_store
+) -> None:
+    """After the run (its cluster gone), another machine, or this one with its store
+    emptied, reads the sweep back from the bucket: the table the run printed."""
+    _, bucket = a_sweep_kept(tmp_path, capsys, monkeypatch, mlflow_store, s3_store)
+    here = json.loads(ran(capsys, "history", "lr-momentum", "--output", "json"))[0]
+    monkeypatch.setenv("AICHOR_IAC_HISTORY", str(tmp_path / "elsewhere"))
+    config = stack(
+        tmp_path,
+        manifest="sweep.yaml",
+        history=f"s3://{bucket}/kept",
+        historyEndpoint=s3_store.url,
+    )
+    listed = ran(capsys, "history", "--stack-config", config)
+    assert "lr-momentum" in listed and "best" in listed
+    (back,) = json.loads(ran(capsys, "history", "lr-momentum", "--output", "json"))
+    assert (back["kind"], back["state"], back["best"]) == ("sweep", "Succeeded", here["best"])
+    assert back["objective"] == "loss" and back["direction"] == "minimize"
+    assert back["file"].endswith("sweep.yaml") and back["stack"] == "dev"
+
+    def table(record: dict) -> list:
+        return [
+            (
+                t["name"],
+                t["state"],
+                t["parameters"],
+                t["objective"],
+                t["metrics"]["loss"][-1]["value"],
+            )
+            for t in record["trials"]
+        ]
+
+    assert table(back) == table(here)
+    logs = ran(capsys, "history", "lr-momentum", "--logs")
+    assert logs.count("epoch=2 loss=") == 6
+    again = ran(capsys, "history", "--stack-config", config)  # (read again: not doubled)
+    assert again.count("lr-momentum") == listed.count("lr-momentum")

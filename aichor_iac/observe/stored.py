@@ -1,0 +1,362 @@
+"""A stack's runs read back from its store (`aichor:history`; issue 67, docs/stores.md): what
+each pod's keeper wrote there (`k8s/keeper.py`: a pod's `pod.json`, its log and its progress
+reports) made into records of this machine's store, a folder per run (`records.store`), so
+that `history` shows them and prints their logs as it does a local run's, after the cluster,
+its pods and the stack are gone.
+
+A run is the pods of an experiment (a sweep's: of its trials) that overlapped in time: a run
+again starts after the last one's pods have all ended. An experiment's state is its entry
+pod's: its main container's last exit (0: Succeeded), none while it runs. A bucket is read with
+boto3 (the `stores` extra), a folder as files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..experiment.state import State
+from ..experiment.trial import Objective
+from ..problems import ManifestError, Problem
+from ..records import store
+from ..records.model import ExperimentRun, PodRun, Point, Record, took
+from ..settings import Settings
+from ..sweeps import results
+from .recorded import add_point
+
+GCS_ENDPOINT = "https://storage.googleapis.com"
+INSTANCE, JOB_NAME = "app.kubernetes.io/instance", "batch.kubernetes.io/job-name"
+
+
+class Source(Protocol):
+    def keys(self, under: str) -> list[str]: ...
+    def get(self, key: str) -> bytes: ...
+
+
+class Folder:
+    """A store that is a folder (the volume the pods mount, seen from here)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+
+    def keys(self, under: str) -> list[str]:
+        top = self.root / under
+        return sorted(str(p.relative_to(self.root)) for p in top.rglob("*") if p.is_file())
+
+    def get(self, key: str) -> bytes:
+        return (self.root / key).read_bytes()
+
+
+class Bucket:
+    """An S3-compatible bucket, read with boto3 (credentials as the AWS SDKs find them)."""
+
+    def __init__(self, bucket: str, prefix: str, endpoint: str | None, region: str | None):
+        try:
+            import boto3
+        except ImportError:
+            why = "reading a bucket needs boto3: pip install 'aichor-iac[stores]'"
+            raise ManifestError("aichor-iac history", [Problem("aichor:history", why)]) from None
+        self.client = boto3.client("s3", endpoint_url=endpoint, region_name=region)
+        self.bucket, self.prefix = bucket, prefix.strip("/")
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def keys(self, under: str) -> list[str]:
+        found, pages = [], self.client.get_paginator("list_objects_v2")
+        for page in pages.paginate(Bucket=self.bucket, Prefix=self._key(under)):
+            found += [o["Key"] for o in page.get("Contents", [])]
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        return sorted(k[cut:] for k in found)
+
+    def get(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+
+
+def source(settings: Settings) -> Source:
+    """The store `aichor:history` names, as this machine reads it."""
+    url = settings.history or ""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme in ("s3", "gs"):
+        endpoint = settings.history_endpoint or os.environ.get("AWS_ENDPOINT_URL")
+        if parts.scheme == "gs":
+            endpoint = settings.history_endpoint or GCS_ENDPOINT
+        return Bucket(parts.netloc, parts.path, endpoint, settings.history_region)
+    return Folder(url.removeprefix("file://"))
+
+
+@dataclasses.dataclass
+class Part:
+    """One pod's part of the record: its `pod.json`, and the keys of its log and reports."""
+
+    about: dict[str, Any]
+    logs: list[str] = dataclasses.field(default_factory=list)
+    reports: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def group(self) -> str:
+        """What its run is named for: its sweep, or its experiment."""
+        return (self.about.get("trial") or {}).get("sweep") or self.about["experiment"]
+
+
+def parts(where: Source, namespace: str) -> list[Part]:
+    """Every pod's part kept for the namespace, the first started first."""
+    found: dict[str, Part] = {}
+    for key in where.keys(f"{namespace}/"):
+        place, _, rest = key.rpartition("/pods/")
+        pod, _, file = rest.partition("/")
+        part = found.setdefault(f"{place}/pods/{pod}", Part({}))
+        if file == "pod.json":
+            part.about = json.loads(where.get(key))
+        elif file.startswith("log/"):
+            part.logs.append(key)
+        elif file.startswith("reports/"):
+            part.reports.append(key)
+    kept = [p for p in found.values() if p.about.get("schema") == 1]
+    return sorted(kept, key=lambda p: (p.about["started"], p.about["pod"]))
+
+
+def runs(kept: Iterable[Part]) -> list[list[Part]]:
+    """The parts by run, of one sweep or experiment. A pod made again by its Job (its Job's
+    uid, the `key`, is the run's) is of the same run; a sweep's run again starts at a trial
+    it has (a sweep that resumes goes on with new ones); an experiment's, once every pod of
+    the last one has ended."""
+    by_group: dict[str, list[list[Part]]] = {}
+    for part in kept:
+        found = by_group.setdefault(part.group, [])
+        if not found or not _of(found[-1], part):
+            found.append([])
+        found[-1].append(part)
+    return [run for each in by_group.values() for run in each]
+
+
+def _of(run: list[Part], part: Part) -> bool:
+    """Whether `part` belongs to `run` (its parts so far)."""
+    if part.about.get("key") and part.about["key"] in {p.about.get("key") for p in run}:
+        return True
+    if part.about.get("trial") is not None:
+        index = part.about["trial"]["index"]
+        return index not in {p.about["trial"]["index"] for p in run}
+    ends = [p.about.get("ended") for p in run]
+    return not all(ends) or part.about["started"] <= max(ends)
+
+
+def experiment_run(
+    parts_of: list[Part], lines: Mapping[str, list[str]], reports: list
+) -> ExperimentRun:
+    """An experiment's run from its pods' parts (`lines`: each pod's; `reports`: its entry
+    pod's progress reports)."""
+    about = [p.about for p in parts_of]
+    entry = next((a for a in about if a.get("entry")), about[0])
+    state, reason = _state(entry)
+    objective = _objective(entry)
+    metrics = _series(reports, lines.get(entry["pod"], []), objective)
+    value = None
+    if objective is not None:
+        status = (reports[-1] if reports else {}).get("trainerStatus")
+        value = results.trial_metrics(objective, lines.get(entry["pod"], []), status)[
+            objective.metric
+        ]
+    ended = [a["ended"] for a in about if a.get("ended")]
+    return ExperimentRun(
+        name=entry["experiment"],
+        framework=entry.get("framework", ""),
+        state=state,
+        reason=reason,
+        created=min(a["started"] for a in about),
+        ended=max(ended) if state.ended and ended else None,
+        images=tuple(sorted({a["image"] for a in about if a.get("image")})),
+        parameters=dict((entry.get("trial") or {}).get("parameters") or {}),
+        objective=value,
+        metrics=metrics,
+        pods=tuple(_pod(a) for a in about),
+    )
+
+
+def _state(about: dict[str, Any]) -> tuple[State, str | None]:
+    exits = about.get("exits") or []
+    if exits:
+        code = exits[-1]
+        return (State.SUCCEEDED, None) if code == 0 else (State.FAILED, f"exit code {code}")
+    if about.get("ended"):
+        return State.INTERRUPTED, "its pod ended before its command did"
+    return State.RUNNING, None
+
+
+def _pod(about: dict[str, Any]) -> PodRun:
+    exits = about.get("exits") or []
+    code = exits[-1] if exits else None
+    phase = "Running" if code is None else ("Succeeded" if code == 0 else "Failed")
+    return PodRun(
+        name=about["pod"],
+        job=about.get("job", ""),
+        phase=phase,
+        exit_code=code,
+        reason=None if code is None else ("Completed" if code == 0 else "Error"),
+        restarts=max(0, len(exits) - 1),
+        seconds=took(about["started"], about.get("ended")),
+    )
+
+
+def _objective(about: dict[str, Any]) -> Objective | None:
+    given = about.get("objective")
+    if not given:
+        return None
+    fields = {
+        k: tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        if isinstance(value, list)
+        else value
+        for k, value in given.items()
+    }
+    return Objective(**fields)
+
+
+def _series(
+    reports: list[dict[str, Any]], lines: list[str], objective: Objective | None
+) -> dict[str, tuple[Point, ...]]:
+    """Each metric by step: each report's, then a trial's printed objective metrics that no
+    report gave (as `observe.recorded.series` reads a local run's)."""
+    found: dict[str, list[Point]] = {}
+    for report in reports:
+        status = report.get("trainerStatus") or {}
+        for metric in status.get("metrics") or []:
+            add_point(found, metric.get("name"), status.get("lastUpdatedTime"), metric.get("value"))
+    if objective is not None:
+        printed: dict[str, list[Point]] = {}
+        for name, values in results.metrics(lines, objective).items():
+            for number in values:
+                add_point(printed, name, None, number)
+        found |= {name: points for name, points in printed.items() if name not in found}
+    return {name: tuple(points) for name, points in sorted(found.items())}
+
+
+def record_of(run: list[Part], read: Source, file: str, stack: str) -> tuple[Record, dict]:
+    """A run's record, and each of its pods' lines (pod -> (container, lines))."""
+    lines = {p.about["pod"]: _lines(read, p) for p in run}
+    by_experiment: dict[str, list[Part]] = {}
+    for part in run:
+        by_experiment.setdefault(part.about["experiment"], []).append(part)
+    made = []
+    for mine in sorted(by_experiment.values(), key=_index):
+        entry = next((p for p in mine if p.about.get("entry")), mine[0])
+        reports = [json.loads(t) for k in entry.reports for t in read.get(k).splitlines() if t]
+        made.append(experiment_run(mine, lines, reports))
+    first = run[0].about
+    ids = hashlib.sha256(" ".join(sorted(p.about["id"] for p in run)).encode()).hexdigest()
+    header: dict[str, Any] = {
+        "name": run[0].group,
+        "started": min(r.created or "" for r in made),
+        "file": file,
+        "path": str(Path(file).resolve()) if file else "",
+        "digest": _digest(file),
+        "stack": stack,
+        "namespace": first["namespace"],
+    }
+    stamp = header["started"].replace("-", "").replace(":", "")
+    header["id"] = f"{stamp}-{header['name'][:40]}-{ids[:6]}"
+    if first.get("trial") is None:
+        (one,) = made
+        record = Record(
+            **header, kind="experiment", state=one.state, ended=one.ended, experiment=one
+        )
+    else:
+        record = _sweep(header, made, _objective(first))
+    texts = {p.about["pod"]: (p.about.get("container", ""), lines[p.about["pod"]]) for p in run}
+    return record, texts
+
+
+def _sweep(
+    header: dict[str, Any], trials: list[ExperimentRun], objective: Objective | None
+) -> Record:
+    """A sweep's record: its trials by index, the best of those that succeeded."""
+    states = {t.state for t in trials}
+    state = State.RUNNING
+    if all(s.ended for s in states):
+        state = State.SUCCEEDED if State.SUCCEEDED in states else State.FAILED
+    done = [t for t in trials if t.state == State.SUCCEEDED and t.objective is not None]
+    best = None
+    if objective is not None and done:
+        pick = min if objective.direction == "minimize" else max
+        best = pick(done, key=lambda t: t.objective).name
+    ended = [t.ended for t in trials if t.ended]
+    return Record(
+        **header,
+        kind="sweep",
+        state=state,
+        ended=max(ended) if state.ended and ended else None,
+        trials=tuple(trials),
+        objective=objective.metric if objective else None,
+        direction=objective.direction if objective else None,
+        best=best,
+    )
+
+
+def _index(parts_of: list[Part]) -> int:
+    """A trial's place in its sweep (as its table orders them)."""
+    return (parts_of[0].about.get("trial") or {}).get("index", 0)
+
+
+def _digest(file: str) -> str:
+    try:
+        return hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else ""
+    except OSError:
+        return ""
+
+
+def _lines(read: Source, part: Part) -> list[str]:
+    text = b"".join(read.get(k) for k in sorted(part.logs))
+    return text.decode(errors="replace").splitlines()
+
+
+def fetch(settings: Settings, file: str = "", stack: str = "") -> list[Path]:
+    """The stack's runs in its store, kept in this machine's (a run's folder named for the
+    run: read again, it is replaced, not doubled); their folders."""
+    try:
+        read = source(settings)
+        kept = parts(read, settings.namespace)
+    except ManifestError:
+        raise
+    except Exception as error:  # (boto3's, the folder's: said at the setting)
+        why = f"{settings.history} could not be read: {error}"
+        raise ManifestError("aichor-iac history", [Problem("aichor:history", why)]) from None
+    folders = []
+    for run in runs(kept):
+        record, texts = record_of(run, read, file, stack)
+        folder = store.root() / record.id
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for pod, (container, lines) in texts.items():
+            _keep_log(folder, pod, container, lines, record.started)
+        pods = [_pod_object(record, pod, container) for pod, (container, _) in texts.items()]
+        store.write_cluster(folder, {"pods": pods})
+        store.write_records(folder, [record])
+        folders.append(folder)
+    return folders
+
+
+def _keep_log(folder: Path, pod: str, container: str, lines: list[str], when: str) -> None:
+    """A pod's lines as a local run keeps them, each after a time (the run's start: the
+    keeper sends no time per line)."""
+    with tempfile.NamedTemporaryFile("w", delete=False) as file:
+        file.writelines(f"{when} {line}\n" for line in lines)
+    try:
+        store.write_log(folder, pod, container, Path(file.name))
+    finally:
+        os.unlink(file.name)
+
+
+def _pod_object(record: Record, pod: str, container: str) -> dict[str, Any]:
+    """The pod as the read API would give it (what a run's readers look it up by)."""
+    run = next(r for r in record.runs() if any(p.name == pod for p in r.pods))
+    about = next(p for p in run.pods if p.name == pod)
+    return {
+        "metadata": {"name": pod, "labels": {INSTANCE: run.name, JOB_NAME: about.job}},
+        "spec": {"containers": [{"name": container}]},
+        "status": {"phase": about.phase},
+    }
