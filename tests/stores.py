@@ -5,6 +5,7 @@ free port and waited for (its health answered), stopped at the end."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -30,11 +31,15 @@ class Server:
     argv: list[str]
     log: Path
     health: str = "/"
+    env: dict[str, str] | None = None
     process: subprocess.Popen | None = None
 
     def start(self) -> Server:
         with self.log.open("a") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+            environ = {**os.environ, **(self.env or {})}
+            self.process = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, env=environ
+            )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -63,7 +68,9 @@ def mlflow_server(folder: Path) -> Server:
     argv = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--backend-store-uri", f"sqlite:///{folder}/mlflow.db"]
     argv += ["--artifacts-destination", str(folder / "artifacts"), "--workers", "1"]
-    return Server(f"http://127.0.0.1:{port}", argv, folder / "mlflow.log", "/health")
+    # (without its job runner and its queues' nine processes: the runs' API is all it serves)
+    quiet = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    return Server(f"http://127.0.0.1:{port}", argv, folder / "mlflow.log", "/health", quiet)
 
 
 def s3_server(folder: Path) -> Server:
