@@ -334,15 +334,18 @@ class Shared:
             cursor["dropped"] = cursor.get("dropped", 0) + skip
         return cursor.get("log", 0)
 
-    def reports(self, start: int) -> list:
-        """The progress reports from the `start`-th on (a line that is no JSON: {})."""
+    def reports(self, cursor: dict) -> tuple:
+        """The progress reports after the store's cursor (its whole lines, read from the byte
+        it reached: a long run's file is never read again), and the byte after them."""
+        start = cursor.get("reportsAt", 0)
+        lines, used = new_lines(self.read(REPORTS, start), final=False)
         found = []
-        for line in self.read(REPORTS, 0, 1 << 30).decode(errors="replace").splitlines()[start:]:
+        for line in lines:
             try:
                 found.append(json.loads(line))
             except ValueError:
                 found.append({})
-        return found
+        return found, start + used
 
     def exits(self) -> list:
         return [int(t) for t in self.read(EXITS).decode().split() if t.lstrip("-").isdigit()]
@@ -364,10 +367,11 @@ class History:
             if not final:
                 break
         first = cursor.get("reports", 0)
-        if reports := shared.reports(first):
+        reports, after = shared.reports(cursor)
+        if reports:
             text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in reports)
             self.target.put(f"{self.place}/reports/{first:08d}.jsonl", text.encode())
-            cursor["reports"] = first + len(reports)
+            cursor["reports"], cursor["reportsAt"] = first + len(reports), after
         pod = {
             "schema": 1,
             **{k: v for k, v in self.who.items() if k != "metrics"},
@@ -402,7 +406,7 @@ class Tracking:
             steps[name] = steps.get(name, 0) + 1
 
         first = cursor.get("reports", 0)
-        reports = self.shared.reports(first)
+        reports, after = self.shared.reports(cursor)
         for report in reports:
             for name, value, ms in reported_metrics(report):
                 add(name, value, ms)
@@ -413,7 +417,8 @@ class Tracking:
         for i in range(0, len(metrics), BATCH):
             batch = {"run_id": run["run_id"], "metrics": metrics[i : i + BATCH]}
             self.mlflow.call("POST", "runs/log-batch", batch)
-        cursor["reports"], cursor["log"] = first + len(reports), start + used
+        cursor["reports"], cursor["reportsAt"] = first + len(reports), after
+        cursor["log"] = start + used
         cursor["steps"] = steps
         self.log(cursor, run, final)
         if final:

@@ -242,3 +242,32 @@ def test_history_reads_a_sweep_back_from_the_bucket_with_this_machines_store_emp
     assert logs.count("epoch=2 loss=") == 6
     again = ran(capsys, "history", "--stack-config", config)  # (read again: not doubled)
     assert again.count("lr-momentum") == listed.count("lr-momentum")
+
+
+@pytest.mark.parametrize(
+    "env, found",
+    [
+        ({"AICHOR_MLFLOW": "https://mlflow.example.com"}, [("mlflow.example.com", 443, True)]),
+        ({"AICHOR_MLFLOW": "http://127.0.0.1:5000"}, [("127.0.0.1", 5000, False)]),
+        (
+            {"AICHOR_HISTORY": "s3://b/p", "AWS_REGION": "eu-west-3"},
+            [("s3.eu-west-3.amazonaws.com", 443, True)],
+        ),
+        (
+            {"AICHOR_HISTORY": "s3://b", "AWS_ENDPOINT_URL": "http://10.1.2.3:9000"},
+            [("10.1.2.3", 9000, False)],
+        ),
+        ({"AICHOR_HISTORY": "/mnt/shared/runs"}, []),  # (a folder: no address)
+    ],
+)
+def test_a_local_runs_pods_reach_the_stores_addresses(env, found) -> None:
+    """Where a local run's pods find each store: the URL's own address (a name: 127.0.0.1 in
+    the hosts file, where the pod's forwarder listens)."""
+    from aichor_iac.local import egress
+
+    keeper = {"name": "aichor-keeper", "env": [{"name": k, "value": v} for k, v in env.items()]}
+    job = {"kind": "Job", "spec": {"template": {"spec": {"initContainers": [keeper]}}}}
+    addresses = egress.addresses([job])
+    assert [(a.host, a.port, a.named) for a in addresses] == found
+    for address in addresses:
+        assert address.ip == ("127.0.0.1" if address.named else address.host)
