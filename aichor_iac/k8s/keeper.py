@@ -17,8 +17,9 @@ and a last time when the pod ends (TERM), what is new goes to each store:
   by step, its log as an artifact, its end), a sweep's trials nested under one parent run.
 
 Nothing waits for a store: a store that fails is tried again next round, each its own cursor
-(kept in the shared folder: a keeper started again sends nothing twice). What is not yet sent
-stays in the shared folder; past PENDING bytes of log behind, the oldest are skipped and
+(kept in the shared folder: a keeper started again sends nothing twice); at the pod's end, a
+store that fails only then is tried for FINAL_SECONDS, one already down once. What is not
+yet sent stays in the shared folder; past PENDING bytes of log behind, the oldest are skipped and
 `pod.json` says how many (`dropped`).
 
 Standard library only, for Python 3.8 and later: it runs in the experiment's image (its source
@@ -522,10 +523,13 @@ def main() -> None:
         deadline = time.monotonic() + INTERVAL
         while not stopping and time.monotonic() < deadline:
             time.sleep(0.1)
-    deadline = time.monotonic() + FINAL_SECONDS  # (the last round, tried again till then)
+    # The last round, tried again for FINAL_SECONDS for a store that failed only now (a
+    # blip); once, for one already down (the pod's end, and a sweep's next trial, never wait
+    # on a store that is out)
+    was_down, deadline = set(down), time.monotonic() + FINAL_SECONDS
     while True:
         send_new(shared, stores, down, final=True)
-        if not down or time.monotonic() > deadline - 1:
+        if not set(down) - was_down or time.monotonic() > deadline - 1:
             break
         time.sleep(1)
 
