@@ -92,9 +92,40 @@ def readers(
             source = source_of(manifest, name, inputs.settings, api, namespace, reader)
             found.append(replace(source, where=where))
     except kubeapi.Unreachable as error:
+        cluster = not args.local and kept is None
+        if cluster and (kept_there := _stored(args, ended, inputs, str(error))):
+            return kept_there
         where = f"aichor-iac {args.handler.__name__}"
         raise ManifestError(where, [Problem("", str(error))]) from None
+    if api is not None and inputs.settings.history and (why := _lacking(found[0])):
+        return _stored(args, ended, inputs, why) or found
     return found
+
+
+def _lacking(source: Source) -> str | None:
+    """Why the cluster cannot tell of the experiment (it cannot be reached, or it has none of
+    its objects: destroyed), else None."""
+    from httpx2 import HTTPError
+
+    try:
+        return None if source.reader.jobs() else "the cluster has none of its objects"
+    except HTTPError as error:
+        return f"cannot reach the cluster ({error})"
+
+
+def _stored(args: argparse.Namespace, ended: Ended, inputs: Inputs, why: str) -> list[Source]:
+    """Where the cluster no longer has the experiments: their newest run the stack's pods
+    kept in its `aichor:history`, read from there (none without one)."""
+    from ..observe import stored
+
+    if not inputs.settings.history or inputs.path == "-":
+        return []
+    if not stored.fetch(inputs.settings, inputs.path, inputs.stack):
+        return []
+    print(
+        f"aichor-iac: {why}: read from aichor:history ({inputs.settings.history})", file=sys.stderr
+    )
+    return readers(argparse.Namespace(**{**vars(args), "local": True}), ended, None, inputs)
 
 
 def _thing(manifest: Experiment, name: str) -> str:

@@ -33,6 +33,7 @@ from .recorded import add_point
 
 GCS_ENDPOINT = "https://storage.googleapis.com"
 INSTANCE, JOB_NAME = "app.kubernetes.io/instance", "batch.kubernetes.io/job-name"
+COMPONENT = "app.kubernetes.io/component"
 
 
 class Source(Protocol):
@@ -333,8 +334,7 @@ def fetch(settings: Settings, file: str = "", stack: str = "") -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         for pod, (container, lines) in texts.items():
             _keep_log(folder, pod, container, lines, record.started)
-        pods = [_pod_object(record, pod, container) for pod, (container, _) in texts.items()]
-        store.write_cluster(folder, {"pods": pods})
+        store.write_cluster(folder, objects_of(run))
         store.write_records(folder, [record])
         folders.append(folder)
     return folders
@@ -351,12 +351,72 @@ def _keep_log(folder: Path, pod: str, container: str, lines: list[str], when: st
         os.unlink(file.name)
 
 
-def _pod_object(record: Record, pod: str, container: str) -> dict[str, Any]:
-    """The pod as the read API would give it (what a run's readers look it up by)."""
-    run = next(r for r in record.runs() if any(p.name == pod for p in r.pods))
-    about = next(p for p in run.pods if p.name == pod)
+def objects_of(run: list[Part]) -> dict[str, list[dict[str, Any]]]:
+    """The run's Jobs and pods as the read API would give them once they ended (what
+    `status`, `logs` and `events` read a kept run by): a pod made again by its Job is one
+    pod, its exits its restarts; a Job is Complete when its pods' last exits are 0, Failed
+    when one is not, running while one runs."""
+    pods: dict[str, dict[str, Any]] = {}
+    exits: dict[str, list[int]] = {}
+    for part in run:  # (the first started first: a pod made again replaces it)
+        about = part.about
+        exits.setdefault(about["pod"], []).extend(about.get("exits") or [])
+        pods[about["pod"]] = _pod_object(about, exits[about["pod"]])
+    jobs: dict[str, dict[str, Any]] = {}
+    for part in run:
+        about = part.about
+        job = jobs.setdefault(about.get("job", ""), _job_object(about))
+        phase = pods[about["pod"]]["status"]["phase"]
+        key = {"Succeeded": "succeeded", "Failed": "failed"}.get(phase, "active")
+        job["status"][key] = job["status"].get(key, 0) + 1
+    for job in jobs.values():
+        status = job["status"]
+        if not status.get("active"):
+            kind, reason = (
+                ("Failed", "BackoffLimitExceeded")
+                if status.get("failed")
+                else ("Complete", "CompletionsReached")
+            )  # (as the Job controller says)
+            status["conditions"] = [{"type": kind, "status": "True", "reason": reason}]
+    return {"jobs": list(jobs.values()), "pods": list(pods.values()), "events": []}
+
+
+def _job_object(about: dict[str, Any]) -> dict[str, Any]:
+    labels = {INSTANCE: about["experiment"], COMPONENT: about.get("role", "")}
     return {
-        "metadata": {"name": pod, "labels": {INSTANCE: run.name, JOB_NAME: about.job}},
-        "spec": {"containers": [{"name": container}]},
-        "status": {"phase": about.phase},
+        "metadata": {"name": about.get("job", ""), "labels": labels},
+        "status": {"startTime": about["started"]},
+    }
+
+
+def _pod_object(about: dict[str, Any], exits: list[int]) -> dict[str, Any]:
+    """A pod as the read API gives one: its main container's state from its last exit."""
+    labels = {INSTANCE: about["experiment"], JOB_NAME: about.get("job", "")}
+    labels[COMPONENT] = about.get("role", "")
+    code = exits[-1] if exits else None
+    if code is None:
+        phase, state = (
+            ("Failed", {"terminated": {"reason": "Unknown"}})
+            if about.get("ended")
+            else ("Running", {"running": {"startedAt": about["started"]}})
+        )
+    else:
+        phase = "Succeeded" if code == 0 else "Failed"
+        reason = "Completed" if code == 0 else "Error"
+        ended = about.get("ended") or about.get("updated")
+        times = {"startedAt": about["started"], "finishedAt": ended}
+        state = {"terminated": {"exitCode": code, "reason": reason, **times}}
+    container = {
+        "name": about.get("container", ""),
+        "restartCount": max(0, len(exits) - 1),
+        "state": state,
+    }
+    return {
+        "metadata": {
+            "name": about["pod"],
+            "labels": labels,
+            "creationTimestamp": about["started"],
+        },
+        "spec": {"containers": [{"name": about.get("container", "")}]},
+        "status": {"phase": phase, "startTime": about["started"], "containerStatuses": [container]},
     }

@@ -25,7 +25,8 @@ real = pytest.mark.skipif(not LocalCluster.available(), reason="needs `ip netns`
 
 def stack(folder: Path, **config: str) -> str:
     path = folder / "Pulumi.dev.yaml"
-    path.write_text(yaml.safe_dump({"config": {f"aichor:{k}": v for k, v in config.items()}}))
+    keys = {k if ":" in k else f"aichor:{k}": v for k, v in config.items()}
+    path.write_text(yaml.safe_dump({"config": keys}))
     return str(path)
 
 
@@ -271,3 +272,47 @@ def test_a_local_runs_pods_reach_the_stores_addresses(env, found) -> None:
     assert [(a.host, a.port, a.named) for a in addresses] == found
     for address in addresses:
         assert address.ip == ("127.0.0.1" if address.named else address.host)
+
+
+@real
+def test_status_logs_and_events_read_the_store_once_the_cluster_has_forgotten(
+    tmp_path, capsys, monkeypatch, mlflow_store, s3_store
+) -> None:
+    """The stack's cluster unreachable, or reached but with none of the sweep's objects (after
+    `pulumi destroy`): `status`, `logs` and `events` read its newest run from aichor:history,
+    and say so."""
+    from fake_kube import Cluster, kubeconfig, serving
+
+    _, bucket = a_sweep_kept(tmp_path, capsys, monkeypatch, mlflow_store, s3_store)
+    monkeypatch.chdir(tmp_path)  # (the Pulumi project's folder: aichor:manifest is in it)
+    table = ran(capsys, "status", "--local", "sweep.yaml")
+    monkeypatch.setenv("AICHOR_IAC_HISTORY", str(tmp_path / "elsewhere"))
+    gone = tmp_path / "gone-kubeconfig"
+    gone.write_text(yaml.safe_dump(kubeconfig("https://127.0.0.1:9")))
+    empty = Cluster(
+        namespace="default", served={"batch/v1/jobs": [], "v1/pods": [], "v1/events": []}
+    )
+    with serving(empty) as url:
+        destroyed = tmp_path / "kubeconfig"
+        destroyed.write_text(yaml.safe_dump(kubeconfig(url)))
+        for kube, why in (
+            (gone, "cannot reach the cluster"),
+            (destroyed, "has none of its objects"),
+        ):
+            config = stack(
+                tmp_path,
+                manifest="sweep.yaml",
+                history=f"s3://{bucket}/kept",
+                historyEndpoint=s3_store.url,
+                **{"kubernetes:kubeconfig": str(kube)},
+            )
+            capsys.readouterr()
+            assert cli.main(["status", "--stack-config", config]) == 0
+            out, err = capsys.readouterr()
+            assert why in err and f"read from aichor:history (s3://{bucket}/kept)" in err
+            sweep = out[out.index("\nlr-momentum\n") :]  # (its trials' table, as the run's)
+            assert sweep.split() == table[table.index("\nlr-momentum\n") :].split()
+            assert "Complete (CompletionsReached)" in out
+            assert cli.main(["logs", "--stack-config", config]) == 0
+            assert "epoch=2 loss=" in capsys.readouterr().out
+            assert cli.main(["events", "--stack-config", config]) == 0
