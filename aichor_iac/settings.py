@@ -229,9 +229,10 @@ class Keeping(_Concern):
     def _service(cls, value: str | None) -> str | None:
         return None if value is None else service_url(value)
 
+    # (named apart from Placement's `_secrets`: a validator of the same name replaces it)
     @field_validator("history_secret", "mlflow_secret")
     @classmethod
-    def _secrets(cls, value: str | None) -> str | None:
+    def _store_secrets(cls, value: str | None) -> str | None:
         return _object_names(value)
 
     @property

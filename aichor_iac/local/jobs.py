@@ -146,7 +146,13 @@ class Controllers:
     def add(self, objects: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
         """The Jobs and PodGroups of `objects` known from now on (none created yet); their
         pods, (Job, index) each."""
-        jobs = [o for o in objects if o["kind"] == "Job"]
+        # Each Job as the API server keeps it once made: a uid of its own (its pods' keepers'
+        # run key), on a copy (the objects given are the caller's, rendered)
+        jobs = [
+            {**o, "metadata": {**o["metadata"], "uid": str(uuid.uuid4())}}
+            for o in objects
+            if o["kind"] == "Job"
+        ]
         pods = [(job, i) for job in jobs for i in range(job["spec"]["completions"])]
         with self.lock:
             self.jobs.extend(jobs)
@@ -154,8 +160,6 @@ class Controllers:
             self.state.update({pod_name(job, i): PodState.PENDING for job, i in pods})
             self.job_by_pod.update({pod_name(job, i): job for job, i in pods})
             for job in jobs:
-                # (a Job made anew has a uid of its own: its pods' keepers' run key)
-                job["metadata"]["uid"] = str(uuid.uuid4())
                 name = job["metadata"]["name"]
                 self.slots[name] = threading.BoundedSemaphore(job["spec"]["parallelism"])
                 self.counted[name] = 0
