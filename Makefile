@@ -29,8 +29,14 @@ $(RUNTIME): $(BIN)/python pyproject.toml
 	$(BIN)/python -m compileall -q aichor_iac
 	touch $(RUNTIME)
 
+# The stores' tests run real servers: MLflow's and moto's (PyPI, the test extra) and Azurite,
+# Microsoft's Azure Storage emulator (npm): without npm, Azure's tests skip and say why.
 $(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install -qq -e '.[test]'
+	@if command -v npm >/dev/null; then \
+	  npm install --prefix $(VENV)/azurite --no-audit --no-fund --silent 'azurite@^3.35' >/dev/null \
+	  || echo "azurite: npm could not install it; the Azure Blob Storage tests will skip"; \
+	fi
 	touch $(STAMP)
 
 demo: $(RUNTIME)

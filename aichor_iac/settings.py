@@ -192,17 +192,19 @@ class Keeping(_Concern):
         None,
         description="Where each pod writes its part of the run's record as it runs: an "
         "absolute path or file:// URL on a volume the pods mount, s3://bucket/prefix (any "
-        "S3-compatible store), or gs://bucket/prefix (GCS's XML API, HMAC keys).",
+        "S3-compatible store), gs://bucket/prefix (GCS's XML API, HMAC keys), or "
+        "az://container/prefix (Azure Blob Storage).",
     )
     history_secret: str | None = Field(
         None,
         description="Secret holding the store's keys as the AWS SDKs name them "
-        "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional AWS_SESSION_TOKEN).",
+        "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional AWS_SESSION_TOKEN), or for az:// "
+        "as the Azure CLI does (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY).",
     )
     history_endpoint: str | None = Field(
         None,
-        description="The S3 endpoint (AWS_ENDPOINT_URL: MinIO, Ceph; unset: AWS's, or GCS's "
-        "for gs://).",
+        description="The store's endpoint (AWS_ENDPOINT_URL: MinIO, Ceph; unset: AWS's, or "
+        "GCS's for gs://; for az://, the account's blob endpoint: Azurite's).",
     )
     history_region: str | None = Field(None, description="The bucket's region (AWS_REGION).")
     mlflow: str | None = Field(
@@ -241,26 +243,24 @@ class Keeping(_Concern):
         return bool(self.history or self.mlflow)
 
 
-HISTORY_SCHEMES = ("file", "s3", "gs")
+HISTORY_SCHEMES = ("file", "s3", "gs", "az")
 
 
 def history_url(value: str) -> str:
-    """A store's URL, checked: an absolute path, file://, s3:// or gs:// with a bucket, no
-    credentials in it (they go in a Secret: a URL is rendered in the pods' spec)."""
+    """A store's URL, checked: an absolute path, file://, s3:// or gs:// with a bucket, az://
+    with a container, no credentials in it (they go in a Secret: a URL is rendered in the
+    pods' spec)."""
     parts = urlsplit(value)
     if not parts.scheme and value.startswith("/"):
         return value
-    if parts.scheme == "az":
-        raise ValueError(
-            "Azure Blob Storage is not written yet: give s3:// (an S3-compatible gateway), "
-            "gs://, or a path on a volume the pods mount"
-        )
     if parts.scheme not in HISTORY_SCHEMES:
-        raise ValueError(f"{value!r}: give an absolute path, file://, s3://bucket or gs://bucket")
+        raise ValueError(
+            f"{value!r}: give an absolute path, file://, s3://bucket, gs://bucket or az://container"
+        )
     if parts.scheme == "file" and (parts.netloc or not parts.path.startswith("/")):
         raise ValueError(f"{value!r}: a file URL is file:///absolute/path")
     if parts.scheme != "file" and not is_dns_label(parts.netloc.replace(".", "-")):
-        raise ValueError(f"{value!r}: give the bucket's name after {parts.scheme}://")
+        raise ValueError(f"{value!r}: give the bucket's (container's) name after {parts.scheme}://")
     if parts.query or parts.fragment:
         raise ValueError(f"{value!r}: no query or fragment (a bucket and a prefix)")
     return value

@@ -149,3 +149,14 @@ def s3_store(tmp_path_factory: pytest.TempPathFactory):
 
     with running(s3_server(tmp_path_factory.mktemp("s3"))) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def azurite_store(tmp_path_factory: pytest.TempPathFactory):
+    """A real Azure Blob Storage emulator (Azurite) on 127.0.0.1, for this test process."""
+    from stores import AZURITE, azurite_server, running
+
+    if not AZURITE.exists():
+        pytest.skip(f"no {AZURITE}: make test installs Azurite with npm (none here?)")
+    with running(azurite_server(tmp_path_factory.mktemp("azurite"))) as server:
+        yield server

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,12 +45,13 @@ class Server:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.argv[0]} ended: {self.log.read_text()[-2000:]}")
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(
-                    self.url + "/health" * self.argv[0].endswith("mlflow"), timeout=2
-                )
+            try:
+                urllib.request.urlopen(self.url + self.health, timeout=2)
                 return self
-            time.sleep(0.2)
+            except urllib.error.HTTPError:  # (it answered: a refusal is an answer)
+                return self
+            except OSError:
+                time.sleep(0.2)
         raise RuntimeError(f"{self.argv[0]} did not answer: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
@@ -99,3 +101,26 @@ def s3_client(url: str):  # (boto3 comes with moto)
             "aws_secret_access_key": KEYS["AWS_SECRET_ACCESS_KEY"],
         },
     )
+
+
+# Azurite's well-known development account (its documentation's, public)
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+AZURITE = BIN.parent / "azurite" / "node_modules" / ".bin" / "azurite-blob"  # (make test's)
+
+
+def azurite_server(folder: Path) -> Server:
+    """Azurite's Blob service (Microsoft's emulator, from npm), which checks Shared Key."""
+    port = free_port()
+    argv = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port)]
+    argv += ["--location", str(folder), "--silent", "--skipApiVersionCheck"]
+    return Server(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", argv, folder / "azurite.log")
+
+
+def blob_client(endpoint: str):
+    from azure.storage.blob import BlobServiceClient
+
+    key = {"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
+    return BlobServiceClient(endpoint, credential=key)

@@ -148,11 +148,57 @@ class Bucket:
         request("PUT", url, body, {**headers, "Content-Type": "application/octet-stream"})
 
 
+class Container:
+    """An Azure Blob Storage container: PUT of block blobs, signed with the account's key
+    (Shared Key); AZURE_STORAGE_BLOB_ENDPOINT for another endpoint (Azurite)."""
+
+    VERSION = "2021-08-06"
+
+    def __init__(self, container: str, prefix: str, environ) -> None:
+        self.account = environ.get("AZURE_STORAGE_ACCOUNT", "")
+        self.key = environ.get("AZURE_STORAGE_KEY", "")
+        endpoint = environ.get("AZURE_STORAGE_BLOB_ENDPOINT")
+        self.base = (endpoint or f"https://{self.account}.blob.core.windows.net").rstrip("/")
+        self.container, self.prefix = container, prefix.strip("/")
+
+    def put(self, key: str, body: bytes) -> None:
+        path = "/".join(p for p in (self.prefix, key) if p)
+        url = f"{self.base}/{self.container}/{urllib.parse.quote(path, safe='/-_.~')}"
+        request("PUT", url, body, azure_headers(url, body, self.account, self.key))
+
+
+def azure_headers(url: str, body: bytes, account: str, key: str, now=None) -> dict:
+    """A block blob's PUT headers, signed with Shared Key (Blob service, version 2015-02-21
+    and later: an empty Content-Length for no body)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    headers = {
+        "x-ms-blob-type": "BlockBlob",
+        "x-ms-date": now.strftime("%a, %d %b %Y %H:%M:%S GMT"),
+        "x-ms-version": Container.VERSION,
+        "Content-Type": "application/octet-stream",
+    }
+    if not key:
+        return headers
+    length = str(len(body)) if body else ""
+    canonical = "".join(
+        f"{k}:{headers[k]}\n" for k in sorted(h for h in headers if h.startswith("x-ms-"))
+    )
+    resource = f"/{account}{urllib.parse.urlsplit(url).path}"
+    fields = ["PUT", "", "", length, "", headers["Content-Type"], "", "", "", "", "", ""]
+    to_sign = "\n".join(fields) + "\n" + canonical + resource
+    digest = hmac.new(base64.b64decode(key), to_sign.encode(), hashlib.sha256).digest()
+    headers["Authorization"] = f"SharedKey {account}:{base64.b64encode(digest).decode()}"
+    return headers
+
+
 def store(url: str, environ):
-    """The store a URL names: a path or file:// (a folder), or s3://bucket/prefix."""
+    """The store a URL names: a path or file:// (a folder), s3://bucket/prefix, or
+    az://container/prefix."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "s3":
         return Bucket(parts.netloc, parts.path, environ)
+    if parts.scheme == "az":
+        return Container(parts.netloc, parts.path, environ)
     return Folder(urllib.parse.unquote(parts.path) if parts.scheme == "file" else url)
 
 

@@ -34,8 +34,10 @@ LOG, REPORTS, EXITS = "output.log", "reports.jsonl", "exit"  # (keeper.py's name
 RESOURCES = {"cpu": "100m", "memory": "192Mi"}
 SECRET_KEYS = {
     "history": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
+    "az": ("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY"),  # (as the Azure CLI names them)
     "mlflow": ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),
 }
+AZURE_ENDPOINT = "AZURE_STORAGE_BLOB_ENDPOINT"  # (the account's blob endpoint: Azurite's)
 GCS_ENDPOINT = "https://storage.googleapis.com"  # (its XML API takes S3's requests)
 JOB_UID = "metadata.labels['batch.kubernetes.io/controller-uid']"  # (the Job controller's)
 
@@ -204,10 +206,9 @@ def sidecar_of(
     ]
     for name, value in _store_env(ctx).items():
         env.append(_env(name, value))
-    for concern, secret in (
-        ("history", settings.history_secret),
-        ("mlflow", settings.mlflow_secret),
-    ):
+    azure = (settings.history or "").startswith("az://")
+    stores = [("az" if azure else "history", settings.history_secret)]
+    for concern, secret in [*stores, ("mlflow", settings.mlflow_secret)]:
         for key in SECRET_KEYS[concern] if secret else ():
             ref = {"name": secret, "key": key, "optional": True}
             env.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
@@ -238,7 +239,8 @@ def _store_env(ctx: Context) -> dict[str, str]:
             env["AWS_ENDPOINT_URL"] = settings.history_endpoint or GCS_ENDPOINT
         env["AICHOR_HISTORY"] = history.removeprefix("file://")
         if settings.history_endpoint:
-            env["AWS_ENDPOINT_URL"] = settings.history_endpoint
+            azure = history.startswith("az://")
+            env[AZURE_ENDPOINT if azure else "AWS_ENDPOINT_URL"] = settings.history_endpoint
         if settings.history_region:
             env["AWS_REGION"] = settings.history_region
     if settings.mlflow:

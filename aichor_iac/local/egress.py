@@ -103,10 +103,14 @@ def addresses(objects: list[dict[str, Any]]) -> list[Address]:
 
 
 def _addresses(env: dict[str, str]) -> list[Address]:
-    urls = [env.get("AICHOR_MLFLOW", "")]
-    if env.get("AICHOR_HISTORY", "").startswith("s3://"):
+    urls, history = [env.get("AICHOR_MLFLOW", "")], env.get("AICHOR_HISTORY", "")
+    if history.startswith("s3://"):
         region = env.get("AWS_REGION") or "us-east-1"
         urls.append(env.get("AWS_ENDPOINT_URL") or f"https://s3.{region}.amazonaws.com")
+    elif history.startswith("az://"):  # (the account: the shell's, as its Secret's stand-in)
+        account = os.environ.get("AZURE_STORAGE_ACCOUNT", "")
+        default = f"https://{account}.blob.core.windows.net" if account else ""
+        urls.append(env.get(keeping.AZURE_ENDPOINT) or default)
     found = []
     for url in filter(None, urls):
         parts = urllib.parse.urlsplit(url)

@@ -7,7 +7,7 @@ its pods and the stack are gone.
 A run is the pods of an experiment (a sweep's: of its trials) that overlapped in time: a run
 again starts after the last one's pods have all ended. An experiment's state is its entry
 pod's: its main container's last exit (0: Succeeded), none while it runs. A bucket is read with
-boto3 (the `stores` extra), a folder as files.
+boto3, a container with azure-storage-blob (the `stores` extra), a folder as files.
 """
 
 from __future__ import annotations
@@ -81,10 +81,40 @@ class Bucket:
         return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
 
 
+class Blobs:
+    """An Azure Blob Storage container, read with azure-storage-blob (the account and its key
+    as the Azure CLI finds them: AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY)."""
+
+    def __init__(self, container: str, prefix: str, endpoint: str | None) -> None:
+        try:
+            from azure.storage.blob import ContainerClient
+        except ImportError:
+            why = "reading a container needs azure-storage-blob: pip install 'aichor-iac[stores]'"
+            raise ManifestError("aichor-iac history", [Problem("aichor:history", why)]) from None
+        account = os.environ.get("AZURE_STORAGE_ACCOUNT", "")
+        url = endpoint or f"https://{account}.blob.core.windows.net"
+        key = {"account_name": account, "account_key": os.environ.get("AZURE_STORAGE_KEY", "")}
+        self.client = ContainerClient(url, container, credential=key)
+        self.prefix = prefix.strip("/")
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def keys(self, under: str) -> list[str]:
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        found = self.client.list_blob_names(name_starts_with=self._key(under))
+        return sorted(name[cut:] for name in found)
+
+    def get(self, key: str) -> bytes:
+        return self.client.download_blob(self._key(key)).readall()
+
+
 def source(settings: Settings) -> Source:
     """The store `aichor:history` names, as this machine reads it."""
     url = settings.history or ""
     parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "az":
+        return Blobs(parts.netloc, parts.path, settings.history_endpoint)
     if parts.scheme in ("s3", "gs"):
         endpoint = settings.history_endpoint or os.environ.get("AWS_ENDPOINT_URL")
         if parts.scheme == "gs":

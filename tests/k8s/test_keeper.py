@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from stores import KEYS, mlflow_server, running, s3_client
 
 from aichor_iac.k8s import keeper, keeping
+from aichor_iac.records import store
 
 pytest.importorskip("mlflow")
 DENY = json.dumps(
@@ -318,3 +319,53 @@ def test_the_signature_is_the_aws_sdks(key: str, body: bytes, token, region: str
     assert mine.endswith(f"Signature={signature}")
     assert f"Credential=testing/{headers['x-amz-date'][:8]}/{region}/s3/aws4_request" in mine
     assert datetime.datetime.strptime(headers["x-amz-date"], "%Y%m%dT%H%M%SZ")
+
+
+def test_a_pods_part_reaches_an_azure_container_signed_with_its_key(
+    tmp_path: Path, azurite_store, monkeypatch
+) -> None:
+    """Azure Blob Storage (Azurite, which checks Shared Key): the pod's part written as
+    block blobs, and read back by `history` (azure-storage-blob); a wrong key is refused and
+    said, and training goes on."""
+    from stores import AZURITE_ACCOUNT, AZURITE_KEY, blob_client
+
+    from aichor_iac.observe import stored
+    from aichor_iac.settings import Settings
+
+    blob_client(azurite_store.url).create_container("runs")
+    azure = {
+        "AZURE_STORAGE_ACCOUNT": AZURITE_ACCOUNT,
+        "AZURE_STORAGE_BLOB_ENDPOINT": azurite_store.url,
+    }
+    folder = tmp_path / "pod"
+    folder.mkdir()
+    append(folder, keeper.LOG, "epoch 0 loss=0.5\nepoch 1 loss=0.25\n")
+    append(folder, keeper.REPORTS, report(0))
+    append(folder, keeper.EXITS, "0\n")
+    person = who("blue")
+    process = start(folder, person, "az://runs/team", AZURE_STORAGE_KEY=AZURITE_KEY, **azure)
+    until(lambda: (folder / keeper.CURSORS).exists())
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0
+    assert "not written" not in process.stderr.read()
+    for key, value in {**azure, "AZURE_STORAGE_KEY": AZURITE_KEY}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AICHOR_IAC_HISTORY", str(tmp_path / "here"))
+    settings = Settings(
+        namespace="team", history="az://runs/team", history_endpoint=azurite_store.url
+    )
+    (kept,) = stored.fetch(settings)
+    (record,) = store.read_records(kept)
+    assert (record.kind, record.state, record.trials[0].name) == ("sweep", "Succeeded", "blue-0")
+    assert [p.value for p in record.trials[0].metrics["accuracy"]] == [0.0]
+    (pod,) = record.trials[0].pods
+    assert store.read_log(kept, pod.name, "")[-1].endswith(" epoch 1 loss=0.25")
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    append(wrong, keeper.LOG, "x\n")
+    bad = "A" * 86 + "=="
+    process = start(wrong, who("red"), "az://runs/team", AZURE_STORAGE_KEY=bad, **azure)
+    line = process.stderr.readline()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0
+    assert "history not written" in line and "403" in line

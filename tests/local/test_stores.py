@@ -170,9 +170,10 @@ def test_the_render_of_a_cluster_experiment_holds_no_credential(
     [
         ("mlflow", "https://user:pw@mlflow.example.com", "URL with credentials"),
         ("historyEndpoint", "http://key:secret@minio:9000", "URL with credentials"),
-        ("history", "az://container/runs", "Azure Blob Storage is not written yet"),
+        ("history", "ftp://host/runs", "az://container"),
+        ("history", "az://", "container's) name"),
         ("history", "runs/here", "absolute path"),
-        ("history", "s3://", "bucket's name"),
+        ("history", "s3://", "bucket's (container's) name"),
         ("history", "file://host/x", "file:///absolute/path"),
         ("mlflow", "mlflow.example.com", "http:// or https://"),
         ("historySecret", "Not_A_Name", "not a Kubernetes name"),
@@ -316,3 +317,30 @@ def test_status_logs_and_events_read_the_store_once_the_cluster_has_forgotten(
             assert cli.main(["logs", "--stack-config", config]) == 0
             assert "epoch=2 loss=" in capsys.readouterr().out
             assert cli.main(["events", "--stack-config", config]) == 0
+
+
+def test_an_azure_container_is_written_with_the_azure_clis_keys(tmp_path, capsys) -> None:
+    config = stack(
+        tmp_path,
+        history="az://runs/team-a",
+        historySecret="blob-keys",
+        historyEndpoint="http://127.0.0.1:10000/devstoreaccount1",
+        networkPolicy="false",
+    )
+    out = ran(capsys, "render", "examples/pytorch.yaml", "--stack-config", config)
+    (pod, *_) = [
+        d["spec"]["template"]["spec"]
+        for d in yaml.safe_load_all(out)
+        if d and d.get("kind") == "Job"
+    ]
+    (keeper,) = [c for c in pod["initContainers"] if c["name"] == "aichor-keeper"]
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["name"]
+        for e in keeper["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert refs == {"AZURE_STORAGE_ACCOUNT": "blob-keys", "AZURE_STORAGE_KEY": "blob-keys"}
+    literal = {e["name"]: e.get("value") for e in keeper["env"] if "value" in e}
+    assert literal["AICHOR_HISTORY"] == "az://runs/team-a"
+    assert literal["AZURE_STORAGE_BLOB_ENDPOINT"] == "http://127.0.0.1:10000/devstoreaccount1"
+    assert "AWS_ENDPOINT_URL" not in literal
