@@ -344,3 +344,32 @@ def test_an_azure_container_is_written_with_the_azure_clis_keys(tmp_path, capsys
     assert literal["AICHOR_HISTORY"] == "az://runs/team-a"
     assert literal["AZURE_STORAGE_BLOB_ENDPOINT"] == "http://127.0.0.1:10000/devstoreaccount1"
     assert "AWS_ENDPOINT_URL" not in literal
+
+
+@real
+def test_a_local_sweep_is_kept_in_an_azure_container_and_read_back(
+    tmp_path, capsys, monkeypatch, azurite_store
+) -> None:
+    """The README's sweep with aichor:history on Azurite (through each pod's network, as
+    the shell reaches it), read back with this machine's store empty."""
+    from stores import AZURITE_ACCOUNT, AZURITE_KEY, blob_client
+
+    blob_client(azurite_store.url).create_container("sweeps")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", AZURITE_ACCOUNT)
+    monkeypatch.setenv("AZURE_STORAGE_KEY", AZURITE_KEY)
+    ran(capsys, "examples", "sweep", "-o", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    config = stack(
+        tmp_path,
+        manifest="sweep.yaml",
+        history="az://sweeps/kept",
+        historySecret="blob-keys",
+        historyEndpoint=azurite_store.url,
+    )
+    ran(capsys, "run", "--local", "sweep.yaml", "--stack-config", config)
+    here = json.loads(ran(capsys, "history", "lr-momentum", "--output", "json"))[0]
+    monkeypatch.setenv("AICHOR_IAC_HISTORY", str(tmp_path / "elsewhere"))
+    ran(capsys, "history", "--stack-config", config)
+    (back,) = json.loads(ran(capsys, "history", "lr-momentum", "--output", "json"))
+    assert back["best"] == here["best"] and len(back["trials"]) == 6
+    assert [t["objective"] for t in back["trials"]] == [t["objective"] for t in here["trials"]]
