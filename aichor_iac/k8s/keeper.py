@@ -499,14 +499,15 @@ class Tracking:
     def log(self, cursor: dict, run: dict, final: bool) -> None:
         """The pod's log as the run's artifact `logs/<pod>.log` (its last ARTIFACT_MAX bytes),
         again when it grew and ARTIFACT_SECONDS have passed, and at the end."""
-        body = self.shared.tail(LOG, ARTIFACT_MAX)
+        # (the log's size, not its tail's, tells it grew: read only when it is to be sent)
+        size = self.shared.size(LOG)
         due = time.time() - cursor.get("artifactTime", 0) >= ARTIFACT_SECONDS
-        if len(body) == cursor.get("artifactSize", 0) or not (due or final):
+        if size == cursor.get("artifactSize", 0) or not (due or final):
             return
-        timeout = 5.0 if final else TIMEOUT
+        body, timeout = self.shared.tail(LOG, ARTIFACT_MAX), 5.0 if final else TIMEOUT
         if not self.mlflow.artifact(run, f"logs/{self.who['pod']}.log", body, timeout):
             say("the run's artifacts are not served by its tracking server: its log is not kept")
-        cursor["artifactSize"], cursor["artifactTime"] = len(body), time.time()
+        cursor["artifactSize"], cursor["artifactTime"] = size, time.time()
 
     def end(self, cursor: dict, run: dict) -> None:
         """The run's end as the main container's last exit says (none: killed)."""
