@@ -8,7 +8,7 @@ import functools
 import pulumi
 
 from aichor_iac import components, doors, settings
-from aichor_iac.observe import history
+from aichor_iac.observe import trials
 from aichor_iac.problems import ManifestError
 
 config = pulumi.Config("aichor")
@@ -18,7 +18,7 @@ try:
     manifests = doors.load_all(path)  # (a file or a directory)
     if any(m.trial is not None and m.trial.learns for m in manifests):  # (each `up`: the
         kubernetes = pulumi.Config("kubernetes")  # trials the results so far allow)
-        manifests = history.from_cluster(
+        manifests = trials.from_cluster(
             functools.partial(doors.load_all, path),
             stack_settings,
             pulumi.get_stack(),

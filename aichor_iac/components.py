@@ -18,6 +18,7 @@ from pulumi_kubernetes.batch.v1 import Job
 from . import planning
 from .credentials import Credentials, progress_credentials, sweep_credentials
 from .experiment.model import Experiment
+from .experiment.state import State
 from .experiment.trial import Trial
 from .frameworks import Plan
 from .k8s import awaits, jupyter, layout, progress, tensorboard
@@ -331,7 +332,7 @@ def export_all(
     """`export` for the experiments of a stack's manifest: one alone as `export` does; several
     (`experiments`) each with its outputs as one stack output named for it."""
     settings = settings or Settings.default()
-    if len(manifests) == 1:
+    if len(manifests) == 1 and not (manifests[0].trial and manifests[0].trial.kept):
         (manifest,) = manifests
         name = settings.experiment_name or manifest.name_in(stack)
         return {name: export(name, manifest, settings)}
@@ -391,7 +392,8 @@ def experiments(
     """A component for each experiment of a stack, keyed by its name (each its own,
     `Experiment.name_in`): the stack's namespace, when the stack creates it, is created with
     the first and the others' objects wait for it; a sweep's objects (`layout.Child.shared`),
-    with its first trial, and its other trials' objects wait for them."""
+    with its first trial, and its other trials' objects wait for them. A trial that ended
+    before (`Trial.kept`) has none."""
     settings = settings or Settings.default()
     if len(manifests) > 1 and settings.experiment_name:
         reason = (
@@ -402,18 +404,24 @@ def experiments(
     named = {settings.experiment_name or m.name_in(stack): m for m in manifests}
     shared = sweep_credentials(named, settings)
     found: dict[str, ExperimentComponent] = {}
-    trials: dict[tuple[str, int], ExperimentComponent] = {}
+    trials: dict[tuple[str, int], ExperimentComponent | State] = {}  # (a kept one: its state)
     failures: dict[str, list[pulumi.Output[list[str]]]] = {}  # (`_failed`)
     after: list[pulumi.Resource] = []
     sweep_objects: dict[str, list[pulumi.Resource]] = {}  # (made with a sweep's first trial)
+    _say_kept(manifests)
     for name, manifest in named.items():
-        own = settings if not found else settings.updated("", create_namespace=False)
         trial = manifest.trial
+        if trial is not None and trial.kept is not None:  # (ended before: not made again)
+            trials[trial.sweep, trial.index] = trial.kept
+            continue
+        own = settings if not found else settings.updated("", create_namespace=False)
         waits: list[pulumi.Input[pulumi.Resource]] = list(after)
         if trial is not None:
             waits += sweep_objects.get(trial.sweep, [])
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
-            waits.append(_after(trials[trial.sweep, trial.waits_for].entry_job))
+            before = trials[trial.sweep, trial.waits_for]
+            if isinstance(before, ExperimentComponent):
+                waits.append(_after(before.entry_job))
         if trial is not None and trial.counted:  # (created unless too many have failed)
             waits.append(sweep_gate(trial, _failed(trial, trials, failures)))
         credentials = shared.get(trial.sweep) if trial is not None else None
@@ -424,6 +432,19 @@ def experiments(
         if component.created_namespace is not None:
             after = [component.created_namespace]
     return found
+
+
+def _say_kept(manifests: Sequence[Experiment]) -> None:
+    """What `pulumi up` says of the trials that ended before (`Trial.kept`)."""
+    kept: dict[str, list[str]] = {}
+    for manifest in manifests:
+        if (trial := manifest.trial) is not None and trial.kept is not None:
+            kept.setdefault(trial.sweep, []).append(f"{trial.index} ({trial.kept.value})")
+    for sweep, said in kept.items():
+        pulumi.log.info(
+            f"sweep {sweep}: trials {', '.join(said)} ended before, as aichor:history keeps "
+            "them: not created again; the sweep goes on from their results"
+        )
 
 
 def _after(job: Job) -> pulumi.Output[pulumi.Resource]:
@@ -457,23 +478,28 @@ def _unlinked(output: pulumi.Output[Any]) -> pulumi.Output[Any]:
 
 def _failed(
     trial: Trial,
-    trials: dict[tuple[str, int], ExperimentComponent],
+    trials: dict[tuple[str, int], ExperimentComponent | State],
     failures: dict[str, list[pulumi.Output[list[str]]]],
 ) -> pulumi.Output[list[str]]:
     """The names of the failed trials among those `trial` counts (its sweep's first ones, up
     to the one it waits for), known once each has ended: `failures[sweep][i]` is trial i's
     count, the one before it and one trial more, so that a sweep's gates grow with its
-    trials, not their square."""
+    trials, not their square. A trial that ended before (`Trial.kept`) counts by its state."""
     counts = failures.setdefault(trial.sweep, [])
     for index in range(len(counts), trial.counted[-1] + 1):
-        component = trials[trial.sweep, index]
+        each = trials[trial.sweep, index]
         before = counts[-1] if counts else pulumi.Output.from_input([])
+        if isinstance(each, State):
+            name = f"{trial.sweep} trial {index}"
+            failed = pulumi.Output.from_input(each is State.FAILED)  # (its entry Job failed)
+        else:
+            name, failed = each.experiment, each.entry_job.status.apply(awaits.job_failed)
 
-        def more(known: list[Any], name: str = component.experiment) -> list[str]:
-            names, status = known
-            return [*names, name] if awaits.job_failed(status) else names
+        def more(known: list[Any], name: str = name) -> list[str]:
+            names, failed = known
+            return [*names, name] if failed else names
 
-        counts.append(_unlinked(pulumi.Output.all(before, component.entry_job.status).apply(more)))
+        counts.append(_unlinked(pulumi.Output.all(before, failed).apply(more)))
     return counts[trial.counted[-1]]
 
 

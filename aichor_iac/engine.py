@@ -343,7 +343,7 @@ def expand(
     if settings.check:  # (offline: `aichor-iac check` reads the cluster, when asked)
         settings = settings.updated("", check=False)
     manifests = [manifest] if isinstance(manifest, Experiment) else list(manifest)
-    if len(manifests) > 1:
+    if len(manifests) > 1 or any(m.trial and m.trial.kept for m in manifests):
         if name:
             raise ValueError(f"a name names one experiment: these are {len(manifests)}")
 

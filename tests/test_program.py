@@ -447,6 +447,72 @@ def test_main_creates_the_trials_a_sweeps_results_on_the_cluster_allow(tmp_path,
     assert made == sorted(f"{t.name}-worker" for t in (first, second, third))
 
 
+def kept_trial(store: str, trial, loss: float, environ: dict) -> None:
+    """A trial's pod, ended with exit 0 after printing its loss, as its keeper leaves it in
+    the bucket `store` (s3://bucket/prefix)."""
+    from aichor_iac.k8s import keeper
+
+    folder = Path(environ["HOME"]) / trial.name
+    folder.mkdir()
+    (folder / keeper.LOG).write_text(f"loss={loss}\n")
+    (folder / keeper.EXITS).write_text("0\n")
+    shared = keeper.Shared(str(folder))
+    who = {
+        "namespace": "default",
+        "experiment": trial.name,
+        "pod": f"{trial.name}-worker-0-x1",
+        "entry": True,
+        "job": f"{trial.name}-worker",
+        "container": "main",
+        "trial": {"sweep": trial.trial.sweep, "index": trial.trial.index, "parameters": {}},
+    }
+    who["trial"]["parameters"] = dict(trial.trial.values)
+    bucket, _, prefix = store.removeprefix("s3://").partition("/")
+    history = keeper.History(keeper.Bucket(bucket, prefix, environ), shared, who)
+    history.send(shared.cursors.setdefault("history", {}), final=True)
+
+
+def test_main_goes_on_from_the_trials_its_store_kept_after_a_destroy(
+    tmp_path, monkeypatch, s3_store
+):
+    """`pulumi destroy`, then `pulumi up` of a sweep that learns with aichor:history (issue
+    67): the cluster has none of its objects, the bucket its first two trials' pods (ended,
+    each its loss printed). The program creates neither again and creates the two trials
+    their results allow, the sweep's Secret with the first of them."""
+    from fake_kube import Cluster, kubeconfig, serving
+    from learning_sweep import ended, sweep_file
+    from stores import KEYS, s3_client
+
+    s3_client(s3_store.url).create_bucket(Bucket="kept")
+    environ = {**KEYS, "AWS_ENDPOINT_URL": s3_store.url, "HOME": str(tmp_path)}
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    path = sweep_file(tmp_path, "tpe", 1, 6)
+    first, second = doors.load_all(path)
+    for trial, loss in ((first, 0.5), (second, 0.25)):
+        kept_trial("s3://kept/runs", trial, loss, environ)
+    cluster = Cluster(namespace="default", served={"batch/v1/jobs": [], "v1/pods": []})
+    monkeypatch.chdir(ROOT)
+    with serving(cluster) as url:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(kubeconfig(url)))
+        rendering = engine.run(
+            program,
+            config={
+                "aichor:manifest": str(path),
+                "aichor:history": "s3://kept/runs",
+                "aichor:historySecret": "store-keys",
+                "aichor:historyEndpoint": s3_store.url,
+                "kubernetes:kubeconfig": str(config),
+            },
+        )
+    made = sorted(r.name for r in rendering.resources if r.kind == "Job")
+    asked = doors.load_all(path, ended({first.name: 0.5, second.name: 0.25}))
+    assert made == sorted(f"{t.name}-worker" for t in asked[2:4])
+    secrets = [r for r in rendering.resources if r.kind == "Secret"]
+    assert [r.parent.rsplit("::", 1)[1] for r in secrets] == [asked[2].name]
+
+
 def test_main_refuses_a_sweep_that_learns_whose_cluster_it_cannot_read(tmp_path, monkeypatch):
     from learning_sweep import sweep_file
 

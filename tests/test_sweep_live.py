@@ -19,6 +19,7 @@ import pytest
 import yaml
 from kube import LocalCluster, pod_env
 from pulumi_up import Deadlock, Failed, Live, unarranged, up
+from waiting import until
 
 from aichor_iac import doors, engine, planning
 from aichor_iac.cli import main
@@ -251,7 +252,7 @@ def test_the_old_order_of_a_master_and_worker_trial_deadlocks(monkeypatch):
 
 class Loop:
     """`aichor-iac up --until-done` of a sweep that learns, over the local cluster: each `up`
-    runs the program as __main__.py does (`history.asked` reads the trials' results from the
+    runs the program as __main__.py does (`trials.asked` reads the trials' results from the
     cluster), then creates what it adds under the engine's awaits. Its one state is the
     stack's (`created`: each resource's URN and inputs), which Pulumi keeps: a loop killed
     and started again is a new Loop on the same stack."""
@@ -268,17 +269,18 @@ class Loop:
 
     def run(self, until=lambda loop: False) -> None:
         """`up` again as results allow, until every trial has ended (or `until` the loop)."""
-        from aichor_iac.observe import history
+        from aichor_iac.observe import trials
 
         while not until(self):
-            self.asked = history.asked(self.load_all, self.settings, "dev", self.client)
+            self.asked = trials.asked(self.load_all, self.settings, "dev", self.client)
             rendering = engine.expand(list(self.asked), self.settings, "dev")
             objects = {r.urn: r.inputs for r in rendering.resources if r.is_kubernetes}
             created = self.created
             assert {u: objects.get(u) for u in created} == created  # (nothing made changes)
             new = [i for u, i in objects.items() if u not in created]
             jobs = [i["metadata"]["name"] for i in objects.values() if i["kind"] == "Job"]
-            every = not new and len(jobs) == self.asked[0].trial.count
+            kept = sum(t.trial.kept is not None for t in self.asked)  # (ended before a destroy)
+            every = not new and len(jobs) + kept == self.asked[0].trial.count
             if every and all(self.local.job_status(j).get("conditions") for j in jobs):
                 return
             if not new:  # (an `up` that changes nothing: nothing new has ended)
@@ -336,6 +338,63 @@ def test_the_loop_killed_after_5_trials_and_started_again_ends_with_an_unbroken_
     expected = [(t.name, t.trial.values) for t in doors.load_all(path, ended(unbroken))]
     assert [(t.name, t.trial.values) for t in again.asked] == expected
     assert len(expected) == 8 and killed.ups >= 2 and again.ups >= 1
+
+
+def test_a_sweep_that_learns_resumes_from_its_store_after_pulumi_destroy(
+    tmp_path, s3_store, monkeypatch
+):
+    """`pulumi destroy` once 4 of its 6 trials have ended, with aichor:history on an
+    S3-compatible server (issue 67); `pulumi up` again, on a cluster that has none of its
+    objects: the program reads those trials' results from the bucket, creates none of them
+    again, and asks the others as a run never destroyed would (the door's, asked from each
+    trial's loss in turn)."""
+    from learning_sweep import ended, loss, sweep_file
+    from stores import KEYS, s3_client
+
+    from aichor_iac.observe import kubeapi, stored, trials
+
+    bucket = "resumed"
+    s3_client(s3_store.url).create_bucket(Bucket=bucket)
+    for key, value in KEYS.items():  # (the pods' optional Secret keys: the shell's)
+        monkeypatch.setenv(key, value)
+    path = sweep_file(tmp_path, "tpe", 7, 6)
+    settings = Settings(
+        wait="none",
+        history=f"s3://{bucket}/runs",
+        history_secret="store-keys",
+        history_endpoint=s3_store.url,
+    )
+    first = engine.expand(list(doors.load_all(path)), settings, "dev")
+    with LocalCluster(first.objects, ENV) as local, LocalApi(local, "default") as api:
+        before = Loop(path, settings, local, api.url)
+        before.run(until=lambda loop: sum(i["kind"] == "Job" for i in loop.created.values()) >= 4)
+        jobs = [i["metadata"]["name"] for i in before.created.values() if i["kind"] == "Job"]
+        until(lambda: all(local.job_status(j).get("conditions") for j in jobs), 120)
+
+        def ended_in_store() -> set[str]:
+            _, kept = stored.read_parts(settings, "test")
+            return {p.about["experiment"] for p in kept if p.about.get("exits")}
+
+        until(lambda: len(ended_in_store()) == 4, 60)  # (each pod's keeper: its last round)
+    destroyed = sorted(ended_in_store())
+    with LocalCluster([], ENV) as empty, LocalApi(empty, "default") as api:
+        resumed = trials.asked(before.load_all, settings, "dev", kubeapi.connect(url=api.url))
+    assert sorted(t.name for t in resumed if t.trial.kept) == destroyed
+    rendering = engine.expand(list(resumed), settings, "dev")
+    made = {o["metadata"]["name"] for o in rendering.objects if o["kind"] == "Job"}
+    assert not made & {f"{name}-worker" for name in destroyed}  # (none made again)
+    with LocalCluster(rendering.objects, ENV) as local, LocalApi(local, "default") as api:
+        after = Loop(path, settings, local, api.url)
+        after.run()
+    unbroken: dict[str, float] = {}
+    for k in range(6):
+        now = doors.load_all(path, ended(unbroken))
+        unbroken.setdefault(now[k].name, loss(dict(now[k].trial.values)))
+    expected = [(t.name, t.trial.values) for t in doors.load_all(path, ended(unbroken))]
+    assert [(t.name, t.trial.values) for t in after.asked] == expected
+    assert {t.name for t in after.asked if t.trial.kept} == set(destroyed)
+    created = [i["metadata"]["name"] for i in after.created.values() if i["kind"] == "Job"]
+    assert len(created) == 2 and not set(created) & set(destroyed)
 
 
 def test_on_a_cluster_early_stopping_ends_a_trials_pods_and_status_says_earlystopped(tmp_path):

@@ -89,6 +89,12 @@ class Trial:
     # its values, as the CRD's ParameterAssignment list in JSON)
     annotations: tuple[tuple[str, str], ...] = ()
     kind: str = "Experiment"  # the sweep's own kind (Katib's; Trainer's "OptimizationJob")
+    # A trial of a sweep that learns that ended in an earlier life of its stack (its Jobs
+    # deleted: `pulumi destroy`), read back from the stack's store (`observe.resumed`): how it
+    # ended. It is not created again; the trials after it neither wait for it nor count it
+    # but by that state.
+    kept: State | None = None
+    first: int = 0  # the first trial its stack makes (its sweep's objects made with it)
 
     @property
     def learns(self) -> bool:

@@ -107,7 +107,7 @@ def sweep(ctx: Context) -> Trial | None:
 
 
 def creates_sweep_objects(ctx: Context) -> bool:
-    return (trial := sweep(ctx)) is not None and trial.index == 0
+    return (trial := sweep(ctx)) is not None and trial.index == trial.first
 
 
 def secret_name(ctx: Context) -> str:

@@ -1,8 +1,9 @@
 """What a cluster holds of a stack's experiments (issue 54), read for `aichor-iac status` and for
-the Pulumi program: each experiment's state (`observe.status.report`), each sweep's trials as
-its table reads them, and a sweep that depends on its results read again with the trials they
-allow, until they allow no more. What ended is read from the cluster alone (each trial's entry
-Job and its first pod's output): any reader, at any time, on any machine, reads the same."""
+the Pulumi program (`observe.trials`): each experiment's state (`observe.status.report`), each
+sweep's trials as its table reads them, and a sweep that depends on its results read again
+with the trials they allow, until they allow no more. What ended is read from what was kept
+of it (each trial's entry Job and its first pod's output: on the cluster, else in the stack's
+store): any reader, at any time, on any machine, reads the same."""
 
 from __future__ import annotations
 
@@ -116,75 +117,3 @@ def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list
                 lines = [text for _, text in source.reader.lines(ran[0])]
         trials.setdefault(trial.sweep, []).append((source.name, trial, state, lines, status))
     return trials
-
-
-def asked(
-    load_all: Callable[[Ended], tuple[Experiment, ...]],
-    settings: Settings,
-    stack: str,
-    api: Any,
-) -> tuple[Experiment, ...]:
-    """The experiments `load_all` reads, with the trials their sweeps' results on the cluster
-    (through `api`) allow: what the Pulumi program creates, step by step, as trials end."""
-
-    last: list[tuple[Experiment, ...]] = []  # (the manifests read last: of the trials that
-    # ended which `settled` ends with, so the file is not read again)
-
-    def load(ended: Ended) -> list[Source]:
-        last[:] = [load_all(ended)]
-        namespace = settings.namespace
-        return [source_of(m, m.name_in(stack), settings, api, namespace) for m in last[0]]
-
-    sources, _, trials, _ = settled(load)
-    _none_lost(sources, trials)
-    return last[0]
-
-
-def _none_lost(sources: list[Source], trials: dict[str, list[Any]]) -> None:
-    """A ManifestError if a sweep has trials on the cluster that its results, as read now, no
-    longer allow (their pods, and the lines they printed, deleted): Pulumi would delete
-    them, and the trials they were asked from could not be asked again."""
-    from ..problems import ManifestError, Problem
-
-    known = {s.name for s in sources}
-    for sweep, each in trials.items():
-        trial, source = each[0][1], next(s for s in sources if s.name == each[0][0])
-        if not trial.learns:
-            continue
-        jobs = source.reader.jobs({trial.label: sweep})
-        there = {j["metadata"]["labels"].get("app.kubernetes.io/instance") for j in jobs}
-        if lost := sorted(n for n in there if n and n not in known):
-            reason = (
-                f"trials {', '.join(lost)} of sweep {sweep} are on the cluster, and the results "
-                "they were asked from can no longer be read (the pods of the trials before "
-                "them, deleted?): nothing is created or deleted; delete those trials' Jobs, "
-                "or the stack, to start the sweep again"
-            )
-            raise ManifestError(sweep, [Problem("spec", reason)])
-
-
-def from_cluster(
-    load_all: Callable[[Ended], tuple[Experiment, ...]],
-    settings: Settings,
-    stack: str,
-    kubeconfig: Any = None,
-    context: str | None = None,
-) -> tuple[Experiment, ...]:
-    """`asked` on the cluster the Kubernetes provider is given (`kubernetes:kubeconfig` and
-    `kubernetes:context`, else the current kubeconfig context): what the Pulumi program of a
-    sweep that depends on its results creates. A cluster that cannot be read is a
-    ManifestError: the program creates nothing rather than fewer trials."""
-    from httpx2 import HTTPError
-    from lightkube.core.exceptions import ApiError
-
-    from ..problems import ManifestError, Problem
-
-    why = "a sweep that depends on its results reads them from its cluster"
-    try:
-        config, named = kubeapi.provider_connection(kubeconfig, context)
-        return asked(load_all, settings, stack, kubeapi.connect(kubeconfig=config, context=named))
-    except kubeapi.Unreachable as error:
-        said = f"{why}: {error}"
-    except (ApiError, HTTPError) as error:
-        said = f"{why}, which answered: {error}"
-    raise ManifestError("Pulumi config", [Problem("kubernetes:kubeconfig", said)])

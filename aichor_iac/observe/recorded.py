@@ -13,7 +13,7 @@ from typing import Any
 
 from ..experiment.trial import Objective
 from ..k8s.progress import CONTAINER
-from ..records.model import ExperimentRun, PodRun, Point, Record, Restart, State
+from ..records.model import ExperimentRun, PodRun, Point, Record, Restart, State, add_point
 from ..records.reader import Recorded
 from ..sweeps import results
 from . import history
@@ -195,14 +195,3 @@ def series(source: history.Source, objective: Objective | None) -> dict[str, tup
                     add_point(printed, name, when, number)
         found |= {name: points for name, points in printed.items() if name not in found}
     return {name: tuple(points) for name, points in sorted(found.items())}
-
-
-def add_point(found: dict[str, list[Point]], name: Any, when: str, value: Any) -> None:
-    """A point after the metric's others, if its value is a number."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return
-    if isinstance(name, str):
-        points = found.setdefault(name, [])
-        points.append(Point(len(points), when or None, number))

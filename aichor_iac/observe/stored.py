@@ -26,10 +26,9 @@ from ..experiment.state import State
 from ..experiment.trial import Objective
 from ..problems import ManifestError, Problem
 from ..records import store
-from ..records.model import ExperimentRun, PodRun, Point, Record, took
+from ..records.model import ExperimentRun, PodRun, Point, Record, add_point, took
 from ..settings import Settings
 from ..sweeps import results
-from .recorded import add_point
 
 GCS_ENDPOINT = "https://storage.googleapis.com"
 INSTANCE, JOB_NAME = "app.kubernetes.io/instance", "batch.kubernetes.io/job-name"
@@ -268,16 +267,47 @@ def _series(
     return {name: tuple(points) for name, points in sorted(found.items())}
 
 
-def record_of(run: list[Part], read: Source, file: str, stack: str) -> tuple[Record, dict]:
-    """A run's record, and each of its pods' lines (pod -> (container, lines))."""
-    lines = {p.about["pod"]: _lines(read, p) for p in run}
+# A run's pods' contents, read from the store once: pod -> (its main container's lines, its
+# progress reports: each the JSON text its receiver took)
+Contents = dict[str, tuple[list[str], list[str]]]
+
+
+def contents(run: list[Part], read: Source) -> Contents:
+    """What each pod of the run printed, and the progress reports it took."""
+    found = {}
+    for part in run:
+        reports = b"".join(read.get(k) for k in part.reports).decode(errors="replace")
+        found[part.about["pod"]] = (_lines(read, part), reports.splitlines())
+    return found
+
+
+def logs_of(run: list[Part], said: Contents) -> dict[tuple[str, str], list[str]]:
+    """Each container's lines as the read API gives them, by (pod, container): each pod's main
+    container's, and the progress receiver's of a pod that took reports (each printed as the
+    receiver prints it)."""
+    from ..k8s.progress import CONTAINER
+    from ..k8s.receiver import LINE
+
+    logs = {}
+    for part in run:
+        pod = part.about["pod"]
+        lines, reports = said[pod]
+        logs[pod, part.about.get("container", "")] = lines
+        if reports:
+            logs[pod, CONTAINER] = [LINE + text for text in reports if text]
+    return logs
+
+
+def record_of(run: list[Part], said: Contents, file: str, stack: str) -> Record:
+    """A run's record, of its pods' contents (`said`)."""
+    lines = {pod: printed for pod, (printed, _) in said.items()}
     by_experiment: dict[str, list[Part]] = {}
     for part in run:
         by_experiment.setdefault(part.about["experiment"], []).append(part)
     made = []
     for mine in sorted(by_experiment.values(), key=_index):
         entry = next((p for p in mine if p.about.get("entry")), mine[0])
-        reports = [json.loads(t) for k in entry.reports for t in read.get(k).splitlines() if t]
+        reports = [json.loads(t) for t in said[entry.about["pod"]][1] if t]
         made.append(experiment_run(mine, lines, reports))
     first = run[0].about
     ids = hashlib.sha256(" ".join(sorted(p.about["id"] for p in run)).encode()).hexdigest()
@@ -294,13 +324,8 @@ def record_of(run: list[Part], read: Source, file: str, stack: str) -> tuple[Rec
     header["id"] = f"{stamp}-{header['name'][:40]}-{ids[:6]}"
     if first.get("trial") is None:
         (one,) = made
-        record = Record(
-            **header, kind="experiment", state=one.state, ended=one.ended, experiment=one
-        )
-    else:
-        record = _sweep(header, made, _objective(first))
-    texts = {p.about["pod"]: (p.about.get("container", ""), lines[p.about["pod"]]) for p in run}
-    return record, texts
+        return Record(**header, kind="experiment", state=one.state, ended=one.ended, experiment=one)
+    return _sweep(header, made, _objective(first))
 
 
 def _sweep(
@@ -346,23 +371,30 @@ def _lines(read: Source, part: Part) -> list[str]:
     return text.decode(errors="replace").splitlines()
 
 
-def fetch(settings: Settings, file: str = "", stack: str = "") -> list[Path]:
-    """The stack's runs in its store, kept in this machine's (a run's folder named for the
-    run: read again, it is replaced, not doubled); their folders."""
+def read_parts(settings: Settings, reader: str) -> tuple[Source, list[Part]]:
+    """The stack's store and every pod's part kept there for its namespace; a ManifestError
+    at aichor:history (said by `reader`) if it cannot be read."""
     try:
         read = source(settings)
-        kept = parts(read, settings.namespace)
+        return read, parts(read, settings.namespace)
     except ManifestError:
         raise
     except Exception as error:  # (boto3's, the folder's: said at the setting)
         why = f"{settings.history} could not be read: {error}"
-        raise ManifestError("aichor-iac history", [Problem("aichor:history", why)]) from None
+        raise ManifestError(reader, [Problem("aichor:history", why)]) from None
+
+
+def fetch(settings: Settings, file: str = "", stack: str = "") -> list[Path]:
+    """The stack's runs in its store, kept in this machine's (a run's folder named for the
+    run: read again, it is replaced, not doubled); their folders."""
+    read, kept = read_parts(settings, "aichor-iac history")
     folders = []
     for run in runs(kept):
-        record, texts = record_of(run, read, file, stack)
+        said = contents(run, read)
+        record = record_of(run, said, file, stack)
         folder = store.root() / record.id
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for pod, (container, lines) in texts.items():
+        for (pod, container), lines in logs_of(run, said).items():
             _keep_log(folder, pod, container, lines, record.started)
         store.write_cluster(folder, objects_of(run))
         store.write_records(folder, [record])
@@ -388,10 +420,11 @@ def objects_of(run: list[Part]) -> dict[str, list[dict[str, Any]]]:
     when one is not, running while one runs."""
     pods: dict[str, dict[str, Any]] = {}
     exits: dict[str, list[int]] = {}
+    reporting = {p.about["pod"] for p in run if p.reports}  # (its receiver took reports)
     for part in run:  # (the first started first: a pod made again replaces it)
         about = part.about
         exits.setdefault(about["pod"], []).extend(about.get("exits") or [])
-        pods[about["pod"]] = _pod_object(about, exits[about["pod"]])
+        pods[about["pod"]] = _pod_object(about, exits[about["pod"]], about["pod"] in reporting)
     jobs: dict[str, dict[str, Any]] = {}
     for part in run:
         about = part.about
@@ -419,7 +452,7 @@ def _job_object(about: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pod_object(about: dict[str, Any], exits: list[int]) -> dict[str, Any]:
+def _pod_object(about: dict[str, Any], exits: list[int], reports: bool) -> dict[str, Any]:
     """A pod as the read API gives one: its main container's state from its last exit."""
     labels = {INSTANCE: about["experiment"], JOB_NAME: about.get("job", "")}
     labels[COMPONENT] = about.get("role", "")
@@ -441,12 +474,17 @@ def _pod_object(about: dict[str, Any], exits: list[int]) -> dict[str, Any]:
         "restartCount": max(0, len(exits) - 1),
         "state": state,
     }
+    spec: dict[str, Any] = {"containers": [{"name": about.get("container", "")}]}
+    if reports:  # (its receiver's lines: the reports it took)
+        from ..k8s.progress import CONTAINER
+
+        spec["initContainers"] = [{"name": CONTAINER, "restartPolicy": "Always"}]
     return {
         "metadata": {
             "name": about["pod"],
             "labels": labels,
             "creationTimestamp": about["started"],
         },
-        "spec": {"containers": [{"name": about.get("container", "")}]},
+        "spec": spec,
         "status": {"phase": phase, "startTime": about["started"], "containerStatuses": [container]},
     }

@@ -27,6 +27,17 @@ class Point:
     value: float
 
 
+def add_point(found: dict[str, list[Point]], name: Any, when: str, value: Any) -> None:
+    """A point after the metric's others, if its value is a number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return
+    if isinstance(name, str):
+        points = found.setdefault(name, [])
+        points.append(Point(len(points), when or None, number))
+
+
 @dataclasses.dataclass(frozen=True)
 class PodRun:
     """A pod of an experiment, as it was last seen."""

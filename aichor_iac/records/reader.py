@@ -1,10 +1,11 @@
-"""A run read back from its record as a cluster is read (`observe.kubeapi.Reader`'s calls):
-the Jobs, pods and events last seen, and the logs kept, of one experiment of the run."""
+"""A run read back from what was kept of it as a cluster is read (`observe.kubeapi.Reader`'s
+calls): the Jobs, pods and events last seen, and the logs kept, of one experiment of the run
+(its record here: `Recorded`; its pods' parts in a stack's store: `observe.resumed`)."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,15 @@ from .model import Change
 INSTANCE = "app.kubernetes.io/instance"
 
 
-class Recorded:
-    """The experiment `experiment` of the run kept in `folder`."""
+class Kept:
+    """The experiment `experiment` of what was kept of a run: its objects as the read API gave
+    them (kind -> objects), and `log(pod, container)`: a container's lines, each
+    `<time> <text>`."""
 
-    def __init__(self, folder: Path, experiment: str) -> None:
-        self.folder, self.experiment = folder, experiment
-        self.objects = _cluster(folder)
+    def __init__(
+        self, objects: dict[str, Any], experiment: str, log: Callable[[str, str], list[str]]
+    ) -> None:
+        self.objects, self.experiment, self.log = objects, experiment, log
 
     def _mine(self, kind: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
         wanted = labels or {INSTANCE: self.experiment}
@@ -40,11 +44,6 @@ class Recorded:
         mine = [e for e in self.objects.get("events", []) if e["involvedObject"]["name"] in names]
         return sorted(mine, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
-    def changes(self) -> tuple[Change, ...]:
-        """Its pods' state changes, in the order they happened."""
-        names = {p["metadata"]["name"] for p in self.pods()}
-        return tuple(Change(**c) for c in store.read_states(self.folder) if c["pod"] in names)
-
     def lines(
         self, pod: str, follow: bool = False, container: str | None = None, tail: int | None = None
     ) -> Iterator[tuple[str, str]]:
@@ -54,10 +53,23 @@ class Recorded:
         if found is None:
             return
         container = container or found["spec"]["containers"][0]["name"]
-        kept = store.read_log(self.folder, pod, container)
+        kept = self.log(pod, container)
         for line in kept[-tail:] if tail else kept:
             when, _, text = line.partition(" ")
             yield when, text
+
+
+class Recorded(Kept):
+    """The experiment `experiment` of the run kept in `folder`."""
+
+    def __init__(self, folder: Path, experiment: str) -> None:
+        super().__init__(_cluster(folder), experiment, functools.partial(store.read_log, folder))
+        self.folder = folder
+
+    def changes(self) -> tuple[Change, ...]:
+        """Its pods' state changes, in the order they happened."""
+        names = {p["metadata"]["name"] for p in self.pods()}
+        return tuple(Change(**c) for c in store.read_states(self.folder) if c["pod"] in names)
 
 
 def _cluster(folder: Path) -> dict[str, Any]:

@@ -9,7 +9,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,12 +101,3 @@ def dashboard(*args: str, cwd: Path | None = None) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
-
-
-def until(check: Any, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.2)
-    raise AssertionError("not within the time")

@@ -19,7 +19,7 @@ NAMESPACE = "default"
 HOSTILE = (
     "<script>window.pwned = 'script'</script>",
     "<img src=x onerror=\"window.pwned = 'img'\">",
-    "\"><svg onload=alert(1)>",
+    '"><svg onload=alert(1)>',
     "{{ 7 * 7 }} </pre></td></tr></table><a href=javascript:alert(1)>click</a>",
 )
 STARTED = "2026-11-29T10:00:00Z"

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from browser import dashboard, launched, until, watched
+from browser import dashboard, launched, watched
 from dashboard_cluster import HOSTILE, cluster_of, finish, kubeconfig_file, sweep_file
 from fake_kube import serving
 from kube import LocalCluster
+from waiting import until
 
 SHOTS = os.environ.get("AICHOR_IAC_SCREENSHOTS")
 
@@ -96,7 +97,9 @@ def test_every_link_is_reached_by_the_keyboard_and_tables_name_their_headers(tmp
         for _ in range(targets + 2):
             page.keyboard.press("Tab")
             reached.add(page.evaluate("document.activeElement.outerHTML"))
-        every = set(page.locator("a[href], button").evaluate_all("els => els.map(e => e.outerHTML)"))
+        every = set(
+            page.locator("a[href], button").evaluate_all("els => els.map(e => e.outerHTML)")
+        )
         assert every <= reached
         table = page.get_by_role("table", name="The trials; a column's button sorts by it")
         assert table.get_by_role("columnheader", name="State").count() == 1
@@ -173,7 +176,9 @@ LOCAL_RUNS = pytest.mark.skipif(
 
 def cli(*args: str, cwd: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "aichor_iac.cli", *args]
-    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 @LOCAL_RUNS
@@ -227,7 +232,12 @@ def test_a_local_sweep_is_watched_as_it_runs(tmp_path, browser):
             log = page.locator("#log span")
             first = until(lambda: log.count(), 30)
             until(lambda: log.count() > first, 30)  # (a line followed, without a reload)
-            until(lambda: page.locator("#metrics-chart").get_attribute("data-points") not in (None, "0"), 30)
+            until(
+                lambda: (
+                    page.locator("#metrics-chart").get_attribute("data-points") not in (None, "0")
+                ),
+                30,
+            )
             assert page.locator("#metrics-none").is_hidden()  # (drawn: no more "none reported")
             shot(page, tmp_path, "experiment")
             page.goto(f"{url}/sweeps/watched")

@@ -5,7 +5,7 @@ keeps the last one and says why; each experiment's state as a person reads it.""
 from __future__ import annotations
 
 import pytest
-from browser import until
+from waiting import until
 
 from aichor_iac.dashboard import views, watch
 from aichor_iac.observe.history import Source

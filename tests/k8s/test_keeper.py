@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from stores import KEYS, mlflow_server, running, s3_client
+from waiting import until
 
 from aichor_iac.k8s import keeper, keeping
 from aichor_iac.records import store
@@ -67,13 +68,6 @@ def start(folder: Path, person: dict, history: str = "", mlflow: str = "", **env
     environ |= {"AICHOR_HISTORY": history, "AICHOR_MLFLOW": mlflow, **env}
     argv = [sys.executable, "-S", "-c", keeping.program()]
     return subprocess.Popen(argv, env=environ, stderr=subprocess.PIPE, text=True)
-
-
-def until(condition, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "not in time"
-        time.sleep(0.2)
 
 
 def mlflow_client(url: str):

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import expand
 from kube import LocalCluster, pod_env
+from waiting import until
 
 from aichor_iac import doors, engine
 from aichor_iac.cli import main
@@ -56,15 +57,6 @@ spec:
             command: [sh, -c, "sleep 600"]
             resources: {limits: {nvidia.com/gpu: 1}}
 """
-
-
-def until(check, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.2)
-    raise AssertionError("not within the time")
 
 
 def test_status_shows_a_crash_loop_and_an_unschedulable_pod():

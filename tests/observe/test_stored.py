@@ -103,7 +103,8 @@ def test_a_sweeps_record_has_its_trials_objectives_and_best(store: Path) -> None
         pod(store, f"s-{index}", f"k{index}", "0\n", trial=trial(index), lines=lines)
     read = stored.Folder(str(store))
     (run,) = stored.runs(stored.parts(read, "team"))
-    record, texts = stored.record_of(run, read, "", "dev")
+    said = stored.contents(run, read)
+    record = stored.record_of(run, said, "", "dev")
     assert (record.kind, record.state, record.best, record.objective) == (
         "sweep",
         State.SUCCEEDED,
@@ -112,7 +113,7 @@ def test_a_sweeps_record_has_its_trials_objectives_and_best(store: Path) -> None
     )
     assert [t.objective for t in record.trials] == [2.0, 0.5, 4.0]
     assert [p.value for p in record.trials[1].metrics["loss"]] == [1.0, 0.5]
-    assert texts["s-1-0-k1"] == ("main", ["loss=1", "loss=0.5"])
+    assert stored.logs_of(run, said)["s-1-0-k1", "main"] == ["loss=1", "loss=0.5"]
     assert json.loads(json.dumps(record.as_json()))["trials"][0]["parameters"] == {"lr": "0"}
 
 
