@@ -89,7 +89,7 @@ class ExperimentComponent(pulumi.ComponentResource):
             )
         settings = settings or Settings.default()
         # Every problem is raised here, before anything is registered: nothing is half-created.
-        ctx = Context(planning.blueprint(manifest, settings, name))
+        ctx = Context(planning.blueprint(manifest, settings, name), pulumi.get_stack())
         children = layout.build(ctx, settings.create_namespace)
         names = ctx.names
         self.experiment, self.namespace, self.plan = names.experiment, names.namespace, ctx.plan
@@ -386,6 +386,11 @@ def experiment(
     return component(name, manifest, settings, opts, after, progress_values)
 
 
+# A sweep's trial as `experiments` made it: its component, or (its name, its state) if it
+# ended before (`Trial.kept`)
+Made = ExperimentComponent | tuple[str, State]
+
+
 def experiments(
     manifests: Sequence[Experiment], settings: Settings | None = None, stack: str = "dev"
 ) -> dict[str, ExperimentComponent]:
@@ -404,7 +409,7 @@ def experiments(
     named = {settings.experiment_name or m.name_in(stack): m for m in manifests}
     shared = sweep_credentials(named, settings)
     found: dict[str, ExperimentComponent] = {}
-    trials: dict[tuple[str, int], ExperimentComponent | State] = {}  # (a kept one: its state)
+    trials: dict[tuple[str, int], Made] = {}
     failures: dict[str, list[pulumi.Output[list[str]]]] = {}  # (`_failed`)
     after: list[pulumi.Resource] = []
     sweep_objects: dict[str, list[pulumi.Resource]] = {}  # (made with a sweep's first trial)
@@ -412,7 +417,7 @@ def experiments(
     for name, manifest in named.items():
         trial = manifest.trial
         if trial is not None and trial.kept is not None:  # (ended before: not made again)
-            trials[trial.sweep, trial.index] = trial.kept
+            trials[trial.sweep, trial.index] = (name, trial.kept)
             continue
         own = settings if not found else settings.updated("", create_namespace=False)
         waits: list[pulumi.Input[pulumi.Resource]] = list(after)
@@ -478,7 +483,7 @@ def _unlinked(output: pulumi.Output[Any]) -> pulumi.Output[Any]:
 
 def _failed(
     trial: Trial,
-    trials: dict[tuple[str, int], ExperimentComponent | State],
+    trials: dict[tuple[str, int], Made],
     failures: dict[str, list[pulumi.Output[list[str]]]],
 ) -> pulumi.Output[list[str]]:
     """The names of the failed trials among those `trial` counts (its sweep's first ones, up
@@ -489,9 +494,9 @@ def _failed(
     for index in range(len(counts), trial.counted[-1] + 1):
         each = trials[trial.sweep, index]
         before = counts[-1] if counts else pulumi.Output.from_input([])
-        if isinstance(each, State):
-            name = f"{trial.sweep} trial {index}"
-            failed = pulumi.Output.from_input(each is State.FAILED)  # (its entry Job failed)
+        if isinstance(each, tuple):
+            name, state = each
+            failed = pulumi.Output.from_input(state is State.FAILED)  # (its entry Job failed)
         else:
             name, failed = each.experiment, each.entry_job.status.apply(awaits.job_failed)
 

@@ -20,9 +20,11 @@ GANG_SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "vo
 
 @dataclass(frozen=True)
 class Context:
-    """What every object of one experiment shares: its blueprint."""
+    """What every object of one experiment shares: its blueprint, and the stack it is made in
+    (its pods' keepers tag their MLflow runs with it; "": none said)."""
 
     blueprint: Blueprint
+    stack: str = ""
 
     @property
     def spec(self) -> Spec:

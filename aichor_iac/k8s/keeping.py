@@ -176,6 +176,8 @@ def who(ctx: Context, group: Group, replica: int | None, main: str) -> dict[str,
         "trial": None,
         "metrics": None,
     }
+    if ctx.stack:  # (its MLflow runs' aichor.stack tag)
+        person["stack"] = ctx.stack
     if trial is not None:
         parameters = dict(trial.values)
         person["trial"] = {"sweep": trial.sweep, "index": trial.index, "parameters": parameters}

@@ -317,7 +317,7 @@ def record_of(run: list[Part], said: Contents, file: str, stack: str) -> Record:
         "file": file,
         "path": str(Path(file).resolve()) if file else "",
         "digest": _digest(file),
-        "stack": stack,
+        "stack": first.get("stack") or stack,  # (the pods': the one they were made in)
         "namespace": first["namespace"],
     }
     stamp = header["started"].replace("-", "").replace(":", "")

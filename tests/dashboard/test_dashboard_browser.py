@@ -269,6 +269,52 @@ def token_file(folder: Path) -> Path:
 
 
 @LOCAL_RUNS
+def test_a_destroyed_stacks_sweep_is_shown_from_its_store(tmp_path, browser, s3_store, monkeypatch):
+    """Issue 67: the README's sweep run with aichor:history on an S3-compatible server; then
+    its cluster has none of its objects (destroyed) and this machine's store is empty. The
+    stack's dashboard shows the sweep from the bucket: its 6 trials, the best, a trial's log."""
+    from fake_kube import Cluster
+    from stores import KEYS, s3_client
+
+    s3_client(s3_store.url).create_bucket(Bucket="shown")
+    for key, value in KEYS.items():  # (the pods' optional Secret keys, and boto3's: the shell's)
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AICHOR_IAC_HISTORY", str(tmp_path / "here"))
+    assert cli("examples", "sweep", "-o", "my-experiment/", cwd=tmp_path).wait() == 0
+    stack = tmp_path / "Pulumi.dev.yaml"
+    config = {
+        "aichor:manifest": "my-experiment/sweep.yaml",
+        "aichor:history": "s3://shown/runs",
+        "aichor:historySecret": "store-keys",
+        "aichor:historyEndpoint": s3_store.url,
+    }
+    stack.write_text(yaml.safe_dump({"config": config}))
+    run = cli(
+        "run", "--local", "my-experiment/sweep.yaml", "--stack-config", str(stack), cwd=tmp_path
+    )
+    assert run.wait() == 0, run.stdout.read()
+    monkeypatch.setenv("AICHOR_IAC_HISTORY", str(tmp_path / "elsewhere"))
+    empty = Cluster(
+        namespace="default", served={"batch/v1/jobs": [], "v1/pods": [], "v1/events": []}
+    )
+    with serving(empty) as api:
+        config["kubernetes:kubeconfig"] = str(kubeconfig_file(tmp_path, api))
+        stack.write_text(yaml.safe_dump({"config": config}))
+        with dashboard("--stack-config", str(stack), cwd=tmp_path) as url:
+            seen = watched(browser, url)
+            page = seen.page
+            page.goto(f"{url}/")
+            head = page.locator("tr.sweep-head")
+            until(lambda: "(6 Succeeded)" in head.inner_text(), 60)
+            assert page.locator("tbody.sweep tr").count() == 7
+            best = head.locator("a.best").inner_text()
+            page.goto(f"{url}/experiments/{best}")
+            until(lambda: "epoch=2 loss=" in page.locator("#log").inner_text())
+            shot(page, tmp_path, "from-the-store")
+    assert seen.dialogs == [] and seen.strays() == [] and seen.errors == []
+
+
+@LOCAL_RUNS
 def test_a_finished_run_is_read_from_its_record_and_a_run_again_followed(tmp_path, browser):
     """Issue 66: the dashboard started after the README's sweep has ended shows it from its
     record (its trials, a trial's log, pods and events); an experiment's page kept open

@@ -12,6 +12,7 @@ import inspect
 import itertools
 import re
 import sys
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from conftest import ROOT
 
 from aichor_iac import cli, doors, engine, planning
 from aichor_iac.components import experiments
+from aichor_iac.experiment.state import State
 from aichor_iac.k8s.awaits import ENDED, SKIP_AWAIT, WAIT_FOR
 from aichor_iac.local.prepare import sweep_gates
 from aichor_iac.problems import ManifestError
@@ -261,6 +263,19 @@ class _Ended(pulumi.runtime.Mocks):
         return {}
 
 
+def run_to_failure(program) -> None:
+    """Run the mocked program; the registrations its failure left waiting ended, as its
+    exit ends them."""
+    try:
+        program()
+    finally:
+        loop = asyncio.get_event_loop()
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+
 @pytest.mark.parametrize("failed", [2, 3])
 def test_pulumi_up_fails_once_as_many_trials_failed_as_the_limit_and_creates_no_later_trial(
     failed: int,
@@ -279,20 +294,45 @@ def test_pulumi_up_fails_once_as_many_trials_failed_as_the_limit_and_creates_no_
         assert created() == set(range(12))
         return
     with pytest.raises(pulumi.RunError) as caught:
-        try:
-            program()
-        finally:  # (the registrations the failure left waiting: ended, as its exit ends them)
-            loop = asyncio.get_event_loop()
-            left = asyncio.all_tasks(loop)
-            for task in left:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        run_to_failure(program)
     names = ", ".join(t.name for t in trials[:3])
     assert str(caught.value) == (
         f"sweep pytorchjob-mnist failed: 3 of its trials failed ({names}), and its "
         "maxFailedTrialCount is 3: trial 5 and those after it are not created"
     )
     assert created() <= set(range(5))  # (3 and 4 wait for 0 and 1 alone: created, or not yet)
+
+
+@pytest.mark.parametrize("kept", [2, 3])
+def test_trials_that_failed_before_a_destroy_count_toward_the_limit_and_are_not_made_again(
+    kept: int,
+) -> None:
+    """Trials that ended, failed, before a `pulumi destroy` (`Trial.kept`: read back from
+    aichor:history): not created again, and counted as their failed Jobs would be."""
+    trials = [
+        t.as_trial(replace(t.trial, kept=State.FAILED)) if t.trial.index < kept else t
+        for t in sweep(example("pytorchjob-mnist.yaml"))  # (failing at 3 failed trials)
+    ]
+    mocks = _Ended(set())
+    pulumi.runtime.reset_options(project=engine.PROJECT, stack="dev")
+    pulumi.runtime.set_mocks(mocks, project=engine.PROJECT, stack="dev", preview=False)
+    program = pulumi.runtime.test(lambda: experiments(list(trials)) and None)
+
+    def created() -> set[int]:
+        return {t.trial.index for t in trials if f"{t.name}-master" in mocks.jobs}
+
+    if kept < 3:
+        program()
+        assert created() == set(range(kept, 12))
+        return
+    with pytest.raises(pulumi.RunError) as caught:
+        run_to_failure(program)
+    names = ", ".join(t.name for t in trials[:3])
+    assert str(caught.value) == (
+        f"sweep pytorchjob-mnist failed: 3 of its trials failed ({names}), and its "
+        "maxFailedTrialCount is 3: trial 5 and those after it are not created"
+    )
+    assert created() <= {3, 4}  # (none kept made again; 3 and 4 wait for none: made, or not yet)
 
 
 def test_a_limit_above_the_trial_count_is_refused() -> None:

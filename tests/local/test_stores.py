@@ -71,6 +71,7 @@ def assert_kept(mlflow_url: str, s3_url: str, experiment: str, bucket: str) -> N
     assert len(trials) == 6 and parent.data.tags["aichor.sweep"] == "lr-momentum"
     assert {r.data.tags["mlflow.parentRunId"] for r in trials} == {parent.info.run_id}
     assert {r.info.status for r in [parent, *trials]} == {"FINISHED"}
+    assert {r.data.tags["aichor.stack"] for r in [parent, *trials]} == {"dev"}
     values = set()
     for run in trials:
         assert set(run.data.params) == {"lr", "momentum"}
