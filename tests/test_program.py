@@ -404,11 +404,23 @@ def test_a_registrations_inputs_are_read_as_the_sdk_reads_them_then_normalised()
     }
 
 
+def run_on(cluster, folder: Path, monkeypatch, config: dict) -> engine.Rendering:
+    """The program, with the stack `config`, its provider's cluster `cluster` (served by
+    tests/fake_kube.py)."""
+    from fake_kube import kubeconfig, serving
+
+    monkeypatch.chdir(ROOT)
+    with serving(cluster) as url:
+        path = folder / "kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig(url)))
+        return engine.run(program, config={**config, "kubernetes:kubeconfig": str(path)})
+
+
 def test_main_creates_the_trials_a_sweeps_results_on_the_cluster_allow(tmp_path, monkeypatch):
     """A sweep that learns (issue 54): each `pulumi up` reads what its trials have reported
     on the provider's cluster (tests/fake_kube.py: the first trial ended, its loss in its
     log) and creates the trials that allows, and no more."""
-    from fake_kube import Cluster, kubeconfig, serving
+    from fake_kube import Cluster
     from learning_sweep import sweep_file
 
     path = sweep_file(tmp_path, "tpe", 1, 6)
@@ -434,14 +446,7 @@ def test_main_creates_the_trials_a_sweeps_results_on_the_cluster_allow(tmp_path,
         served={"batch/v1/jobs": jobs, "v1/pods": [pod], "v1/events": []},
         logs={(pod["metadata"]["name"], ""): ["2026-11-29T10:00:00Z loss=0.5"]},
     )
-    monkeypatch.chdir(ROOT)
-    with serving(cluster) as url:
-        config = tmp_path / "kubeconfig"
-        config.write_text(yaml.safe_dump(kubeconfig(url)))
-        rendering = engine.run(
-            program,
-            config={"aichor:manifest": str(path), "kubernetes:kubeconfig": str(config)},
-        )
+    rendering = run_on(cluster, tmp_path, monkeypatch, {"aichor:manifest": str(path)})
     made = sorted({r.name for r in rendering.resources if r.kind == "Job"})
     third = doors.load_all(path, {first.name: Result(SUCCEEDED, 0.5, (0.5,))})[2]
     assert made == sorted(f"{t.name}-worker" for t in (first, second, third))
@@ -479,7 +484,7 @@ def test_main_goes_on_from_the_trials_its_store_kept_after_a_destroy(
     67): the cluster has none of its objects, the bucket its first two trials' pods (ended,
     each its loss printed). The program creates neither again and creates the two trials
     their results allow, the sweep's Secret with the first of them."""
-    from fake_kube import Cluster, kubeconfig, serving
+    from fake_kube import Cluster
     from learning_sweep import ended, sweep_file
     from stores import KEYS, s3_client
 
@@ -492,20 +497,13 @@ def test_main_goes_on_from_the_trials_its_store_kept_after_a_destroy(
     for trial, loss in ((first, 0.5), (second, 0.25)):
         kept_trial("s3://kept/runs", trial, loss, environ)
     cluster = Cluster(namespace="default", served={"batch/v1/jobs": [], "v1/pods": []})
-    monkeypatch.chdir(ROOT)
-    with serving(cluster) as url:
-        config = tmp_path / "kubeconfig"
-        config.write_text(yaml.safe_dump(kubeconfig(url)))
-        rendering = engine.run(
-            program,
-            config={
-                "aichor:manifest": str(path),
-                "aichor:history": "s3://kept/runs",
-                "aichor:historySecret": "store-keys",
-                "aichor:historyEndpoint": s3_store.url,
-                "kubernetes:kubeconfig": str(config),
-            },
-        )
+    config = {
+        "aichor:manifest": str(path),
+        "aichor:history": "s3://kept/runs",
+        "aichor:historySecret": "store-keys",
+        "aichor:historyEndpoint": s3_store.url,
+    }
+    rendering = run_on(cluster, tmp_path, monkeypatch, config)
     made = sorted(r.name for r in rendering.resources if r.kind == "Job")
     asked = doors.load_all(path, ended({first.name: 0.5, second.name: 0.25}))
     assert made == sorted(f"{t.name}-worker" for t in asked[2:4])
