@@ -311,9 +311,11 @@ def mutate_file(documents: list[dict], rng: random.Random) -> list[dict]:
     custom = [d for d in documents if str(d.get("apiVersion")).startswith(CR_GROUPS)]
     for _ in range(rng.randint(1, 3)):
         target = rng.choice(custom if custom and rng.random() < 0.8 else documents)
-        action = rng.randrange(6)
+        action = rng.randrange(7)
         if action == 0:
             hostile(target, rng)
+        elif action == 6:
+            zero_counted(target, rng)
         elif action == 5:
             deleted(target, rng)
         elif action == 1:
@@ -324,6 +326,53 @@ def mutate_file(documents: list[dict], rng: random.Random) -> list[dict]:
         else:
             odd(target, rng)
     return documents
+
+
+# The counts of every door's resources (Kubeflow's and KubeRay's replicas, a JobSet's
+# replicated Jobs and their Jobs' pods, a TrainJob's nodes, a sweep's trials, MPI's slots)
+COUNTS = {
+    "replicas", "minReplicas", "maxReplicas", "completions", "parallelism", "numNodes",
+    "numProcPerNode", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount",
+    "slotsPerWorker", "count", "minAvailable", "jobIndex", "podIndex",
+}  # fmt: skip
+
+
+def zero_counted(document: dict, rng: random.Random) -> None:
+    """One of the resource's counts (`COUNTS`, at any depth) set to 0."""
+    if found := counts(document):
+        node, key = rng.choice(found)
+        node[key] = 0
+
+
+def counts(document: dict) -> list[tuple[dict, str]]:
+    """Each count of the document (`COUNTS`, at any depth): the map holding it, its key."""
+    found: list[tuple[dict, str]] = []
+    stack: list[Any] = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            found += [(node, k) for k in sorted(node) if k in COUNTS and type(node[k]) is int]
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def zero_cases() -> list[tuple[str, str]]:
+    """Every custom resource file with one of its resources' counts set to 0, each count of
+    each file in turn: (door, text)."""
+    cases = []
+    for documents in FILES:
+        for i, document in enumerate(documents):
+            if not str(document.get("apiVersion")).startswith(CR_GROUPS):
+                continue
+            for n in range(len(counts(document))):
+                mutated = copy.deepcopy(documents)
+                node, key = counts(mutated[i])[n]
+                node[key] = 0
+                text = yaml.safe_dump_all(mutated, sort_keys=False)
+                cases.append((door_of(text), text))
+    return cases
 
 
 def deleted(document: dict, rng: random.Random) -> None:

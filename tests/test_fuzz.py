@@ -7,7 +7,7 @@ where a shell runs it. `make fuzz` runs 100,000."""
 from __future__ import annotations
 
 import pytest
-from fuzz import HOSTILE, MAX_CASE_MIB, _unquoted, run
+from fuzz import HOSTILE, KINDS, MAX_CASE_MIB, _unquoted, check, run, zero_cases
 
 
 def test_five_thousand_hostile_manifests_end_cleanly():
@@ -28,6 +28,23 @@ def test_five_thousand_hostile_manifests_end_cleanly():
         "Experiment",
         "OptimizationJob",
     } <= doors
+
+
+ZERO_CASES = zero_cases()
+
+
+@pytest.mark.parametrize("door", sorted({door for door, _ in ZERO_CASES}))
+def test_each_count_of_each_doors_files_at_zero_is_taken_or_refused(door):
+    """Every count of every custom resource file (replicas, completions, nodes, trials,
+    slots…) set to 0 in turn: accepted and rendered as the API server takes it, or refused
+    at its field; never a crash (a JobSet's only replicated Job at 0: issue 68)."""
+    outcomes = [check(text, render_it=True) for each, text in ZERO_CASES if each == door]
+    assert [d for o, d in outcomes if o not in ("accepted", "refused")] == []
+
+
+def test_the_zero_counts_reach_every_door():
+    """(An AIchor manifest's counts: `fuzz.plausible` sets a group's count to 0.)"""
+    assert set(KINDS) <= {door for door, _ in ZERO_CASES}
 
 
 @pytest.mark.parametrize(

@@ -290,6 +290,11 @@ def test_the_inputs_that_crashed_are_clear_problems_at_their_field(path: Path) -
             "runtime: spec.template.spec.replicatedJobs.0.template.spec.template.spec.containers",
             "give at least one container",
         ),
+        # (issue 68: a JobSet whose only replicated Job has replicas 0: an IndexError)
+        "jobset-replicas-zero": (
+            "spec.replicatedJobs.0.replicas",
+            "0 makes no Job of this replicated Job: give 1 or more, or remove it",
+        ),
     }[path.stem]
     with pytest.raises(ManifestError) as error:
         doors.load(path)

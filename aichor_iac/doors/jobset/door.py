@@ -278,6 +278,9 @@ def _shape(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> dict[str
             found.append(Problem(f"{at}.{key}", f"a whole number from 1 to {MAX_INDEXED:,}"))
     if not 0 <= job.get("backoffLimit", DEFAULT_BACKOFF) <= INT32:
         found.append(Problem(f"{at}.backoffLimit", "a whole number, 0 or more"))
+    if rjob.replicas == 0:  # (the JobSet controller makes no Job of it; of all: runs none)
+        reason = "0 makes no Job of this replicated Job: give 1 or more, or remove it"
+        found.append(Problem(f"{where}.replicas", reason))
     if rjob.replicas > MAX_JOBS:
         reason = (
             f"{rjob.replicas:,} Jobs, each a resource of the stack: at most {MAX_JOBS:,} "
