@@ -52,6 +52,11 @@ def resource_class(kind: str) -> Callable[..., pulumi.CustomResource]:
     return getattr(importlib.import_module(f"pulumi_kubernetes.{module}"), name)
 
 
+# What an object is created after: a resource, or a gate (`sweep_gate`: an output that
+# resolves, to nothing, once the object may be created; Pulumi awaits a dependency's outputs)
+Wait = pulumi.Input[pulumi.Resource] | pulumi.Output[None]
+
+
 class ExperimentComponent(pulumi.ComponentResource):
     """An AIchor experiment as Kubernetes objects: a headless Service and one Indexed Job per
     replica group, created in dependency order. `name` is the experiment name (shortened
@@ -75,7 +80,7 @@ class ExperimentComponent(pulumi.ComponentResource):
         manifest: Experiment,
         settings: Settings | None = None,
         opts: pulumi.ResourceOptions | None = None,
-        after: Sequence[pulumi.Input[pulumi.Resource]] = (),
+        after: Sequence[Wait] = (),
         progress_values: Credentials | None = None,
     ) -> None:
         """`after`: resources every object waits for (the namespace another experiment of
@@ -147,7 +152,7 @@ class ExperimentComponent(pulumi.ComponentResource):
 
     def _child(
         self,
-        depends_on: list[pulumi.Resource] | None = None,
+        depends_on: Sequence[Wait] | None = None,
         timeout: int | None = None,
         retain: bool = False,
     ) -> pulumi.ResourceOptions:
@@ -158,7 +163,7 @@ class ExperimentComponent(pulumi.ComponentResource):
             timeouts = pulumi.CustomTimeouts(create=f"{timeout}s", update=f"{timeout}s")
         return pulumi.ResourceOptions(
             parent=self,
-            depends_on=depends_on or None,
+            depends_on=list(depends_on) if depends_on else None,  # type: ignore[arg-type]
             delete_before_replace=True,
             custom_timeouts=timeouts,
             retain_on_delete=retain or None,
@@ -179,7 +184,9 @@ class ExperimentComponent(pulumi.ComponentResource):
             values["ssh-publickey"] = key.public_key_openssh
         if jupyter.TOKEN_KEY in keys:
             values[jupyter.TOKEN_KEY] = self._password(f"{name}-jupyter-token", 48)
-        marked = {k: pulumi.Output.secret(v) for k, v in values.items()}
+        marked: dict[str, pulumi.Output[str]] = {
+            k: pulumi.Output.secret(v) for k, v in values.items()
+        }
         if progress.TOKEN in keys:  # (marked where they are made: once for a whole sweep)
             marked |= progress_values or progress_credentials(
                 name, [progress.host(ctx)], self._child()
@@ -378,7 +385,7 @@ def experiment(
     manifest: Experiment,
     settings: Settings | None = None,
     opts: pulumi.ResourceOptions | None = None,
-    after: Sequence[pulumi.Input[pulumi.Resource]] = (),
+    after: Sequence[Wait] = (),
     progress_values: Credentials | None = None,
 ) -> ExperimentComponent:
     """The component for the manifest's operator."""
@@ -420,7 +427,7 @@ def experiments(
             trials[trial.sweep, trial.index] = (name, trial.kept)
             continue
         own = settings if not found else settings.updated("", create_namespace=False)
-        waits: list[pulumi.Input[pulumi.Resource]] = list(after)
+        waits: list[Wait] = list(after)
         if trial is not None:
             waits += sweep_objects.get(trial.sweep, [])
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
@@ -515,10 +522,11 @@ def sweep_gate(trial: Trial, failed: pulumi.Output[list[str]]) -> pulumi.Output[
     fails, naming them, and `pulumi up` with it, creating no later trial (Katib creates none
     once the experiment has failed). The engine is told of the trial it waits for alone
     (`_after`); the program holds it back until the others have ended."""
-    assert trial.max_failed is not None
+    limit = trial.max_failed
+    assert limit is not None
 
     def check(names: list[str]) -> None:
-        if len(names) >= trial.max_failed:  # (Katib's `failed >= maxFailedTrialCount`)
+        if len(names) >= limit:  # (Katib's `failed >= maxFailedTrialCount`)
             raise pulumi.RunError(
                 f"sweep {trial.sweep} failed: {len(names)} of its trials failed "
                 f"({', '.join(names)}), and its maxFailedTrialCount is {trial.max_failed}: "

@@ -32,6 +32,10 @@ class Refused(Exception):
         self.code = code
 
 
+def _all(api: Any, kind: Any, namespace: str) -> list[Any]:
+    return list(api.list(kind, namespace=namespace))
+
+
 def _read(call: Callable[[], Any]) -> Any:
     """The call's answer, or Refused with the API's code."""
     from lightkube.core.exceptions import ApiError
@@ -116,7 +120,7 @@ def _namespace(api: Any, name: str, created: bool) -> tuple[dict[str, str] | Non
 
 def _permissions(api: Any, accesses: list[needs.Access]) -> list[Line]:
     """A line per resource: the verbs the user lacks (SelfSubjectAccessReview)."""
-    lines = []
+    lines: list[Line] = []
     for access in accesses:
         check = f"permissions: {access.name}"
         try:
@@ -212,7 +216,7 @@ def _local_queue(api: Any, namespace: str, queue: str) -> Line:
     for version in KUEUE_VERSIONS:
         kind = _generic(f"kueue.x-k8s.io/{version}", "LocalQueue", "localqueues")
         try:
-            found = _read(lambda kind=kind: list(api.list(kind, namespace=namespace)))
+            found = _read(functools.partial(_all, api, kind, namespace))
         except Refused as refused:
             if refused.code == 404:
                 continue

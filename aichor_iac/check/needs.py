@@ -4,7 +4,7 @@ template with how many of its pods run at once."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +130,7 @@ def resource_names(spec: dict[str, Any]) -> set[str]:
 
 def pod_totals(workloads: list[Pods]) -> dict[str, float]:
     """The workloads' pods' usage, by ResourceQuota key, all running at once."""
-    usage: Counter[str] = Counter()
+    usage: defaultdict[str, float] = defaultdict(float)
     for workload in workloads:
         usage["pods"] += workload.at_once
         for name in resource_names(workload.spec) | {"cpu", "memory"}:
@@ -143,7 +143,7 @@ def pod_totals(workloads: list[Pods]) -> dict[str, float]:
 def object_totals(objects: list[dict[str, Any]]) -> dict[str, float]:
     """The experiment's objects, by ResourceQuota key (`services`, `count/jobs.batch`, …), and
     the storage its claims request."""
-    usage: Counter[str] = Counter()
+    usage: defaultdict[str, float] = defaultdict(float)
     counted = {
         "Service": "services",
         "Secret": "secrets",

@@ -10,7 +10,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
     except KeyboardInterrupt:  # (Ctrl-C: the pods are stopped, the run kept as Interrupted)
-        return interrupted(keeping and keeping.folder, as_json)
+        return interrupted(keeping.folder if keeping else None, as_json)
     inputs = asked.inputs if asked else inputs  # (every trial the sweep asked)
     ended = (outcomes, shown.reports)
     return _results(inputs, ended, shown.trial_lines(), out if not as_json else None, args.plot)
@@ -226,7 +226,7 @@ def _run_locally(
     args: argparse.Namespace,
     inputs: Inputs,
     line: Callable[[str, str], None],
-    on_progress: Callable[[dict[str, str]], None] | None,
+    on_progress: Callable[[Mapping[str, str]], None] | None,
     asked: Asked | None = None,
     record: Path | None = None,
 ) -> dict[str, Outcome]:

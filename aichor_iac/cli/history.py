@@ -183,6 +183,8 @@ def _logs(folder: Path, record: Record, as_json: bool) -> int:
         reader = Recorded(folder, run.name)
         for pod in run.pods:
             lines += [(when, pod.name, text) for when, text in reader.lines(pod.name)]
-    for when, pod, text in sorted(lines, key=lambda line: line[0]):
-        print(json.dumps({"pod": pod, "time": when, "line": text}) if as_json else f"{pod} {text}")
+    for when, name, text in sorted(lines, key=lambda line: line[0]):
+        print(
+            json.dumps({"pod": name, "time": when, "line": text}) if as_json else f"{name} {text}"
+        )
     return 0

@@ -13,7 +13,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,8 +86,8 @@ def readers(
                     places[thing] = _located(inputs, manifest, thing)
                 here, where = places[thing], places[thing].where
                 if here.url is not None:
-                    api, namespace = kubeapi.connect(url=here.url), here.namespace
-                else:
+                    api, namespace = kubeapi.connect(url=here.url), here.namespace or namespace
+                elif here.folder is not None:
                     reader = Recorded(here.folder, name)
             source = source_of(manifest, name, inputs.settings, api, namespace, reader)
             found.append(replace(source, where=where))
@@ -364,17 +364,19 @@ def _logs(args: argparse.Namespace, sources: list[Any]) -> int:
             say(pod, when, text)
         return 0
     threads = [
-        threading.Thread(
-            target=lambda pod=pod, s=s: [say(pod, *line) for line in s.lines(pod, True)],
-            daemon=True,
-        )
-        for pod, s in pods
+        threading.Thread(target=_say_all, args=(say, pod, s), daemon=True) for pod, s in pods
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     return 0
+
+
+def _say_all(say: Callable[..., None], pod: str, reader: Any) -> None:
+    """Each line of the pod's log as it comes, said (a thread of `logs --follow`)."""
+    for line in reader.lines(pod, True):
+        say(pod, *line)
 
 
 def events(args: argparse.Namespace) -> int:

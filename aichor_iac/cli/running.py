@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -69,7 +69,7 @@ class RunOutput:
         colour = self.colours.setdefault(pod, COLOURS[len(self.colours) % len(COLOURS)])
         self.out.print(f"[{colour}]{escape(pod)}[/] {escape(text)}", soft_wrap=True)
 
-    def moved(self, states: dict[str, str]) -> None:
+    def moved(self, states: Mapping[str, str]) -> None:
         """The pods' states changed."""
         self.states = dict(states)
         self._refresh()

@@ -65,7 +65,8 @@ class Follower:
     def __init__(self, reader: Any, pod: str) -> None:
         self.reader, self.pod = reader, pod
         self.lines: deque[tuple[int, str, str]] = deque(maxlen=KEPT_LINES)
-        self.count, self.ended, self.error = 0, False, None
+        self.count, self.ended = 0, False
+        self.error: str | None = None
         self.asked = time.monotonic()
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._follow, daemon=True, name=f"log {pod}")

@@ -218,10 +218,14 @@ def _with_clusters(documents: list[text.Document]) -> list[text.Document]:
 def _same_names(experiments: list[Experiment], lines: list[int] | None = None) -> list[Problem]:
     """A problem for each experiment named as an earlier one (at `lines`, each one's): the
     experiments of a stack differ in name."""
-    problems, first = [], {}
-    for experiment, line in zip(experiments, lines or [None] * len(experiments), strict=True):
+    problems: list[Problem] = []
+    first: dict[str, str] = {}
+    at: list[int | None] = list(lines) if lines else [None] * len(experiments)
+    for experiment, line in zip(experiments, at, strict=True):
         name = experiment.name or experiment.generate_name
-        if name and name in first:
+        if not name:
+            continue
+        if name in first:
             reason = (
                 f"a second experiment named {name!r} (the first is in {first[name]}): the "
                 "experiments of a stack have names of their own; rename one"

@@ -351,7 +351,7 @@ def tpu_env(names: Names, slot: Slot) -> tuple[Env, ...]:
     if slot.tpu is None:
         return ()
     hosts = ",".join(names.host(slot.role, w) for w in range(slot.count))
-    env = (
+    env: tuple[Env, ...] = (
         Env.index("TPU_WORKER_ID"),
         Env("TPU_WORKER_HOSTNAMES", hosts),
         Env("TPU_NAME", slot.role),

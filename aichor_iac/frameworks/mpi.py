@@ -187,7 +187,7 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
         after=("worker",) if count and wait_ready else (),
         mounts=(ssh, OPERATOR_CONFIG),
     )
-    groups = (launcher,)
+    groups: tuple[Group, ...] = (launcher,)
     if count:
         groups = (_operator_worker(workers, names, ssh, wait_ready), launcher)
     return Plan(

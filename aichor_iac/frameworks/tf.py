@@ -38,7 +38,7 @@ def plan(spec: Spec, names: Names) -> Plan:
     entry_host = names.host(entry, 0)
     groups = []
     for slot in sorted(slots, key=lambda s: s.role != entry):  # the entry point first
-        env = ()
+        env: tuple[Env, ...] = ()
         if world_size(slots) > 1:
             env = (Env("TF_CONFIG", tf_config(cluster, slot.role)),)
         only_entry = slot.role == entry and slot.spec.count == 1

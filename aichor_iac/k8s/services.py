@@ -136,8 +136,8 @@ def storage(
 ) -> tuple[list[kinds.VolumeArgs], list[kinds.VolumeMountArgs]]:
     """Volumes and mounts of the shared volume and of the existing claims to attach."""
     claims = [(c.name, c.mount_point) for c in ctx.spec.storage.attach_existing_pvcs]
-    if ctx.shared_volume_claim:
-        claims.insert(0, (ctx.shared_volume_claim, ctx.spec.storage.shared_volume.mount_point))
+    if ctx.shared_volume_claim and (shared := ctx.spec.storage.shared_volume) is not None:
+        claims.insert(0, (ctx.shared_volume_claim, shared.mount_point))
     volumes, mounts = [], []
     for i, (claim, mount_point) in enumerate(claims):
         name = f"storage-{i}"

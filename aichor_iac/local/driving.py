@@ -10,7 +10,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from ..k8s import awaits
 from .api import LocalApi, announce
 from .cluster import LocalCluster
 from .growth import Batch
-from .jobs import owner
+from .jobs import PodState, owner
 from .parts import HELD_BACK, TIMED_OUT, Outcome, Part
 from .prepare import Gate
 from .recording import Recorder
@@ -74,7 +74,7 @@ class Run:
     def drive(
         self,
         on_line: Callable[[str, str], None] | None,
-        on_progress: Callable[[dict[str, str]], None] | None,
+        on_progress: Callable[[Mapping[str, str]], None] | None,
         private: bool = False,
     ) -> dict[str, Outcome]:
         """Create every Job, wait for each experiment's outcome, leave the cluster; the
@@ -97,7 +97,7 @@ class Run:
             _recorded(self, cluster) as record,  # (its end kept before it is unannounced)
         ):
             creating = _Creation(cluster, self.after, self.gates, self.timeout)
-            deadline, states = time.monotonic() + self.timeout, {}
+            deadline, states = time.monotonic() + self.timeout, dict[str, PodState]()
             outcomes: dict[str, Outcome] = {}
             while time.monotonic() < deadline and not self._ended(outcomes):
                 record()

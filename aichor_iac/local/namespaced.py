@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +29,7 @@ from .parts import Outcome, Part, first_failure
 def in_user_namespace(
     run: Run,
     on_line: Callable[[str, str], None] | None,
-    on_progress: Callable[[dict[str, str]], None] | None,
+    on_progress: Callable[[Mapping[str, str]], None] | None,
     growth: Growth | None = None,
 ) -> dict[str, Outcome]:
     """Without root: the run in a child process inside a user namespace (`child`), the
@@ -49,7 +49,7 @@ def in_user_namespace(
         stack.callback(shutil.rmtree, sockets, ignore_errors=True)
         if egress.addresses(run.objects):  # (the stores, reached from this side)
             env[egress.EGRESS] = stack.enter_context(egress.served(os.path.join(sockets, "egress")))
-        announced = unannounced
+        announced: Callable[[list[Part]], None] = unannounced
         if run.announced and run.api_socket is not None:
             url = stack.enter_context(forwarded(run.api_socket))
             announced = stack.enter_context(announcing(run, url))

@@ -36,7 +36,7 @@ class Node:
         private: bool,
         entrypoints: dict[str, list[str]],
     ) -> None:
-        self.workloads, self.services = list(workloads), []
+        self.workloads, self.services = list(workloads), list[dict[str, Any]]()
         self.env, self.on_line = env, on_line  # (pod[/container], line) as each is printed
         self.workdir = workdir  # where commands run (an image's working dir)
         self.entrypoints = entrypoints  # image -> what it runs without a command

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,10 @@ def sweep_gates(blueprints: list[Blueprint]) -> dict[str, Gate]:
         if trial := blueprint.manifest.trial:
             entries[trial.sweep, trial.index] = Context(blueprint).entry_job()
     return {
-        b.names.experiment: (trial.max_failed, [entries[trial.sweep, i] for i in trial.counted])
+        b.names.experiment: (
+            trial.max_failed or 0,
+            [entries[trial.sweep, i] for i in trial.counted],
+        )
         for b in blueprints
         if (trial := b.manifest.trial) and trial.counted  # (counted: max_failed is set)
     }
@@ -154,7 +158,7 @@ def capped_to(manifest: Any, replicas: int) -> Any:
     return manifest.model_copy(update={"spec": capped_spec})  # (with where it was read)
 
 
-def secret_values(keys: list[str], hosts: list[str] = ()) -> dict[str, str]:
+def secret_values(keys: list[str], hosts: Sequence[str] = ()) -> dict[str, str]:
     """Values for the experiment's generated Secret (Pulumi generates them on a cluster);
     the progress receiver's certificate names `hosts` (each experiment's entry pod)."""
     import secrets as random

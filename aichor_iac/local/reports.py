@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,7 @@ class Credentials:
     token: Path
 
 
-def credentials(folder: Path, hosts: list[str]) -> Credentials:
+def credentials(folder: Path, hosts: Sequence[str]) -> Credentials:
     """A CA, a certificate for `hosts` signed by it, its key and a token, written in `folder`
     (readable by this user only): TLS with a host name check, as on a cluster."""
     from cryptography import x509

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ def run_experiment(
     replicas: int | None = None,
     timeout: float = 3600,
     on_line: Callable[[str, str], None] | None = None,
-    on_progress: Callable[[dict[str, str]], None] | None = None,
+    on_progress: Callable[[Mapping[str, str]], None] | None = None,
     entrypoints: dict[str, list[str]] | None = None,
     record: Path | None = None,
     source: str = "",
@@ -109,7 +109,7 @@ def run_experiments(
     replicas: int | None = None,
     timeout: float = 3600,
     on_line: Callable[[str, str], None] | None = None,
-    on_progress: Callable[[dict[str, str]], None] | None = None,
+    on_progress: Callable[[Mapping[str, str]], None] | None = None,
     entrypoints: dict[str, list[str]] | None = None,
     grow: Grow | None = None,
     record: Path | None = None,
@@ -152,7 +152,7 @@ def _run(
     replicas: int | None,
     timeout: float,
     on_line: Callable[[str, str], None] | None,
-    on_progress: Callable[[dict[str, str]], None] | None,
+    on_progress: Callable[[Mapping[str, str]], None] | None,
     entrypoints: dict[str, list[str]] | None,
     stack: str = "dev",
     grow: Grow | None = None,

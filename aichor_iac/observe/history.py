@@ -65,7 +65,8 @@ def settled(
     """The experiments `load` gives, each one's state, each sweep's trials (as
     `sweeps.results.report` takes them) and the trials that ended of the sweeps that depend
     on their results: read again with those until they allow no more trials."""
-    sources, found, ended = load(NONE_ENDED), {}, NONE_ENDED
+    sources, ended = load(NONE_ENDED), NONE_ENDED
+    found: dict[str, Any] = {}
     while True:
         found |= {s.name: now(s) for s in sources if s.name not in found}
         trials = sweep_trials(sources, found)

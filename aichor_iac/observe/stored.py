@@ -175,7 +175,7 @@ def _of(run: list[Part], part: Part) -> bool:
         index = part.about["trial"]["index"]
         return index not in {p.about["trial"]["index"] for p in run}
     ends = [p.about.get("ended") for p in run]
-    return not all(ends) or part.about["started"] <= max(ends)
+    return not all(ends) or part.about["started"] <= max(e for e in ends if e)
 
 
 def experiment_run(
@@ -239,7 +239,7 @@ def _objective(about: dict[str, Any]) -> Objective | None:
     given = about.get("objective")
     if not given:
         return None
-    fields = {
+    fields: dict[str, Any] = {
         k: tuple(tuple(v) if isinstance(v, list) else v for v in value)
         if isinstance(value, list)
         else value
@@ -340,7 +340,7 @@ def _sweep(
     best = None
     if objective is not None and done:
         pick = min if objective.direction == "minimize" else max
-        best = pick(done, key=lambda t: t.objective).name
+        best = pick(done, key=lambda t: t.objective or 0.0).name  # (done: each has one)
     ended = [t.ended for t in trials if t.ended]
     return Record(
         **header,

@@ -42,8 +42,8 @@ NARROWED: dict[str, Any] = {
         if (template.get("metadata") or {}).get("namespace")
     ],
 }
-STRING_META = ("name", "generateName", "namespace", "uid", "resourceVersion", "selfLink")
-STRING_META += ("creationTimestamp", "deletionTimestamp")
+STRING_META: tuple[str, ...] = ("name", "generateName", "namespace", "uid", "resourceVersion")
+STRING_META += ("selfLink", "creationTimestamp", "deletionTimestamp")
 # The fields of ObjectMeta a file may give (the rest the API server sets; strict: unknown)
 OBJECT_META = {
     "type": "object",
@@ -201,8 +201,8 @@ def _pruned(value: Any, node: dict[str, Any]) -> Any:
             out[key] = _pruned(item, sub)
         return out
     if isinstance(value, list):
-        items = node.get("items") if isinstance(node.get("items"), dict) else {}
-        return [_pruned(item, items) for item in value]
+        items = node.get("items")
+        return [_pruned(item, items if isinstance(items, dict) else {}) for item in value]
     return value
 
 
@@ -330,10 +330,9 @@ def _problems_of(error: Any, found: Schema, fixes: Mapping[str, str]) -> list[Pr
     if kind == "pattern" and node.get("x-kubernetes-int-or-string"):  # (a quantity's)
         reason = "must be a quantity such as 500m, 2 or 4Gi"
         return [Problem(where, f"Invalid value: {_short(value)}: {reason} ({against})")]
-    reason = _BOUNDS.get(kind)
-    if reason is not None:
-        limit = node.get(kind)
-        sentence = reason.format(limit=limit)
+    bound = _BOUNDS.get(kind)
+    if bound is not None:
+        sentence = bound.format(limit=node.get(kind))
         return [Problem(where, f"Invalid value: {_short(value)}: {sentence} ({against})")]
     return [Problem(where, f"Invalid value: {_short(value)}: {error.message} ({against})")]
 

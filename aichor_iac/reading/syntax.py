@@ -17,10 +17,10 @@ def explained(error: Any, text: str) -> tuple[int | None, str]:
     mark, context = getattr(error, "problem_mark", None), getattr(error, "context_mark", None)
     problem = " ".join(str(getattr(error, "problem", "") or error).split())
     lines = text.splitlines()
-    at = mark.line if mark else None
     said = f"({problem})"
-    if at is None:
+    if mark is None:
         return None, problem
+    at = mark.line
     tab = _tab(lines, at, mark.column)
     if tab is not None:
         return tab + 1, f"a tab character: YAML indents with spaces only: use spaces {said}"

@@ -27,7 +27,7 @@ class Point:
     value: float
 
 
-def add_point(found: dict[str, list[Point]], name: Any, when: str, value: Any) -> None:
+def add_point(found: dict[str, list[Point]], name: Any, when: str | None, value: Any) -> None:
     """A point after the metric's others, if its value is a number."""
     try:
         number = float(value)

@@ -104,7 +104,8 @@ def replayed(
     study, distributions = _study(space, algorithm, settings, seed, maximize)
     from optuna.trial import TrialState  # (after `_optuna`: its error says what to install)
 
-    asked, found = [], []
+    asked: list[Any] = []
+    found: list[Any] = []
     for k in range(number):
         if (i := k - parallel) >= 0:
             ended = told[i]
@@ -185,9 +186,9 @@ def _distribution(dimension: Dimension) -> BaseDistribution:
         step = int(dimension.step or 1)
         low, high = int(dimension.low), int(dimension.high)
         return distributions.IntDistribution(low, high, log=dimension.log, step=step)
-    step = None if dimension.log else dimension.step
+    step_size = None if dimension.log else dimension.step
     return distributions.FloatDistribution(
-        dimension.low, dimension.high, log=dimension.log, step=step
+        dimension.low, dimension.high, log=dimension.log, step=step_size
     )
 
 

@@ -172,15 +172,17 @@ def _value(parameter: Parameter, point: float) -> str:
     """A point's coordinate mapped as goptuna's sampler maps it, then as Katib reads it back
     (the distribution's external value)."""
     space = parameter.space
+    low: float  # (whole numbers for an int's, then as Go's float64 maths reads them)
+    high: float
     if space.list:
         return space.list[math.floor(point * len(space.list))]
     if parameter.type == "int":
         low, high = _int(space.min), _int(space.max)
         if space.step is None:
             return str(_round(math.floor(point * float(high - low)) + float(low)))
-        step = _int(space.step)
-        inner = float(math.floor(point * float((high - low) // step)) * step + low)
-        return str(_round((inner - low) / step) * step + low)
+        every = _int(space.step)
+        inner = float(math.floor(point * float((high - low) // every)) * every + low)
+        return str(_round((inner - low) / every) * every + low)
     low, high = float(space.min or 0), float(space.max or 0)
     if space.step is None:
         return _written(parameter, point * (high - low) + low)

@@ -132,8 +132,8 @@ class _Trainer(dict):
     """A trial's trainer: the SDK's, with its function's arguments the trial's."""
 
     def __init__(self, trainer: Any, arguments: dict[str, Any]) -> None:
-        keys = ("func", "num_nodes", "resources_per_node", "packages_to_install")
-        keys += ("pip_index_urls", "env", "image")
+        keys: tuple[str, ...] = ("func", "num_nodes", "resources_per_node")
+        keys += ("packages_to_install", "pip_index_urls", "env", "image")
         super().__init__({k: _get(trainer, k) for k in keys}, func_args=arguments)
 
 
