@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -461,7 +462,7 @@ def reference() -> str:
     for concern in CONCERNS:
         out += [f"## {concern.__doc__}", "", "| key | default | meaning |", "|---|---|---|"]
         for name, field in concern.model_fields.items():
-            default = field.default_factory() if field.default_factory else field.default
+            default = field.get_default(call_default_factory=True)
             text = default if isinstance(default, str) else json.dumps(default)
             shown = "unset" if default is None else f"`{text}`"
             out.append(f"| `{field.alias or to_camel(name)}` | {shown} | {field.description} |")
@@ -523,7 +524,7 @@ def load_stack_file(path: str | Path) -> tuple[Settings, str]:
     return settings, stack
 
 
-def _sentence(error: dict[str, Any]) -> str:
+def _sentence(error: Mapping[str, Any]) -> str:
     if error["type"] == "extra_forbidden":
         return f"unknown key; the aichor keys are {', '.join(CONFIG_KEYS)}"
     return error["msg"].removeprefix("Value error, ")

@@ -46,6 +46,7 @@ def check(spec: Spec) -> list[Problem]:
             if type_rule.required:
                 problems.append(Problem(f"spec.types.{name}", f"operator '{op}' needs a {name}"))
             continue
+        assert not isinstance(group, list)  # (a pool's list: above)
         low, high = type_rule.count
         if low == high and group.count != low:
             problems.append(

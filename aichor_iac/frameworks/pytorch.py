@@ -77,7 +77,7 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
 
     if master is not None:
         return coordinated("pytorch", slots, master, env, port_name=PORT_NAME)
-    if rdzv is not None and "rdzvHost" not in elastic:
+    if rdzv is not None and elastic is not None and "rdzvHost" not in elastic:
         return coordinated("pytorch", slots, rdzv, env, port_name=PORT_NAME)
     (slot,) = slots
     group = Group(

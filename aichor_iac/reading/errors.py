@@ -4,6 +4,7 @@ act on (the allowed keys, a near miss), its line."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -13,7 +14,7 @@ from ..problems import Problem, line_for
 
 
 def problem(
-    error: dict[str, Any], lines: dict, root: type[BaseModel], operator: Any = None
+    error: Mapping[str, Any], lines: dict, root: type[BaseModel], operator: Any = None
 ) -> Problem:
     """A pydantic error as a problem of the document whose model is `root`: its path, a
     sentence, its line. `operator` picks the model of an experiment's `types`."""

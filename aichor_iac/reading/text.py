@@ -84,9 +84,9 @@ def _parsed(text: str, source: str) -> tuple[list[yaml.Node], list[dict], list[A
     (the loader reads its first characters as it is made: it may refuse them at once)."""
     loader = _Loader(text)
     try:
-        nodes = []
-        while loader.check_node():
-            nodes.append(loader.get_node())
+        nodes: list[yaml.Node] = []
+        while loader.check_node() and (node := loader.get_node()) is not None:
+            nodes.append(node)
         problems = [p for n in nodes for p in _shape_problems(n)]  # before aliases expand
         if problems:
             raise ManifestError(source, problems)

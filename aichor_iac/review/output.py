@@ -20,11 +20,17 @@ def canonical(value: Any) -> Any:
     return value
 
 
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # (libyaml: 5x faster)
+try:  # (libyaml's: 5x faster)
+    from yaml import CSafeDumper as _Base
+except ImportError:  # (a PyYAML built without it)
+    from yaml import SafeDumper as _Base  # type: ignore[assignment]
+
+
+class _Dumper(_Base):
     """Block style; shell scripts and other multi-line strings as literal blocks."""
 
 
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+def _str(dumper: _Dumper, value: str) -> yaml.Node:
     style = (
         "|"
         if "\n" in value and not any(line != line.rstrip() for line in value.splitlines())

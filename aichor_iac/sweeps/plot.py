@@ -70,7 +70,7 @@ def plot(sweeps: dict[str, dict[str, Any]], path: str) -> None:
     # (no software version in a PNG: the same sweep gives the same bytes; JPEG, TIFF, WebP and
     # raw formats take no metadata at all)
     png = path.lower().endswith(".png")
-    figure.savefig(path, **({"metadata": {"Software": None}} if png else {}))
+    figure.savefig(path, metadata={"Software": None} if png else None)
 
 
 def _parameters(found: dict[str, Any]) -> list[str]:
