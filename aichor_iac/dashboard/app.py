@@ -7,6 +7,7 @@ Content-Security-Policy allows the package's own scripts and styles and nothing 
 from __future__ import annotations
 
 import hmac
+from collections.abc import MutableMapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -207,7 +208,7 @@ class Guard:
         request = Request(scope)
         refused, cookie = self.refused(request)
 
-        async def send_with_headers(message: dict[str, Any]) -> None:
+        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 headers = message.setdefault("headers", [])
                 headers += [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]

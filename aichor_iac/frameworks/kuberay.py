@@ -200,11 +200,11 @@ def start_command(worker: bool, flags: dict[str, str | bool], resources: dict[st
     extra = json.loads(str(flags.get("resources", "{}")))
     custom = any(name in extra for name in ACCELERATORS.values())
     for key in sorted(limits):
-        value = quantity(limits[key])
-        if "num-gpus" not in flags and value and _gpu(key):
-            flags["num-gpus"] = str(math.ceil(value))
-        if not custom and key in ACCELERATORS and value:
-            extra.setdefault(ACCELERATORS[key], value)
+        amount = quantity(limits[key])
+        if "num-gpus" not in flags and amount and _gpu(key):
+            flags["num-gpus"] = str(math.ceil(amount))
+        if not custom and key in ACCELERATORS and amount:
+            extra.setdefault(ACCELERATORS[key], amount)
             flags["resources"] = json.dumps(
                 {k: int(v) if float(v).is_integer() else v for k, v in extra.items()},
                 sort_keys=True,

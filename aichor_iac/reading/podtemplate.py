@@ -113,6 +113,11 @@ def mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def listed(value: Any) -> list[Any]:
+    """A field of a user's template as a list; anything else as empty (as `mapping`)."""
+    return value if isinstance(value, list) else []
+
+
 def resource_and_spec(
     data: dict[str, Any], fail: Any, kind: str, api_version: str, models: tuple[type[M], type[S]]
 ) -> tuple[M, S]:

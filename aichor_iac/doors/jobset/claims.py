@@ -96,7 +96,7 @@ def _mounting(
     found = False
     for k, rjob in enumerate(rjobs):
         pod = _pod(rjob)
-        volumes = pod.get("volumes") if isinstance(pod.get("volumes"), list) else []
+        volumes = templates.listed(pod.get("volumes"))
         for v, existing in enumerate(volumes):
             if isinstance(existing, dict) and existing.get("name") == volume:
                 path = f"spec.replicatedJobs.{k}.template.spec.template.spec.volumes.{v}.name"
@@ -120,11 +120,11 @@ def _mounts(pod: dict[str, Any], volume: str) -> bool:
     containers = [
         c
         for key in ("initContainers", "containers")
-        for c in (pod.get(key) if isinstance(pod.get(key), list) else [])
+        for c in templates.listed(pod.get(key))
         if isinstance(c, dict)
     ]
     return any(
         isinstance(m, dict) and m.get("name") == volume
         for c in containers
-        for m in (c.get("volumeMounts") if isinstance(c.get("volumeMounts"), list) else [])
+        for m in templates.listed(c.get("volumeMounts"))
     )

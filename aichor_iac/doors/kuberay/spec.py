@@ -77,10 +77,12 @@ class WorkerGroupSpec(Model):
         selector = templates.mapping(spec.get("nodeSelector"))
         limits = templates.mapping(templates.mapping(first.get("resources")).get("limits"))
         try:
-            tpu = Tpu(
-                type=selector.get(TPU_SELECTORS[0]),
-                topology=selector.get(TPU_SELECTORS[1]),
-                tpuChipsCount=int(str(limits.get(TPU_RESOURCE))),
+            tpu = Tpu.model_validate(
+                {
+                    "type": selector.get(TPU_SELECTORS[0]),
+                    "topology": selector.get(TPU_SELECTORS[1]),
+                    "tpuChipsCount": int(str(limits.get(TPU_RESOURCE))),
+                }
             )
         except ValueError:
             return (

@@ -92,7 +92,7 @@ def experiment_from_function(
     program, arguments = shipping.program(func, source), _arguments(args, source)
     kind, replica_types, container_name, default_image = FRAMEWORKS[framework]
     experiment = name or experiment_name(func.__name__)
-    config_map = {
+    config_map: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": f"{experiment}-function"},

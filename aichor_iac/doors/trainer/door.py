@@ -426,7 +426,7 @@ def _node(
     TorchTune's `tune run` completed, without the master's env (it rendezvouses by argument)."""
     given = spec.trainer
     trainer = given or Trainer()
-    runtime_command = container.get("command") if isinstance(container.get("command"), list) else []
+    runtime_command = templates.listed(container.get("command"))
     for key, value in (
         ("image", trainer.image),
         ("command", trainer.command),
@@ -451,7 +451,7 @@ def _node(
             runtime_command,
         )
     container["env"] = upserted(container.get("env") or [], env)
-    ports = container.get("ports") if isinstance(container.get("ports"), list) else []
+    ports = templates.listed(container.get("ports"))
     if not any(isinstance(p, dict) and p.get("containerPort") == TRAINER_PORT for p in ports):
         container["ports"] = [*ports, {"containerPort": TRAINER_PORT}]
 
@@ -467,6 +467,6 @@ def _env_and_resources(container: dict[str, Any], trainer: Trainer) -> None:
         }
         if claims := given.claims or base.get("claims"):
             container["resources"]["claims"] = claims
-    own = container.get("env") if isinstance(container.get("env"), list) else []
+    own = templates.listed(container.get("env"))
     if env := upserted(own, trainer.env):
         container["env"] = env

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from ...experiment.groups import Model
 from ...problems import Problem
+from ...reading import podtemplate as templates
 from .runtimes import node_containers, upserted
 
 VOLUME = "initializer"  # the volume an initializer downloads into (the trainer reads it)
@@ -68,15 +69,14 @@ def apply(rjob: dict[str, Any], step: str, initializer: Initializer | None) -> N
         return
     env = [{"name": "STORAGE_URI", "value": source.storage_uri}] if source.storage_uri else []
     for container in node_containers(rjob, step):
-        own = container.get("env") if isinstance(container.get("env"), list) else []
+        own = templates.listed(container.get("env"))
         if merged := upserted(upserted(own, env), source.env):
             container["env"] = merged
         if source.secret_ref is not None:
-            given = container.get("envFrom") if isinstance(container.get("envFrom"), list) else []
+            given = templates.listed(container.get("envFrom"))
             container["envFrom"] = [*given, {"secretRef": {"name": source.secret_ref.name}}]
 
 
 def _mounts(container: dict[str, Any]) -> bool:
-    mounts = container.get("volumeMounts")
-    mounts = mounts if isinstance(mounts, list) else []
+    mounts = templates.listed(container.get("volumeMounts"))
     return any(isinstance(m, dict) and m.get("name") == VOLUME for m in mounts)

@@ -18,6 +18,7 @@ from pydantic import Field
 from ...experiment.groups import Model
 from ...experiment.options import TrainerMpi
 from ...problems import Problem
+from ...reading import podtemplate as templates
 from ...rules.limits import INT32
 from .runtimes import LAUNCHER, NODE, gpus, node_containers, upserted
 
@@ -84,6 +85,6 @@ def enforce(
             {"name": "OMPI_MCA_plm_rsh_args", "value": SSH_ARGS},
         ]
         for container in node_containers(rjob):
-            own = container.get("env") if isinstance(container.get("env"), list) else []
+            own = templates.listed(container.get("env"))
             container["env"] = upserted(own, added)
     return TrainerMpi(policy.ssh_auth_mount_path, slot_count, policy.run_launcher_as_node)

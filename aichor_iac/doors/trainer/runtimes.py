@@ -224,5 +224,5 @@ def node_containers(rjob: dict[str, Any], name: str = NODE) -> list[dict[str, An
     is read)."""
     job_spec = templates.mapping(rjob["template"].get("spec"))
     pod = templates.mapping(templates.mapping(job_spec.get("template")).get("spec"))
-    containers = pod.get("containers") if isinstance(pod.get("containers"), list) else []
+    containers = templates.listed(pod.get("containers"))
     return [c for c in containers if isinstance(c, dict) and c.get("name") == name]
