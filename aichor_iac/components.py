@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -12,19 +11,17 @@ from typing import Any, ClassVar
 import pulumi
 import pulumi_random
 import pulumi_tls
-from pulumi.resource import DependencyResource
 from pulumi_kubernetes.batch.v1 import Job
 
 from . import planning
 from .credentials import Credentials, progress_credentials, sweep_credentials
 from .experiment.model import Experiment
-from .experiment.state import State
-from .experiment.trial import Trial
 from .frameworks import Plan
-from .k8s import awaits, jupyter, layout, progress, tensorboard
+from .k8s import jupyter, layout, progress, tensorboard
 from .k8s.context import Context
 from .problems import ManifestError, Problem
 from .settings import Settings
+from .sweep_order import Made, after_job, failed_counts, say_kept, sweep_gate
 
 # The resource each kind of child is registered as (a PodGroup is a custom resource), as
 # (pulumi_kubernetes module, class): imported when an experiment has one, since each module
@@ -393,11 +390,6 @@ def experiment(
     return component(name, manifest, settings, opts, after, progress_values)
 
 
-# A sweep's trial as `experiments` made it: its component, or (its name, its state) if it
-# ended before (`Trial.kept`)
-Made = ExperimentComponent | tuple[str, State]
-
-
 def experiments(
     manifests: Sequence[Experiment], settings: Settings | None = None, stack: str = "dev"
 ) -> dict[str, ExperimentComponent]:
@@ -417,10 +409,10 @@ def experiments(
     shared = sweep_credentials(named, settings)
     found: dict[str, ExperimentComponent] = {}
     trials: dict[tuple[str, int], Made] = {}
-    failures: dict[str, list[pulumi.Output[list[str]]]] = {}  # (`_failed`)
+    failures: dict[str, list[pulumi.Output[list[str]]]] = {}  # (`failed_counts`)
     after: list[pulumi.Resource] = []
     sweep_objects: dict[str, list[pulumi.Resource]] = {}  # (made with a sweep's first trial)
-    _say_kept(manifests)
+    say_kept(manifests)
     for name, manifest in named.items():
         trial = manifest.trial
         if trial is not None and trial.kept is not None:  # (ended before: not made again)
@@ -433,9 +425,9 @@ def experiments(
         if trial is not None and trial.waits_for is not None:  # (at most `parallel` at once)
             before = trials[trial.sweep, trial.waits_for]
             if isinstance(before, ExperimentComponent):
-                waits.append(_after(before.entry_job))
+                waits.append(after_job(before.entry_job))
         if trial is not None and trial.counted:  # (created unless too many have failed)
-            waits.append(sweep_gate(trial, _failed(trial, trials, failures)))
+            waits.append(sweep_gate(trial, failed_counts(trial, trials, failures)))
         credentials = shared.get(trial.sweep) if trial is not None else None
         found[name] = component = experiment(name, manifest, own, None, waits, credentials)
         if trial is not None:
@@ -444,93 +436,3 @@ def experiments(
         if component.created_namespace is not None:
             after = [component.created_namespace]
     return found
-
-
-def _say_kept(manifests: Sequence[Experiment]) -> None:
-    """What `pulumi up` says of the trials that ended before (`Trial.kept`)."""
-    kept: dict[str, list[str]] = {}
-    for manifest in manifests:
-        if (trial := manifest.trial) is not None and trial.kept is not None:
-            kept.setdefault(trial.sweep, []).append(f"{trial.index} ({trial.kept.value})")
-    for sweep, said in kept.items():
-        pulumi.log.info(
-            f"sweep {sweep}: trials {', '.join(said)} ended before, as aichor:history keeps "
-            "them: not created again; the sweep goes on from their results"
-        )
-
-
-def _after(job: Job) -> pulumi.Output[pulumi.Resource]:
-    """A dependency on `job` by its URN alone (the engine creates the dependent after it, its
-    await included), which Pulumi's SDK does not walk through: it walks every resource a new
-    one depends on, and all theirs, to refuse a cycle (`resource_cycle_breaker`, recursively),
-    and through a sweep's chain of trials each walk grew with the trials before (a
-    RecursionError from 700 trials one at a time)."""
-    return _unlinked(job.urn.apply(DependencyResource))
-
-
-def _unlinked(output: pulumi.Output[Any]) -> pulumi.Output[Any]:
-    """The same value, known when it is, without the resources it came from (`_after`); a
-    failure (a gate's) is the new output's."""
-    loop = asyncio.get_event_loop()
-    known, secret = loop.create_future(), loop.create_future()
-
-    async def value() -> Any:
-        try:
-            found = await output.future(with_unknowns=True)
-            known.set_result(await output.is_known())
-            secret.set_result(await output.is_secret())
-            return found
-        except BaseException:
-            known.set_result(False)
-            secret.set_result(False)
-            raise
-
-    return pulumi.Output(set(), value(), known, secret)
-
-
-def _failed(
-    trial: Trial,
-    trials: dict[tuple[str, int], Made],
-    failures: dict[str, list[pulumi.Output[list[str]]]],
-) -> pulumi.Output[list[str]]:
-    """The names of the failed trials among those `trial` counts (its sweep's first ones, up
-    to the one it waits for), known once each has ended: `failures[sweep][i]` is trial i's
-    count, the one before it and one trial more, so that a sweep's gates grow with its
-    trials, not their square. A trial that ended before (`Trial.kept`) counts by its state."""
-    counts = failures.setdefault(trial.sweep, [])
-    for index in range(len(counts), trial.counted[-1] + 1):
-        each = trials[trial.sweep, index]
-        before = counts[-1] if counts else pulumi.Output.from_input([])
-        if isinstance(each, tuple):
-            name, state = each
-            failed = pulumi.Output.from_input(state is State.FAILED)  # (its entry Job failed)
-        else:
-            name, failed = each.experiment, each.entry_job.status.apply(awaits.job_failed)
-
-        def more(known: list[Any], name: str = name) -> list[str]:
-            names, failed = known
-            return [*names, name] if failed else names
-
-        counts.append(_unlinked(pulumi.Output.all(before, failed).apply(more)))
-    return counts[trial.counted[-1]]
-
-
-def sweep_gate(trial: Trial, failed: pulumi.Output[list[str]]) -> pulumi.Output[None]:
-    """A dependency of the trial's objects that resolves, to nothing, once every trial it
-    counts (`Trial.counted`, each awaited until it ends) has ended, while fewer of them have
-    failed than the sweep's maxFailedTrialCount. Else it raises: the trial's registration
-    fails, naming them, and `pulumi up` with it, creating no later trial (Katib creates none
-    once the experiment has failed). The engine is told of the trial it waits for alone
-    (`_after`); the program holds it back until the others have ended."""
-    limit = trial.max_failed
-    assert limit is not None
-
-    def check(names: list[str]) -> None:
-        if len(names) >= limit:  # (Katib's `failed >= maxFailedTrialCount`)
-            raise pulumi.RunError(
-                f"sweep {trial.sweep} failed: {len(names)} of its trials failed "
-                f"({', '.join(names)}), and its maxFailedTrialCount is {trial.max_failed}: "
-                f"trial {trial.index} and those after it are not created"
-            )
-
-    return _unlinked(failed.apply(check))

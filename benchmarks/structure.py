@@ -32,7 +32,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "check",
     ),  # Kubernetes objects: made, a sweep's results, read back from a cluster (or from a
     # run's record), checked there
-    ("components", "credentials"),  # thin Pulumi components; the secrets they make
+    # thin Pulumi components; the secrets they make; a sweep's order and gates
+    ("components", "credentials", "sweep_order"),
     ("engine", "review", "convert", "submit", "local"),  # run, review
     ("cli", "dashboard", ""),  # the command line, its web page, and the package's own API
 )

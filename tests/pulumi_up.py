@@ -95,7 +95,7 @@ def up(
     urns = {r.urn for r in objects}
     jobs = {r.inputs["metadata"]["name"]: r.urn for r in objects if r.kind == "Job"}
     # what each waits for: its dependencies, and a trial's gate the trials it counts (the
-    # program holds its registration until each has ended: `components.sweep_gate`)
+    # program holds its registration until each has ended: `sweep_order.sweep_gate`)
     waits = {
         r.urn: [d for d in r.dependencies if d in urns]  # (not `before`'s: held already)
         + [jobs[n] for n in (gates or {}).get(_instance(r), (0, []))[1] if n in jobs]
@@ -126,7 +126,7 @@ def up(
 
 def _check_gate(r: Resource, gates: dict[str, Gate], cluster: Cluster) -> None:
     """`Failed` when `r` is of a trial whose sweep has failed: the program's registration of it
-    raises (`components.sweep_gate`), and `up` fails."""
+    raises (`sweep_order.sweep_gate`), and `up` fails."""
     limit, counted = gates.get(_instance(r), (0, []))
     failed = [n for n in counted if awaits.job_failed(cluster.job_status(n))]
     if counted and len(failed) >= limit:

@@ -216,7 +216,7 @@ class _Creation:
 
     def _gate(self, name: str) -> Gate:
         """The Job's trial's gate: its sweep's limit, and the entry Jobs of the earlier trials
-        it counts (it waits until each has ended: `components.sweep_gate`)."""
+        it counts (it waits until each has ended: `sweep_order.sweep_gate`)."""
         return self.gates.get(owner(self.cluster.controllers.job(name))[0], (0, []))
 
     def _counted(self, name: str) -> list[str]:

@@ -58,7 +58,7 @@ def job_order(rendering: Rendering) -> dict[str, list[str]]:
 
 
 def sweep_gates(blueprints: list[Blueprint]) -> dict[str, Gate]:
-    """Each trial created unless its sweep has failed (`components.sweep_gate`), by name."""
+    """Each trial created unless its sweep has failed (`sweep_order.sweep_gate`), by name."""
     from ..k8s.context import Context
 
     entries = {}
