@@ -110,8 +110,10 @@ class _Recorder(pulumi.runtime.Mocks):
         self.inputs[(args.typ, args.name)] = normalise(state)
         return f"{args.name}-id", {**state, **GENERATED.get(args.typ, {})}
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
-        return {}
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None  # (no outputs, no failures)
 
 
 class _Logs(logging.Handler):
@@ -155,6 +157,8 @@ def _thread_loop_kept(call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], A
 
 class _Monitor(pulumi_mocks.MockMonitor):
     """Mock monitor that also keeps each registration's parent, dependencies and options."""
+
+    mocks: _Recorder
 
     def __init__(self, mocks: _Recorder) -> None:
         super().__init__(mocks)
@@ -210,7 +214,9 @@ class _Monitor(pulumi_mocks.MockMonitor):
         metadata.setdefault("name", request.name)
         inputs["metadata"] = metadata
         self.mocks.inputs[(request.type, request.name)] = inputs
-        identity = {k: inputs[k] for k in ("apiVersion", "kind", "metadata") if k in inputs}
+        identity: dict[str, Any] = {
+            k: inputs[k] for k in ("apiVersion", "kind", "metadata") if k in inputs
+        }
         self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(
             urn, f"{request.name}-id", identity
         )

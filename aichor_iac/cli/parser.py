@@ -203,19 +203,22 @@ class _Commands:
             + (", markdown for a pull request's comment" if markdown else ""),
         )
         if manifest:
-            sub.add_argument(
-                "manifest", metavar="MANIFEST", nargs="?", help=manifest
-            ).complete = FILE
+            _completes(
+                sub.add_argument("manifest", metavar="MANIFEST", nargs="?", help=manifest), FILE
+            )
         sub.set_defaults(handler=handler)
         return sub
 
 
 def _stack_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument(
-        "--stack-config",
-        metavar="FILE",
-        help="a Pulumi.<stack>.yaml to take aichor:* settings and the stack name from",
-    ).complete = FILE
+    _completes(
+        sub.add_argument(
+            "--stack-config",
+            metavar="FILE",
+            help="a Pulumi.<stack>.yaml to take aichor:* settings and the stack name from",
+        ),
+        FILE,
+    )
     sub.add_argument(
         "--name",
         help="experiment name (default: stack config, manifest name, else the stack name)",
@@ -224,22 +227,28 @@ def _stack_options(sub: argparse.ArgumentParser) -> None:
 
 
 def _render_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument(
-        "-o",
-        "--output-dir",
-        metavar="DIR",
-        help="write one file per object into DIR instead (removing the files an "
-        "earlier render wrote there)",
-    ).complete = DIRECTORY
+    _completes(
+        sub.add_argument(
+            "-o",
+            "--output-dir",
+            metavar="DIR",
+            help="write one file per object into DIR instead (removing the files an "
+            "earlier render wrote there)",
+        ),
+        DIRECTORY,
+    )
 
 
 def _preview_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument(
-        "--diff",
-        metavar="OLD",
-        help="compare with OLD (a manifest, or a directory render -o wrote): create, "
-        "update, replace or delete, and each field that changes",
-    ).complete = FILE
+    _completes(
+        sub.add_argument(
+            "--diff",
+            metavar="OLD",
+            help="compare with OLD (a manifest, or a directory render -o wrote): create, "
+            "update, replace or delete, and each field that changes",
+        ),
+        FILE,
+    )
 
 
 def _run_options(sub: argparse.ArgumentParser) -> None:
@@ -268,13 +277,16 @@ def _run_options(sub: argparse.ArgumentParser) -> None:
 
 
 def _plot_option(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument(
-        "--plot",
-        metavar="FILE",
-        type=_plot_file,
-        help="a sweep's objective against each parameter, as a picture (.png, .svg, .pdf; "
-        "needs the plot extra: matplotlib)",
-    ).complete = FILE
+    _completes(
+        sub.add_argument(
+            "--plot",
+            metavar="FILE",
+            type=_plot_file,
+            help="a sweep's objective against each parameter, as a picture (.png, .svg, .pdf; "
+            "needs the plot extra: matplotlib)",
+        ),
+        FILE,
+    )
 
 
 def _plot_file(path: str) -> str:
@@ -297,12 +309,15 @@ def _observe_options(sub: argparse.ArgumentParser) -> None:
 
 
 def _cluster_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="the cluster's kubeconfig (default: the stack's kubernetes:kubeconfig, else "
-        "KUBECONFIG, else ~/.kube/config)",
-    ).complete = FILE
+    _completes(
+        sub.add_argument(
+            "--kubeconfig",
+            metavar="FILE",
+            help="the cluster's kubeconfig (default: the stack's kubernetes:kubeconfig, else "
+            "KUBECONFIG, else ~/.kube/config)",
+        ),
+        FILE,
+    )
     sub.add_argument(
         "--context", help="its context (default: the stack's kubernetes:context, else current)"
     )
@@ -352,18 +367,24 @@ def _history_options(sub: argparse.ArgumentParser) -> None:
 
 def _examples_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("example", metavar="NAME", nargs="?", help="e.g. pytorch")
-    sub.add_argument(
-        "-o", "--output-dir", metavar="DIR", help="copy the example and its scripts into DIR"
-    ).complete = DIRECTORY
+    _completes(
+        sub.add_argument(
+            "-o", "--output-dir", metavar="DIR", help="copy the example and its scripts into DIR"
+        ),
+        DIRECTORY,
+    )
 
 
 def _up_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument(
-        "--stack-config",
-        metavar="FILE",
-        required=True,
-        help="the stack's Pulumi.<stack>.yaml, in its Pulumi project (its aichor:manifest)",
-    ).complete = FILE
+    _completes(
+        sub.add_argument(
+            "--stack-config",
+            metavar="FILE",
+            required=True,
+            help="the stack's Pulumi.<stack>.yaml, in its Pulumi project (its aichor:manifest)",
+        ),
+        FILE,
+    )
     _cluster_options(sub)
     sub.add_argument(
         "--until-done",
@@ -410,10 +431,16 @@ class _Completion(argparse.Action):
         import shtab
 
         for action in _every_action(parser):
-            if getattr(action, "complete", None) in (FILE, DIRECTORY):
-                action.complete = getattr(shtab, action.complete)  # type: ignore[attr-defined]
+            kind = vars(action).get("complete")
+            if kind in (FILE, DIRECTORY):
+                _completes(action, getattr(shtab, kind))
         print(shtab.complete(parser, shell))
         parser.exit(0)
+
+
+def _completes(action: argparse.Action, kind: str) -> None:
+    """Mark what `action`'s argument completes to (FILE or DIRECTORY, for shtab)."""
+    vars(action)["complete"] = kind  # the attribute shtab reads
 
 
 def _every_action(parser: argparse.ArgumentParser) -> list[argparse.Action]:

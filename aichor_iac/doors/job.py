@@ -41,12 +41,9 @@ REFUSED = {
 }
 
 
-class Resource(Model):
+class Resource(templates.CustomResource):
     api_version: Literal["batch/v1"]
     kind: Literal["Job"]
-    metadata: templates.Metadata
-    spec: dict[str, Any]
-    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
 class JobSpec(Model):

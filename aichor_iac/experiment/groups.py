@@ -9,6 +9,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
+from types import GenericAlias
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
@@ -350,9 +351,10 @@ def types_model(operator: str) -> type[Types]:
     if rule.model is not None:
         return rule.model
     fields: dict[str, Any] = {
-        name: (list[t.model] if t.pools else t.model) | None for name, t in rule.types.items()
+        name: (GenericAlias(list, t.model) if t.pools else t.model) | None
+        for name, t in rule.types.items()
     }
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(  # type: ignore[call-overload]
         f"{operator.capitalize()}Types",
         __base__=Types,
         **{name: (annotation, None) for name, annotation in fields.items()},

@@ -40,11 +40,13 @@ EXCLUSIVE_NODES = "alpha.jobset.sigs.k8s.io/node-selector"
 def plan(spec: Spec, names: Names) -> Plan:
     if spec.origin is not None:
         return from_resource(spec, names)
-    types: dict[str, JobSetType] = {
-        name: t for name, t in spec.types.present().items() if t.count > 0
+    types = {
+        name: t
+        for name, t in spec.types.present().items()
+        if isinstance(t, JobSetType) and t.count > 0
     }
     jobs = sum(t.count for t in types.values())
-    groups = []
+    groups: list[Group] = []
     for name, replicated in types.items():
         for j in range(replicated.count):
             groups.append(
@@ -90,7 +92,8 @@ def from_resource(spec: Spec, names: Names) -> Plan:
     roles = {r.name: [f"{r.name}-{j}" for j in range(r.replicas)] for r in rjobs}
     gates = {d: status for r in rjobs for d, status in r.depends_on.items()}
     entry, completes = _success(options.success, roles)
-    groups, earlier = [], []
+    groups: list[Group] = []
+    earlier: list[str] = []
     for r in rjobs:
         name = r.name
         after = tuple(earlier) if options.in_order else _after(r, roles)

@@ -48,8 +48,8 @@ def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Prob
             )
         )
     if spec.origin is not None and policy.source == "aichor:maxRestarts":
-        group = spec.origin.api_version.split("/", 1)[0]
-        own = f" ({OWN_FIELDS[group]})" if group in OWN_FIELDS else ""
+        api_group = spec.origin.api_version.split("/", 1)[0]
+        own = f" ({OWN_FIELDS[api_group]})" if api_group in OWN_FIELDS else ""
         problems.append(
             Problem(
                 where,

@@ -42,7 +42,8 @@ def jsonschema() -> ModuleType:
 def _without(modules: tuple[str, ...]) -> Iterator[None]:
     """Imports that do without optional modules (each not imported yet is absent for them)."""
     absent = [m for m in modules if m not in sys.modules]
-    sys.modules.update(dict.fromkeys(absent))  # (None: an import of it fails)
+    # (None: an import of it fails, as the import system documents; typeshed has no None)
+    sys.modules.update(dict.fromkeys(absent))  # type: ignore[arg-type]
     try:
         yield
     finally:
@@ -62,12 +63,13 @@ def cel_environment() -> Any:
     cache = _parser_cache()
     if cache is None or celparser.CELParser.CEL_PARSER is not None:
         return celpy.Environment()
-    lark = celparser.Lark  # (cel-python passes Lark no cache, and takes no option for one)
-    celparser.Lark = functools.partial(lark, cache=str(cache))
+    names = vars(celparser)  # (cel-python passes Lark no cache, and takes no option for one)
+    lark = names["Lark"]
+    names["Lark"] = functools.partial(lark, cache=str(cache))
     try:
         return celpy.Environment()
     finally:
-        celparser.Lark = lark
+        names["Lark"] = lark
 
 
 def _parser_cache() -> Path | None:

@@ -22,7 +22,7 @@ from pydantic import (
     field_validator,
 )
 
-from ..experiment.groups import Accelerators, Gpu, Resources
+from ..experiment.groups import Accelerators, Gpu, Model, Resources
 from ..experiment.model import Experiment
 from ..experiment.origin import Origin
 from ..problems import ManifestError, Problem
@@ -32,8 +32,8 @@ from . import imports
 from .errors import problem as pydantic_problem
 
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the label that queues a workload in Kueue
-M = TypeVar("M", bound=BaseModel)
-S = TypeVar("S", bound=BaseModel)
+M = TypeVar("M", bound="CustomResource")  # (a door's resource)
+S = TypeVar("S", bound=BaseModel)  # (any model: a resource's spec, a part of it)
 
 
 class Metadata(BaseModel):
@@ -95,6 +95,17 @@ class Metadata(BaseModel):
 MAX_PREFIX = 58  # the API server's longest generateName prefix (it adds 5 characters)
 
 
+class CustomResource(Model):
+    """A custom resource's outer shape; each door's model narrows its apiVersion and kind,
+    and its spec is read by the door's spec model (`resource_and_spec`)."""
+
+    api_version: str
+    kind: str
+    metadata: Metadata
+    spec: dict[str, Any]
+    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
+
+
 def error(source: str, problems: list[Problem], lines: dict) -> ManifestError:
     """Every problem of one custom resource, each at its line, in the file's order."""
     return ManifestError(source, sorted(at_lines(problems, lines), key=lambda p: p.line or 0))
@@ -131,7 +142,7 @@ def resource_and_spec(
     return resource, parsed(spec_model, resource.spec, ("spec",), fail)
 
 
-def parsed(model: type[M], data: Any, prefix: tuple[str, ...], fail: Any) -> M:
+def parsed(model: type[S], data: Any, prefix: tuple[str, ...], fail: Any) -> S:
     """`data` validated by `model`, found at `prefix` of the resource; or `fail` (the
     resource's error) with every problem at its path."""
     try:
@@ -162,8 +173,8 @@ def template_problems(template: dict[str, Any], where: str) -> list[Problem]:
         ]
     if invalid := schema_problems(template, where) or _nulls(template, where):
         return invalid
-    pod = template.get("spec")
-    containers = pod.get("containers") if isinstance(pod, dict) else None
+    pod = mapping(template.get("spec"))
+    containers = pod.get("containers")
     if not isinstance(containers, list) or not containers:
         return [Problem(f"{where}.spec.containers", "give at least one container")]
     missing = [

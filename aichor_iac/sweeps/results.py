@@ -114,7 +114,7 @@ def report(
     trial = trials[0][1]
     objective = trial.objective
     assert objective is not None  # (a door's trials carry it)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, place, given, whole, reported in sorted(trials, key=lambda t: t[1].index):
         state, lines, status = judged(place, given, whole, reported)
         values = trial_metrics(objective, lines, status)

@@ -23,7 +23,7 @@ from typing import Any
 from ...experiment.groups import MAX_JOBS
 from ...experiment.model import Experiment, Spec
 from ...experiment.options import JobSetJob, JobSetOptions, JobSetSuccess
-from ...experiment.origin import Kept, Origin
+from ...experiment.origin import Kept, Origin, RestartPolicy
 from ...frameworks.jobset import EXCLUSIVE_NODES, EXCLUSIVE_TOPOLOGY
 from ...problems import Problem
 from ...reading import crd
@@ -183,7 +183,9 @@ def _order_problems(spec: JobSetSpec) -> list[Problem]:
     """`dependsOn` as the webhook validates it (earlier replicated Jobs only, not beside an
     InOrder startup), and one await per Job: a replicated Job others depend on both Ready and
     Complete cannot be awaited both ways."""
-    problems, earlier, wanted = [], set(), {}
+    problems: list[Problem] = []
+    earlier: set[str] = set()
+    wanted: dict[str, str] = {}
     for i, rjob in enumerate(spec.replicated_jobs):
         for k, dependency in enumerate(rjob.depends_on):
             where = f"spec.replicatedJobs.{i}.dependsOn.{k}"
@@ -258,8 +260,9 @@ def _name_problems(rjob: ReplicatedJob, name: str | None, where: str) -> list[Pr
 def _counts(rjob: ReplicatedJob) -> tuple[int, int]:
     """A Job's (completions, parallelism) as Kubernetes defaults them (1 and 1)."""
     job = rjob.template.spec
-    parallelism = job.get("parallelism", 1)
-    return job.get("completions", parallelism if "parallelism" not in job else 1), parallelism
+    parallelism: int = job.get("parallelism", 1)
+    completions: int = job.get("completions", parallelism if "parallelism" not in job else 1)
+    return completions, parallelism
 
 
 def _shape(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> dict[str, Any] | None:
@@ -323,11 +326,12 @@ def _kept(rjob: ReplicatedJob, where: str, problems: list[Problem]) -> Kept | No
     if invalid := templates.template_problems(template, at):
         problems += invalid
         return None
-    restart = template["spec"].get("restartPolicy") or "OnFailure"
-    if restart not in ("OnFailure", "Never"):
+    given = template["spec"].get("restartPolicy") or "OnFailure"
+    if given not in ("OnFailure", "Never"):
         reason = "a Job's pods restart OnFailure or Never, as the API server requires"
         problems.append(Problem(f"{at}.spec.restartPolicy", reason))
         return None
+    restart: RestartPolicy = "OnFailure" if given == "OnFailure" else "Never"
     template = {**template, "spec": {**template["spec"], "restartPolicy": restart}}
     first = template["spec"]["containers"][0]["name"]
     job = rjob.template.spec

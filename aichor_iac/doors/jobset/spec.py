@@ -112,9 +112,6 @@ class JobSetSpec(Model):
         return bool(self.startup_policy and self.startup_policy.startup_policy_order == "InOrder")
 
 
-class Resource(Model):
+class Resource(templates.CustomResource):
     api_version: Literal["jobset.x-k8s.io/v1alpha2"]
     kind: Literal["JobSet"]
-    metadata: templates.Metadata
-    spec: dict[str, Any]
-    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored

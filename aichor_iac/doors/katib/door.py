@@ -85,8 +85,8 @@ def trials(
     names = tuple(trial_name(name, i) for i in range(count)) if _learns(spec) else ()
     stops: list[Stopping | None] = [None] * len(values)
     if spec.early_stopping is not None:
-        given = [(s.name, s.value) for s in spec.early_stopping.algorithm_settings]
-        least_start = settings.stopping_settings(given)
+        rule = [(s.name, s.value) for s in spec.early_stopping.algorithm_settings]
+        least_start = settings.stopping_settings(rule)
         parallel = spec.parallel_trial_count
         stops = list(asking.rules(least_start, parallel, names, ended, len(values)))
     found = []
@@ -221,12 +221,12 @@ def _refused(spec: Spec) -> list[Problem]:
         problems.append(Problem("spec.earlyStopping.algorithmName", reason))
     elif early is not None:  # (its service's `ValidateEarlyStoppingSettings`, in its words)
         for i, setting in enumerate(early.algorithm_settings):
-            if reason := settings.stopping_problem(setting.name, setting.value):
-                problems.append(Problem(f"spec.earlyStopping.algorithmSettings.{i}", reason))
+            if wrong := settings.stopping_problem(setting.name, setting.value):
+                problems.append(Problem(f"spec.earlyStopping.algorithmSettings.{i}", wrong))
     if algorithm in (*FIXED, *SAMPLERS):  # (its service's `ValidateAlgorithmSettings`)
         for i, setting in enumerate(spec.algorithm.algorithm_settings):
-            if reason := settings.problem(algorithm, setting.name, setting.value):
-                problems.append(Problem(f"spec.algorithm.algorithmSettings.{i}", reason))
+            if wrong := settings.problem(algorithm, setting.name, setting.value):
+                problems.append(Problem(f"spec.algorithm.algorithmSettings.{i}", wrong))
     if algorithm == "cmaes" and sum(p.type in ("int", "double") for p in spec.parameters) < 2:
         reason = "cmaes only supports two or more dimensional continuous search space."
         problems.append(Problem("spec.parameters", reason))
@@ -373,7 +373,7 @@ def _substituted(
     template replaced by its parameter's value or the trial's metadata (as Katib replaces
     them in the template's text), named for the trial."""
     spec = template.trial_spec or {}
-    metadata = spec.get("metadata") if isinstance(spec.get("metadata"), dict) else {}
+    metadata = templates.mapping(spec.get("metadata"))
     namespace = (data.get("metadata") or {}).get("namespace") or "default"
     meta = {
         "Name": trial,

@@ -86,7 +86,8 @@ class Parameter(BaseModel):
             raise ValueError(f"feasibleSpace.list is not for {kind}: give min and max")
         if space.min is None or space.max is None:
             raise ValueError(f"feasibleSpace: {kind} needs min and max")
-        low, high, step = (_number(v, self.type) for v in (space.min, space.max, space.step))
+        low, high = (_bound(v, self.type) for v in (space.min, space.max))
+        step = _number(space.step, self.type)
         if low > high:
             raise ValueError(f"feasibleSpace: min {space.min} is above max {space.max}")
         if step is not None and step <= 0:
@@ -113,7 +114,7 @@ class Parameter(BaseModel):
             raise ValueError(f"{self.name}: a grid needs feasibleSpace.step for a double")
         _limit(self.name, (high - low) / step + 1)
         if self.type == "int":  # (exact, as Katib's `int(min)`, whatever their size)
-            first, last = (int(_number(v, "int") or 0) for v in (self.space.min, self.space.max))
+            first, last = (int(_bound(v, "int")) for v in (self.space.min, self.space.max))
             by = int(_number(self.space.step, "int") or 1)  # (a step is positive: the rules)
             return [str(v) for v in range(first, last + 1, by)]
         values = arange(low, high + step, step)
@@ -164,9 +165,8 @@ class Parameter(BaseModel):
 
     def _multiples(self) -> tuple[int, int]:
         """The first and last multiples of the step (as counts of it) within min..max."""
-        low, high = _number(self.space.min, self.type), _number(self.space.max, self.type)
+        low, high = _bound(self.space.min, self.type), _bound(self.space.max, self.type)
         step = _number(self.space.step, self.type) or Decimal(1)
-        assert low is not None and high is not None
         first = int((low / step).to_integral_value(ROUND_CEILING))
         last = int((high / step).to_integral_value(ROUND_FLOOR))
         if first > last:
@@ -179,9 +179,8 @@ class Parameter(BaseModel):
 
     def _bounds(self) -> tuple[float, float, float | None]:
         """min, max and the step (an int's: 1 by default, as Katib reads it) as floats."""
-        low, high = _number(self.space.min, self.type), _number(self.space.max, self.type)
+        low, high = _bound(self.space.min, self.type), _bound(self.space.max, self.type)
         step = _number(self.space.step, self.type)
-        assert low is not None and high is not None  # (the model's rules)
         if step is None and self.type == "int":
             step = Decimal(1)
         return float(low), float(high), None if step is None else float(step)
@@ -260,6 +259,14 @@ def _limit(what: str, size: float) -> None:
             f"{what} has {math.ceil(size):,} points (at most {GRID_LIMIT:,}): give larger "
             "steps, fewer values, or algorithmName: random"
         )
+
+
+def _bound(value: str | None, kind: str) -> Decimal:
+    """A feasible space's min or max as a number (an int's or a double's: given, by the
+    model's rules)."""
+    number = _number(value, kind)
+    assert number is not None
+    return number
 
 
 def _number(value: str | None, kind: str) -> Decimal | None:

@@ -121,9 +121,6 @@ class Spec(Model):
     early_stopping: EarlyStopping | None = None
 
 
-class Resource(Model):
+class Resource(templates.CustomResource):
     api_version: Literal["kubeflow.org/v1beta1"]
     kind: Literal["Experiment"]
-    metadata: templates.Metadata
-    spec: dict[str, Any]
-    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored

@@ -215,9 +215,4 @@ UNSUPPORTED = {
 }
 
 
-class Resource(Model):
-    api_version: str
-    kind: str
-    metadata: templates.Metadata
-    spec: dict[str, Any]
-    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
+Resource = templates.CustomResource

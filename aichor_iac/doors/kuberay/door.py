@@ -22,7 +22,7 @@ import yaml
 
 from ...experiment.groups import RAY_ROLES, Accelerators, Resources, Tpu
 from ...experiment.model import Experiment, FailurePolicy, Spec
-from ...experiment.origin import Kept, Origin
+from ...experiment.origin import Kept, Origin, RestartPolicy
 from ...problems import Problem
 from ...reading import crd
 from ...reading import podtemplate as templates
@@ -342,7 +342,7 @@ def _kept(
         else:
             config = job.submitter_config or SubmitterConfig()
             backoff = SUBMITTER_BACKOFF if config.backoff_limit is None else config.backoff_limit
-            restart = (
+            restart: RestartPolicy = (
                 "OnFailure" if template["spec"].get("restartPolicy") == "OnFailure" else "Never"
             )
             first = template["spec"]["containers"][0]["name"]
@@ -396,7 +396,7 @@ def _experiment(
         operator="kuberay",
         image=kept["Head"].main["image"],
         command=_command(job, kept),
-        rayVersion=cluster.ray_version,
+        ray_version=cluster.ray_version,
         types={
             "Head": {"count": 1, "resources": {"memory": 1}},
             "Workers": [{**p, "resources": {"memory": 1}} for p in pools],

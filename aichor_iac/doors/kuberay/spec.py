@@ -144,12 +144,9 @@ class RayJobSpec(Model):
     deletion_strategy: dict[str, Any] | None = None
 
 
-class Resource(Model):
+class Resource(templates.CustomResource):
     api_version: Literal["ray.io/v1"]
     kind: Literal["RayJob", "RayCluster"]
-    metadata: templates.Metadata
-    spec: dict[str, Any]
-    status: dict[str, Any] | None = None  # a resource read back from a cluster: ignored
 
 
 def ray_options(cluster: RayClusterSpec, job: RayJobSpec | None, where: str) -> RayOptions:

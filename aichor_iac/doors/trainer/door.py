@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field
 
 from ...experiment.groups import Model
 from ...experiment.model import Experiment
+from ...experiment.options import TrainerMpi
 from ...problems import ManifestError, Problem
 from ...reading import podtemplate as templates
 from ...reading.text import Document
@@ -116,12 +117,7 @@ class RuntimeSpec(Model):
     template: RuntimeTemplate
 
 
-class Resource(Model):
-    api_version: str
-    kind: str
-    metadata: templates.Metadata
-    spec: dict[str, Any]
-    status: dict[str, Any] | None = None
+Resource = templates.CustomResource
 
 
 def release(data: dict[str, Any]) -> str | None:
@@ -145,7 +141,7 @@ def validate(
     """The TrainJob as the experiment of the JobSet Trainer would create for it, or
     ManifestError naming every problem (the TrainJob's at its paths, the runtime's at its).
     A TrainJob of Trainer v2.0 or v2.1 runs as its `runtimePatches` twin (`shapes`)."""
-    written = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    written = templates.mapping(data.get("spec"))
 
     def fail(problems: list[Problem]) -> ManifestError:
         at = [dataclasses.replace(p, path=shapes.user_path(p.path, written)) for p in problems]
@@ -267,8 +263,8 @@ def _policy_problems(runtime: RuntimeSpec, spec: TrainJobSpec) -> list[Problem]:
         reason = f"the runtime's mlPolicy gives {' and '.join(given)}: Trainer runs one"
         problems.append(Problem("spec.runtimeRef", reason))
     source = runtime.ml_policy.source
-    reserved = {n: names for n, (_, names) in POLICIES.items()} | {"mpi": mpi_plugin.RESERVED}
-    reserved = set(reserved.get(source or "", ()))
+    by_policy = {n: names for n, (_, names) in POLICIES.items()} | {"mpi": mpi_plugin.RESERVED}
+    reserved = set(by_policy.get(source or "", ()))
     if runtime.ml_policy.mpi is not None:
         jobs = [r.name for r in runtime.template.spec.replicated_jobs]
         nodes = spec.trainer.num_nodes if spec.trainer else None
@@ -313,7 +309,7 @@ def _jobset(
     policy: MLPolicy,
     spec: TrainJobSpec,
     name: str | None,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+) -> tuple[dict[str, Any], TrainerMpi | None]:
     """The JobSet Trainer's controller creates for the TrainJob on `runtime` (its spec
     validated: `_runtime_spec`), and for an MPI runtime the JobSet framework's options."""
     template = copy.deepcopy(runtime["spec"]["template"]["spec"])
@@ -397,7 +393,7 @@ def _trainer_job(
     job_spec = rjob["template"]["spec"]
     trainer = spec.trainer or Trainer()
     ancestor = _take_ancestor(rjob)
-    if ancestor in STEPS.values():
+    if ancestor is not None and ancestor in STEPS.values():
         initializers.apply(rjob, ancestor, spec.initializer)
     if ancestor != "trainer":
         count = job_spec.get("parallelism", 1)

@@ -120,11 +120,8 @@ class Spec(Model):
     train_job_template: Template
 
 
-class Resource(Model):
-    api_version: str
-    kind: str
-    metadata: templates.Metadata
-    spec: dict[str, Any]
+class Resource(templates.CustomResource):
+    model_config = ConfigDict(extra="ignore")  # (as its Model: the CRD has checked it)
 
 
 def trials(
@@ -240,7 +237,7 @@ def _problems(
     name: str,
     spec: Spec,
     beside: tuple[dict[str, Any], ...],
-    learning: tuple[str, list[tuple[str, str]]] | Problem | None,
+    learning: Chosen | Problem | None,
 ) -> list[Problem]:
     """What the CRD does not say and a sweep here needs: a short enough name, the trials'
     variables their own, an algorithm that learns well named, nothing beside to create."""
@@ -290,7 +287,8 @@ def _stopping_problems(spec: Spec, early: Chosen | Problem | None) -> list[Probl
 
 def _env_problems(spec: Spec) -> list[Problem]:
     """Two parameters whose variables would be one, and a template that sets one itself."""
-    problems, seen = [], {}
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
     for i, parameter in enumerate(spec.parameters):
         variable = env_name(parameter.name)
         if variable in seen:

@@ -124,7 +124,8 @@ RUNTIMES.update(
 class Trainer(Protocol):
     """What the plugins read of a TrainJob's trainer."""
 
-    num_proc_per_node: int | None
+    @property
+    def num_proc_per_node(self) -> int | None: ...
 
 
 def _torch_env(
