@@ -1,6 +1,6 @@
 """The keeper under a chatty pod (issue 67): a main container printing LINES_PER_SECOND lines
 of 100 bytes (a `loss=` value each, as a trial prints its objective) and a progress report a
-second, for SECONDS, beside the keeper (`aichor_iac/k8s/keeper.py`, run as a pod runs it:
+second, for SECONDS, beside the keeper (`aichor_iac/pods/keeper.py`, run as a pod runs it:
 `python3 -S -c`) writing to a folder store and keeping its MLflow cursor off (no server).
 Prints the keeper's share of a core, its peak memory (its limit: 192 MiB), how far behind it
 was when the pod ended, and how long its last round took. Asserts nothing (machines are
@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from aichor_iac.k8s import keeper, keeping
+from aichor_iac import pods
+from aichor_iac.pods import keeper
 
 RATE = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 30
@@ -34,7 +35,7 @@ def main() -> None:
         shared.mkdir()
         env = {**os.environ, "AICHOR_KEEP_DIR": str(shared), "AICHOR_HISTORY": str(store)}
         env["AICHOR_KEEP"] = json.dumps(WHO)
-        argv = [sys.executable, "-S", "-c", keeping.program()]
+        argv = [sys.executable, "-S", "-c", pods.source("keeper")]
         process = subprocess.Popen(argv, env=env)
         began, written, step = time.monotonic(), 0, 0
         with (shared / keeper.LOG).open("a") as log, (shared / keeper.REPORTS).open("a") as rep:

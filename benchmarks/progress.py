@@ -1,6 +1,6 @@
 """The progress receiver under load (issue 52): 1,000 pods posting a report every 5 seconds, as
 kubeflow SDK's and transformers' clients do (kept TLS connections), against one receiver
-(`aichor_iac/k8s/receiver.py`, run as a cluster runs it: `python3 receiver.py`) pinned to one
+(`aichor_iac/pods/receiver.py`, run as a cluster runs it: `python3 receiver.py`) pinned to one
 core, the clients on another. Prints the reports answered per second, their latency, and the
 receiver's memory; then the most it answers per second on its core (50 clients posting back
 to back). Asserts nothing (machines are shared and noisy).
@@ -22,8 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from aichor_iac.k8s import progress, receiver
+from aichor_iac.k8s import progress
 from aichor_iac.local import reports
+from aichor_iac.pods import receiver
 
 PODS = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 30

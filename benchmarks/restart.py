@@ -1,4 +1,4 @@
-"""Group restart benchmark (`aichor:maxRestarts`, aichor_iac/k8s/regroup.py) on the local
+"""Group restart benchmark (`aichor:maxRestarts`, aichor_iac/pods/regroup.py) on the local
 cluster with the default settings: 1 entry point (PyTorch Master) and 8 Workers, repeated RUNS
 times. The last Worker's command fails (exit 137) 2 s after it starts:
 

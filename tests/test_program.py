@@ -455,7 +455,7 @@ def test_main_creates_the_trials_a_sweeps_results_on_the_cluster_allow(tmp_path,
 def kept_trial(store: str, trial, loss: float, environ: dict) -> None:
     """A trial's pod, ended with exit 0 after printing its loss, as its keeper leaves it in
     the bucket `store` (s3://bucket/prefix)."""
-    from aichor_iac.k8s import keeper
+    from aichor_iac.pods import keeper
 
     folder = Path(environ["HOME"]) / trial.name
     folder.mkdir()

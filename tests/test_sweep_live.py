@@ -400,7 +400,7 @@ def test_a_sweep_that_learns_resumes_from_its_store_after_pulumi_destroy(
 def test_on_a_cluster_early_stopping_ends_a_trials_pods_and_status_says_earlystopped(tmp_path):
     """Katib's medianstop through `pulumi up` again and again: a trial whose rule stops it
     ends its own command in its pod at its start_step-th loss (Katib's collector's check,
-    `search.stopping.main`), before its last epochs; `status` reads it as EarlyStopped."""
+    `pods.stopping.main`), before its last epochs; `status` reads it as EarlyStopped."""
     from learning_sweep import median_stop_file
 
     from aichor_iac.doors.katib.collect import STOP

@@ -38,7 +38,7 @@ NONE_ENDED: Ended = MappingProxyType({})
 
 @dataclass(frozen=True)
 class Stopping:
-    """Katib's medianstop for a trial (`search.stopping`): stopped at its `start_step`-th
+    """Katib's medianstop for a trial (`pods.stopping`): stopped at its `start_step`-th
     objective value if its best by then is worse than `rule`, the rule made when it was
     created from the trials that had succeeded (None: too few had)."""
 

@@ -13,12 +13,11 @@ the stack names): never in a URL (settings refuse one), an object, a log or a re
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import posixpath
-from pathlib import Path
 from typing import Any
 
+from .. import pods
 from ..experiment.trial import MARKER
 from ..frameworks import Group
 from ..problems import ManifestError, Problem
@@ -96,12 +95,6 @@ while :; do sleep 1 & wait $!; done
 
 def enabled(ctx: Context) -> bool:
     return ctx.settings.keeps
-
-
-@functools.cache  # (read once: a sweep renders a keeper per trial)
-def program() -> str:
-    """The keeper's source (`keeper.py`, read, not imported), run by the image's python3."""
-    return Path(__file__).with_name("keeper.py").read_text()
 
 
 def kept(ctx: Context, group: Group, replica: int | None, template: dict, main: str) -> dict:
@@ -219,7 +212,7 @@ def sidecar_of(
         "name": CONTAINER,
         "image": settings.progress_image or ctx.spec.image,
         "restartPolicy": "Always",
-        "command": ["/bin/sh", "-c", _RUN, CONTAINER, shell.k8s_escape(program())],
+        "command": ["/bin/sh", "-c", _RUN, CONTAINER, shell.k8s_escape(pods.source("keeper"))],
         "env": env,
         "resources": resources,
         "securityContext": kinds.as_json(container_security(ctx.spec)),

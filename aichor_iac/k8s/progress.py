@@ -12,10 +12,9 @@ sweep's, and one NetworkPolicy (`sweep`).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
-from pathlib import Path
 
+from .. import pods
 from ..experiment.trial import Trial
 from ..frameworks import Group
 from ..frameworks.base import File, Mount
@@ -190,7 +189,7 @@ def sidecar(ctx: Context) -> kinds.ContainerArgs:
         name=CONTAINER,
         image=ctx.settings.progress_image or ctx.spec.image,
         restart_policy="Always",
-        command=["/bin/sh", "-c", _RUN, CONTAINER, program()],
+        command=["/bin/sh", "-c", _RUN, CONTAINER, pods.source("receiver")],
         env=[kinds.EnvVarArgs(name=k, value=v) for k, v in settings.items()],
         ports=[kinds.ContainerPortArgs(name=CONTAINER, container_port=PORT)],
         # (each second for up to 2 minutes: a slow image's python3 under load; then the
@@ -207,12 +206,6 @@ def sidecar(ctx: Context) -> kinds.ContainerArgs:
             kinds.VolumeMountArgs(name=RECEIVER_FILES.name, mount_path=files, read_only=True)
         ],
     )
-
-
-@functools.cache  # (read once: a sweep renders a receiver per trial)
-def program() -> str:
-    """The receiver's source (`receiver.py`, read, not imported), run by the image's python3."""
-    return Path(__file__).with_name("receiver.py").read_text()
 
 
 def network_policy(ctx: Context) -> dict:

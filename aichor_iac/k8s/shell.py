@@ -7,15 +7,12 @@ present) so no extra image is pulled. Kubernetes expands `$(VAR)` in commands an
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
-from functools import cache
-from pathlib import Path
 
+from .. import pods
 from ..frameworks import Endpoint, Env
 from ..frameworks.base import INDEX_VAR
-from . import regroup as regroup_program
 from .lifeline import ENTRY, FOLLOW, LIFELINE_PORT
 
 # A follower checks every AICHOR_FOLLOW_INTERVAL seconds (default 10) and stops after
@@ -209,14 +206,6 @@ def prelude(env: tuple[Env, ...]) -> list[str]:
     return lines
 
 
-@cache
-def regroup_source() -> str:
-    """The group restart's program as replicas run it: `regroup.py` without its docstring."""
-    text = Path(regroup_program.__file__).read_text()
-    start = ast.parse(text).body[0].end_lineno or 0
-    return "\n".join(text.splitlines()[start:]).strip() + "\n"
-
-
 NO_REGROUP = (
     'echo "aichor: no python3 in the image: this replica runs without the group restart" >&2'
 )
@@ -253,7 +242,7 @@ def main_command(
     lines = prelude(env) + (wait_lines(waits, deadline_seconds) if waits else [])
     flag = {True: "1", False: "0"}
     if regroup is not None:
-        lines += [_python(regroup_source(), regroup), NO_REGROUP]
+        lines += [_python(pods.source("regroup"), regroup), NO_REGROUP]
         lines.append('exec /bin/sh -c "$1"')
     elif follows is not None:
         args = [shlex.quote(follows), str(LIFELINE_PORT), flag[seen], flag[restarts]]

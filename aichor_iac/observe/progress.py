@@ -1,5 +1,5 @@
 """Progress reports as people read them: Kubeflow Trainer's `trainerStatus` (the latest report
-of an experiment's receiver, `k8s/receiver.py`) in a few words."""
+of an experiment's receiver, `pods/receiver.py`) in a few words."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ..k8s import receiver
+from ..pods import receiver
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 JOB_NAME = "batch.kubernetes.io/job-name"

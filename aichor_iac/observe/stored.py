@@ -1,5 +1,5 @@
 """A stack's runs read back from its store (`aichor:history`; issue 67, docs/stores.md): what
-each pod's keeper wrote there (`k8s/keeper.py`: a pod's `pod.json`, its log and its progress
+each pod's keeper wrote there (`pods/keeper.py`: a pod's `pod.json`, its log and its progress
 reports) made into records of this machine's store, a folder per run (`records.store`), so
 that `history` shows them and prints their logs as it does a local run's, after the cluster,
 its pods and the stack are gone.
@@ -286,7 +286,7 @@ def logs_of(run: list[Part], said: Contents) -> dict[tuple[str, str], list[str]]
     container's, and the progress receiver's of a pod that took reports (each printed as the
     receiver prints it)."""
     from ..k8s.progress import CONTAINER
-    from ..k8s.receiver import LINE
+    from ..pods.receiver import LINE
 
     logs = {}
     for part in run:

@@ -27,7 +27,7 @@ from ..experiment.trial import (
     Result,
     Trial,
 )
-from ..search import stopping
+from ..pods import stopping
 
 
 def metrics(lines: list[str], objective: Objective) -> dict[str, list[float]]:

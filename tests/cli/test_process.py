@@ -79,7 +79,7 @@ def test_validate_imports_no_server_and_no_pulumi():
     render: its server and TLS imports cost `validate` 20 ms; Pulumi's, far more."""
     program = (
         "import json, sys; from aichor_iac.cli import main; main(['validate', sys.argv[1]]); "
-        "print(json.dumps(sorted(m for m in ('http.server', 'ssl', 'aichor_iac.k8s.receiver', "
+        "print(json.dumps(sorted(m for m in ('http.server', 'ssl', 'aichor_iac.pods.receiver', "
         "'pulumi') if m in sys.modules)))"
     )
     found = subprocess.run(

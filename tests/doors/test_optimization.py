@@ -16,21 +16,15 @@ from conftest import ROOT
 from learning_sweep import ended as as_ended
 from learning_sweep import reported_median_stop
 
-from aichor_iac import doors, engine
+from aichor_iac import doors, engine, pods
 from aichor_iac.doors.katib.collect import STOP
 from aichor_iac.doors.trainer import optimization
 from aichor_iac.doors.trainer.runtimes import RUNTIMES
 from aichor_iac.experiment.trial import Stopping
+from aichor_iac.pods.stopping import REPORTED_FORMAT
 from aichor_iac.problems import ManifestError
 from aichor_iac.reading import crd
-from aichor_iac.search import stopping
-from aichor_iac.search.stopping import REPORTED_FORMAT
 from aichor_iac.settings import Settings
-
-
-def stopping_source() -> str:
-    return Path(stopping.__file__).read_text()
-
 
 HERE = ROOT / "tests" / "trainer_optimization"
 
@@ -390,7 +384,7 @@ def test_early_stopping_runs_each_trainers_command_under_its_rules_check(tmp_pat
     rendering = engine.expand(first[0], Settings())
     (job,) = [r for r in rendering.resources if r.type.endswith("batch/v1:Job")]
     command = job.inputs["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[:5] == ["/bin/sh", "-c", STOP, "aichor-stop", stopping_source()]
+    assert command[:5] == ["/bin/sh", "-c", STOP, "aichor-stop", pods.source("stopping")]
     rule = json.loads(command[5])
     assert rule == {
         "metric": "loss",

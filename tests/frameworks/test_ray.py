@@ -19,7 +19,7 @@ from test_mpi import validate
 from aichor_iac import doors, engine
 from aichor_iac.frameworks import ray as ray_framework
 from aichor_iac.k8s import progress
-from aichor_iac.k8s.regroup import GAVE_UP
+from aichor_iac.pods.regroup import GAVE_UP
 
 EXAMPLES = {"ray": ROOT / "examples" / "ray.yaml", "kuberay": ROOT / "examples" / "kuberay.yaml"}
 HEAD = "exp-head.default.svc.cluster.local"

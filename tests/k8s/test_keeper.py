@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from stores import KEYS, mlflow_server, running, s3_client
 from waiting import until
 
-from aichor_iac.k8s import keeper, keeping
+from aichor_iac import pods
+from aichor_iac.pods import keeper
 from aichor_iac.records import store
 
 pytest.importorskip("mlflow")
@@ -66,7 +67,7 @@ def start(folder: Path, person: dict, history: str = "", mlflow: str = "", **env
         "AICHOR_KEEP": json.dumps(person),
     }
     environ |= {"AICHOR_HISTORY": history, "AICHOR_MLFLOW": mlflow, **env}
-    argv = [sys.executable, "-S", "-c", keeping.program()]
+    argv = [sys.executable, "-S", "-c", pods.source("keeper")]
     return subprocess.Popen(argv, env=environ, stderr=subprocess.PIPE, text=True)
 
 

@@ -1,4 +1,4 @@
-"""The group restart's program (k8s/regroup.py) as processes on this machine: a lead (its host
+"""The group restart's program (pods/regroup.py) as processes on this machine: a lead (its host
 name is the lead's, `127` for 127.0.0.1) and members; what each command sees, when the group
 restarts, when it fails and what it says. The real runs are in tests/local/test_group_restart.py."""
 
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from test_lifeline import ENV, connected, free_port, processes  # noqa: F401  (fixture)
 
-from aichor_iac.k8s import regroup, shell
+from aichor_iac import pods
+from aichor_iac.pods import regroup
 
 
 def rules(permanent: str) -> str:
@@ -29,7 +30,7 @@ def replica(command: str, port: int, host: str, log: Path, budget: int = 1, perm
     args = [command, "127.0.0.1", str(port), str(budget), rules(permanent), "RETRY", "30", "1", ""]
     env = {**ENV, "HOSTNAME": host, "AICHOR_TERMINATION_LOG": str(log)}
     return subprocess.Popen(
-        [sys.executable, "-S", "-c", shell.regroup_source(), *args],
+        [sys.executable, "-S", "-c", pods.source("regroup"), *args],
         env=env,
         stdout=subprocess.PIPE,
         text=True,

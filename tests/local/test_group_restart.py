@@ -1,7 +1,7 @@
 """The group restart for real on the local cluster: PyTorch over gloo, 3 ranks that checkpoint
 every 3 steps; a worker kills itself (exit 137) or its pod is deleted as a drain would, and every
 rank stops and starts again from the checkpoint, or the experiment fails when the budget is
-spent (`aichor:maxRestarts`, k8s/regroup.py)."""
+spent (`aichor:maxRestarts`, pods/regroup.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from aichor_iac.experiment.state import State
-from aichor_iac.k8s import keeper
 from aichor_iac.observe import stored
+from aichor_iac.pods import keeper
 
 CLOCK = itertools.count(0, 2)
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...experiment.trial import FAILED, SUCCEEDED, Ended, Result, Stopping
-from ...search import learning, stopping
+from ...pods import stopping
+from ...search import learning
 
 
 def known(

@@ -9,15 +9,13 @@ user's is in the script.
 
 from __future__ import annotations
 
-import functools
 import json
 import posixpath
-from pathlib import Path
 from typing import Any
 
+from ... import pods
 from ...experiment.trial import MARKER, Objective, Stopping
 from ...problems import Problem
-from ...search import stopping
 
 DEFAULT_PATH = "/var/log/katib/metrics.log"  # Katib's default (`common.DefaultFilePath`)
 VOLUME = "metrics-volume"  # Katib's volume name (`common.MetricsVolume`)
@@ -29,7 +27,7 @@ PRINT = (
 )
 
 
-# Early stopping's check (`search.stopping.main`, its source the first argument), run by the
+# Early stopping's check (`pods.stopping.main`, its source the first argument), run by the
 # image's python3; an image without one runs the command alone (its rule is then read back)
 STOP = (
     'p="$1"; r="$2"; shift 2; if command -v python3 >/dev/null 2>&1; then '
@@ -97,7 +95,7 @@ def with_stopping(
     document: dict[str, Any], primary: str | None, rule: dict[str, Any]
 ) -> list[Problem]:
     """The trial's resource with each pod template's primary container running its command
-    under its early stopping rule (`search.stopping.main`, with python3 where the image has
+    under its early stopping rule (`pods.stopping.main`, with python3 where the image has
     it), as Katib's collector watches the primary container's output (`document`, changed in
     place); or the problems that prevent it."""
     found, problems = _primaries(
@@ -117,7 +115,7 @@ def with_stopping(
 
 
 def rule_of(stopping: Stopping, objective: Objective, reported: bool = False) -> dict[str, Any]:
-    """A trial's early stopping rule as the check in its pod takes it (`search.stopping.main`):
+    """A trial's early stopping rule as the check in its pod takes it (`pods.stopping.main`):
     the objective's values read with its filters from the output (`reported`: from the trial's
     progress reports, each printed as a line first)."""
     return {
@@ -131,15 +129,10 @@ def rule_of(stopping: Stopping, objective: Objective, reported: bool = False) ->
 
 
 def under_rule(rule: dict[str, Any], command: list[Any]) -> list[Any]:
-    """A command run under its early stopping rule's check in its pod (`search.stopping.main`,
+    """A command run under its early stopping rule's check in its pod (`pods.stopping.main`,
     its source run by the image's python3): the rule and the command are its arguments."""
     given = json.dumps(rule, separators=(",", ":"))
-    return ["/bin/sh", "-c", STOP, "aichor-stop", _stopper(), given, *command]
-
-
-@functools.cache  # (read once: a sweep renders a check per trial)
-def _stopper() -> str:
-    return Path(stopping.__file__).read_text()
+    return ["/bin/sh", "-c", STOP, "aichor-stop", pods.source("stopping"), given, *command]
 
 
 def _primaries(

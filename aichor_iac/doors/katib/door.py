@@ -120,7 +120,7 @@ def trials(
 
 
 def _stop_rule(stopping: Stopping | None, objective: Aim) -> dict[str, Any] | None:
-    """A trial's early stopping rule as its pod checks it (`search.stopping.main`), where its
+    """A trial's early stopping rule as its pod checks it (`pods.stopping.main`), where its
     pod's output has the objective's values (the StdOut collector; the File collector's file
     is printed once the command has ended, and its rule is read back then)."""
     if stopping is None or stopping.rule is None or not objective.formats:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...search.stopping import MIN_TRIALS_REQUIRED, START_STEP
+from ...pods.stopping import MIN_TRIALS_REQUIRED, START_STEP
 from .numpy_legacy import SEED_MAX
 
 

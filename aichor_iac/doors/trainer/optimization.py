@@ -19,7 +19,7 @@ run it, without one:
   of the trials before it, as a Katib sweep's (`katib.asking`).
 - Early stopping (Katib's medianstop), which the CRD has no field for either, under the
   annotation EARLY_STOPPING: each trial's trainer command runs under its rule's check in its
-  pod (`search.stopping`), its values the trial's progress reports, read from its receiver.
+  pod (`pods.stopping`), its values the trial's progress reports, read from its receiver.
 
 The OptimizationJob is checked against its CRD of trainer main (`reading/crds`), its rules
 then here; each trial's TrainJob by the TrainJob door.
@@ -40,9 +40,9 @@ from pydantic import ConfigDict, Field, ValidationError
 from ...experiment.groups import Model as Lax
 from ...experiment.trial import NONE_ENDED, Ended, Stopping, Trial
 from ...experiment.trial import Objective as Aim
+from ...pods.stopping import REPORTED_FORMAT
 from ...problems import Problem, line_for, one_line
 from ...reading import podtemplate as templates
-from ...search.stopping import REPORTED_FORMAT
 from ..identities import OPTIMIZATION
 from ..katib import asking, settings
 from ..katib.collect import rule_of, under_rule
@@ -266,7 +266,7 @@ def _problems(
 
 def _stopping_problems(spec: Spec, early: Chosen | Problem | None) -> list[Problem]:
     """Early stopping's settings as Katib's medianstop service checks them, and the command
-    its check runs (in the trial's pod: `search.stopping`)."""
+    its check runs (in the trial's pod: `pods.stopping`)."""
     if early is None or isinstance(early, Problem):
         return [] if early is None else [early]
     where = f"metadata.annotations.{EARLY_STOPPING}"

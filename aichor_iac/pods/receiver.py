@@ -10,7 +10,7 @@ Trainer's status server does (trainer `pkg/statusserver/server.go`): 200 with th
 payload, else a `metav1.Status`; and keeps the latest report (a line on its output, and a file
 when AICHOR_PROGRESS_STATE names one). A GET of the URL with the token answers the first
 HISTORY reports from the `since`-th on (`?since=N`): Trainer's server has no GET; here a
-sweep's early stopping rule reads a trial's values in its pod (`search.stopping`).
+sweep's early stopping rule reads a trial's values in its pod (`pods.stopping`).
 
 It differs from Trainer's server where Trainer's needs its controller: the bearer token is the
 experiment's own secret (compared in constant time), not a service account token checked by a
@@ -44,7 +44,7 @@ from datetime import datetime
 
 MAX_BODY = 1 << 16  # 64 KiB, as Trainer's server
 # The first reports kept for a GET (an early stopping rule reads a trial's first values in its
-# pod: `search.stopping`); at most 200 x 64 KiB within the receiver's 128 MiB
+# pod: `pods.stopping`); at most 200 x 64 KiB within the receiver's 128 MiB
 HISTORY = 200
 MAX_METRICS = 256  # the TrainJob status schema's maxItems
 MAX_TEXT = 64  # a metric's name or value (minLength 1, maxLength 64)
@@ -310,4 +310,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,4 +1,4 @@
-"""Early stopping by Katib's median rule (aichor_iac/search/stopping.py, issue 54), held to
+"""Early stopping by Katib's median rule (aichor_iac/pods/stopping.py, issue 54), held to
 Katib's own two parts, vendored below from kubeflow/katib 33c8ff4e5 (Apache-2.0):
 `MedianStopService.get_median_value` (pkg/earlystopping/v1beta1/medianstop/service.py, its
 database reads replaced by the trials' values) and `updateStopRules` with the loop that feeds
@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,11 +18,11 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aichor_iac import pods
 from aichor_iac.doors.katib import settings as katib_settings
 from aichor_iac.doors.katib.collect import STOP
 from aichor_iac.doors.katib.door import DEFAULT_FORMAT
-from aichor_iac.search import stopping
-from aichor_iac.search.stopping import median_rule, stopped_at
+from aichor_iac.pods.stopping import median_rule, stopped_at
 
 
 def katib_median(trials_logs: list[list[float]], min_trials_required: int, start_step: int):
@@ -134,7 +133,7 @@ EPOCHS = "import time\nfor e in (0.9, 0.8, 0.1):\n    print(f'loss={e}')\n    ti
 def in_pod(rule: dict, *command: str, path: str | None = None) -> subprocess.CompletedProcess:
     """The primary container's command under its rule, as its pod runs it."""
     spec = json.dumps({"maximize": False, **rule})
-    source = Path(stopping.__file__).read_text()
+    source = pods.source("stopping")
     env = {**os.environ, **({"PATH": path} if path is not None else {})}
     argv = ["/bin/sh", "-c", STOP, "aichor-stop", source, spec, *command]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)

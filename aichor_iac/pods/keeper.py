@@ -532,7 +532,7 @@ def identity(environ) -> dict:
 
 def keepers(shared: Shared, who: dict, environ) -> dict:
     """The stores the stack names, each with what it is sent (MLflow from the entry pod)."""
-    found = {}
+    found: dict[str, History | Tracking] = {}
     if environ.get("AICHOR_HISTORY"):
         found["history"] = History(store(environ["AICHOR_HISTORY"], environ), shared, who)
     if environ.get("AICHOR_MLFLOW") and who.get("entry"):
@@ -564,7 +564,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     environ = os.environ
     shared = Shared(environ["AICHOR_KEEP_DIR"])
-    stores, down = keepers(shared, identity(environ), environ), {}
+    stores = keepers(shared, identity(environ), environ)
+    down: dict[str, str] = {}  # store -> why it was not written
     while not stopping:
         send_new(shared, stores, down)
         deadline = time.monotonic() + INTERVAL
@@ -582,4 +583,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

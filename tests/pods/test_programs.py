@@ -1,0 +1,78 @@
+"""The programs that run in the user's pods (aichor_iac/pods): what the image needs of them is
+Python 3.8 and the standard library; what a pod's command holds is their code."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aichor_iac import pods
+
+FILES = {name: Path(pods.__file__).with_name(f"{name}.py") for name in pods.PROGRAMS}
+OLDEST = "3.8"  # the oldest python3 an ML image still ships (the docs promise it)
+
+
+def imported(path: Path) -> set[str]:
+    """The top-level modules `path` imports; "." for a relative import."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." if node.level else (node.module or "").split(".")[0])
+    return found
+
+
+def test_every_program_in_the_package_is_listed() -> None:
+    here = {p.stem for p in Path(pods.__file__).parent.glob("*.py")} - {"__init__"}
+    assert here == set(pods.PROGRAMS)
+
+
+@pytest.mark.parametrize("name", pods.PROGRAMS)
+def test_a_program_imports_the_standard_library_alone(name: str) -> None:
+    outside = imported(FILES[name]) - set(sys.stdlib_module_names) - {"__future__"}
+    assert not outside, f"{name} imports {sorted(outside)}: the user's image has none of them"
+
+
+def test_every_program_runs_on_the_oldest_python_promised() -> None:
+    """vermin reads each file's syntax and standard-library use against Python 3.8's."""
+    vermin = Path(sys.executable).with_name("vermin")
+    files = [str(f) for f in FILES.values()]
+    run = subprocess.run(
+        [str(vermin), "--no-tips", "--violations", f"-t={OLDEST}-", *files],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_vermin_would_say_so_of_a_newer_program(tmp_path: Path) -> None:
+    """The check above can fail: a `match` statement (3.10) is refused."""
+    newer = tmp_path / "newer.py"
+    newer.write_text("import sys\nmatch sys.argv:\n    case _:\n        pass\n")
+    vermin = Path(sys.executable).with_name("vermin")
+    run = subprocess.run(
+        [str(vermin), "--no-tips", "--violations", f"-t={OLDEST}-", str(newer)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode != 0
+
+
+@pytest.mark.parametrize("name", pods.PROGRAMS)
+def test_a_pod_is_given_the_code_without_the_docstring(name: str) -> None:
+    text = pods.source(name)
+    module = ast.parse(text)
+    assert ast.get_docstring(module) is None
+    assert ast.get_docstring(ast.parse(FILES[name].read_text()))  # (the file keeps it)
+    assert text == text.strip() + "\n"
+    compile(text, name, "exec")
+
+
+def test_a_program_not_in_the_package_is_refused() -> None:
+    with pytest.raises(ValueError, match="no program 'lifeline' runs in a pod"):
+        pods.source("lifeline")
