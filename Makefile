@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs bench fuzz clean system-packages
+.PHONY: demo test check lint docs bench fuzz clean system-packages
 
 # Real MPI runs in the tests need Debian's OpenMPI and OpenSSH server, and the dashboard's tests
 # a real browser (Debian's chromium): installed when this runs as root with apt-get (CI),
@@ -66,6 +66,12 @@ system-packages:
 test: $(STAMP) lint system-packages
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not exclusive"
 	$(BIN)/python -m pytest -m exclusive
+
+# The quick tier, for the edit-run loop: lint, types and every test but the slow ones (real
+# frameworks, servers, a browser, the docs' commands, pods on the local cluster: make test
+# runs those too, as CI does).
+check: lint
+	$(BIN)/python -m pytest -n 2 -m "not slow and not exclusive"
 
 # The documentation site into site/, strictly: a broken link, anchor or API reference fails
 # (tests/test_docs.py runs the same build).

@@ -105,6 +105,14 @@ def by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {f"{o['kind']}/{o['metadata']['name']}": o for o in objects}
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the local cluster (skipped without `ip netns`: kube.NEEDS_CLUSTER and
+    the real runs' own conditions, each naming it) runs real pods: it is slow too."""
+    for item in items:
+        if any("ip netns" in m.kwargs.get("reason", "") for m in item.iter_markers("skipif")):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def render() -> Callable[..., dict[str, dict[str, Any]]]:
     """render(manifest_data_or_path, name=..., **settings) -> {"Kind/name": object}."""

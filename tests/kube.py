@@ -26,6 +26,11 @@ from aichor_iac.local.prepare import base_env
 # gives a starting node 30 s to register, which two clusters starting at once on two cores
 # (a dozen Python processes each) made it miss.
 ONE_RAY_CLUSTER_AT_A_TIME = pytest.mark.xdist_group("ray")
+# Pods on the local cluster: only where it can be made (root, for `ip netns`). A test skipped
+# for want of `ip netns` runs real processes: it is slow (conftest.py marks it so).
+NEEDS_CLUSTER = pytest.mark.skipif(
+    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
+)
 
 
 def pod_env(**extra: str) -> dict[str, str]:

@@ -167,7 +167,13 @@ def _diagnosis(objects, created, done, cluster: Cluster) -> list[str]:
             lines += [f"deadlock: {h} waits for {what}" for h in held]
         else:
             lines.append(f"deadlock: pulumi up waits for {what}")
-    return lines or ["deadlock: nothing can be created"]
+    ended = [r for r in created if r.urn in done and r.kind == "Job"]  # (what they wait on)
+    beside = [f"  beside it: {_name(r)} ({cluster.describe(_job(r))})" for r in ended]
+    return (lines or ["deadlock: nothing can be created"]) + beside
+
+
+def _job(r: Resource) -> str:
+    return r.inputs["metadata"]["name"]
 
 
 @dataclass
@@ -391,12 +397,15 @@ class Live:
         return self.local.job_status(name)
 
     def describe(self, name: str) -> str:
-        states = self.local.state.items()
-        return ", ".join(
-            f"{pod} {state}" + (f" ({self.local.why_pending(pod)})" if state == "pending" else "")
-            for pod, state in states
-            if pod.rsplit("-", 1)[0] == name
-        )
+        """Each pod of Job `name`: its state, and its last lines (what a stall is waiting on)."""
+        said = []
+        for pod, state in self.local.state.items():
+            if pod.rsplit("-", 1)[0] != name:
+                continue
+            why = f" ({self.local.why_pending(pod)})" if state == "pending" else ""
+            last = self.local.node.files.output(pod).splitlines()[-3:]
+            said.append(f"{pod} {state}{why}" + (f": {' | '.join(last)}" if last else ""))
+        return ", ".join(said)
 
     def step(self, progressed: bool) -> bool:
         time.sleep(0.2)

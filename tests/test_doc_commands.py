@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from doc_snippets import ROOT, Fence, fences, matches, pages
 
+pytestmark = pytest.mark.slow  # (the docs' commands, run as printed)
+
 # Pages a new user follows from a fresh clone, in this order, after `make demo` alone
 FIRST_HOUR = ("README.md", "docs/getting-started.md")
 # The fences run whole, run up to a mark, and not run (a page that changes them changes these,

@@ -10,6 +10,7 @@ import pytest
 from fuzz import HOSTILE, KINDS, MAX_CASE_MIB, _unquoted, check, run, zero_cases
 
 
+@pytest.mark.slow  # (half a minute: the quick tier keeps the zero counts and the seeds)
 def test_five_thousand_hostile_manifests_end_cleanly():
     report = run(5000, seed=0, renders=100)
     assert not report.failures, "\n".join(report.failures[0])

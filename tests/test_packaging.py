@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # (a real sdist and wheel, built and installed)
+
 ROOT = Path(__file__).parent.parent
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import AICHOR_EXAMPLES
-from kube import LocalCluster, pod_env
+from kube import NEEDS_CLUSTER, LocalCluster, pod_env
 from pulumi_up import Deadlock, Failed, Live, unarranged, up
 from test_pulumi_up import SCHEDULING, data, stack_settings
 
@@ -31,9 +31,7 @@ from aichor_iac import doors, engine, planning
 from aichor_iac.planning import blueprints
 from aichor_iac.settings import Settings
 
-pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
-)
+pytestmark = NEEDS_CLUSTER
 
 ENV = pod_env(AICHOR_FOLLOW_INTERVAL="0.2")
 SSHD = shutil.which("ssh-keygen") and Path("/usr/sbin/sshd").exists()

@@ -17,7 +17,7 @@ from contextlib import redirect_stdout
 
 import pytest
 import yaml
-from kube import LocalCluster, pod_env
+from kube import NEEDS_CLUSTER, LocalCluster, pod_env
 from pulumi_up import Deadlock, Failed, Live, unarranged, up
 from waiting import until
 
@@ -28,9 +28,7 @@ from aichor_iac.local.prepare import sweep_gates
 from aichor_iac.planning import blueprints
 from aichor_iac.settings import Settings
 
-pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
-)
+pytestmark = NEEDS_CLUSTER
 ENV = pod_env(AICHOR_FOLLOW_INTERVAL="0.2")
 # Each trial: its seed, 3 s, then exit 1 for seed 3 (a failed trial)
 COMMAND = (

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 
-def until(check: Callable[[], Any], timeout: float = 60) -> Any:
-    """What `check` gives once it gives something true, polled every 0.2 s; an
+def until(check: Callable[[], Any], timeout: float = 60, every: float = 0.2) -> Any:
+    """What `check` gives once it gives something true, polled `every` seconds; an
     AssertionError if it gives none within `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if found := check():
             return found
-        time.sleep(0.2)
+        time.sleep(every)
     raise AssertionError(f"not within {timeout} s")

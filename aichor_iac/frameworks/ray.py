@@ -23,6 +23,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .. import pods
 from ..experiment.groups import RayGroup, ReplicaType
 from ..experiment.model import Spec
 from ..experiment.rules import ray_flag, ray_version
@@ -47,69 +48,6 @@ def submitter() -> ReplicaType:
     """What the kuberay submitter asks for (KubeRay's default submitter: 500m CPU, 1Gi); made
     when first asked, not when a validation imports this module."""
     return ReplicaType.model_validate({"count": 1, "resources": {"cpus": 0.5, "memory": 1}})
-
-
-# The job's wait: until `expected` nodes other than this one are alive, logged, bounded.
-# argv: expected node count, this node's IP ("" counts every node), deadline in seconds.
-WAIT_FOR_NODES = """\
-import os, sys, time
-import ray
-expected, me, deadline = int(sys.argv[1]), sys.argv[2], time.time() + int(sys.argv[3])
-address = os.environ["RAY_ADDRESS"]
-auth = {"_redis_password": os.environ["REDIS_PASSWORD"]} if ray.__version__[:2] == "1." else {}
-ray.init(address=address, logging_level="WARNING", **auth)
-while True:
-    nodes = [n for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] != me]
-    print(f"ray_address={address}, node_count={len(nodes)}, expected_node_count={expected}")
-    if len(nodes) >= expected:
-        break
-    if time.time() >= deadline:
-        sys.exit(f"aichor: gave up waiting for {expected} Ray nodes")
-    print("retrying in 2s", flush=True)
-    time.sleep(2)
-ray.shutdown()
-"""
-
-# The kuberay submitter: submit once (a retried pod follows the job it submitted before),
-# follow the logs, exit with the Ray job's outcome (`ray job logs --follow` alone exits 0).
-# The dashboard answers before the head's job agent has registered, and then refuses a
-# submission for 10 s with "No available agent to submit job, please try again later."
-# (ray/dashboard/modules/job/job_head.py): such a refusal is retried until the deadline.
-# argv: dashboard URL, submission id, entrypoint, deadline in seconds, and the submission's
-# options as JSON (`submit_job`'s runtime_env, metadata, entrypoint_num_cpus, ...).
-SUBMIT = """\
-import json, subprocess, sys, time
-from ray.job_submission import JobStatus, JobSubmissionClient
-url, job, entrypoint = sys.argv[1:4]
-deadline, options = time.time() + int(sys.argv[4]), json.loads(sys.argv[5])
-def retried(what, call, transient=lambda error: True):
-    while True:
-        try:
-            return call()
-        except Exception as error:
-            if not transient(error):
-                sys.exit(f"aichor: {what} failed at {url}: {error}")
-            if time.time() >= deadline:
-                sys.exit(f"aichor: gave up {what} at {url}: {error}")
-            print(f"aichor: {what} at {url}: {error}", flush=True)
-            time.sleep(2)
-client = retried("waiting for the Ray dashboard", lambda: JobSubmissionClient(url))
-try:
-    print(f"aichor: Ray job {job} was submitted before: {client.get_job_status(job)}", flush=True)
-except Exception:
-    retried(
-        f"submitting Ray job {job}",
-        lambda: client.submit_job(entrypoint=entrypoint, submission_id=job, **options),
-        lambda error: "try again later" in str(error),
-    )
-    print(f"aichor: submitted Ray job {job}", flush=True)
-subprocess.call(["ray", "job", "logs", "--address", url, "--follow", job])
-done = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
-while (status := client.get_job_status(job)) not in done:
-    time.sleep(2)
-print(f"aichor: Ray job {job} {status.value}", flush=True)
-sys.exit(0 if status == JobStatus.SUCCEEDED else 1)
-"""
 
 
 @dataclass(frozen=True)
@@ -260,7 +198,7 @@ def submit(
         f"{wait_for_nodes(expected, EVERY_NODE, spec)} && /bin/sh -c {shlex.quote(command)}"
     )
     options_json = json.dumps(options, sort_keys=True, separators=(",", ":"))
-    args = (SUBMIT, url, job, entrypoint, str(_deadline(spec)), options_json)
+    args = (pods.source("ray_submit"), url, job, entrypoint, str(_deadline(spec)), options_json)
     return "python3 -c " + " ".join(map(shlex.quote, args))
 
 
@@ -402,7 +340,7 @@ RAY_SWITCHES = frozenset(
 
 
 def wait_for_nodes(expected: int, me: str, spec: Spec) -> str:
-    return f"python3 -c {shlex.quote(WAIT_FOR_NODES)} {expected} {me} {_deadline(spec)}"
+    return f"python3 -c {shlex.quote(pods.source('ray_wait'))} {expected} {me} {_deadline(spec)}"
 
 
 def _deadline(spec: Spec) -> int:

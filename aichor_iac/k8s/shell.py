@@ -21,7 +21,7 @@ FOLLOW_INTERVAL_SECONDS = 10
 FOLLOW_MISSES = 3
 STOP_GRACE_SECONDS = 30
 
-# TCP probe without python3 (which WAIT_PY uses): bash's /dev/tcp, else nc.
+# TCP probe without python3 (which pods/wait.py uses): bash's /dev/tcp, else nc.
 _TCP_PROBE = """\
 aichor_tcp() {
   if command -v bash >/dev/null 2>&1; then
@@ -31,7 +31,7 @@ aichor_tcp() {
   fi
 }"""
 
-# Lookup without python3 (WAIT_PY and lifeline.FOLLOW look up themselves): exit 0 when the
+# Lookup without python3 (pods/wait.py and lifeline.FOLLOW look up themselves): exit 0 when the
 # name resolves, 2 when it is known not to exist (getent's "not found"), 1 when unsure.
 _LOOKUP = """\
 aichor_lookup() {
@@ -93,7 +93,7 @@ def wait_lines(targets: tuple[Endpoint, ...], deadline_seconds: int) -> list[str
     replica once the deadline has passed. A replica skips itself.
 
     With python3 (every ML image) one process waits for all targets, trying again soon and
-    then less often (WAIT_PY); without it, a shell loop probes with bash or nc every second.
+    then less often (pods/wait.py); without it, a shell loop probes with bash or nc every second.
     The wait runs in the main container, not an init container: the kubelet's start of a next
     container (its PLEG notices the previous one's end) would add up to a second."""
     specs = " ".join(
@@ -105,7 +105,7 @@ def wait_lines(targets: tuple[Endpoint, ...], deadline_seconds: int) -> list[str
         WAIT_BEGIN,
         "start=$(date +%s)",
         "if command -v python3 >/dev/null 2>&1; then",
-        f'  python3 -S -c {shlex.quote(WAIT_PY)} "$start" {deadline_seconds} "{_SELF}" {specs}'
+        f'  python3 -S -c {shlex.quote(pods.source("wait"))} "$start" {deadline_seconds} "{_SELF}" {specs}'
         " || exit 1",
         "else",
         *sorted(probes),
@@ -121,56 +121,6 @@ def wait_lines(targets: tuple[Endpoint, ...], deadline_seconds: int) -> list[str
         else:
             lines.append(f"aichor_wait {shlex.quote(target.host)} {port}")
     return [*lines, "fi", WAIT_END]
-
-
-# The wait, in python3. argv: the start time, the deadline, this replica's host name, then
-# `host:port:replicas` per target (no port: until the host resolves; replicas N: the host
-# holds `$i`, for each of 0..N-1). A host is looked up with back-off (0.1 s growing to 2 s: no
-# DNS storm from a thousand replicas), then its address is tried every 0.1 s growing to
-# 0.25 s (a refused connection costs nothing; the dependent's command starts within half a
-# second of its peer accepting), looked up anew each time (the resolver caches it; a
-# restarted pod has a new address).
-WAIT_PY = """\
-import socket, sys, time
-start, deadline, me = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-def out(text, error=False):
-    print("aichor: " + text, file=sys.stderr if error else sys.stdout, flush=True)
-def ready(host, port):
-    try:
-        address = socket.getaddrinfo(host, port or None, type=socket.SOCK_STREAM)[0][4]
-    except OSError:
-        return None
-    if not port:
-        return True
-    try:
-        socket.create_connection(address[:2], 3).close()
-        return True
-    except OSError:
-        return False
-for spec in sys.argv[4:]:
-    pattern, port, replicas = spec.rsplit(":", 2)
-    hosts = [pattern.replace("$i", str(i)) for i in range(int(replicas))] if replicas else [pattern]
-    for host in hosts:
-        what = host + (":" + port + " to accept connections" if port else " to resolve")
-        if host.startswith(me + "."):
-            out(host + " is this replica, not waiting")
-            continue
-        delay, said = 0.1, 0.0
-        while True:
-            state = ready(host, port)
-            if state:
-                break
-            elapsed = int(time.time()) - start
-            if elapsed >= deadline:
-                out("gave up after %ds waiting for %s" % (elapsed, what), error=True)
-                sys.exit(1)
-            if time.time() - said >= 10:
-                out("waiting for %s (%ds of %ds)" % (what, elapsed, deadline))
-                said = time.time()
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.25 if state is False else 2.0)
-        out(host + (":" + port + " accepts connections" if port else " resolves"))
-"""
 
 
 # `aichor_wait HOST PORT`: until HOST:PORT accepts connections (HOST resolves, without PORT).

@@ -3,15 +3,17 @@ Service `<exp>-tensorboard` reading the experiment's log location (`planning.Ten
 
 With no log location configured, TensorBoard gets a ReadWriteOnce volume of its own, which is
 all a plain cluster's default storage class offers, and nothing else mounts it: each replica
-writes `AICHOR_TENSORBOARD_PATH` to a local `emptyDir`, and a native sidecar (`SHIPPER`) sends
-the bytes added to each file to a receiver beside TensorBoard (`RECEIVER`), which appends them
-at their offset (resends are harmless). So TensorBoard runs on any node, serves the logs while
-the experiment runs and after it has ended (until `pulumi destroy`), a replica that restarts
-loses none of what it shipped, and any replica may write (rank 0, every jobset Job).
+writes `AICHOR_TENSORBOARD_PATH` to a local `emptyDir`, and a native sidecar (the program
+`pods/tensorboard_shipper.py`) sends the bytes added to each file to a receiver beside
+TensorBoard (`pods/tensorboard_receiver.py`), which appends them at their offset (resends are
+harmless). So TensorBoard runs on any node, serves the logs while the experiment runs and
+after it has ended (until `pulumi destroy`), a replica that restarts loses none of what it
+shipped, and any replica may write (rank 0, every jobset Job).
 """
 
 from __future__ import annotations
 
+from .. import pods
 from . import kinds, services, shell
 from .awaits import SKIP_AWAIT
 from .context import Context, container_security
@@ -22,112 +24,6 @@ VOLUME = "tensorboard-logs"
 SHIPPER_CONTAINER = "tensorboard-logs"
 SHIP_INTERVAL_SECONDS = 5
 FINAL_SHIP_SECONDS = 20  # within the pod's 30 s termination grace period
-
-# The log receiver, in TensorBoard's pod: `PUT /<relative path>` with `X-Offset: N` appends
-# the body to that file at byte N and answers the file's size; bytes it already has are
-# skipped, so a resend is harmless; a gap is refused with 409 and the size it has.
-# argv: root directory, port.
-RECEIVER = """\
-import http.server, os, sys, threading, urllib.parse
-root, port, lock = os.path.realpath(sys.argv[1]), int(sys.argv[2]), threading.Lock()
-
-class Receiver(http.server.BaseHTTPRequestHandler):
-    def reply(self, code, text):
-        body = text.encode()
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_PUT(self):
-        relative = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).lstrip("/")
-        target = os.path.realpath(os.path.join(root, relative))
-        data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if not relative or not target.startswith(root + os.sep):
-            return self.reply(400, "a path inside the log directory, please")
-        offset = int(self.headers.get("X-Offset", 0))
-        with lock:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "ab") as log:
-                size = log.tell()
-                gap = offset > size
-                if not gap:
-                    log.write(data[size - offset:])
-                    log.flush()
-                    os.fsync(log.fileno())
-                    size = log.tell()
-        # Answered once the bytes are in the file: the shipper never resends what it was told
-        # is stored, so an acknowledged byte must not sit in a buffer.
-        self.reply(409 if gap else 200, str(size))
-
-    def log_message(self, *args):
-        pass
-
-print(f"aichor: receiving TensorBoard logs into {root} on port {port}", flush=True)
-http.server.ThreadingHTTPServer(("0.0.0.0", port), Receiver).serve_forever()
-"""
-
-# The replica's sidecar: every few seconds, and a last time when the pod stops (TERM), send
-# the bytes added to each file under the log directory to the receiver.
-# argv: log directory, receiver URL, interval, seconds allowed for the last round.
-# The TERM handler comes first: a container's first process ignores a signal it does not
-# handle, and a main container that ends at once sends TERM while urllib is still importing.
-SHIPPER = """\
-import signal
-stopping = []
-signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-import os, sys, time, urllib.error, urllib.parse, urllib.request
-root, url, interval, final = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-sent, warned = {}, set()
-print(f"aichor: shipping TensorBoard logs from {root} to {url}", flush=True)
-
-def ship():
-    done = True
-    for folder, _, files in os.walk(root):
-        for name in sorted(files):
-            path = os.path.join(folder, name)
-            relative = os.path.relpath(path, root)
-            try:
-                size = os.path.getsize(path)
-            except OSError:
-                continue
-            while sent.get(relative, 0) < size:
-                offset = sent.get(relative, 0)
-                with open(path, "rb") as log:
-                    log.seek(offset)
-                    data = log.read(min(size - offset, 8 << 20))
-                request = urllib.request.Request(
-                    f"{url}/{urllib.parse.quote(relative)}", data=data, method="PUT",
-                    headers={"X-Offset": str(offset)})
-                try:
-                    with urllib.request.urlopen(request, timeout=30) as answer:
-                        sent[relative] = int(answer.read())
-                except urllib.error.HTTPError as error:
-                    if error.code != 409:
-                        print(f"aichor: TensorBoard refused {relative}: {error}", flush=True)
-                        done = False
-                        break
-                    sent[relative] = int(error.read())
-                except OSError as error:
-                    if url not in warned:
-                        print(f"aichor: TensorBoard at {url} not reachable: {error}", flush=True)
-                        warned.add(url)
-                    return False
-    return done
-
-while not stopping:
-    ship()
-    for _ in range(int(interval * 10)):
-        if stopping:
-            break
-        time.sleep(0.1)
-deadline = time.time() + final
-while not ship():
-    if time.time() >= deadline:
-        sys.exit("aichor: gave up shipping the last TensorBoard logs")
-    time.sleep(1)
-print(f"aichor: shipped {sum(sent.values())} bytes of logs in {len(sent)} files", flush=True)
-"""
 
 # The sidecar's first process. As a container's first process, a shell (and then Python, until
 # the shipper sets its handler) drops a TERM it has no handler for, and the kubelet sends one:
@@ -251,7 +147,13 @@ def _receiver(ctx: Context) -> kinds.ContainerArgs:
     return kinds.ContainerArgs(
         name="log-receiver",
         image=ctx.settings.tensorboard_image,
-        command=["python3", "-c", RECEIVER, shell.k8s_escape(path), str(LOGS_PORT)],
+        command=[
+            "python3",
+            "-c",
+            pods.source("tensorboard_receiver"),
+            shell.k8s_escape(path),
+            str(LOGS_PORT),
+        ],
         ports=[kinds.ContainerPortArgs(name="logs", container_port=LOGS_PORT, protocol="TCP")],
         readiness_probe=kinds.ProbeArgs(
             tcp_socket=kinds.TCPSocketActionArgs(port=LOGS_PORT), period_seconds=10
@@ -296,7 +198,13 @@ def shipper(ctx: Context) -> kinds.ContainerArgs:
     """The native sidecar (an init container that keeps running) shipping a replica's logs;
     Kubernetes stops it, with TERM, once the replica's main container has ended."""
     url = f"http://{ctx.names.service_host(name(ctx))}:{LOGS_PORT}"
-    args = (SHIPPER, logs(ctx).path, url, str(SHIP_INTERVAL_SECONDS), str(FINAL_SHIP_SECONDS))
+    args = (
+        pods.source("tensorboard_shipper"),
+        logs(ctx).path,
+        url,
+        str(SHIP_INTERVAL_SECONDS),
+        str(FINAL_SHIP_SECONDS),
+    )
     return kinds.ContainerArgs(
         name=SHIPPER_CONTAINER,
         image=ctx.spec.image,

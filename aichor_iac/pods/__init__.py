@@ -8,7 +8,12 @@ the package (tests/pods/test_programs.py holds them to it).
 - `receiver`: the progress receiver beside the entry point (`k8s/progress.py`);
 - `regroup`: the group restart, each replica's main process (`k8s/shell.py`);
 - `stopping`: Katib's median stopping rule, checked around a trial's command
-  (`doors/katib/collect.py`; the sweeps read the same rule from it).
+  (`doors/katib/collect.py`; the sweeps read the same rule from it);
+- `wait`: a replica's wait for its peers, before its command (`k8s/shell.py`);
+- `tensorboard_receiver`, `tensorboard_shipper`: TensorBoard's logs, from each replica's
+  sidecar to TensorBoard's pod (`k8s/tensorboard.py`);
+- `ray_wait`, `ray_submit`: a Ray job's wait for its nodes, and KubeRay's submitter
+  (`frameworks/ray.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,18 @@ import ast
 import functools
 from pathlib import Path
 
-PROGRAMS = ("keeper", "receiver", "regroup", "stopping")
+# Each program, and what it imports besides the standard library (the image has it)
+PROGRAMS: dict[str, tuple[str, ...]] = {
+    "keeper": (),
+    "receiver": (),
+    "regroup": (),
+    "stopping": (),
+    "wait": (),
+    "tensorboard_receiver": (),
+    "tensorboard_shipper": (),
+    "ray_wait": ("ray",),
+    "ray_submit": ("ray",),
+}
 
 
 @functools.cache  # (read once: a sweep's trials each carry them)

@@ -22,6 +22,8 @@ from fake_kube import serving
 from kube import LocalCluster
 from waiting import until
 
+pytestmark = pytest.mark.slow  # (a real browser (Debian's chromium))
+
 SHOTS = os.environ.get("AICHOR_IAC_SCREENSHOTS")
 
 

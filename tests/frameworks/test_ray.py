@@ -283,7 +283,7 @@ def test_the_submitter_retries_a_submission_the_head_is_not_ready_for(
     (tmp_path / "bin" / "ray").chmod(0o755)
     (tmp_path / "tries").write_text("")
     program = main(by_name(expand(ray("kuberay")).objects)["Job/exp-submitter"])
-    argv = shlex.split(program)  # python3 -c SUBMIT url job entrypoint deadline options
+    argv = shlex.split(program)  # python3 -c ray_submit url job entrypoint deadline options
     argv[0], argv[6] = sys.executable, "5"  # a deadline 5 s away
     env = {
         "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",

@@ -23,6 +23,8 @@ from aichor_iac import pods
 from aichor_iac.pods import keeper
 from aichor_iac.records import store
 
+pytestmark = pytest.mark.slow  # (real MLflow, S3 and Azure servers)
+
 pytest.importorskip("mlflow")
 DENY = json.dumps(
     {"Statement": [{"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Resource": "*"}]}

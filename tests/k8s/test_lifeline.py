@@ -19,6 +19,8 @@ import pytest
 
 from aichor_iac.k8s import lifeline, shell
 
+pytestmark = pytest.mark.slow  # (the lifeline's processes, timed as in a pod)
+
 ENV = {"PATH": os.environ["PATH"], "AICHOR_FOLLOW_INTERVAL": "1", "AICHOR_STOP_GRACE": "5"}
 
 

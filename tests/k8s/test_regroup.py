@@ -18,6 +18,8 @@ from test_lifeline import ENV, connected, free_port, processes  # noqa: F401  (f
 from aichor_iac import pods
 from aichor_iac.pods import regroup
 
+pytestmark = pytest.mark.slow  # (the group restart's processes, timed as in pods)
+
 
 def rules(permanent: str) -> str:
     """The rules argument: exit codes `permanent` (1,2,…) fail at once."""

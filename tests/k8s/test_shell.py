@@ -30,7 +30,7 @@ def sh(script: str, *args: str, env: dict | None = None, timeout: float = 30):
 
 @pytest.fixture(params=["python3", "no python3"])
 def image_path(request, tmp_path) -> str:
-    """PATH of an image with python3 (WAIT_PY), or of one without it (the shell loop with
+    """PATH of an image with python3 (pods/wait.py), or of one without it (the shell loop with
     bash's /dev/tcp, nc or getent)."""
     if request.param == "python3":
         return os.environ["PATH"]

@@ -129,7 +129,7 @@ def test_a_command_runs_nothing_before_the_wait_it_comes_after(
     shim(tmp_path, "python3", "exit 1")  # the wait for every node, failing
     shim(tmp_path, "ray", "exit 1")  # the job's `ray start`, failing
     kuberay = shlex.split(program(ray_plan("kuberay", command), "submitter"))
-    entrypoint = kuberay[kuberay.index("-c") + 4]  # SUBMIT's argv: url, name, entrypoint
+    entrypoint = kuberay[kuberay.index("-c") + 4]  # ray_submit's argv: url, name, entrypoint
     job = program(ray_plan("ray", command), "job")
     for shell in SHELLS:
         for script in (entrypoint, job):

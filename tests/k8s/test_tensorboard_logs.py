@@ -14,9 +14,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from waiting import until
 
-from aichor_iac.k8s.tensorboard import _SHIP, RECEIVER, SHIPPER
+from aichor_iac import pods
+from aichor_iac.k8s.tensorboard import _SHIP
 from aichor_iac.local import containers
+
+RECEIVER, SHIPPER = pods.source("tensorboard_receiver"), pods.source("tensorboard_shipper")
 
 
 def free_port() -> int:
@@ -150,6 +154,17 @@ def test_shipper_waits_for_a_receiver_that_starts_late(tmp_path):
     subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0,
     reason="needs a PID namespace (root)",
 )
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _handles_term(pid: int) -> bool:
+    """Whether process `pid` has a handler for TERM (its status' caught-signals mask)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.2])
 def test_a_sidecar_stopped_as_it_starts_still_ships_its_logs(receiver, tmp_path, delay):
     """The sidecar's command as a container's first process (PID 1 of its PID namespace),
@@ -165,9 +180,12 @@ def test_a_sidecar_stopped_as_it_starts_still_ships_its_logs(receiver, tmp_path,
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     containers.started(sidecar)  # (as the local kubelet: the command runs, then the next)
+    # TERM once the shell can take it (its first line: before it, PID 1 drops it, as any
+    # container's first process without a handler), then `delay` later: while Python starts
+    first = until(lambda: _children(sidecar.pid), timeout=10, every=0.001)[0]
+    until(lambda: _handles_term(first), timeout=10, every=0.001)
     time.sleep(delay)
-    first = Path(f"/proc/{sidecar.pid}/task/{sidecar.pid}/children").read_text().split()[0]
-    os.kill(int(first), signal.SIGTERM)  # the container's first process, as the kubelet
+    os.kill(first, signal.SIGTERM)  # the container's first process, as the kubelet
     out, _ = sidecar.communicate(timeout=15)  # (before: no end until a KILL)
     assert sidecar.returncode == 0, out
     assert "shipped 13 bytes of logs in 1 files" in out

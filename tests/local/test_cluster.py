@@ -15,15 +15,12 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import expand
-from kube import LocalCluster, pod_env
+from kube import NEEDS_CLUSTER, LocalCluster, pod_env
 
 from aichor_iac.local.cluster import JobRunner
 from aichor_iac.local.node import Node
 
-pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(),
-    reason="needs `ip netns` (root) for a private network and /etc/hosts",
-)
+pytestmark = NEEDS_CLUSTER
 
 R = {"cpus": 1, "ramRatio": 1}
 

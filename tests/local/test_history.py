@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube import LocalCluster
+from kube import NEEDS_CLUSTER
 
 from aichor_iac import cli
 
-pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
-)
+pytestmark = NEEDS_CLUSTER
 
 
 def said(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
-from kube import LocalCluster
+from kube import NEEDS_CLUSTER
 from learning_sweep import (
     ended,
     loss,
@@ -25,9 +25,7 @@ from learning_sweep import (
 
 from aichor_iac import cli, doors
 
-pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
-)
+pytestmark = NEEDS_CLUSTER
 
 
 def ran(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:

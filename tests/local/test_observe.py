@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 from conftest import expand
-from kube import LocalCluster, pod_env
+from kube import NEEDS_CLUSTER, LocalCluster, pod_env
 from waiting import until
 
 from aichor_iac import doors, engine
@@ -26,9 +26,7 @@ from aichor_iac.observe import kubeapi
 from aichor_iac.observe.status import report
 from aichor_iac.settings import Settings
 
-pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
-)
+pytestmark = NEEDS_CLUSTER
 ENV = pod_env()
 
 # A PyTorchJob whose master crashes (its replicas restart in place: OnFailure) and whose

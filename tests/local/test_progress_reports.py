@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube import LocalCluster
+from kube import NEEDS_CLUSTER, LocalCluster
 
 from aichor_iac import cli
 
-pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
-)
+pytestmark = NEEDS_CLUSTER
 # Three reports, 6 s apart (the SDK sends at most one every 5 s), as Trainer's guide calls it
 REPORTS = """\
 import time

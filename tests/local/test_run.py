@@ -19,14 +19,14 @@ from typing import Any
 import fn_helpers
 import pytest
 import yaml
-from kube import ONE_RAY_CLUSTER_AT_A_TIME, LocalCluster
+from kube import NEEDS_CLUSTER, ONE_RAY_CLUSTER_AT_A_TIME, LocalCluster
 from rich.console import Console
 
 from aichor_iac import cli, experiment_from_function, local
 from aichor_iac.local import host
 from aichor_iac.local.progress import progress
 
-real = pytest.mark.skipif(not LocalCluster.available(), reason="needs `ip netns` (root)")
+real = NEEDS_CLUSTER
 PODS = ("master-0", "worker-0", "worker-1")
 PRINT_INDEX = (
     'python3 -c \'import os; i = int(os.environ["JOB_COMPLETION_INDEX"]); print("index", i); '

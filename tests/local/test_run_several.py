@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 import yaml
-from kube import LocalCluster
+from kube import NEEDS_CLUSTER
 from test_sweep_live import SWEEP
 
 from aichor_iac import cli
 
-pytestmark = pytest.mark.skipif(
-    not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
-)
+pytestmark = NEEDS_CLUSTER
 # Each trial: its seed, a loss that falls with it, 3 s; seed 3 fails.
 COMMAND = (
     'echo "start $(date +%s.%N) seed ${trialParameters.seed}"; sleep 3; '

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube import LocalCluster
+from kube import NEEDS_CLUSTER
 from stores import KEYS, s3_client
 
 from aichor_iac import cli
 
 pytest.importorskip("mlflow")
-real = pytest.mark.skipif(not LocalCluster.available(), reason="needs `ip netns` (root)")
+real = NEEDS_CLUSTER
 
 
 def stack(folder: Path, **config: str) -> str:
