@@ -13,12 +13,12 @@ from ..experiment.model import Spec
 from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
 from ..frameworks import Group
 from ..frameworks.base import INDEX_VAR, Env
+from ..pods.lifeline import LIFELINE_PORT
 from ..pods.regroup import GAVE_UP
 from ..settings import Settings
 from . import commands, given, jupyter, keeping, kinds, progress, services, shell, tensorboard
 from .awaits import COMPLETION, ENDED, NOTHING, SKIP_AWAIT, Await, Mode
 from .context import Context, container_security, secret_env
-from .lifeline import LIFELINE_PORT
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 NETWORKS = "k8s.v1.cni.cncf.io/networks"

@@ -13,7 +13,7 @@ import shlex
 from .. import pods
 from ..frameworks import Endpoint, Env
 from ..frameworks.base import INDEX_VAR
-from .lifeline import ENTRY, FOLLOW, LIFELINE_PORT
+from ..pods.lifeline import LIFELINE_PORT
 
 # A follower checks every AICHOR_FOLLOW_INTERVAL seconds (default 10) and stops after
 # AICHOR_FOLLOW_MISSES consecutive "no such host" answers (default 3); both are env overrides.
@@ -31,7 +31,7 @@ aichor_tcp() {
   fi
 }"""
 
-# Lookup without python3 (pods/wait.py and lifeline.FOLLOW look up themselves): exit 0 when the
+# Lookup without python3 (pods/wait.py and pods/lifeline.py look up themselves): exit 0 when the
 # name resolves, 2 when it is known not to exist (getent's "not found"), 1 when unsure.
 _LOOKUP = """\
 aichor_lookup() {
@@ -185,7 +185,7 @@ def main_command(
     after its command has ended, so that every follower finds it at least once, however
     quickly it ended; its lifeline ends that stay once `linger` followers (told apart by host
     name) have been told. Without python3 the
-    POSIX shell programs do the same with DNS only (lifeline.py says how). With `regroup`
+    POSIX shell programs do the same with DNS only (pods/lifeline.py says how). With `regroup`
     (its arguments, `restart.Regroup`), the replica runs the group restart's program instead
     (`regroup.py`), which needs python3.
     """
@@ -195,10 +195,11 @@ def main_command(
         lines += [_python(pods.source("regroup"), regroup), NO_REGROUP]
         lines.append('exec /bin/sh -c "$1"')
     elif follows is not None:
-        args = [shlex.quote(follows), str(LIFELINE_PORT), flag[seen], flag[restarts]]
-        lines += [_python(FOLLOW, args), follow_script(follows, seen)]
+        args = ["follow", shlex.quote(follows), str(LIFELINE_PORT), flag[seen], flag[restarts]]
+        lines += [_python(pods.source("lifeline"), args), follow_script(follows, seen)]
     elif lifeline:
-        lines.append(_python(ENTRY, [flag[restarts], str(linger), str(LIFELINE_PORT)]))
+        args = ["entry", flag[restarts], str(linger), str(LIFELINE_PORT)]
+        lines.append(_python(pods.source("lifeline"), args))
         lines.append(LINGER if linger else 'exec /bin/sh -c "$1"')
     elif linger:
         lines.append(LINGER)

@@ -10,6 +10,7 @@ the package (tests/pods/test_programs.py holds them to it).
 - `stopping`: Katib's median stopping rule, checked around a trial's command
   (`doors/katib/collect.py`; the sweeps read the same rule from it);
 - `wait`: a replica's wait for its peers, before its command (`k8s/shell.py`);
+- `lifeline`: how followers learn that the entry point has ended (`k8s/shell.py`);
 - `tensorboard_receiver`, `tensorboard_shipper`: TensorBoard's logs, from each replica's
   sidecar to TensorBoard's pod (`k8s/tensorboard.py`);
 - `ray_wait`, `ray_submit`: a Ray job's wait for its nodes, and KubeRay's submitter
@@ -29,6 +30,7 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     "regroup": (),
     "stopping": (),
     "wait": (),
+    "lifeline": (),
     "tensorboard_receiver": (),
     "tensorboard_shipper": (),
     "ray_wait": ("ray",),

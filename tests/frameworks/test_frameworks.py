@@ -4,12 +4,14 @@ computed from the rendered Jobs as Kubernetes would, plus waits, followers and b
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 from conftest import expand, replica_envs, wait_of
 
+from aichor_iac import pods as programs
 from aichor_iac.doors import validate
-from aichor_iac.k8s import lifeline, progress, shell
+from aichor_iac.k8s import progress, shell
 from aichor_iac.problems import ManifestError
 
 R = {"cpus": 2, "ramRatio": 2}
@@ -180,7 +182,8 @@ def test_tf_replicas_follow_the_entry_point(counts, entry):
         if name == f"exp-{entry}" and counts.get(entry.capitalize(), 0) == 1:
             # the entry point follows no one; its followers keep a lifeline to it
             assert script[3:] == ["aichor", "run"] and "aichor_lookup" not in script[2]
-            assert shell.k8s_escape(lifeline.ENTRY) in script[2]
+            lifeline = shlex.quote(programs.source("lifeline")) + ' "$1" entry '
+            assert shell.k8s_escape(lifeline) in script[2]
         else:
             assert f"aichor_lookup {entry_host}" in script[2], name
         if name == f"exp-{entry}" and counts.get(entry.capitalize(), 0) == 1:

@@ -1,4 +1,4 @@
-"""The lifeline between an entry point and its followers (aichor_iac/k8s/lifeline.py), run for
+"""The lifeline between an entry point and its followers (aichor_iac/pods/lifeline.py), run for
 real: an entry point's end stops every follower at once and they succeed; an entry point
 killed without warning is noticed from refused redials when its Job cannot restart it; a
 failed entry point that its Job will retry, or a merely slow one, stops nobody; TERM stops a
@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from aichor_iac.k8s import lifeline, shell
+from aichor_iac import pods
+from aichor_iac.k8s import shell
+from aichor_iac.pods import lifeline
 
 pytestmark = pytest.mark.slow  # (the lifeline's processes, timed as in a pod)
 
@@ -31,9 +33,9 @@ def free_port() -> int:
 
 
 def entry(command: str, port: int, restarts: bool = False, linger: int = 0, **env: str):
-    args = [command, str(int(restarts)), str(linger), str(port)]
+    args = [command, "entry", str(int(restarts)), str(linger), str(port)]
     return subprocess.Popen(
-        [sys.executable, "-c", lifeline.ENTRY, *args],
+        [sys.executable, "-c", pods.source("lifeline"), *args],
         env={**ENV, **env},
         stdout=subprocess.PIPE,
         text=True,
@@ -48,9 +50,9 @@ def follower(
     seen: bool = True,
     name: str = "follower-0",
 ):
-    args = [command, "127.0.0.1", str(port), str(int(seen)), str(int(restarts))]
+    args = [command, "follow", "127.0.0.1", str(port), str(int(seen)), str(int(restarts))]
     return subprocess.Popen(
-        [sys.executable, "-c", lifeline.FOLLOW, *args],
+        [sys.executable, "-c", pods.source("lifeline"), *args],
         env={**ENV, "HOSTNAME": name},
         stdout=subprocess.PIPE,
         text=True,
@@ -129,9 +131,9 @@ def test_an_entry_point_killed_without_warning_is_noticed(processes):
     for pid in [main.pid, *descendants(main.pid)]:  # every process of the entry point's pod
         os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
-    out, _ = f.communicate(timeout=lifeline.LOST_SECONDS + 15)
+    out, _ = f.communicate(timeout=lifeline.LOST + 15)
     assert f.returncode == 0 and "(its lifeline is gone)" in out
-    assert time.monotonic() - killed >= lifeline.LOST_SECONDS - 1  # not at the first refusal
+    assert time.monotonic() - killed >= lifeline.LOST - 1  # not at the first refusal
 
 
 def test_an_entry_point_its_job_restarts_stops_nobody_until_it_ends(processes):
@@ -154,7 +156,7 @@ def test_a_slow_entry_point_stops_nobody(processes):
     processes.append(entry("python3 -c 'while True: pass'", port))
     connected(port)
     processes.append(f := follower(port))
-    time.sleep(lifeline.SILENCE_SECONDS + 2)
+    time.sleep(lifeline.SILENCE + 2)
     assert f.poll() is None
 
 

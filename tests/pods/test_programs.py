@@ -75,5 +75,5 @@ def test_a_pod_is_given_the_code_without_the_docstring(name: str) -> None:
 
 
 def test_a_program_not_in_the_package_is_refused() -> None:
-    with pytest.raises(ValueError, match="no program 'lifeline' runs in a pod"):
-        pods.source("lifeline")
+    with pytest.raises(ValueError, match="no program 'shell' runs in a pod"):
+        pods.source("shell")
