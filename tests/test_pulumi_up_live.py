@@ -184,7 +184,7 @@ def test_a_failing_entry_point_fails_pulumi_up_under_complete():
     spec = data("pytorch")
     settings = Settings(wait="complete")
     spec["spec"]["command"] = rendezvous(spec, "exp", settings, code=3)
-    with pytest.raises(Failed, match=r"Job/exp-master failed \(exp-master-0 failed\)"):
+    with pytest.raises(Failed, match=r"Job/exp-master failed \(exp-master-0 failed"):
         run_up(spec, settings)
 
 
@@ -195,7 +195,7 @@ def test_a_failing_entry_point_fails_pulumi_up_under_complete():
             "pytorch",
             {"wait": "complete"},
             "deadlock: Job/exp-worker waits for Job/exp-master (awaited until completion; "
-            "pods: exp-master-0 running)",
+            "pods: exp-master-0 running",  # (then its last lines)
         ),
         (
             "mpi",
@@ -218,4 +218,4 @@ def test_the_old_order_deadlocks_on_real_pods(case, settings, expected, monkeypa
     secrets = ssh_keys() if case == "mpi" else {}
     with LocalCluster(rendering.objects, ENV, secrets) as local, pytest.raises(Deadlock) as caught:
         up(rendering, Live(local, stall=10))
-    assert expected in str(caught.value).splitlines()
+    assert any(line.startswith(expected) for line in str(caught.value).splitlines())
