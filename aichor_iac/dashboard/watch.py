@@ -24,6 +24,7 @@ from ..records.model import Record, Summary
 
 INTERVAL = 2.0  # seconds between reads, as `status --watch`
 RETRY = 0.5  # seconds before a read that failed is tried again (a local run not started yet)
+FIRST_READ = 30.0  # seconds a page asked for before the first read waits for it, at most
 KEPT_LINES = 5000  # a followed log's last lines, held for pages that open it later
 IDLE = 120.0  # seconds after the last page asked for a log before its follower stops
 EVENTS_FOR = 2.0  # seconds an experiment's events are served again before being read again
@@ -119,11 +120,24 @@ class Watch:
     ) -> None:
         """`kept`: the kept runs of the file (`records.store`), newest first (a local run's)."""
         self._read, self._render, self._kept = read, render, kept
-        self.snapshot = Snapshot()
+        self._snapshot, self._read_once = Snapshot(), threading.Event()
         self._followers: dict[tuple[str, str], Follower] = {}
         self._read_again: dict[tuple[str, str], tuple[float, Any]] = {}
         self._rendered: dict[str, str] = {}
         self._lock = threading.Lock()
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The last read. Asked before the first read has ended (a page opened as the dashboard
+        starts), it waits for that read: an experiment the file holds is never shown missing
+        for not having been read yet."""
+        self._read_once.wait(FIRST_READ)
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._read_once.set()
 
     def start(self) -> Watch:
         threading.Thread(target=self._loop, daemon=True, name="dashboard reads").start()
@@ -136,7 +150,7 @@ class Watch:
 
     def refresh(self) -> Snapshot:
         """Read every experiment again (the snapshot the pages show from now on)."""
-        last = self.snapshot
+        last = self._snapshot  # (not the property: this read is the one it waits for)
         try:
             sources, found, sweeps = self._read(list(last.sources) if last.read_at else None)
         except ManifestError as error:

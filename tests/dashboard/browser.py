@@ -83,7 +83,11 @@ def watched(browser: Any, origin: str) -> Watched:
     page.on("dialog", dialog)
     page.on("request", lambda r: seen.requests.append(r.url))
     page.on("pageerror", lambda e: seen.errors.append(str(e)))
-    page.on("console", lambda m: m.type == "error" and seen.errors.append(m.text))
+    # (with where: a resource that failed to load names itself only there)
+    page.on(
+        "console",
+        lambda m: m.type == "error" and seen.errors.append(f"{m.text} ({m.location.get('url')})"),
+    )
     return seen
 
 

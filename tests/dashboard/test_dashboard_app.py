@@ -206,3 +206,28 @@ def test_a_port_in_use_is_refused_naming_the_option():
     taken.close()
     assert "--port: cannot listen on 127.0.0.1:" in str(refused.value)
     assert "give another --port" in str(refused.value)
+
+
+def test_a_page_asked_as_the_dashboard_starts_waits_for_the_first_read(tmp_path):
+    """A browser that opens a trial's page at once gets the trial, not "no experiment": the
+    page waits for the dashboard's first read of the file (it once said missing for good)."""
+    path = sweep_file(tmp_path)
+    with serving(cluster_of(path)) as url:
+        config = kubeconfig_file(tmp_path, url)
+        args = parser().parse_args(["dashboard", str(path), "--kubeconfig", str(config)])
+        watch, title = watch_of(args)
+        read = watch._read
+
+        def slow(*given):  # (a first read that takes a while, as under load)
+            time.sleep(1.5)
+            return read(*given)
+
+        watch._read = slow
+        trial = None
+        with TestClient(application(watch.start(), title, None), base_url=LOCAL) as client:
+            started = time.monotonic()
+            page = client.get("/")  # (asked before the first read has ended)
+            assert time.monotonic() - started >= 1
+            trial = names(watch)[1]
+            assert client.get(f"/experiments/{trial}").status_code == 200
+        assert page.status_code == 200 and escape(trial) in page.text
