@@ -39,15 +39,15 @@ def test_a_program_imports_the_standard_library_alone(name: str) -> None:
     assert not outside, f"{name} imports {sorted(outside)}: the user's image has none of them"
 
 
+def vermin(*files: Path) -> subprocess.CompletedProcess:
+    """vermin's reading of `files` (their syntax and standard-library use) against OLDEST."""
+    program = Path(sys.executable).with_name("vermin")
+    argv = [str(program), "--no-tips", "--violations", f"-t={OLDEST}-", *map(str, files)]
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
 def test_every_program_runs_on_the_oldest_python_promised() -> None:
-    """vermin reads each file's syntax and standard-library use against Python 3.8's."""
-    vermin = Path(sys.executable).with_name("vermin")
-    files = [str(f) for f in FILES.values()]
-    run = subprocess.run(
-        [str(vermin), "--no-tips", "--violations", f"-t={OLDEST}-", *files],
-        capture_output=True,
-        text=True,
-    )
+    run = vermin(*FILES.values())
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -55,13 +55,7 @@ def test_vermin_would_say_so_of_a_newer_program(tmp_path: Path) -> None:
     """The check above can fail: a `match` statement (3.10) is refused."""
     newer = tmp_path / "newer.py"
     newer.write_text("import sys\nmatch sys.argv:\n    case _:\n        pass\n")
-    vermin = Path(sys.executable).with_name("vermin")
-    run = subprocess.run(
-        [str(vermin), "--no-tips", "--violations", f"-t={OLDEST}-", str(newer)],
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode != 0
+    assert vermin(newer).returncode != 0
 
 
 @pytest.mark.parametrize("name", pods.PROGRAMS)
