@@ -25,11 +25,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # the user's pods (which import nothing of ours)
     ("problems", "rules", "pods"),
     ("experiment", "settings"),  # the neutral experiment and the stack's settings
-    ("reading", "frameworks", "search"),  # reading below the doors; plans; searches that learn
+    ("reading", "frameworks", "sweeps"),  # reading below the doors; plans; sweeps (spaces,
+    # algorithms, samplers, stopping, trial names, results)
     ("doors", "planning"),  # front doors; an experiment's plan, gang and restart policy
     (
         "k8s",
-        "sweeps",
         "observe",
         "records",
         "check",

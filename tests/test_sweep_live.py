@@ -401,7 +401,7 @@ def test_on_a_cluster_early_stopping_ends_a_trials_pods_and_status_says_earlysto
     `pods.stopping.main`), before its last epochs; `status` reads it as EarlyStopped."""
     from learning_sweep import median_stop_file
 
-    from aichor_iac.doors.katib.collect import STOP
+    from aichor_iac.sweeps.collect import STOP
 
     path = median_stop_file(tmp_path)
     sweep = yaml.safe_load(path.read_text())

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from .state import State
 
 # Before each line of a trial's metrics file on its output (Katib's File collector, read here
-# from the output: `doors.katib.collect`)
+# from the output: `sweeps.collect`)
 MARKER = "aichor-katib-metrics: "
 # Katib's states of a trial that has ended (`State`'s)
 SUCCEEDED, FAILED, EARLY_STOPPED = State.SUCCEEDED, State.FAILED, State.EARLY_STOPPED

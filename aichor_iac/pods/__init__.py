@@ -8,7 +8,7 @@ the package (tests/pods/test_programs.py holds them to it).
 - `receiver`: the progress receiver beside the entry point (`k8s/progress.py`);
 - `regroup`: the group restart, each replica's main process (`k8s/shell.py`);
 - `stopping`: Katib's median stopping rule, checked around a trial's command
-  (`doors/katib/collect.py`; the sweeps read the same rule from it);
+  (`sweeps/collect.py`; the sweeps read the same rule from it);
 - `wait`: a replica's wait for its peers, before its command (`k8s/shell.py`);
 - `lifeline`: how followers learn that the entry point has ended (`k8s/shell.py`);
 - `tensorboard_receiver`, `tensorboard_shipper`: TensorBoard's logs, from each replica's

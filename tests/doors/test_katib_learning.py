@@ -20,11 +20,11 @@ from learning_sweep import loss, sweep_file
 
 from aichor_iac import doors
 from aichor_iac.cli import main
-from aichor_iac.doors.katib import settings as katib_settings
-from aichor_iac.doors.katib.space import Parameter
 from aichor_iac.experiment.trial import EARLY_STOPPED, FAILED, SUCCEEDED, Result, Stopping
 from aichor_iac.problems import ManifestError
-from aichor_iac.search.learning import Dimension, suggest
+from aichor_iac.sweeps import algorithms
+from aichor_iac.sweeps.learning import Dimension, suggest
+from aichor_iac.sweeps.space import Parameter
 
 
 def example(name: str) -> dict:
@@ -43,8 +43,8 @@ def test_katibs_examples_settings_are_taken_with_katibs_defaults(name, algorithm
     spec = example(name)
     assert spec["algorithm"]["algorithmName"] == algorithm
     given = [(s["name"], s["value"]) for s in spec["algorithm"].get("algorithmSettings", [])]
-    assert [katib_settings.problem(algorithm, n, v) for n, v in given] == [None] * len(given)
-    assert katib_settings.sampler_settings(algorithm, given) == expected
+    assert [algorithms.problem(algorithm, n, v) for n, v in given] == [None] * len(given)
+    assert algorithms.sampler_settings(algorithm, given) == expected
 
 
 @pytest.mark.parametrize(
@@ -62,17 +62,17 @@ def test_katibs_examples_settings_are_taken_with_katibs_defaults(name, algorithm
     ],
 )
 def test_a_setting_katibs_service_refuses_is_refused_in_its_words(algorithm, name, value, refused):
-    assert refused in (katib_settings.problem(algorithm, name, value) or "")
+    assert refused in (algorithms.problem(algorithm, name, value) or "")
 
 
 def test_settings_become_the_samplers_arguments():
     given = [("n_startup_trials", "4"), ("random_state", "7"), ("n_ei_candidates", "5")]
-    assert katib_settings.sampler_settings("multivariate-tpe", given) == {
+    assert algorithms.sampler_settings("multivariate-tpe", given) == {
         "n_startup_trials": 4,
         "n_ei_candidates": 5,
     }
     given = [("n_initial_points", "3"), ("acq_func", "EI"), ("base_estimator", "GP")]
-    assert katib_settings.sampler_settings("bayesianoptimization", given) == {"n_startup_trials": 3}
+    assert algorithms.sampler_settings("bayesianoptimization", given) == {"n_startup_trials": 3}
 
 
 def parameter(kind: str, **space: object) -> Parameter:
@@ -109,7 +109,7 @@ def test_a_katib_tpe_examples_first_trials_are_in_its_space():
     spec = example("tpe.yaml")
     parameters = [Parameter.model_validate(p) for p in spec["parameters"]]
     space = [p.dimension() for p in parameters]
-    settings = katib_settings.sampler_settings("tpe", [])
+    settings = algorithms.sampler_settings("tpe", [])
     for number in range(3):
         values = suggest(space, "tpe", settings, 1, False, number, [])
         assert 0.01 <= float(values["lr"]) <= 0.05
@@ -240,7 +240,7 @@ def best_of(algorithm: str, seed: int, trials: int = 24) -> float:
 
 
 def test_tpe_finds_a_better_best_trial_than_random_for_most_seeds():
-    """As Optuna's TPE does on its own (tests/search/test_learning.py): 24 trials, two at a
+    """As Optuna's TPE does on its own (tests/sweeps/test_learning.py): 24 trials, two at a
     time, the first four random; 8 of these 10 seeds measured."""
     wins = sum(best_of("tpe", seed) < best_of("random", seed) for seed in range(10))
     assert wins >= 7, wins

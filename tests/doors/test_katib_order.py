@@ -10,7 +10,7 @@ here, with numpy, from their sources:
   `infer_relative_search_space`, `_get_unvisited_grid_ids`);
 - hyperopt 0.2.5, `hyperopt/pyll/stochastic.py` (`quniform`, `qloguniform`).
 
-Ours (aichor_iac/doors/katib/space.py) is held to them on Katib's examples and on generated
+Ours (aichor_iac/sweeps/space.py) is held to them on Katib's examples and on generated
 spaces."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aichor_iac.doors.katib import numpy_legacy
-from aichor_iac.doors.katib.space import Parameter, grid
+from aichor_iac.sweeps import numpy_legacy
+from aichor_iac.sweeps.space import Parameter, grid
 
 
 # --- vendored ---------------------------------------------------------------------------------

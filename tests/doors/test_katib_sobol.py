@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from aichor_iac.doors.katib.sobol import MAX_DIMENSIONS, points, sobol_search
-from aichor_iac.doors.katib.space import Parameter
+from aichor_iac.sweeps.sobol import MAX_DIMENSIONS, points, sobol_search
+from aichor_iac.sweeps.space import Parameter
 
 
 def parameter(name: str, kind: str, **space: object) -> Parameter:

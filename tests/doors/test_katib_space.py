@@ -1,4 +1,4 @@
-"""Katib's search space and its grid and random searches (aichor_iac/doors/katib/space.py):
+"""Katib's search space and its grid and random searches (aichor_iac/sweeps/space.py):
 every value in its feasible space (on the grid for a grid), the same trials for the same
 seed, earlier trials kept when more are asked for, Katib's webhook rules enforced."""
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from aichor_iac.doors.katib import settings as katib_settings
-from aichor_iac.doors.katib.space import Parameter, grid, grid_size, random_search, seed_of
+from aichor_iac.sweeps import algorithms
+from aichor_iac.sweeps.space import Parameter, grid, grid_size, random_search, seed_of
 
 LR = {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.05"}}
 LR_STEP = {**LR, "feasibleSpace": {"min": "0.01", "max": "0.05", "step": "0.005"}}
@@ -182,4 +182,4 @@ def test_the_seed_is_random_state_else_the_experiments() -> None:
     ],
 )
 def test_settings_as_katibs_services_read_them(algorithm, name, value, problem) -> None:
-    assert katib_settings.problem(algorithm, name, value) == problem
+    assert algorithms.problem(algorithm, name, value) == problem

@@ -17,7 +17,6 @@ from learning_sweep import ended as as_ended
 from learning_sweep import reported_median_stop
 
 from aichor_iac import doors, engine, pods
-from aichor_iac.doors.katib.collect import STOP
 from aichor_iac.doors.trainer import optimization
 from aichor_iac.doors.trainer.runtimes import RUNTIMES
 from aichor_iac.experiment.trial import Stopping
@@ -25,6 +24,7 @@ from aichor_iac.pods.stopping import REPORTED_FORMAT
 from aichor_iac.problems import ManifestError
 from aichor_iac.reading import crd
 from aichor_iac.settings import Settings
+from aichor_iac.sweeps.collect import STOP
 
 HERE = ROOT / "tests" / "trainer_optimization"
 

@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aichor_iac import pods
-from aichor_iac.doors.katib import settings as katib_settings
-from aichor_iac.doors.katib.collect import STOP
 from aichor_iac.doors.katib.door import DEFAULT_FORMAT
 from aichor_iac.pods.stopping import median_rule, stopped_at
+from aichor_iac.sweeps import algorithms
+from aichor_iac.sweeps.collect import STOP
 
 
 def katib_median(trials_logs: list[list[float]], min_trials_required: int, start_step: int):
@@ -106,9 +106,9 @@ def test_katibs_median_stop_examples_settings_are_taken():
     ]
     stopping = data["spec"]["earlyStopping"]
     given = [(s["name"], s["value"]) for s in stopping["algorithmSettings"]]
-    assert [katib_settings.stopping_problem(n, v) for n, v in given] == [None, None]
-    assert katib_settings.stopping_settings(given) == (1, 2)
-    assert katib_settings.stopping_settings([]) == (3, 4)
+    assert [algorithms.stopping_problem(n, v) for n, v in given] == [None, None]
+    assert algorithms.stopping_settings(given) == (1, 2)
+    assert algorithms.stopping_settings([]) == (3, 4)
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ def test_katibs_median_stop_examples_settings_are_taken():
     ],
 )
 def test_a_setting_katibs_medianstop_refuses_is_refused_in_its_words(name, value, refused):
-    assert refused in (katib_settings.stopping_problem(name, value) or "")
+    assert refused in (algorithms.stopping_problem(name, value) or "")
 
 
 # -- the check in the trial's pod (`main`, run by the image's python3 under collect.STOP) ------

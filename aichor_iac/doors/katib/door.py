@@ -17,7 +17,6 @@ architecture search), are refused by name, each with what it needs.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from typing import Any
 
@@ -27,21 +26,15 @@ from ...experiment.trial import NONE_ENDED, Ended, Stopping, Trial
 from ...experiment.trial import Objective as Aim
 from ...problems import Problem, one_line
 from ...reading import podtemplate as templates
-from . import asking, collect, settings
-from .sobol import sobol_search
-from .space import grid, grid_size, random_search, seed_of
+from ...sweeps import algorithms, asking, collect
+from ...sweeps.algorithms import FIXED, SAMPLERS
+from ...sweeps.naming import trial_name
+from ...sweeps.sobol import sobol_search
+from ...sweeps.space import grid, grid_size, random_search, seed_of
 from .spec import Resource, Spec, TrialTemplate
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
-FIXED = ("grid", "random", "sobol")  # the algorithms whose trials are fixed beforehand
-# The algorithms that learn from the trials that have ended, by the sampler each runs
-SAMPLERS = {
-    "tpe": "tpe",
-    "multivariate-tpe": "multivariate-tpe",
-    "bayesianoptimization": "gp",
-    "cmaes": "cmaes",
-}
 # Katib's other algorithms, by what they need that is not here
 LEARNING = {
     "hyperband": "runs brackets of successive halving, each round's trials and budgets chosen "
@@ -62,7 +55,6 @@ INDEXED = re.compile(r"(.+)\[(.+)]")
 DEFAULT_FORMAT = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 # The label Katib puts on a trial's pods (`util.TrialLabels`, its webhook's `mutatePodMetadata`)
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
-ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' rand.String, which Katib's names use
 MAX_NAME = 40  # an Experiment's name (Katib's `ValidateExperiment`)
 MAX_TRIALS = 1000  # of one sweep in one stack (each trial is several objects Pulumi tracks)
 
@@ -86,7 +78,7 @@ def trials(
     stops: list[Stopping | None] = [None] * len(values)
     if spec.early_stopping is not None:
         rule = [(s.name, s.value) for s in spec.early_stopping.algorithm_settings]
-        least_start = settings.stopping_settings(rule)
+        least_start = algorithms.stopping_settings(rule)
         parallel = spec.parallel_trial_count
         stops = list(asking.rules(least_start, parallel, names, ended, len(values)))
     found = []
@@ -221,11 +213,11 @@ def _refused(spec: Spec) -> list[Problem]:
         problems.append(Problem("spec.earlyStopping.algorithmName", reason))
     elif early is not None:  # (its service's `ValidateEarlyStoppingSettings`, in its words)
         for i, setting in enumerate(early.algorithm_settings):
-            if wrong := settings.stopping_problem(setting.name, setting.value):
+            if wrong := algorithms.stopping_problem(setting.name, setting.value):
                 problems.append(Problem(f"spec.earlyStopping.algorithmSettings.{i}", wrong))
     if algorithm in (*FIXED, *SAMPLERS):  # (its service's `ValidateAlgorithmSettings`)
         for i, setting in enumerate(spec.algorithm.algorithm_settings):
-            if wrong := settings.problem(algorithm, setting.name, setting.value):
+            if wrong := algorithms.problem(algorithm, setting.name, setting.value):
                 problems.append(Problem(f"spec.algorithm.algorithmSettings.{i}", wrong))
     if algorithm == "cmaes" and sum(p.type in ("int", "double") for p in spec.parameters) < 2:
         reason = "cmaes only supports two or more dimensional continuous search space."
@@ -329,7 +321,7 @@ def _values(spec: Spec, name: str, fail: Any, ended: Ended) -> tuple[int, list[d
         parallel, names = spec.parallel_trial_count, [trial_name(name, i) for i in range(count)]
         if algorithm in SAMPLERS:
             given = [(s.name, s.value) for s in spec.algorithm.algorithm_settings]
-            sampler = SAMPLERS[algorithm], settings.sampler_settings(algorithm, given)
+            sampler = SAMPLERS[algorithm], algorithms.sampler_settings(algorithm, given)
             space = [p.dimension() for p in spec.parameters]
             maximize = spec.objective.type == "maximize"
             limit = spec.max_failed_trial_count
@@ -356,14 +348,6 @@ def _learns(spec: Spec) -> bool:
     """Whether the sweep's later trials depend on the results of the earlier ones: their
     values (an algorithm that learns), or their early stopping rule."""
     return spec.algorithm.algorithm_name in SAMPLERS or spec.early_stopping is not None
-
-
-def trial_name(experiment: str, index: int, between: str = "-", size: int = 8) -> str:
-    """Katib names a trial `<experiment>-<8 random characters>` (Trainer's OptimizationJob
-    proposal `<job>-trial-<5>`: `between`, `size`); here the characters come from the
-    experiment's name and the trial's index, so every render names it alike."""
-    digest = hashlib.sha256(f"{experiment}/{index}".encode()).digest()
-    return experiment + between + "".join(ALPHABET[b % len(ALPHABET)] for b in digest[:size])
 
 
 def _substituted(

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 from ...experiment.groups import Model as Lax
 from ...reading import podtemplate as templates
 from ...rules.limits import INT32
-from .space import Parameter
+from ...sweeps.space import Parameter
 
 TWO_GROUPS = re.compile(r".*\(.*\).*\(.*\).*")
 

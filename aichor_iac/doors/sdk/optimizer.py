@@ -16,6 +16,7 @@ from typing import Any
 
 from ...experiment.model import Experiment
 from ...problems import ManifestError, Problem
+from ...sweeps.naming import trial_name
 from ..katib import door as katib
 from . import function
 
@@ -50,7 +51,7 @@ def experiment_from_optimizer(
         values = {k: ast.literal_eval(v) if k in literal else v for k, v in place.values}
         arguments = {**(_get(trainer, "func_args") or {}), **values}
         trial = _Trainer(trainer, arguments)
-        name_of = katib.trial_name(sweep, place.index)
+        name_of = trial_name(sweep, place.index)
         experiment = function.experiment_from_trainer(trial, runtime=runtime, name=name_of)
         found.append(experiment.as_trial(place))
     return tuple(found)

@@ -12,11 +12,11 @@ run it, without one:
   trial's last report, by `direction`.
 - `searchAlgorithm`: random (with its `seed`) and grid. The proposal's phase 1 controller is an
   adapter to Katib's suggestion services, and so is this door: the parameters are read as
-  Katib's (`katib.space`), random drawn as the Katib door draws it, grid as Katib's optuna grid.
+  Katib's (`sweeps.space`), random drawn as the Katib door draws it, grid as Katib's optuna grid.
 - The algorithms that learn (tpe, multivariate-tpe, bayesianoptimization, cmaes), which the CRD
   has no field for yet, under the annotation ALGORITHM, `{<algorithm>: {<setting>: <value>}}`
   with Katib's names and settings; without it, refused. Each trial is asked from the results
-  of the trials before it, as a Katib sweep's (`katib.asking`).
+  of the trials before it, as a Katib sweep's (`sweeps.asking`).
 - Early stopping (Katib's medianstop), which the CRD has no field for either, under the
   annotation EARLY_STOPPING: each trial's trainer command runs under its rule's check in its
   pod (`pods.stopping`), its values the trial's progress reports, read from its receiver.
@@ -43,13 +43,14 @@ from ...experiment.trial import Objective as Aim
 from ...pods.stopping import REPORTED_FORMAT
 from ...problems import Problem, line_for, one_line
 from ...reading import podtemplate as templates
+from ...sweeps import algorithms, asking
+from ...sweeps.algorithms import SAMPLERS
+from ...sweeps.collect import rule_of, under_rule
+from ...sweeps.naming import trial_name
+from ...sweeps.numpy_legacy import SEED_MAX
+from ...sweeps.space import Parameter as KatibParameter
+from ...sweeps.space import grid, grid_size, random_search, seed_of
 from ..identities import OPTIMIZATION
-from ..katib import asking, settings
-from ..katib.collect import rule_of, under_rule
-from ..katib.door import SAMPLERS, trial_name
-from ..katib.numpy_legacy import SEED_MAX
-from ..katib.space import Parameter as KatibParameter
-from ..katib.space import grid, grid_size, random_search, seed_of
 
 API_VERSION, KIND = OPTIMIZATION
 ENV_PREFIX = "KUBEFLOW_TRAINER_OPT_"  # (the proposal's, 8.2)
@@ -273,7 +274,7 @@ def _stopping_problems(spec: Spec, early: Chosen | Problem | None) -> list[Probl
     problems = [
         Problem(where, reason)
         for name, value in early.settings
-        if (reason := settings.stopping_problem(name, value))
+        if (reason := algorithms.stopping_problem(name, value))
     ]
     trainer = templates.mapping(spec.train_job_template.spec.get("trainer"))
     if not trainer.get("command"):
@@ -313,7 +314,7 @@ def _learning_problems(spec: Spec, learning: Chosen) -> list[Problem]:
     problems = [
         Problem(where, reason)
         for name, value in learning.settings
-        if (reason := settings.problem(algorithm, name, value))
+        if (reason := algorithms.problem(algorithm, name, value))
     ]
     if spec.search_algorithm.grid is not None:
         reason = (
@@ -377,7 +378,7 @@ def _values(
         chosen = dict(given)
         if "random_state" not in chosen and seed is not None:  # (the spec's seed, in range)
             chosen["random_state"] = str(seed & SEED_MAX)
-        sampler = SAMPLERS[algorithm], settings.sampler_settings(algorithm, given)
+        sampler = SAMPLERS[algorithm], algorithms.sampler_settings(algorithm, given)
         space = [p.dimension() for p in parameters]
         maximize = spec.objectives[0].direction == "Maximize"
         found = asking.asked(
@@ -402,7 +403,7 @@ def _stops(
     it that succeeded."""
     if early is None:
         return [None] * number
-    least_start = settings.stopping_settings(early.settings)
+    least_start = algorithms.stopping_settings(early.settings)
     return list(asking.rules(least_start, spec.parallel_trials, names, ended, number))
 
 

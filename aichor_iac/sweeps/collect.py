@@ -13,9 +13,9 @@ import json
 import posixpath
 from typing import Any
 
-from ... import pods
-from ...experiment.trial import MARKER, Objective, Stopping
-from ...problems import Problem
+from .. import pods
+from ..experiment.trial import MARKER, Objective, Stopping
+from ..problems import Problem
 
 DEFAULT_PATH = "/var/log/katib/metrics.log"  # Katib's default (`common.DefaultFilePath`)
 VOLUME = "metrics-volume"  # Katib's volume name (`common.MetricsVolume`)

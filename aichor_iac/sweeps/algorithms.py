@@ -27,8 +27,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...pods.stopping import MIN_TRIALS_REQUIRED, START_STEP
+from ..pods.stopping import MIN_TRIALS_REQUIRED, START_STEP
 from .numpy_legacy import SEED_MAX
+
+FIXED = ("grid", "random", "sobol")  # the algorithms whose trials are fixed beforehand
+# The algorithms that learn from the trials that have ended, by the sampler each runs
+SAMPLERS = {
+    "tpe": "tpe",
+    "multivariate-tpe": "multivariate-tpe",
+    "bayesianoptimization": "gp",
+    "cmaes": "cmaes",
+}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A search that learns (aichor_iac/search/learning.py, issue 54): the next trial as a pure
+"""A search that learns (aichor_iac/sweeps/learning.py, issue 54): the next trial as a pure
 function of the search, its seed, the trial's number and the history; TPE finds better trials
 than the random ones it starts with; values inside the space, written as a trial gets them."""
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from aichor_iac.search.learning import Dimension, Told, suggest
+from aichor_iac.sweeps.learning import Dimension, Told, suggest
 
 SPACE = (
     Dimension("lr", "float", 1e-4, 1e-1, log=True),
@@ -119,7 +119,7 @@ def run_space(space, algorithm, seed, trials, **settings):
 def test_without_optuna_a_search_says_what_to_install():
     program = (
         "import sys; sys.modules['optuna'] = None\n"
-        "from aichor_iac.search.learning import Dimension, suggest\n"
+        "from aichor_iac.sweeps.learning import Dimension, suggest\n"
         "try:\n"
         "    suggest([Dimension('x', 'int', 0, 3)], 'tpe', {}, 1, False, 0, [])\n"
         "except ImportError as error:\n"

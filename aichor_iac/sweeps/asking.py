@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...experiment.trial import FAILED, SUCCEEDED, Ended, Result, Stopping
-from ...pods import stopping
-from ...search import learning
+from ..experiment.trial import FAILED, SUCCEEDED, Ended, Result, Stopping
+from ..pods import stopping
+from . import learning
 
 
 def known(

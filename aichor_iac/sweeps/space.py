@@ -34,7 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ...search.learning import Dimension
+from .learning import Dimension
 from .numpy_legacy import RandomState, arange
 
 GRID_LIMIT = 100_000  # points of a grid enumerated (Katib's optuna lists them all too)
