@@ -17,7 +17,7 @@ Katib's defaults: `min_trials_required` 3, `start_step` 4.
 
 The check runs in the trial's pod, as Katib's collector does: this module is also the script
 that runs the primary container's command there (`main`, its source given to the pod's
-`python3`: `doors.katib.collect.with_stopping`), so it needs nothing but the standard library.
+`python3`: `sweeps.collect.with_stopping`), so it needs nothing but the standard library.
 """
 
 from __future__ import annotations

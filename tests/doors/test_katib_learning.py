@@ -1,4 +1,4 @@
-"""Katib's algorithms that learn, as aichor_iac.search runs them (issue 54): their settings
+"""Katib's algorithms that learn, as aichor_iac.sweeps runs them (issue 54): their settings
 with Katib's names and defaults, refused in its services' words (aichor_iac/doors/katib/
 settings.py); parameters as Katib's optuna service makes its search space
 (`space.Parameter.dimension`)."""
