@@ -168,12 +168,10 @@ def _diagnosis(objects, created, done, cluster: Cluster) -> list[str]:
         else:
             lines.append(f"deadlock: pulumi up waits for {what}")
     ended = [r for r in created if r.urn in done and r.kind == "Job"]  # (what they wait on)
-    beside = [f"  beside it: {_name(r)} ({cluster.describe(_job(r))})" for r in ended]
+    beside = [
+        f"  beside it: {_name(r)} ({cluster.describe(r.inputs['metadata']['name'])})" for r in ended
+    ]
     return (lines or ["deadlock: nothing can be created"]) + beside
-
-
-def _job(r: Resource) -> str:
-    return r.inputs["metadata"]["name"]
 
 
 @dataclass
