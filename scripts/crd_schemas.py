@@ -10,6 +10,7 @@ version is kept: it is the one each door reads (an older served one is refused a
 It also writes aichor_iac/reading/kubernetes/: the strict OpenAPI schemas of the Kubernetes
 kinds a custom resource's templates and companions are checked against (`KINDS`), from the
 newest Kubernetes release kubernetes-validate (the test extra) ships, without descriptions.
+Then it compiles the CRDs' CEL rules (scripts/cel_compile.py).
 
 Bumping a release: change its tag in SOURCES, run this, then `python tests/render_corpus.py`
 to see which renders change, and update the docs' "Coming from" pages that name the tag.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -180,6 +182,7 @@ def main() -> int:
             target.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
             print(f"{target.name}: {', '.join(data['versions'])} ({target.stat().st_size:,} bytes)")
     kubernetes()
+    subprocess.run([sys.executable, str(Path(__file__).with_name("cel_compile.py"))], check=True)
     return 0
 
 

@@ -4,15 +4,28 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import shutil
 import textwrap
 from typing import Any
 
-from . import commands, history, observe
-
 # What an argument completes to (shtab's FILE or DIRECTORY, looked up when a completion script
 # is asked for: shtab and the logging it imports cost every command 7 ms)
 FILE, DIRECTORY = "FILE", "DIRECTORY"
+
+
+class _Handler:
+    """A command's function, imported when the command runs: `validate` need not import what
+    `status` and `dashboard` read with (rich's tables, the run records), which cost every
+    command 20 ms."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.__name__ = module, name
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        module = importlib.import_module(f"{__package__}.{self.module}")
+        return int(getattr(module, self.__name__)(args))
+
 
 EXAMPLES = {
     "validate": """
@@ -97,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     _up_options(
         add(
             "up",
-            observe.up,
+            _Handler("observe", "up"),
             "pulumi up of the stack (the Pulumi CLI, through the Automation API); "
             "--until-done: again as its sweeps' results allow more trials, until every trial "
             "has ended",
@@ -107,24 +120,29 @@ def parser() -> argparse.ArgumentParser:
     _history_options(
         add(
             "history",
-            history.history,
+            _Handler("history", "history"),
             "list the runs this machine has kept (run --local keeps each), newest first; show "
             "one from its record: what ran, how it ended, its pods or trials and metrics",
             None,
         )
     )
-    add("schema", commands.schema, "print the manifest's JSON Schema (for editors)", None)
+    add(
+        "schema",
+        _Handler("commands", "schema"),
+        "print the manifest's JSON Schema (for editors)",
+        None,
+    )
     _examples_options(
         add(
             "examples",
-            commands.examples,
+            _Handler("commands", "examples"),
             "list the example manifests, print one or copy it with its scripts",
             None,
         )
     )
     add(
         "convert",
-        commands.convert,
+        _Handler("commands", "convert"),
         "print a Kubeflow custom resource or a RayJob as an AIchor manifest, and what it cannot "
         "say",
         "the custom resource's file (- for stdin)",
@@ -134,41 +152,53 @@ def parser() -> argparse.ArgumentParser:
 
 # The commands that take an experiment (MANIFEST, else the stack's), in --help's order.
 EXPERIMENT_COMMANDS = (
-    ("validate", commands.validate, "check a manifest; exit 2 with one line per problem"),
-    ("render", commands.render, "print every Kubernetes object as multi-document YAML"),
+    (
+        "validate",
+        _Handler("commands", "validate"),
+        "check a manifest; exit 2 with one line per problem",
+    ),
+    (
+        "render",
+        _Handler("commands", "render"),
+        "print every Kubernetes object as multi-document YAML",
+    ),
     (
         "preview",
-        commands.preview,
+        _Handler("commands", "preview"),
         "show what pulumi up would do, as pulumi preview does: the component, its objects "
         "in creation order, outputs and totals",
     ),
     (
         "run",
-        commands.run,
+        _Handler("commands", "run"),
         "run every replica as local processes (Linux: root or user namespaces), each line "
         "of output prefixed with its pod; exit with the experiment's result",
     ),
     (
         "status",
-        observe.status,
+        _Handler("observe", "status"),
         "show what the experiment is doing: per Job and pod, its phase, restarts, state and "
         "why (CrashLoopBackOff, Unschedulable, OOMKilled), exit code, GPUs and time",
     ),
     (
         "logs",
-        observe.logs,
+        _Handler("observe", "logs"),
         "print every pod's lines, each after its pod's name, in the order they were printed",
     ),
-    ("events", observe.events, "print the experiment's Kubernetes events, oldest first"),
+    (
+        "events",
+        _Handler("observe", "events"),
+        "print the experiment's Kubernetes events, oldest first",
+    ),
     (
         "dashboard",
-        observe.dashboard,
+        _Handler("observe", "dashboard"),
         "serve a local web page of the experiments, read as status reads them: their pods, "
         "logs, metrics and sweeps, updated as they change (the dashboard extra)",
     ),
     (
         "check",
-        observe.check,
+        _Handler("observe", "check"),
         "check the experiment against the stack's cluster before pulumi up, read only: "
         "namespace, permissions, quotas, LimitRanges, Pod Security, nodes, gang scheduler, "
         "Kueue, Pulumi; exit 1 when something blocks",
@@ -186,7 +216,7 @@ class _Commands:
     def __init__(self, subparsers: Any) -> None:
         self.subparsers = subparsers
 
-    def __call__(self, name: str, handler: Any, help: str, manifest: str | None) -> Any:
+    def __call__(self, name: str, handler: _Handler, help: str, manifest: str | None) -> Any:
         sub = self.subparsers.add_parser(
             name,
             help=help,

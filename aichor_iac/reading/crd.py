@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..problems import Problem, line_for
-from . import imports
+from . import cel, cel_rules, imports
 
 CRDS = Path(__file__).resolve().parent / "crds"
 INT_BOUNDS = {"int32": 2**31 - 1, "int64": 2**63 - 1}
@@ -422,22 +422,31 @@ def _cel_problems(data: Any, found: Schema, named: dict[str, Any]) -> list[Probl
     return sorted(problems, key=lambda p: p.path)
 
 
+def _broken(rule: str, value: Any) -> str | None:
+    """None if a CEL rule holds for `value` as `self`; else "" (it does not), or why it could
+    not be evaluated on it (a field it reads is absent), which the API server refuses too.
+    The rule compiled at vendor time (cel_rules.py), else cel-python's evaluation of it."""
+    compiled = cel_rules.RULES.get(rule)
+    if compiled is None:
+        return _interpreted(rule, _decoded(value))
+    return cel.holds(compiled(_decoded(value)))
+
+
+def _interpreted(rule: str, value: Any) -> str | None:
+    """`_broken` by cel-python (which its compiled form is held to)."""
+    import celpy
+
+    try:
+        holds = _program(rule).evaluate({"self": celpy.json_to_cel(value)})
+    except celpy.CELEvalError as error:
+        return str(error.args[0]) if error.args else "an evaluation error"
+    return None if holds else ""
+
+
 @functools.cache
 def _program(rule: str) -> Any:
     environment = imports.cel_environment()
     return environment.program(environment.compile(rule))
-
-
-def _broken(rule: str, value: Any) -> str | None:
-    """None if a CEL rule holds for `value` as `self`; else "" (it does not), or why it could
-    not be evaluated on it (a field it reads is absent), which the API server refuses too."""
-    import celpy
-
-    try:
-        holds = _program(rule).evaluate({"self": celpy.json_to_cel(_decoded(value))})
-    except celpy.CELEvalError as error:
-        return str(error.args[0]) if error.args else "an evaluation error"
-    return None if holds else ""
 
 
 def _decoded(value: Any) -> Any:

@@ -1,15 +1,13 @@
 """Third-party imports made lighter for a command's start-up (`validate` is called by editors
-and hooks on every save): jsonschema without the format modules it would import, and
-cel-python's parser loaded from Lark's own cache rather than built."""
+and hooks on every save): jsonschema without the format modules it would import; cel-python
+only where a CEL rule was not compiled at vendor time (cel_rules.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -53,31 +51,8 @@ def _without(modules: tuple[str, ...]) -> Iterator[None]:
 
 @functools.cache
 def cel_environment() -> Any:
-    """cel-python's environment. Its parser is Lark's LALR parser of CEL's grammar, 0.3 s to
-    build: cel-python builds it with Lark's own cache added (once per machine, then loaded;
-    the file is keyed by the grammar, its options and Lark's and Python's versions, so a
-    stale one is built again)."""
+    """cel-python's environment (its Lark parser of CEL's grammar takes 0.3 s to build): for
+    compiling the CRDs' rules at vendor time, and a rule not compiled (cel_rules.py)."""
     import celpy
-    from celpy import celparser
 
-    cache = _parser_cache()
-    if cache is None or celparser.CELParser.CEL_PARSER is not None:
-        return celpy.Environment()
-    names = vars(celparser)  # (cel-python passes Lark no cache, and takes no option for one)
-    lark = names["Lark"]
-    names["Lark"] = functools.partial(lark, cache=str(cache))
-    try:
-        return celpy.Environment()
-    finally:
-        names["Lark"] = lark
-
-
-def _parser_cache() -> Path | None:
-    """The file of the CEL parser in the user's cache directory (XDG's), or None where there is
-    no such directory to write."""
-    try:
-        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aichor-iac"
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except (OSError, RuntimeError):  # (RuntimeError: no home directory)
-        return None
-    return folder / "cel-parser.lark"
+    return celpy.Environment()
