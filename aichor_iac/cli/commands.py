@@ -299,6 +299,7 @@ def _sweeps_failed(sweeps: dict[str, Any]) -> int:
     """1 if a sweep failed (Katib's count, its MetricsUnavailable trials among the failed) or
     no trial of it gave its objective, each trial without it said with what it printed
     instead; else 0."""
+    from ..experiment.state import State
     from ..experiment.trial import FAILED, METRICS_UNAVAILABLE
     from ..sweeps.results import unavailable
 
@@ -309,7 +310,7 @@ def _sweeps_failed(sweeps: dict[str, Any]) -> int:
             print(f"aichor-iac: {unavailable(row, found['objective'])}", file=sys.stderr)
         if len(missing) > 3:
             print(f"aichor-iac: and {len(missing) - 3} more trials alike", file=sys.stderr)
-        ended = [r for r in found["trials"] if r["state"] not in ("Waiting", "Running")]
+        ended = [r for r in found["trials"] if State(r["state"]).ended]
         if found["failed"] or (ended and found["best"] is None):
             failed = sum(r["state"] in (FAILED, METRICS_UNAVAILABLE) for r in found["trials"])
             why = (
@@ -346,12 +347,12 @@ def _sweeps(
     from ..local.parts import trial_state
     from ..sweeps import results as sweeps
 
-    trials: dict[str, list[Any]] = {}
+    trials: dict[str, list[sweeps.TrialRun]] = {}
     for manifest, name in inputs.each():
         if manifest.trial is None:
             continue
         state = trial_state(outcomes[name], bool(lines[name]))
-        place = (name, manifest.trial, state, lines[name], reports.get(name))
+        place = sweeps.TrialRun(name, manifest.trial, state, lines[name], reports.get(name))
         trials.setdefault(manifest.trial.sweep, []).append(place)
     return {sweep: sweeps.report(each) for sweep, each in trials.items()}
 

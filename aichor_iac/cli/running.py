@@ -20,7 +20,7 @@ from ..k8s.progress import CONTAINER
 from ..local.parts import trial_state
 from ..local.progress import progress
 from ..observe.progress import reported, summary
-from ..sweeps.results import ended
+from ..sweeps.results import TrialRun, ended
 
 if TYPE_CHECKING:
     from ..experiment.model import Experiment
@@ -104,7 +104,7 @@ class Asked:
     def __call__(self, outcomes: dict[str, Outcome]) -> tuple[Experiment, ...]:
         lines, reports = self.shown.trial_lines(), self.shown.reports
         trials = [
-            (n, m.trial, trial_state(outcomes[n], True), lines.get(n, []), reports.get(n))
+            TrialRun(n, m.trial, trial_state(outcomes[n], True), lines.get(n, []), reports.get(n))
             for m, n in self.inputs.each()
             if m.trial is not None and n in outcomes
         ]

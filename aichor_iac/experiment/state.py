@@ -15,6 +15,7 @@ class State(str, enum.Enum):
     EARLY_STOPPED = "EarlyStopped"  # a trial its sweep's early stopping ended
     METRICS_UNAVAILABLE = "MetricsUnavailable"  # a trial that ended without its objective
     INTERRUPTED = "Interrupted"  # its run was stopped (Ctrl-C, SIGTERM) before it ended
+    NOT_CREATED = "Not created"  # a trial its sweep gave up before (at maxFailedTrialCount)
 
     def __str__(self) -> str:  # (as its name reads: in a table, a line, JSON)
         return self.value

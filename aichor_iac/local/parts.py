@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..experiment.state import State
+
 # An experiment's outcome: its exit status (as a shell reports a process's) and the pod whose
 # failure decided it (None: it succeeded, or the run's timeout came first)
 Outcome = tuple[int, str | None]
@@ -16,14 +18,14 @@ TIMED_OUT: Outcome = (124, None)
 HELD_BACK: Outcome = (125, None)
 
 
-def trial_state(outcome: Outcome, printed: bool) -> str:
+def trial_state(outcome: Outcome, printed: bool) -> State:
     """A trial's state (Katib's words) from its outcome in a run; `printed`: whether its
     entry pod printed anything (one the run's timeout caught ran, or waited)."""
     if outcome == TIMED_OUT:
-        return "Running" if printed else "Waiting"
+        return State.RUNNING if printed else State.WAITING
     if outcome == HELD_BACK:
-        return "Not created"
-    return "Succeeded" if outcome[0] == 0 else "Failed"
+        return State.NOT_CREATED
+    return State.SUCCEEDED if outcome[0] == 0 else State.FAILED
 
 
 @dataclasses.dataclass(frozen=True)

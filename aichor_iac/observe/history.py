@@ -61,7 +61,7 @@ Load = Callable[[Ended], list[Source]]
 
 def settled(
     load: Load,
-) -> tuple[list[Source], dict[str, Any], dict[str, list[Any]], Ended]:
+) -> tuple[list[Source], dict[str, Any], dict[str, list[results.TrialRun]], Ended]:
     """The experiments `load` gives, each one's state, each sweep's trials (as
     `sweeps.results.report` takes them) and the trials that ended of the sweeps that depend
     on their results: read again with those until they allow no more trials."""
@@ -73,7 +73,7 @@ def settled(
         more_ended = {
             name: result
             for each in trials.values()
-            if each[0][1].learns
+            if each[0].place.learns
             for name, result in results.ended(each).items()
         }
         if more_ended == ended or len(more := load(more_ended)) == len(sources):
@@ -97,14 +97,14 @@ def now(source: Source) -> dict[str, Any]:
     return report(reader.jobs(), pods, datetime.now(timezone.utc), attempt, reported)
 
 
-def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list[Any]]:
+def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list[results.TrialRun]]:
     """Each sweep's trials as `sweeps.results.report` reads them: their states from their
     entry-point Jobs (`found`: each experiment's report), their metrics from their last
     progress report, else from the output of those Jobs' first pods (read only then, or for
     early stopping, whose rule reads each value)."""
     from .status import state as experiment_state  # (its imports cost `validate`: here)
 
-    trials: dict[str, list[Any]] = {}
+    trials: dict[str, list[results.TrialRun]] = {}
     for source in sources:
         if (trial := source.trial) is None:
             continue
@@ -116,5 +116,7 @@ def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list
             every = trial.stopping is not None
             if ran and (every or not results.reports_objective(status, trial)):
                 lines = [text for _, text in source.reader.lines(ran[0])]
-        trials.setdefault(trial.sweep, []).append((source.name, trial, state, lines, status))
+        trials.setdefault(trial.sweep, []).append(
+            results.TrialRun(source.name, trial, state, lines, status)
+        )
     return trials

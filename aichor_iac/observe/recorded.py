@@ -69,7 +69,7 @@ def _sweep(
     table = results.report(each)
     by_name = {s.name: s for s in sources}
     trials = []
-    places = sorted(each, key=lambda t: t[1].index)  # (as the table's rows)
+    places = sorted(each, key=lambda t: t.place.index)  # (as the table's rows)
     for row, (name, place, *_) in zip(table["trials"], places, strict=True):
         state = _state(row["state"], run)
         one = _experiment(by_name[name], found[name], run, place.objective, state)

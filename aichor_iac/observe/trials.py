@@ -21,6 +21,7 @@ from ..experiment.trial import Ended, Result
 from ..problems import ManifestError, Problem
 from ..records.reader import Kept
 from ..settings import Settings
+from ..sweeps.results import TrialRun
 from . import kubeapi, stored
 from .history import Source, settled, source_of
 
@@ -112,14 +113,14 @@ def _with_kept(
     return tuple(found)
 
 
-def _none_lost(sources: list[Source], trials: dict[str, list[Any]], cluster: Any) -> None:
+def _none_lost(sources: list[Source], trials: dict[str, list[TrialRun]], cluster: Any) -> None:
     """A ManifestError if a sweep has trials on the cluster (read by `cluster`, a
     `kubeapi.Reader`) that its results, as read now, no longer allow (their pods, and the
     lines they printed, deleted): Pulumi would delete them, and the trials they were asked
     from could not be asked again."""
     known = {s.name for s in sources}
     for sweep, each in trials.items():
-        trial = each[0][1]
+        trial = each[0].place
         if not trial.learns:
             continue
         jobs = cluster.jobs({trial.label: sweep})

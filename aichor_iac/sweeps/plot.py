@@ -13,9 +13,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..experiment.state import State
 from ..problems import ManifestError, Problem
 
-STATES = {"Succeeded": ("o", "tab:blue"), "Failed": ("x", "tab:red")}
+STATES = {State.SUCCEEDED: ("o", "tab:blue"), State.FAILED: ("x", "tab:red")}
 OTHER = ("o", "tab:gray")  # a trial still running: its objective so far
 
 

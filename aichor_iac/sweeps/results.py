@@ -11,7 +11,8 @@ import contextlib
 import difflib
 import json
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import yaml
 from rich.table import Table
@@ -28,6 +29,16 @@ from ..experiment.trial import (
     Trial,
 )
 from ..pods import stopping
+
+
+class TrialRun(NamedTuple):
+    """A sweep's trial as a run or a cluster shows it, which `report` and `ended` read."""
+
+    name: str
+    place: Trial
+    state: str  # a `State`'s value (a record's or a cluster's word for it)
+    lines: list[str]  # what its entry pod printed (read where its metrics need them)
+    report: dict[str, Any] | None  # its last progress report
 
 
 def metrics(lines: list[str], objective: Objective) -> dict[str, list[float]]:
@@ -105,17 +116,15 @@ def value(values: list[float], strategy: str) -> float | None:
     return {"min": min, "max": max}.get(strategy, lambda v: v[-1])(values)
 
 
-def report(
-    trials: list[tuple[str, Trial, str, list[str], dict[str, Any] | None]],
-) -> dict[str, Any]:
+def report(trials: Sequence[TrialRun]) -> dict[str, Any]:
     """A sweep's trials — (name, place, state, entry point's lines, last progress report)
     each — with their parameters, state, progress, objective and other metrics, and the best
     one. A metric the last report holds is its value there; the others, from the lines."""
-    trial = trials[0][1]
+    trial = trials[0].place
     objective = trial.objective
     assert objective is not None  # (a door's trials carry it)
     rows: list[dict[str, Any]] = []
-    for name, place, given, whole, reported in sorted(trials, key=lambda t: t[1].index):
+    for name, place, given, whole, reported in sorted(trials, key=lambda t: t.place.index):
         state, lines, status = judged(place, given, whole, reported)
         values = trial_metrics(objective, lines, status)
         unavailable = objective.formats is not None and values.get(objective.metric) is None
@@ -186,7 +195,7 @@ def trial_metrics(
     return values | {m: v for m, v in reported_metrics(status).items() if m in strategies}
 
 
-def ended(trials: list[tuple[str, Trial, str, list[str], dict[str, Any] | None]]) -> Ended:
+def ended(trials: Sequence[TrialRun]) -> Ended:
     """The trials of `trials` (as `report` takes them) that have ended, each as its sweep
     reads it back: its state, its objective, each objective value its lines hold."""
     found = {}

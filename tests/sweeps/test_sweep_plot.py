@@ -28,7 +28,7 @@ def found() -> dict:
         ("lr", "0.5", "sgd", "Waiting", []),
     ]
     trials = [
-        (
+        sweeps.TrialRun(
             f"s-{i}",
             Trial("s", i, len(rows), 2, (("lr", lr), ("optimizer", opt)), objective=LOSS),
             state,

@@ -59,9 +59,9 @@ def test_the_best_trial_is_the_objectives_direction(direction, best):
     objective = Objective("loss", direction, formats=(DEFAULT_FORMAT,))
     found = sweeps.report(
         [
-            ("s-2", trial(2, objective), "Waiting", [], None),
-            ("s-0", trial(0, objective), "Succeeded", ["loss=0.9"], None),
-            ("s-1", trial(1, objective), "Failed", ["loss=0.1"], None),
+            sweeps.TrialRun("s-2", trial(2, objective), "Waiting", [], None),
+            sweeps.TrialRun("s-0", trial(0, objective), "Succeeded", ["loss=0.9"], None),
+            sweeps.TrialRun("s-1", trial(1, objective), "Failed", ["loss=0.1"], None),
         ]
     )
     assert [r["trial"] for r in found["trials"]] == ["s-0", "s-1", "s-2"]
@@ -88,7 +88,9 @@ def test_a_sweep_fails_once_as_many_trials_failed_as_its_limit(limit, states, fa
     places = [Trial("s", i, 2, 1, (("lr", str(i)),), limit, LOSS) for i in range(2)]
     found = sweeps.report(
         [
-            (f"s-{i}", places[i], st.split()[0], [] if "without" in st else ["loss=0.5"], None)
+            sweeps.TrialRun(
+                f"s-{i}", places[i], st.split()[0], [] if "without" in st else ["loss=0.5"], None
+            )
             for i, st in enumerate(states)
         ]
     )
@@ -100,7 +102,7 @@ def test_a_sweep_fails_once_as_many_trials_failed_as_its_limit(limit, states, fa
 
 
 def test_a_sweep_without_results_names_no_best():
-    found = sweeps.report([("s-0", trial(0, LOSS), "Running", ["starting"], None)])
+    found = sweeps.report([sweeps.TrialRun("s-0", trial(0, LOSS), "Running", ["starting"], None)])
     assert found["best"] is None and found["trials"][0]["metrics"] == {"accuracy": None}
 
 
@@ -138,8 +140,8 @@ def test_a_trial_reporting_its_objective_takes_it_from_its_last_report():
     }
     found = sweeps.report(
         [
-            ("s-0", trial(0, objective), "Running", ["loss=0.9"], status),
-            ("s-1", trial(1, objective), "Succeeded", ["loss=0.5"], None),
+            sweeps.TrialRun("s-0", trial(0, objective), "Running", ["loss=0.9"], status),
+            sweeps.TrialRun("s-1", trial(1, objective), "Succeeded", ["loss=0.5"], None),
         ]
     )
     assert [(r["objective"], r["progress"]) for r in found["trials"]] == [(0.25, 40), (0.5, None)]
@@ -179,14 +181,14 @@ def test_a_trial_its_rule_stops_is_read_as_stopped_at_the_value_that_stopped_it(
 ):
     place = stopped_trial(rule)
     judged, kept, _ = sweeps.judged(place, state, lines, {"metrics": []})
-    row = sweeps.report([("s-0", place, state, lines, None)])["trials"][0]
+    row = sweeps.report([sweeps.TrialRun("s-0", place, state, lines, None)])["trials"][0]
     assert (judged, row["state"], row["objective"], len(kept)) == (
         expected[0],
         expected[0],
         expected[1],
         expected[2],
     )
-    (result,) = sweeps.ended([("s-0", place, state, lines, None)]).values() or [None]
+    (result,) = sweeps.ended([sweeps.TrialRun("s-0", place, state, lines, None)]).values() or [None]
     if expected[0] != "Running":
         assert (result.state, result.objective) == expected[:2]
 
@@ -219,9 +221,11 @@ def test_an_optimizationjobs_best_trial_is_its_status_result_in_the_crds_shape()
     ]
     report = {"metrics": [{"name": "val_loss", "value": "0.5"}]}
     rows = [
-        ("s-0", places[0], "Succeeded", [], report),
-        ("s-1", places[1], "Succeeded", [], {"metrics": [{"name": "val_loss", "value": "0.25"}]}),
-        ("s-2", places[2], "Running", [], None),
+        sweeps.TrialRun("s-0", places[0], "Succeeded", [], report),
+        sweeps.TrialRun(
+            "s-1", places[1], "Succeeded", [], {"metrics": [{"name": "val_loss", "value": "0.25"}]}
+        ),
+        sweeps.TrialRun("s-2", places[2], "Running", [], None),
     ]
     found = sweeps.report(rows)
     result = {"trainJobName": "s-1", "parameters": [{"name": "lr", "value": "0.2"}]}
@@ -232,7 +236,7 @@ def test_an_optimizationjobs_best_trial_is_its_status_result_in_the_crds_shape()
     shown = console.export_text()
     assert "status:\n  result:\n    trainJobName: s-1\n    parameters:\n    - name: lr\n" in shown
     assert "status" not in sweeps.report(rows[2:])  # (no best yet)
-    katib = [(n, replace(p, kind="Experiment"), s, li, r) for n, p, s, li, r in rows]
+    katib = [sweeps.TrialRun(n, replace(p, kind="Experiment"), s, li, r) for n, p, s, li, r in rows]
     assert "status" not in sweeps.report(katib)  # (Katib's: the table alone)
 
 
@@ -261,7 +265,7 @@ def test_a_trial_that_ends_without_its_objective_is_metrics_unavailable(
     """As Katib's trial controller marks it; it counts as failed against maxFailedTrialCount
     (Katib: TrialsFailed + TrialMetricsUnavailable), and says what it printed instead."""
     place = replace(trial(0, LOSS), max_failed=1)
-    found = sweeps.report([("s-0", place, "Succeeded", lines, None)])
+    found = sweeps.report([sweeps.TrialRun("s-0", place, "Succeeded", lines, None)])
     (row,) = found["trials"]
     assert row["state"] == state and row.get("printed") == printed
     assert found["failed"] is (state == "MetricsUnavailable")
@@ -276,5 +280,5 @@ def test_a_trial_not_collected_is_never_metrics_unavailable():
     """A sweep whose metrics are not in the trials' output (formats None) says nothing of
     them: a trial that succeeded succeeded."""
     place = trial(0, replace(LOSS, formats=None))
-    found = sweeps.report([("s-0", place, "Succeeded", ["x"], None)])
+    found = sweeps.report([sweeps.TrialRun("s-0", place, "Succeeded", ["x"], None)])
     assert found["trials"][0]["state"] == "Succeeded" and not found["failed"]
