@@ -94,9 +94,9 @@ class Compiler:
 
     def __init__(self) -> None:
         sys.path.insert(0, str(READING.parent.parent))
-        from aichor_iac.reading import imports
+        from aichor_iac.reading import crd
 
-        self.environment = imports.cel_environment()
+        self.environment = crd.cel_environment()
 
     def expression(self, rule: str) -> str:
         return self.node(self.environment.compile(rule))

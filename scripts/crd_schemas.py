@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -140,12 +141,27 @@ def kubernetes() -> None:
     KUBERNETES.mkdir(parents=True, exist_ok=True)
     for old in KUBERNETES.glob("*.json"):
         old.unlink()
-    for name in ("_definitions", *KINDS):
-        data = stripped(schema_contents(f"{base}/{name}.json", version))
+    kinds = {name: stripped(schema_contents(f"{base}/{name}.json", version)) for name in KINDS}
+    definitions = stripped(schema_contents(f"{base}/_definitions.json", version))
+    for name, data in {"_definitions": reached(definitions, kinds.values()), **kinds}.items():
         target = KUBERNETES / f"{name}.json"
         target.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
     (KUBERNETES / "VERSION").write_text(f"{version}\n")
     print(f"{KUBERNETES.name}/: Kubernetes {version}, {len(KINDS)} kinds and their definitions")
+
+
+def reached(definitions: dict[str, Any], kinds: Any) -> dict[str, Any]:
+    """The definitions the kinds' schemas reach through `$ref`s (Kubernetes' file holds every
+    kind's: a fifth is read here, and parsing the rest would cost every check)."""
+    named = definitions["$defs"]
+    found: set[str] = set()
+    todo = [json.dumps(kind) for kind in kinds]
+    while todo:
+        for name in re.findall(r'"\$ref": "[^"#]*#/\$defs/([^"]+)"', todo.pop()):
+            if name not in found:
+                found.add(name)
+                todo.append(json.dumps(named[name]))
+    return {**definitions, "$defs": {name: named[name] for name in sorted(found)}}
 
 
 def schemas(crd: dict[str, Any], repo: str, tag: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 from ..experiment.origin import Kept
 from ..frameworks import Group
 from ..frameworks.base import Mount
-from ..pods.lifeline import LIFELINE_PORT
+from ..pods import LIFELINE_PORT
 from . import commands, shell
 from .context import Context
 

@@ -13,7 +13,7 @@ from ..experiment.model import Spec
 from ..experiment.origin import PERMANENT_EXIT_CODES, Kept
 from ..frameworks import Group
 from ..frameworks.base import INDEX_VAR, Env
-from ..pods.lifeline import LIFELINE_PORT
+from ..pods import LIFELINE_PORT
 from ..pods.regroup import GAVE_UP
 from ..settings import Settings
 from . import commands, given, jupyter, keeping, kinds, progress, services, shell, tensorboard

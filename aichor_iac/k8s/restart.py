@@ -11,7 +11,7 @@ from dataclasses import astuple, dataclass, replace
 from ..experiment.model import RestartRule
 from ..frameworks import Names, Plan
 from ..planning import Blueprint
-from ..pods.lifeline import LIFELINE_PORT
+from ..pods import LIFELINE_PORT
 from .shell import FOLLOW_INTERVAL_SECONDS
 
 

@@ -13,7 +13,7 @@ import shlex
 from .. import pods
 from ..frameworks import Endpoint, Env
 from ..frameworks.base import INDEX_VAR
-from ..pods.lifeline import LIFELINE_PORT
+from ..pods import LIFELINE_PORT
 
 # A follower checks every AICHOR_FOLLOW_INTERVAL seconds (default 10) and stops after
 # AICHOR_FOLLOW_MISSES consecutive "no such host" answers (default 3); both are env overrides.

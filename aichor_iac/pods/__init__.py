@@ -23,6 +23,9 @@ import ast
 import functools
 from pathlib import Path
 
+# The port the lifeline's entry listens on (given to it, and to its followers, as an argument;
+# a constant here so that the pods' ports name it without importing the program)
+LIFELINE_PORT = 29944
 # Each program, and what it imports besides the standard library (the image has it)
 PROGRAMS: dict[str, tuple[str, ...]] = {
     "keeper": (),

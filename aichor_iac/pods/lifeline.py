@@ -1,18 +1,18 @@
 """The lifeline: how followers learn within a second or two that the entry point has ended.
 
-The entry point's main process (`entry`) runs the user's command as a child and listens on
-LIFELINE_PORT; every follower's main process (`follow`) keeps a connection to it. The entry
-says `ok` every second, and `end <status>` once the command has ended for good (it succeeded,
-or it failed and its Job will not start it again); a follower then stops its own command and
-succeeds (after END_GRACE seconds in which the command may end by itself, as a rank finishing
-its last step after rank 0 does). A connection that closes without `end` (the entry's pod
-killed) is redialled: when the entry's Job cannot restart it, ten seconds of refused redials
-mean it is gone; when it can (`backoffLimit > 0`), only DNS can tell (its pod gone, not
-replaced), as before. A slow entry point is never taken for a gone one: the entry answers
-whatever its command does, and only a refused or unreachable redial counts. Without a
-lifeline (an image without python3, or before the entry point listens), DNS is the fallback:
-the entry point's host looked up every AICHOR_FOLLOW_INTERVAL seconds, gone after
-AICHOR_FOLLOW_MISSES "no such host" answers.
+The entry point's main process (`entry`) runs the user's command as a child and listens on its port
+(aichor_iac.pods.LIFELINE_PORT, an argument); every follower's main process (`follow`) keeps a
+connection to it. The entry says `ok` every second, and `end <status>` once the command has ended
+for good (it succeeded, or it failed and its Job will not start it again); a follower then stops
+its own command and succeeds (after END_GRACE seconds in which the command may end by itself, as a
+rank finishing its last step after rank 0 does). A connection that closes without `end` (the
+entry's pod killed) is redialled: when the entry's Job cannot restart it, ten seconds of refused
+redials mean it is gone; when it can (`backoffLimit > 0`), only DNS can tell (its pod gone, not
+replaced), as before. A slow entry point is never taken for a gone one: the entry answers whatever
+its command does, and only a refused or unreachable redial counts. Without a lifeline (an image
+without python3, or before the entry point listens), DNS is the fallback: the entry point's host
+looked up every AICHOR_FOLLOW_INTERVAL seconds, gone after AICHOR_FOLLOW_MISSES "no such host"
+answers.
 
 Both roles run with the image's python3 (`k8s/shell.py` falls back to POSIX shell programs
 without it) and run the command `/bin/sh -c "$1"` in its own session, so a stop reaches all of
@@ -39,7 +39,6 @@ import sys
 import threading
 import time
 
-LIFELINE_PORT = 29944
 HEARTBEAT = 1  # seconds between the entry's `ok`s
 SILENCE = 10  # no heartbeat for this long: the connection is presumed dead, redial
 LOST = 10  # refused redials for this long: an entry that cannot restart has gone

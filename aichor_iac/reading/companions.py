@@ -14,6 +14,7 @@ from typing import Any
 
 from ..problems import Problem, one_line
 from ..rules.limits import DNS_1035, MAX_LABEL, is_subdomain
+from .openapi import Invalid
 from .podtemplate import validator
 from .text import Document
 
@@ -124,8 +125,8 @@ def _problems(document: Document) -> list[Problem]:
     schema = validator(KINDS[data["apiVersion"], kind])
     written = {k: v for k, v in data.items() if k != "status"}  # (read back from a cluster)
     found = [
-        at(tuple(e.absolute_path), f"not a valid {kind}: {e.message.splitlines()[0]}")
-        for e in sorted(schema.iter_errors(written), key=str)
+        at(e.path, f"not a valid {kind}: {e.message.splitlines()[0]}")
+        for e in sorted(schema.errors(written), key=Invalid.order)
     ]
     name = str(metadata.get("name", ""))
     if not found and (rule := _name_rule(kind, name)):

@@ -15,13 +15,14 @@ import difflib
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..problems import Problem, line_for
-from . import cel, cel_rules, imports
+from . import cel, cel_rules, openapi
+from .openapi import Invalid
 
 CRDS = Path(__file__).resolve().parent / "crds"
 INT_BOUNDS = {"int32": 2**31 - 1, "int64": 2**63 - 1}
@@ -160,10 +161,10 @@ def _named(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _strict(node: Any) -> Any:
-    """A structural schema as jsonschema checks it: an object's undeclared fields refused (the
-    API server prunes them, and strict field validation refuses what it would prune) unless
-    it preserves unknown fields; int-or-string as either type; a required field with a default
-    not required (defaulting runs first); `nullable` as null allowed."""
+    """A structural schema as Draft 4 checks it (openapi.py): an object's undeclared fields
+    refused (the API server prunes them, and strict field validation refuses what it would
+    prune) unless it preserves unknown fields; int-or-string as either type; a required field
+    with a default not required (defaulting runs first); `nullable` as null allowed."""
     if isinstance(node, list):
         return [_strict(item) for item in node]
     if not isinstance(node, dict):
@@ -206,57 +207,48 @@ def _pruned(value: Any, node: dict[str, Any]) -> Any:
     return value
 
 
-@functools.cache
-def _validator_class() -> Any:
-    """Draft 4 with Kubernetes' keywords: `x-kubernetes-list-type` (map keys and set items
-    unique) and the integer formats' bounds."""
-    imports.jsonschema()  # (first: the imports below find it imported without its extras)
-    from jsonschema import Draft4Validator, FormatChecker, validators
-    from jsonschema.exceptions import ValidationError
+def _list_type(checker: Any, kind: str, value: Any, node: Any, path: Any) -> Iterator[Invalid]:
+    """`x-kubernetes-list-type`: a map list's keys and a set's items unique."""
+    if kind not in ("map", "set") or not isinstance(value, list):
+        return
+    keys = node.get("x-kubernetes-list-map-keys", [])
+    defaults = (node.get("items") or {}).get("properties") or {}
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        if kind == "map" and not isinstance(item, dict):
+            continue  # (its type is refused by `items`)
+        key = (
+            item
+            if kind == "set"
+            else {k: item.get(k, defaults.get(k, {}).get("default")) for k in keys}
+        )
+        text = json.dumps(key, sort_keys=True)
+        if text in seen:
+            yield Invalid((*path, i), "duplicate", node, value, f"Duplicate value: {text}")
+        seen.add(text)
 
-    def list_type(validator: Any, kind: str, instance: Any, node: dict[str, Any]) -> Any:
-        if kind not in ("map", "set") or not isinstance(instance, list):
-            return
-        keys = node.get("x-kubernetes-list-map-keys", [])
-        defaults = (node.get("items") or {}).get("properties") or {}
-        seen: set[str] = set()
-        for i, item in enumerate(instance):
-            if kind == "map" and not isinstance(item, dict):
-                continue  # (its type is refused by `items`)
-            key = (
-                item
-                if kind == "set"
-                else {k: item.get(k, defaults.get(k, {}).get("default")) for k in keys}
-            )
-            text = json.dumps(key, sort_keys=True)
-            if text in seen:
-                yield ValidationError(f"Duplicate value: {text}", path=[i], validator="duplicate")
-            seen.add(text)
 
-    checker = FormatChecker(())
-
-    @checker.checks("date-time", raises=ValueError)
-    def _date_time(value: Any) -> bool:
-        if isinstance(value, str):
+def _format(checker: Any, format: str, value: Any, node: Any, path: Any) -> Iterator[Invalid]:
+    """The integer formats' bounds, and a date-time's form (no other format is checked)."""
+    bound = INT_BOUNDS.get(format)
+    if bound and isinstance(value, int) and not isinstance(value, bool):
+        if not -bound - 1 <= value <= bound:
+            message = f"should be between {-bound - 1} and {bound} ({format})"
+            yield Invalid(path, "format", node, value, message)
+    elif format == "date-time" and isinstance(value, str):
+        try:
             datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return True
+        except ValueError:
+            yield Invalid(path, "format", node, value, f"{value!r} is not a 'date-time'")
 
-    def integer_format(validator: Any, format: str, instance: Any, node: dict[str, Any]) -> Any:
-        bound = INT_BOUNDS.get(format)
-        if bound and isinstance(instance, int) and not isinstance(instance, bool):
-            if not -bound - 1 <= instance <= bound:
-                yield ValidationError(
-                    f"should be between {-bound - 1} and {bound} ({format})", validator="format"
-                )
-        elif not bound:
-            yield from Draft4Validator.VALIDATORS["format"](validator, format, instance, node)
 
-    def pattern(validator: Any, regex: str, instance: Any, node: dict[str, Any]) -> Any:
-        if isinstance(instance, str) and _regex(regex).search(instance) is None:
-            yield ValidationError(f"{instance!r} does not match {regex!r}", validator="pattern")
+def _pattern(checker: Any, regex: str, value: Any, node: Any, path: Any) -> Iterator[Invalid]:
+    if isinstance(value, str) and _regex(regex).search(value) is None:
+        yield Invalid(path, "pattern", node, value, f"{value!r} does not match {regex!r}")
 
-    keywords = {"x-kubernetes-list-type": list_type, "format": integer_format, "pattern": pattern}
-    return validators.extend(Draft4Validator, keywords), checker
+
+# Draft 4 with Kubernetes' keywords: list types, the integer formats' bounds, RE2 patterns
+KEYWORDS = {"x-kubernetes-list-type": _list_type, "format": _format, "pattern": _pattern}
 
 
 @functools.cache
@@ -271,10 +263,9 @@ def _regex(pattern: str) -> Any:
 def _schema_problems(
     data: dict[str, Any], found: Schema, fixes: Mapping[str, str]
 ) -> list[Problem]:
-    cls, checker = _validator_class()
-    validator = cls(found.root, format_checker=checker)
+    checker = openapi.Checker(found.root, draft4=True, keywords=KEYWORDS)
     problems: list[Problem] = []
-    for error in validator.iter_errors(data):
+    for error in checker.errors(data):
         problems += _problems_of(error, found, fixes)
     defaulted = DEFAULTED.get(found.kind)
     if defaulted is not None:
@@ -286,11 +277,11 @@ def _schema_problems(
     return sorted(set(problems), key=lambda p: (p.path, p.message))
 
 
-def _problems_of(error: Any, found: Schema, fixes: Mapping[str, str]) -> list[Problem]:
-    """One jsonschema error in the API server's words (kube-openapi's), with a fix."""
-    path = [str(p) for p in error.absolute_path]
+def _problems_of(error: Invalid, found: Schema, fixes: Mapping[str, str]) -> list[Problem]:
+    """One schema error in the API server's words (kube-openapi's), with a fix."""
+    path = [str(p) for p in error.path]
     where = ".".join(path)
-    kind, node, value = error.validator, error.schema, error.instance
+    kind, node, value = error.keyword, error.node, error.value
     against = f"{found.kind}'s schema, {found.release}"
     if kind == "additionalProperties":
         known = sorted(node.get("properties") or {})
@@ -445,8 +436,17 @@ def _interpreted(rule: str, value: Any) -> str | None:
 
 @functools.cache
 def _program(rule: str) -> Any:
-    environment = imports.cel_environment()
+    environment = cel_environment()
     return environment.program(environment.compile(rule))
+
+
+@functools.cache
+def cel_environment() -> Any:
+    """cel-python's environment (its Lark parser of CEL's grammar takes 0.3 s to build): for
+    compiling the CRDs' rules at vendor time, and a rule not compiled (cel_rules.py)."""
+    import celpy
+
+    return celpy.Environment()
 
 
 def _decoded(value: Any) -> Any:

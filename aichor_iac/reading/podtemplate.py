@@ -28,8 +28,9 @@ from ..experiment.origin import Origin
 from ..problems import ManifestError, Problem
 from ..problems import located as at_lines
 from ..rules.limits import DNS_1035, Image, quantity
-from . import imports
+from . import openapi
 from .errors import problem as pydantic_problem
+from .openapi import Invalid
 
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the label that queues a workload in Kueue
 M = TypeVar("M", bound="CustomResource")  # (a door's resource)
@@ -241,8 +242,8 @@ def schema_problems(template: dict[str, Any], where: str) -> list[Problem]:
         "template": template,
     }
     problems = []
-    for error in sorted(validator("podtemplate-v1").iter_errors(pod_template), key=str):
-        path = ".".join(str(part) for part in list(error.absolute_path)[1:])
+    for error in sorted(validator("podtemplate-v1").errors(pod_template), key=Invalid.order):
+        path = ".".join(str(part) for part in error.path[1:])
         reason = error.message.split("\n")[0]
         problems.append(
             Problem(".".join(filter(None, (where, path))), f"not a valid pod template: {reason}")
@@ -256,17 +257,13 @@ KUBERNETES = Path(__file__).resolve().parent / "kubernetes"
 
 
 @functools.cache
-def validator(name: str) -> Any:
-    """The strict schema of an object kind (`podtemplate-v1`), as one validator built once."""
-    imports.jsonschema()  # (first: the import below finds it imported without its extras)
-    from jsonschema import Draft202012Validator
-    from referencing import Registry, Resource
-
+def validator(name: str) -> openapi.Checker:
+    """The strict schema of an object kind (`podtemplate-v1`), checked as Draft 2020-12 (its
+    `format`s are not checked: no format checker is given one)."""
     schema = json.loads((KUBERNETES / f"{name}.json").read_text())
-    registry = Resource.from_contents(_definitions()) @ (
-        Resource.from_contents(schema) @ Registry()
+    return openapi.Checker(
+        schema, draft4=False, definitions=_definitions()["$defs"], keywords={"format": None}
     )
-    return Draft202012Validator(schema, registry=registry)
 
 
 @functools.cache

@@ -237,5 +237,5 @@ def test_a_lingering_entry_point_ends_once_every_follower_has_been_told(
 def test_the_rendered_commands_run_the_lifeline_when_python3_is_there():
     entry_command = shell.main_command("train", (), None, lifeline=True)
     follow_command = shell.main_command("train", (), "exp-master-0.exp.ns.svc.cluster.local")
-    assert "python3 -S -c" in entry_command[2] and str(lifeline.LIFELINE_PORT) in entry_command[2]
+    assert "python3 -S -c" in entry_command[2] and str(pods.LIFELINE_PORT) in entry_command[2]
     assert "python3 -S -c" in follow_command[2] and "aichor_lookup" in follow_command[2]

@@ -16,8 +16,7 @@ from test_properties import types_by_operator
 
 from aichor_iac import doors
 from aichor_iac.convert import convert
-from aichor_iac.pods import regroup
-from aichor_iac.pods.lifeline import LIFELINE_PORT
+from aichor_iac.pods import LIFELINE_PORT, regroup
 from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings
 

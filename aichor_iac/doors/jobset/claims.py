@@ -14,6 +14,7 @@ from typing import Any
 
 from ...problems import Problem
 from ...reading import podtemplate as templates
+from ...reading.openapi import Invalid
 from ...rules.limits import MAX_LABEL, is_subdomain
 from .spec import JobSetSpec
 
@@ -80,9 +81,11 @@ def _claim(
         claim_metadata["annotations"] = annotations
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": claim_metadata}
     claim["spec"] = template.get("spec") or {}
-    errors = sorted(templates.validator("persistentvolumeclaim-v1").iter_errors(claim), key=str)
+    errors = sorted(
+        templates.validator("persistentvolumeclaim-v1").errors(claim), key=Invalid.order
+    )
     for error in errors:
-        path = ".".join(["spec", *map(str, list(error.absolute_path)[1:])])
+        path = ".".join(["spec", *map(str, error.path[1:])])
         reason = f"not a valid PersistentVolumeClaim: {error.message.splitlines()[0]}"
         problems.append(Problem(f"{at}.{path}", reason))
     return None if errors else claim

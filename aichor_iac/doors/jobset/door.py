@@ -28,6 +28,7 @@ from ...frameworks.jobset import EXCLUSIVE_NODES, EXCLUSIVE_TOPOLOGY
 from ...problems import Problem
 from ...reading import crd
 from ...reading import podtemplate as templates
+from ...reading.openapi import Invalid
 from ...reading.text import Document
 from ...rules.limits import DNS_1035, INT32, MAX_INDEXED, dns_label, is_label_key
 from ..identities import JOBSET_KINDS
@@ -308,8 +309,8 @@ def job_schema_problems(job: dict[str, Any], at: str) -> list[Problem]:
         "spec": {**job, "template": stand_in},
     }
     problems = []
-    for error in sorted(templates.validator("job-batch-v1").iter_errors(whole), key=str):
-        path = ".".join(str(part) for part in list(error.absolute_path)[1:])
+    for error in sorted(templates.validator("job-batch-v1").errors(whole), key=Invalid.order):
+        path = ".".join(str(part) for part in error.path[1:])
         reason = error.message.split("\n")[0]
         problems.append(Problem(".".join(filter(None, (at, path))), f"not a valid Job: {reason}"))
     return problems
