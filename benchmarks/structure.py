@@ -1,7 +1,8 @@
 """The package's shape, measured (issue 26): modules by size, classes over 150 lines and
 functions over 60, the import circles between modules, and the imports that climb from a floor
 of the house to a higher one (`FLOORS`). Every `import` counts, at any level of a module: a
-function-level import is still a dependency. tests/test_structure.py holds the last two at 0.
+function-level import is still a dependency. tests/test_structure.py holds those two at 0.
+Last, the functions that pass `Any` between packages (issue 68's debt, to bring down).
 
     python benchmarks/structure.py
 """
@@ -173,6 +174,43 @@ def passed_through(manifest: Path) -> list[str]:
     return sorted(found.stdout.split())
 
 
+def loose_signatures(paths: list[Path], modules: set[str]) -> list[tuple[str, str]]:
+    """The public functions whose signature says `Any` that a module of another package
+    calls (`from m import f`, or `m.f`): where layers pass untyped values (issue 68)."""
+    loose = set()
+    for path in paths:
+        for node in parsed(path).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                returns = ast.unparse(node.returns) if node.returns else ""
+                if "Any" in ast.unparse(node.args) + returns:
+                    loose.add((module_name(path), node.name))
+    found = set()
+    for path in paths:
+        name = module_name(path)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        named: dict[str, str] = {}  # a local name -> the module or function it is
+        tree = parsed(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                stem = ".".join([*base, node.module] if node.module else base)
+                named |= {a.asname or a.name: f"{stem}.{a.name}" for a in node.names}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                target = named.get(node.value.id)
+                if target in modules and (target, node.attr) in loose:
+                    found.add((target, node.attr, name))
+        for target in named.values():
+            module, _, function = target.rpartition(".")
+            if (module, function) in loose:
+                found.add((module, function, name))
+    return sorted({(m, f) for m, f, user in found if _package_of(m) != _package_of(user)})
+
+
+def _package_of(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else module
+
+
 def summary(paths: list[Path], graph: dict[str, set[str]]) -> str:
     """The shape in one paragraph: packages, root modules, floors, imports, the largest."""
     packages = [p for p in paths if p.name == "__init__.py" and p.parent != PACKAGE]
@@ -211,6 +249,10 @@ def main() -> int:
     print(f"imports that climb a floor: {len(upward)}")
     for module, other in upward:
         print(f"  {module} -> {other}")
+    loose = loose_signatures(paths, modules)
+    print(f"functions with `Any` in their signature that another package calls: {len(loose)}")
+    for module, function in loose:
+        print(f"  {module}.{function}")
     return 0
 
 

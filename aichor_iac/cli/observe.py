@@ -181,6 +181,7 @@ def status(args: argparse.Namespace) -> int:
     """Per Job and pod, what each experiment is doing; `--watch` again every 2 seconds."""
     from rich.console import Group
     from rich.live import Live
+    from rich.table import Table
     from rich.text import Text
 
     from ..observe.status import table
@@ -200,7 +201,9 @@ def status(args: argparse.Namespace) -> int:
         found, sweeps = everything()
         if len(found) == 1 and not sweeps:
             return table(found.popitem()[1])
-        parts = [(Text(name, style="bold underline"), table(f)) for name, f in found.items()]
+        parts: list[tuple[Text, Table | Group]] = [
+            (Text(name, style="bold underline"), table(f)) for name, f in found.items()
+        ]
         parts += [
             (Text(name, style="bold underline"), sweep_table(f)) for name, f in sweeps.items()
         ]
@@ -316,7 +319,7 @@ def up(args: argparse.Namespace) -> int:
 
     def read() -> tuple[frozenset[str], bool]:
         sources, _, trials, _ = history.settled(lambda ended: readers(args, ended))
-        states = [t[2] for each in trials.values() for t in each]
+        states = [t.state for each in trials.values() for t in each]
         running = any(s not in (SUCCEEDED, FAILED, EARLY_STOPPED) for s in states)
         return frozenset(s.name for s in sources), running
 

@@ -17,7 +17,9 @@ from .jobs import STATES, job_of
 BAR_WIDTH = 30
 
 
-def progress(states: dict[str, str], reports: dict[str, dict[str, Any]] | None = None) -> Any:
+def progress(
+    states: dict[str, str], reports: dict[str, dict[str, Any]] | None = None
+) -> Table | Group:
     """The table for `states` (pod -> state), and a bar per experiment of `reports` (its
     last `trainerStatus`): its percentage, time left and metrics."""
     table = jobs_table(states)

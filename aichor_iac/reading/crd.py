@@ -120,7 +120,7 @@ def unmoved(data: dict[str, Any]) -> Mapping[str, str]:
     return {}
 
 
-def served(api_version: Any, kind: Any) -> bool:
+def served(api_version: object, kind: object) -> bool:
     """Whether a shipped CRD serves `kind` in `api_version` (any YAML values)."""
     if not (isinstance(api_version, str) and isinstance(kind, str)):
         return False

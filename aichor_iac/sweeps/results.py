@@ -12,7 +12,7 @@ import difflib
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 from rich.table import Table
@@ -29,6 +29,9 @@ from ..experiment.trial import (
     Trial,
 )
 from ..pods import stopping
+
+if TYPE_CHECKING:
+    from rich.console import Group
 
 
 class TrialRun(NamedTuple):
@@ -170,7 +173,7 @@ def _status(trial: Trial, rows: list[dict[str, Any]], best: str | None) -> dict[
     return {"status": {"result": {"trainJobName": best, "parameters": parameters}}}
 
 
-def view(found: dict[str, Any]) -> Any:
+def view(found: dict[str, Any]) -> Table | Group:
     """The sweep's table, then its status in its CRD's shape where it has one (YAML)."""
     from rich.console import Group
     from rich.text import Text
