@@ -91,6 +91,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/dashboard_memory.py 180 100
 	$(BIN)/python benchmarks/records.py
 	$(BIN)/python benchmarks/keeper.py
+	$(BIN)/python benchmarks/suite.py
 
 # 100,000 seeded mutations of the examples: the table of outcomes (tests/fuzz.py says which).
 fuzz: $(STAMP)

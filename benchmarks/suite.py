@@ -1,0 +1,88 @@
+"""Where the suite's time goes (issue 68: `make demo` + `make test` within 15 minutes on two
+cores): `make test`'s run with every test's duration, summed by area (the tests' folder, or
+module at the top) and by tier (`slow`, the quick tier of `make check`), with the slowest tests.
+A test's time is its setup, call and teardown; with two processes the wall time is about half
+the sum.
+
+    .venv/bin/python benchmarks/suite.py               # runs the suite (about 25 minutes)
+    .venv/bin/python benchmarks/suite.py --from FILE   # reads a run's `--durations=0` output
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINE = re.compile(r"^\s*([\d.]+)s (setup|call|teardown)\s+(tests/\S+?)::(.+?)\s*$")
+SLOWEST = 15
+
+
+def durations(text: str) -> Counter[tuple[str, str]]:
+    """Each test's time, (file, test) -> seconds, from pytest's `--durations` lines."""
+    found: Counter[tuple[str, str]] = Counter()
+    for line in text.splitlines():
+        if match := LINE.match(line):
+            seconds, _, path, test = match.groups()
+            found[path, test] += float(seconds)
+    return found
+
+
+def area(path: str) -> str:
+    """A test file's area: its folder under tests/, or the file for one at the top."""
+    parts = Path(path).parts
+    return parts[1] if len(parts) > 2 else Path(path).stem
+
+
+def slow_tests() -> set[tuple[str, str]]:
+    """The tests `make check` leaves out (those marked slow, or exclusive)."""
+    # (pyproject's -q and one more: the count by file, not each test; -o resets it)
+    collect = ["-o", "addopts=", "--collect-only", "-q", "-m", "slow or exclusive"]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", *collect],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout
+    pairs = (line.split("::", 1) for line in listed.splitlines() if "::" in line)
+    return {(path, test) for path, test in pairs}
+
+
+def report(times: Counter[tuple[str, str]], slow: set[tuple[str, str]]) -> str:
+    total = sum(times.values())
+    by_area: Counter[str] = Counter()
+    for (path, _), seconds in times.items():
+        by_area[area(path)] += seconds
+    in_slow = sum(s for key, s in times.items() if key in slow)
+    lines = [
+        f"{len(times):,} tests, {total:,.0f} s in all (two processes: about "
+        f"{total / 120:,.0f} min of wall time)",
+        f"  slow tier {in_slow:,.0f} s, quick tier {total - in_slow:,.0f} s",
+        "by area:",
+        *(f"  {seconds:7,.0f} s  {name}" for name, seconds in by_area.most_common()),
+        f"the {SLOWEST} slowest:",
+        *(f"  {s:7,.1f} s  {p}::{t}" for (p, t), s in times.most_common(SLOWEST)),
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--from", dest="given", help="a run's output with --durations=0")
+    args = parser.parse_args()
+    if args.given:
+        text = Path(args.given).read_text()
+    else:
+        run = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q"]
+        run += ["-m", "not exclusive", "--durations=0", "-p", "no:warnings"]
+        text = subprocess.run(run, cwd=ROOT, capture_output=True, text=True).stdout
+    print(report(durations(text), slow_tests()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
