@@ -70,12 +70,7 @@ def settled(
     while True:
         found |= {s.name: now(s) for s in sources if s.name not in found}
         trials = sweep_trials(sources, found)
-        more_ended = {
-            name: result
-            for each in trials.values()
-            if each[0].place.learns
-            for name, result in results.ended(each).items()
-        }
+        more_ended = results.ended([t for each in trials.values() for t in each])
         if more_ended == ended or len(more := load(more_ended)) == len(sources):
             return sources, found, trials, more_ended
         sources, ended = more, more_ended

@@ -199,10 +199,15 @@ def trial_metrics(
 
 
 def ended(trials: Sequence[TrialRun]) -> Ended:
-    """The trials of `trials` (as `report` takes them) that have ended, each as its sweep
-    reads it back: its state, its objective, each objective value its lines hold."""
+    """What the sweeps that learn are asked again with, as their trials end (`doors.load_all`):
+    the trials of `trials` that have ended, of sweeps that learn (a sweep fixed beforehand
+    knows all its trials), each as its sweep reads it back: its state, its objective, each
+    objective value its lines hold. The Pulumi program and `up --until-done` ask so from the
+    cluster (`observe.history.settled`), `run --local` from its outcomes (`cli.running`)."""
     found = {}
     for name, place, given, whole, reported in trials:
+        if not place.learns:
+            continue
         state, lines, status = judged(place, given, whole, reported)
         objective = place.objective
         if state in (SUCCEEDED, FAILED, EARLY_STOPPED) and objective is not None:

@@ -158,8 +158,10 @@ def test_a_trial_reporting_its_objective_takes_it_from_its_last_report():
 
 
 def stopped_trial(rule: float | None, index: int = 0) -> Trial:
+    """A trial of a sweep with early stopping, which learns (its rule from the others')."""
     objective = Objective("loss", "minimize", formats=(DEFAULT_FORMAT,))
-    return replace(trial(index, objective), stopping=Stopping(1, 2, rule))
+    names = ("s-0", "s-1", "s-2")
+    return replace(trial(index, objective), stopping=Stopping(1, 2, rule), names=names)
 
 
 @pytest.mark.parametrize(
@@ -282,3 +284,20 @@ def test_a_trial_not_collected_is_never_metrics_unavailable():
     place = trial(0, replace(LOSS, formats=None))
     found = sweeps.report([sweeps.TrialRun("s-0", place, "Succeeded", ["x"], None)])
     assert found["trials"][0]["state"] == "Succeeded" and not found["failed"]
+
+
+def test_a_sweep_is_asked_again_with_its_ended_trials_only_if_it_learns():
+    # (a sweep fixed beforehand knows all its trials: the Pulumi program, `up --until-done`
+    # and `run --local` ask again only those that learn, from `ended`)
+    fixed = trial(0, LOSS)
+    learning = replace(trial(1, LOSS), names=("s-0", "s-1", "s-2"))
+    found = sweeps.ended(
+        [
+            sweeps.TrialRun("f-0", fixed, "Succeeded", ["loss=0.5"], None),
+            sweeps.TrialRun("s-1", learning, "Succeeded", ["loss=0.4"], None),
+            sweeps.TrialRun("s-2", learning, "Running", ["loss=0.3"], None),
+        ]
+    )
+    assert {name: (r.state, r.objective) for name, r in found.items()} == {
+        "s-1": ("Succeeded", 0.4)
+    }
