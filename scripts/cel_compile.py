@@ -63,12 +63,12 @@ def rules() -> list[str]:
 
 def module() -> str:
     """cel_rules.py's text (ruff-formatted, as the repository's code is)."""
-    functions, table = [], []
+    functions, table, compiler = [], [], Compiler()
     for number, rule in enumerate(rules()):
         functions.append(
             f"def _rule_{number}(v_self: Any) -> Any:\n"
             f"    # {rule}\n"
-            f"    return {Compiler().expression(rule)}\n"
+            f"    return {compiler.expression(rule)}\n"
         )
         table.append(f"    {json.dumps(rule)}: _rule_{number},\n")
     text = (

@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     _up_options(
         add(
             "up",
-            _Handler("observe", "up"),
+            "observe.up",
             "pulumi up of the stack (the Pulumi CLI, through the Automation API); "
             "--until-done: again as its sweeps' results allow more trials, until every trial "
             "has ended",
@@ -120,29 +120,24 @@ def parser() -> argparse.ArgumentParser:
     _history_options(
         add(
             "history",
-            _Handler("history", "history"),
+            "history.history",
             "list the runs this machine has kept (run --local keeps each), newest first; show "
             "one from its record: what ran, how it ended, its pods or trials and metrics",
             None,
         )
     )
-    add(
-        "schema",
-        _Handler("commands", "schema"),
-        "print the manifest's JSON Schema (for editors)",
-        None,
-    )
+    add("schema", "commands.schema", "print the manifest's JSON Schema (for editors)", None)
     _examples_options(
         add(
             "examples",
-            _Handler("commands", "examples"),
+            "commands.examples",
             "list the example manifests, print one or copy it with its scripts",
             None,
         )
     )
     add(
         "convert",
-        _Handler("commands", "convert"),
+        "commands.convert",
         "print a Kubeflow custom resource or a RayJob as an AIchor manifest, and what it cannot "
         "say",
         "the custom resource's file (- for stdin)",
@@ -152,53 +147,41 @@ def parser() -> argparse.ArgumentParser:
 
 # The commands that take an experiment (MANIFEST, else the stack's), in --help's order.
 EXPERIMENT_COMMANDS = (
-    (
-        "validate",
-        _Handler("commands", "validate"),
-        "check a manifest; exit 2 with one line per problem",
-    ),
-    (
-        "render",
-        _Handler("commands", "render"),
-        "print every Kubernetes object as multi-document YAML",
-    ),
+    ("validate", "commands.validate", "check a manifest; exit 2 with one line per problem"),
+    ("render", "commands.render", "print every Kubernetes object as multi-document YAML"),
     (
         "preview",
-        _Handler("commands", "preview"),
+        "commands.preview",
         "show what pulumi up would do, as pulumi preview does: the component, its objects "
         "in creation order, outputs and totals",
     ),
     (
         "run",
-        _Handler("commands", "run"),
+        "commands.run",
         "run every replica as local processes (Linux: root or user namespaces), each line "
         "of output prefixed with its pod; exit with the experiment's result",
     ),
     (
         "status",
-        _Handler("observe", "status"),
+        "observe.status",
         "show what the experiment is doing: per Job and pod, its phase, restarts, state and "
         "why (CrashLoopBackOff, Unschedulable, OOMKilled), exit code, GPUs and time",
     ),
     (
         "logs",
-        _Handler("observe", "logs"),
+        "observe.logs",
         "print every pod's lines, each after its pod's name, in the order they were printed",
     ),
-    (
-        "events",
-        _Handler("observe", "events"),
-        "print the experiment's Kubernetes events, oldest first",
-    ),
+    ("events", "observe.events", "print the experiment's Kubernetes events, oldest first"),
     (
         "dashboard",
-        _Handler("observe", "dashboard"),
+        "observe.dashboard",
         "serve a local web page of the experiments, read as status reads them: their pods, "
         "logs, metrics and sweeps, updated as they change (the dashboard extra)",
     ),
     (
         "check",
-        _Handler("observe", "check"),
+        "observe.check",
         "check the experiment against the stack's cluster before pulumi up, read only: "
         "namespace, permissions, quotas, LimitRanges, Pod Security, nodes, gang scheduler, "
         "Kueue, Pulumi; exit 1 when something blocks",
@@ -210,13 +193,13 @@ EXPERIMENT = (
 
 
 class _Commands:
-    """Adds a command: its handler, help, examples, `--output` and (if `manifest` says what it
-    is) its MANIFEST argument."""
+    """Adds a command: its handler (`module.function` of this package), help, examples,
+    `--output` and (if `manifest` says what it is) its MANIFEST argument."""
 
     def __init__(self, subparsers: Any) -> None:
         self.subparsers = subparsers
 
-    def __call__(self, name: str, handler: _Handler, help: str, manifest: str | None) -> Any:
+    def __call__(self, name: str, handler: str, help: str, manifest: str | None) -> Any:
         sub = self.subparsers.add_parser(
             name,
             help=help,
@@ -236,7 +219,7 @@ class _Commands:
             _completes(
                 sub.add_argument("manifest", metavar="MANIFEST", nargs="?", help=manifest), FILE
             )
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=_Handler(*handler.split(".")))
         return sub
 
 

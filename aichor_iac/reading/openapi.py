@@ -90,10 +90,6 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def _error(path: Path, keyword: str, node: Mapping[str, Any], value: Any, message: str) -> Invalid:
-    return Invalid(path, keyword, node, value, message)
-
-
 def _ref(checker: Checker, ref: str, value: Any, node: Any, path: Path) -> Iterator[Invalid]:
     yield from checker.descend(value, checker._resolved(ref), path)
 
@@ -102,7 +98,7 @@ def _type(checker: Checker, types: Any, value: Any, node: Any, path: Path) -> It
     kinds = [types] if isinstance(types, str) else types
     if not any(checker.is_type(value, kind) for kind in kinds):
         named = ", ".join(repr(kind) for kind in kinds)
-        yield _error(path, "type", node, value, f"{value!r} is not of type {named}")
+        yield Invalid(path, "type", node, value, f"{value!r} is not of type {named}")
 
 
 def _properties(checker: Checker, properties: Any, value: Any, node: Any, path: Path) -> Any:
@@ -124,7 +120,7 @@ def _additional(checker: Checker, other: Any, value: Any, node: Any, path: Path)
         verb = "was" if len(named) == 1 else "were"
         listed = ", ".join(repr(key) for key in named)
         message = f"Additional properties are not allowed ({listed} {verb} unexpected)"
-        yield _error(path, "additionalProperties", node, value, message)
+        yield Invalid(path, "additionalProperties", node, value, message)
 
 
 def _items(checker: Checker, items: Any, value: Any, node: Any, path: Path) -> Iterator[Invalid]:
@@ -137,12 +133,12 @@ def _required(checker: Checker, required: Any, value: Any, node: Any, path: Path
     if isinstance(value, dict):
         for key in required:
             if key not in value:
-                yield _error(path, "required", node, value, f"{key!r} is a required property")
+                yield Invalid(path, "required", node, value, f"{key!r} is a required property")
 
 
 def _enum(checker: Checker, allowed: Any, value: Any, node: Any, path: Path) -> Any:
     if not any(equal(each, value) for each in allowed):
-        yield _error(path, "enum", node, value, f"{value!r} is not one of {allowed!r}")
+        yield Invalid(path, "enum", node, value, f"{value!r} is not one of {allowed!r}")
 
 
 def equal(one: Any, two: Any) -> bool:
@@ -160,7 +156,7 @@ def equal(one: Any, two: Any) -> bool:
 
 def _pattern(checker: Checker, regex: str, value: Any, node: Any, path: Path) -> Any:
     if isinstance(value, str) and _python_regex(regex).search(value) is None:
-        yield _error(path, "pattern", node, value, f"{value!r} does not match {regex!r}")
+        yield Invalid(path, "pattern", node, value, f"{value!r} does not match {regex!r}")
 
 
 @functools.cache
@@ -173,17 +169,17 @@ def _python_regex(pattern: str) -> Any:
 def _any_of(checker: Checker, options: Any, value: Any, node: Any, path: Path) -> Any:
     if not any(checker.valid(value, option) for option in options):
         message = f"{value!r} is not valid under any of the given schemas"
-        yield _error(path, "anyOf", node, value, message)
+        yield Invalid(path, "anyOf", node, value, message)
 
 
 def _one_of(checker: Checker, options: Any, value: Any, node: Any, path: Path) -> Any:
     valid = [option for option in options if checker.valid(value, option)]
     if not valid:
         message = f"{value!r} is not valid under any of the given schemas"
-        yield _error(path, "oneOf", node, value, message)
+        yield Invalid(path, "oneOf", node, value, message)
     elif len(valid) > 1:  # (jsonschema names the others, then the first valid one)
         named = ", ".join(repr(option) for option in (*valid[1:], valid[0]))
-        yield _error(path, "oneOf", node, value, f"{value!r} is valid under each of {named}")
+        yield Invalid(path, "oneOf", node, value, f"{value!r} is valid under each of {named}")
 
 
 def _all_of(checker: Checker, options: Any, value: Any, node: Any, path: Path) -> Any:
@@ -198,7 +194,7 @@ def _bound(
 
     def check(checker: Checker, limit: Any, value: Any, node: Any, path: Path) -> Any:
         if checker.is_type(value, applies) and (why := fails(value, limit, node)):
-            yield _error(path, keyword, node, value, f"{value!r} {why}")
+            yield Invalid(path, keyword, node, value, f"{value!r} {why}")
 
     return check
 
