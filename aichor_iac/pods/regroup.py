@@ -22,6 +22,7 @@ HEARTBEAT, SILENCE = 1, 10  # seconds between heartbeats; a link silent this lon
 SETTLE = 0.5  # failures this close to the first share its cause
 END_GRACE = 1  # a member's command may end by itself this long after the lead's
 JOIN = 1.0  # a new member waits this long for its lead before it starts on its own
+FAREWELL = 5  # the lead that fails the experiment waits this long for its members to end
 GAVE_UP, TERMINATED = 211, 143  # exit statuses: the experiment failed; the pod is deleted
 ATTEMPT = "AICHOR_RESTART_ATTEMPT"
 STATE = ("attempt", "counted", "reason")  # what every replica keeps of the group
@@ -338,12 +339,22 @@ class Lead(Replica):
     def decide(self):
         why = self.judge(min(self.failures, key=lambda f: f[0]))  # (the earliest)
         if why:
-            self.broadcast("fail", why=why)
-            give_up(self.command, why)
+            self.farewell(why)
         self.phase, self.done = "running", set()
         self.attempt += 1
         self.broadcast("start")
         self.start(self.attempt)
+
+    def farewell(self, why):
+        """Every member told why the experiment fails, then this replica ends once they have
+        (within FAREWELL): the lead's end stops the others' pods, which would not say it."""
+        self.broadcast("fail", why=why)
+        until = time.time() + FAREWELL
+        while self.clients and time.time() < until:
+            kind, tag, _ = self.next_event(0.1)
+            if kind == "closed":
+                self.clients.pop(tag, None)
+        give_up(self.command, why)
 
     def succeeded(self, pod):
         """A command's success: the experiment's when it is the lead's, or (`ends`: Jobs that

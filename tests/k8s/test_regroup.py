@@ -9,11 +9,11 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from test_lifeline import ENV, connected, free_port, processes  # noqa: F401  (fixture)
+from waiting import until
 
 from aichor_iac import pods
 from aichor_iac.pods import regroup
@@ -115,10 +115,29 @@ def test_a_deleted_member_restarts_the_group_without_counting(processes, tmp_pat
     port = free_port()
     processes.append(lead := replica('echo "lead $RETRY"; sleep 4', port, "127", tmp_path / "a"))
     connected(port)
-    processes.append(member := replica("sleep 600", port, "m-1", tmp_path / "b", budget=0))
-    time.sleep(1.5)  # (linked)
+    begun = tmp_path / "begun"  # (the member's command has begun: it is linked)
+    processes.append(
+        member := replica(f"touch {begun}; sleep 600", port, "m-1", tmp_path / "b", budget=0)
+    )
+    until(begun.exists, timeout=30)
     member.send_signal(signal.SIGTERM)  # the kubelet's TERM: the pod is being deleted
     assert ended(member)[0] == regroup.TERMINATED
     status, out = ended(lead)
     assert status == 0, out
     assert "restart attempt 1 (0 of 1 counted)" in out and "lead 1" in out
+
+
+def test_every_member_says_why_before_the_lead_ends(processes, tmp_path):  # noqa: F811
+    """The lead's end fails its Job, which stops the other pods: a member still reading the
+    lead's verdict would end without it. The lead ends after its members have."""
+    port, begun = free_port(), tmp_path / "begun"
+    fails = f"until [ -e {begun} ]; do sleep 0.1; done; exit 5"  # (once the member is linked)
+    processes.append(lead := replica(fails, port, "127", tmp_path / "a", budget=0))
+    connected(port)
+    slow = f"touch {begun}; trap 'sleep 1; exit 0' TERM; sleep 600 & wait"  # (slow to stop)
+    processes.append(member := replica(slow, port, "m-1", tmp_path / "b", budget=0))
+    status, out = ended(lead)
+    assert status == regroup.GAVE_UP, out
+    assert member.poll() == regroup.GAVE_UP  # (ended already)
+    why = "127 exited with 5 at attempt 0; no restarts allowed"
+    assert why in member.stdout.read() and why in (tmp_path / "b").read_text()
