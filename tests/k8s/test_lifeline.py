@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import linked, until
 
 from aichor_iac import pods
 from aichor_iac.k8s import shell
@@ -127,7 +128,7 @@ def test_an_entry_point_killed_without_warning_is_noticed(processes):
     processes.append(main := entry("sleep 600", port))
     connected(port)
     processes.append(f := follower(port))
-    time.sleep(1.5)  # linked
+    until(lambda: linked(f.pid, port), timeout=30)
     for pid in [main.pid, *descendants(main.pid)]:  # every process of the entry point's pod
         os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
@@ -160,12 +161,14 @@ def test_a_slow_entry_point_stops_nobody(processes):
     assert f.poll() is None
 
 
-def test_term_stops_a_follower_at_once_and_it_succeeds(processes):
+def test_term_stops_a_follower_at_once_and_it_succeeds(processes, tmp_path):
     port = free_port()
     processes.append(entry("sleep 600", port))
     connected(port)
-    processes.append(f := follower(port, command="trap 'exit 9' TERM; sleep 600 & wait"))
-    time.sleep(1)
+    begun = tmp_path / "begun"  # (its trap is set)
+    command = f"trap 'exit 9' TERM; touch {begun}; sleep 600 & wait"
+    processes.append(f := follower(port, command=command))
+    until(lambda: begun.exists() and linked(f.pid, port), timeout=30)
     f.send_signal(signal.SIGTERM)
     began = time.monotonic()
     assert f.wait(10) == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from test_lifeline import ENV, connected, free_port, processes  # noqa: F401  (fixture)
-from waiting import until
+from waiting import linked, until
 
 from aichor_iac import pods
 from aichor_iac.pods import regroup
@@ -119,7 +119,7 @@ def test_a_deleted_member_restarts_the_group_without_counting(processes, tmp_pat
     processes.append(
         member := replica(f"touch {begun}; sleep 600", port, "m-1", tmp_path / "b", budget=0)
     )
-    until(begun.exists, timeout=30)
+    until(lambda: begun.exists() and linked(member.pid, port), timeout=30)
     member.send_signal(signal.SIGTERM)  # the kubelet's TERM: the pod is being deleted
     assert ended(member)[0] == regroup.TERMINATED
     status, out = ended(lead)

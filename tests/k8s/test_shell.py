@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from waiting import until
 
 from aichor_iac.frameworks import Endpoint
 from aichor_iac.k8s import shell
@@ -208,8 +209,14 @@ def test_a_stopped_entry_point_does_not_linger():
         ["/bin/sh", "-c", script, "aichor", "sleep 607"],
         env={"PATH": os.environ["PATH"], "AICHOR_FOLLOW_INTERVAL": "60"},
     )
-    time.sleep(1)
+    running = ["pgrep", "-f", "sleep 607"]
+
+    def begun() -> bool:  # (the command runs beside the wrapper: the wrapper's trap is set)
+        found = subprocess.run(running, capture_output=True, text=True).stdout.split()
+        return bool(set(map(int, found)) - {process.pid})
+
+    until(begun, timeout=30)
     began = time.monotonic()
     process.send_signal(signal.SIGTERM)  # the pod deleted: pass it on, end without lingering
     assert process.wait(10) == 143 and time.monotonic() - began < 5
-    assert subprocess.run(["pgrep", "-f", "sleep 607"], capture_output=True).returncode == 1
+    assert subprocess.run(running, capture_output=True).returncode == 1
