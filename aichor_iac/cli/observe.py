@@ -30,6 +30,7 @@ from .report import console
 
 if TYPE_CHECKING:
     from ..dashboard.watch import Watch
+    from ..observe.status import Report
 
 
 @contextlib.contextmanager
@@ -190,7 +191,7 @@ def status(args: argparse.Namespace) -> int:
 
     sources = readers(args)
 
-    def everything() -> tuple[dict[str, Any], dict[str, Any]]:
+    def everything() -> tuple[dict[str, Report], dict[str, Any]]:
         nonlocal sources
         sources, found, sweeps = read_state(args, sources)
         if args.plot:  # (again on each --watch refresh)
@@ -212,12 +213,9 @@ def status(args: argparse.Namespace) -> int:
     with answered(args):
         if args.output == "json":
             found, sweeps = everything()
-            document = (
-                found.popitem()[1] if len(found) == 1 and not sweeps else {"experiments": found}
-            )
-            if sweeps:
-                document["sweeps"] = sweeps
-            print(json.dumps(document, indent=2))
+            many: dict[str, Any] = {"experiments": found, **({"sweeps": sweeps} if sweeps else {})}
+            one = len(found) == 1 and not sweeps
+            print(json.dumps(found.popitem()[1] if one else many, indent=2))
             return 0
         out = console()
         if not args.watch:
@@ -232,7 +230,7 @@ def status(args: argparse.Namespace) -> int:
 
 def read_state(
     args: argparse.Namespace, sources: list[Source]
-) -> tuple[list[Source], dict[str, Any], dict[str, Any]]:
+) -> tuple[list[Source], dict[str, Report], dict[str, Any]]:
     """Each experiment's state and each sweep's results; a sweep that learns read again with
     the trials its results allow, until they allow no more (the sources then)."""
     from ..sweeps import results
@@ -274,7 +272,9 @@ def watch_of(args: argparse.Namespace) -> tuple[Watch, str]:
 
     inputs = inputs_of(args)  # (a file that cannot be read: said now, before serving)
 
-    def read(sources: list[Source] | None) -> tuple[list[Source], dict[str, Any], dict[str, Any]]:
+    def read(
+        sources: list[Source] | None,
+    ) -> tuple[list[Source], dict[str, Report], dict[str, Any]]:
         with answered(args):
             if sources is None or moved(args, inputs, sources):  # (a run again, or ended: followed)
                 sources = readers(args)

@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..observe.progress import duration, summary
+from ..observe.status import Report
 from . import views
 from .watch import Watch
 
@@ -111,12 +112,12 @@ class Pages:
         found = self.watch.snapshot.experiments.get(request.path_params["name"])
         if found is None:
             return JSONResponse({"error": "no such experiment"}, status_code=404)
-        progress = found.get("progress") or {}
+        progress = found.get("progress")
         metrics = self.watch.metrics(request.path_params["name"])  # (by step: [step, time, value])
         return JSONResponse(
             {
                 "trainerStatus": found.get("trainerStatus"),
-                "receivedAt": progress.get("receivedAt"),
+                "receivedAt": progress["receivedAt"] if progress else None,
                 "metrics": metrics if isinstance(metrics, dict) else {},
             }
         )
@@ -129,8 +130,8 @@ class Pages:
             seen = 0
         name, pod = request.path_params["name"], request.path_params.get("pod")
         if pod is None:  # (its first pod, once it has one: a page opened before it ran)
-            found = self.watch.snapshot.experiments.get(name) or {"groups": []}
-            if (pod := next(iter(_pods(found)), None)) is None:
+            found = self.watch.snapshot.experiments.get(name)
+            if (pod := next(iter(_pods(found) if found else ()), None)) is None:
                 answer = {"lines": [], "ended": False, "error": "no pod yet", "run": "", "pod": ""}
                 return JSONResponse(answer)
         lines, ended, error, run = self.watch.log(name, pod, seen)  # (run: where they are read)
@@ -241,6 +242,6 @@ class Guard:
         return PlainTextResponse(said, 403), None
 
 
-def _pods(found: dict[str, Any]) -> list[str]:
+def _pods(found: Report) -> list[str]:
     """An experiment's pods, as its report lists them."""
     return [row["pod"] for group in found["groups"] for row in group["pods"]]

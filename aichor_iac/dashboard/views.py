@@ -84,7 +84,7 @@ def experiment_row(snapshot: Snapshot, name: str, now: datetime) -> ExperimentRo
         progress=status.get("progressPercentage"),
         eta=status.get("estimatedRemainingSeconds"),
         metrics=metrics,
-        stale=bool((found.get("progress") or {}).get("stale")),
+        stale=bool((progress := found.get("progress")) and progress["stale"]),
         sweep=source.trial.sweep if source and source.trial else None,
     )
 

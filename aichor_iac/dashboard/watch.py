@@ -18,6 +18,7 @@ from typing import Any
 
 from ..observe.history import Source
 from ..observe.recorded import series
+from ..observe.status import Report
 from ..problems import ManifestError
 from ..records import store
 from ..records.model import Record, Summary
@@ -32,7 +33,7 @@ EVENTS_FOR = 2.0  # seconds an experiment's events are served again before being
 # The experiments as read last (None: not read yet) -> the sources, each one's report
 # (`observe.status.report`) and each sweep's (`sweeps.results.report`); a ManifestError says why
 # they cannot be read.
-Read = Callable[[list[Source] | None], tuple[list[Source], dict[str, Any], dict[str, Any]]]
+Read = Callable[[list[Source] | None], tuple[list[Source], dict[str, Report], dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Snapshot:
     """One read of every experiment, or why it failed (then the last good read's rest)."""
 
     sources: tuple[Source, ...] = ()
-    experiments: dict[str, Any] = field(default_factory=dict)  # name -> status report
+    experiments: dict[str, Report] = field(default_factory=dict)  # name -> status report
     sweeps: dict[str, Any] = field(default_factory=dict)  # name -> sweep report
     error: str | None = None  # why the last read failed, in status's words
     read_at: float = 0.0  # when (time.time()); 0: never
@@ -236,8 +237,8 @@ class Watch:
 
 
 def _has_pod(snapshot: Snapshot, experiment: str, pod: str) -> bool:
-    found = snapshot.experiments.get(experiment) or {}
-    return any(row["pod"] == pod for g in found.get("groups", []) for row in g["pods"])
+    groups = found["groups"] if (found := snapshot.experiments.get(experiment)) else []
+    return any(row["pod"] == pod for group in groups for row in group["pods"])
 
 
 def _said(error: Exception) -> str:

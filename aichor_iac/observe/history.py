@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..experiment.model import Experiment
 from ..experiment.trial import NONE_ENDED, Ended, Trial
 from ..settings import Settings
 from ..sweeps import results
 from . import kubeapi
+
+if TYPE_CHECKING:  # (status's imports cost `validate`: it is imported where it runs)
+    from .status import Report
 
 
 @dataclass(frozen=True)
@@ -61,12 +64,12 @@ Load = Callable[[Ended], list[Source]]
 
 def settled(
     load: Load,
-) -> tuple[list[Source], dict[str, Any], dict[str, list[results.TrialRun]], Ended]:
+) -> tuple[list[Source], dict[str, Report], dict[str, list[results.TrialRun]], Ended]:
     """The experiments `load` gives, each one's state, each sweep's trials (as
     `sweeps.results.report` takes them) and the trials that ended of the sweeps that depend
     on their results: read again with those until they allow no more trials."""
     sources, ended = load(NONE_ENDED), NONE_ENDED
-    found: dict[str, Any] = {}
+    found: dict[str, Report] = {}
     while True:
         found |= {s.name: now(s) for s in sources if s.name not in found}
         trials = sweep_trials(sources, found)
@@ -76,7 +79,7 @@ def settled(
         sources, ended = more, more_ended
 
 
-def now(source: Source) -> dict[str, Any]:
+def now(source: Source) -> Report:
     """What the experiment is doing (`observe.status.report`), with its group restart's
     attempt and its receiver's last report."""
     from ..k8s.progress import CONTAINER
@@ -92,7 +95,9 @@ def now(source: Source) -> dict[str, Any]:
     return report(reader.jobs(), pods, datetime.now(timezone.utc), attempt, reported)
 
 
-def sweep_trials(sources: list[Source], found: dict[str, Any]) -> dict[str, list[results.TrialRun]]:
+def sweep_trials(
+    sources: list[Source], found: dict[str, Report]
+) -> dict[str, list[results.TrialRun]]:
     """Each sweep's trials as `sweeps.results.report` reads them: their states from their
     entry-point Jobs (`found`: each experiment's report), their metrics from their last
     progress report, else from the output of those Jobs' first pods (read only then, or for

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from ..pods import receiver
 
@@ -39,7 +39,12 @@ def receiver_pod(pods: list[dict[str, Any]], entry_job: str, container: str) -> 
     return found[-1]["metadata"]["name"] if found else None
 
 
-def last_report(lines: list[tuple[str, str]]) -> dict[str, Any] | None:
+class LastReport(TypedDict):
+    trainerStatus: dict[str, Any]  # (as the trainer sent it: Kubeflow Trainer's shape)
+    receivedAt: str  # (the kubelet's time of the receiver's line)
+
+
+def last_report(lines: list[tuple[str, str]]) -> LastReport | None:
     """The last report of a receiver's lines (each with the kubelet's time): its
     `trainerStatus` and when the receiver took it."""
     for when, text in reversed(lines):

@@ -18,6 +18,7 @@ from ..records.reader import Recorded
 from ..sweeps import results
 from . import history
 from .progress import JOB_NAME, receiver_pod, reported
+from .status import Report
 from .status import state as experiment_state
 
 
@@ -63,7 +64,7 @@ def _record(run: Run, name: str, kind: str, state: State, **fields: Any) -> Reco
 
 
 def _sweep(
-    sources: list[history.Source], found: dict[str, Any], each: list[Any], run: Run
+    sources: list[history.Source], found: dict[str, Report], each: list[Any], run: Run
 ) -> Record:
     """A sweep's record: its trials as its table reads them (`results.report`)."""
     table = results.report(each)
@@ -103,7 +104,7 @@ def _state(given: str, run: Run) -> State:
 
 def _experiment(
     source: history.Source,
-    report: dict[str, Any],
+    report: Report,
     run: Run,
     objective: Objective | None = None,
     state: State | None = None,
@@ -117,7 +118,7 @@ def _experiment(
         name=source.name,
         framework=source.framework,
         state=state,
-        reason=(entry or {}).get("reason"),
+        reason=entry["reason"] if entry else None,
         created=report["created"],
         ended=_ended(pods) if state.ended else None,
         images=tuple(sorted({c["image"] for p in pods for c in p["spec"]["containers"]})),
@@ -130,7 +131,7 @@ def _experiment(
     )
 
 
-def _pods(report: dict[str, Any]) -> tuple[PodRun, ...]:
+def _pods(report: Report) -> tuple[PodRun, ...]:
     """The report's pods, as its rows say."""
     return tuple(
         PodRun(

@@ -11,17 +11,64 @@ from __future__ import annotations
 import re
 from collections import Counter
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from rich.table import Table
 from rich.text import Text
 
 from ..experiment.state import State
-from .progress import STALE_SECONDS, seconds_since, summary
+from .progress import STALE_SECONDS, LastReport, seconds_since, summary
 
 GPU = re.compile(r"^(nvidia\.com|amd\.com)/")
 JOB_NAME = "batch.kubernetes.io/job-name"
 RESTART = re.compile(r"aichor: restart attempt (\d+)")
+
+
+class PodRow(TypedDict):
+    """One pod, as `pod_row` reads it."""
+
+    pod: str
+    phase: str
+    ready: bool
+    node: str | None
+    restarts: int
+    state: str | None  # waiting, running or terminated
+    reason: str | None
+    message: str | None
+    exit_code: int | None
+    gpus: int
+    seconds: int | None
+
+
+class GroupRow(TypedDict):
+    """One Job: its last true condition, its counts and its pods."""
+
+    job: str
+    condition: str | None
+    reason: str | None
+    active: int
+    ready: int
+    succeeded: int
+    failed: int
+    pods: list[PodRow]
+
+
+class Progress(TypedDict):
+    receivedAt: str  # (the kubelet's time of the receiver's line)
+    seconds: int | None
+    stale: bool
+
+
+class Report(TypedDict):
+    """An experiment's state (`report`; `status --json` prints it)."""
+
+    groups: list[GroupRow]
+    created: str | None
+    phases: dict[str, int]
+    gpus: int
+    restart_attempt: int | None
+    trainerStatus: dict[str, Any] | None  # (as the trainer sent it: Kubeflow Trainer's shape)
+    progress: Progress | None
 
 
 def restart_attempt(lines: list[str]) -> int | None:
@@ -35,13 +82,13 @@ def report(
     pods: list[dict[str, Any]],
     now: datetime,
     attempt: int | None = None,
-    reported: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    reported: LastReport | None = None,
+) -> Report:
     """The experiment's state: its groups (Jobs) with their pods, the pods by phase, the
     GPUs held, the restart attempt, and its last progress report (`trainerStatus`, in
     Kubeflow Trainer's shape; `progress`: how old it is, stale when over STALE_SECONDS while
     pods run)."""
-    groups = []
+    groups: list[GroupRow] = []
     for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         name, status = job["metadata"]["name"], job.get("status") or {}
         mine = [p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_NAME) == name]
@@ -51,7 +98,10 @@ def report(
                 "job": name,
                 "condition": ended[-1]["type"] if ended else None,
                 "reason": (ended[-1].get("reason") or None) if ended else None,
-                **{k: status.get(k, 0) for k in ("active", "ready", "succeeded", "failed")},
+                "active": status.get("active", 0),
+                "ready": status.get("ready", 0),
+                "succeeded": status.get("succeeded", 0),
+                "failed": status.get("failed", 0),
                 "pods": [pod_row(p, now) for p in sorted(mine, key=_name)],
             }
         )
@@ -77,7 +127,7 @@ def report(
     }
 
 
-def state(found: dict[str, Any], entry: str) -> State:
+def state(found: Report, entry: str) -> State:
     """An experiment's state from its report (`report`): its entry Job's end, else Running
     once one of its pods has started, Pending while its objects exist, Waiting before they
     do (a sweep's trial not created yet)."""
@@ -93,7 +143,7 @@ def _name(obj: dict[str, Any]) -> str:
     return obj["metadata"]["name"]
 
 
-def pod_row(pod: dict[str, Any], now: datetime) -> dict[str, Any]:
+def pod_row(pod: dict[str, Any], now: datetime) -> PodRow:
     """One pod: phase, restarts, its main container's state and why, exit code, GPUs, time."""
     status = pod.get("status") or {}
     container = (status.get("containerStatuses") or [{}])[0]
@@ -131,7 +181,7 @@ def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
-def table(found: dict[str, Any]) -> Table:
+def table(found: Report) -> Table:
     """The report as a terminal table: a line per Job, one per pod below it, and the
     reason's message (a waiting container's, a scheduler's, a termination message) under."""
     out = Table(box=None, header_style="bold", pad_edge=False)
@@ -149,8 +199,8 @@ def table(found: dict[str, Any]) -> Table:
             out.add_row(f"  {row['pod']}", *values, spent)
             if row["message"]:
                 out.add_row(Text(f"    {row['message']}", style="dim"))
-    if found.get("trainerStatus") is not None:
-        out.add_row(Text(f"progress  {_progress(found)}", style="bold"))
+    if (status := found.get("trainerStatus")) is not None:
+        out.add_row(Text(f"progress  {_progress(status, found['progress'])}", style="bold"))
     attempt = found["restart_attempt"]
     phases = ", ".join(f"{n} {phase.lower()}" for phase, n in found["phases"].items())
     out.caption = f"{phases}; {found['gpus']} GPUs held" + (
@@ -159,11 +209,11 @@ def table(found: dict[str, Any]) -> Table:
     return out
 
 
-def _progress(found: dict[str, Any]) -> str:
+def _progress(status: dict[str, Any], progress: Progress | None) -> str:
     """`50% · 1m 0s left · loss 0.5 (12s ago)`, and `stale` past STALE_SECONDS."""
-    seconds, stale = found["progress"]["seconds"], found["progress"]["stale"]
+    seconds, stale = (progress["seconds"], progress["stale"]) if progress else (None, False)
     ago = f" ({_duration(seconds)} ago{', stale' if stale else ''})" if seconds is not None else ""
-    return summary(found["trainerStatus"]) + ago
+    return summary(status) + ago
 
 
 def _duration(seconds: int) -> str:
