@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..local.parts import Outcome
+    from ..sweeps.results import SweepReport
     from .running import Asked
 
 # The files `render -o DIR` writes (`output.file_name`): the ones a new render replaces.
@@ -295,7 +296,7 @@ def _results(
     return first_failure(outcomes)[0] or _sweeps_failed(sweeps)
 
 
-def _sweeps_failed(sweeps: dict[str, Any]) -> int:
+def _sweeps_failed(sweeps: dict[str, SweepReport]) -> int:
     """1 if a sweep failed (Katib's count, its MetricsUnavailable trials among the failed) or
     no trial of it gave its objective, each trial without it said with what it printed
     instead; else 0."""
@@ -341,7 +342,7 @@ def _sweeps(
     outcomes: dict[str, Outcome],
     lines: dict[str, list[str]],
     reports: dict[str, dict],
-) -> dict[str, Any]:
+) -> dict[str, SweepReport]:
     """Each sweep's results (`sweeps.report`) from the run: each trial's state from its
     outcome, its metrics from its last progress report, else its entry pod's `lines`."""
     from ..local.parts import trial_state

@@ -31,6 +31,7 @@ from .report import console
 if TYPE_CHECKING:
     from ..dashboard.watch import Watch
     from ..observe.status import Report
+    from ..sweeps.results import SweepReport
 
 
 @contextlib.contextmanager
@@ -191,7 +192,7 @@ def status(args: argparse.Namespace) -> int:
 
     sources = readers(args)
 
-    def everything() -> tuple[dict[str, Report], dict[str, Any]]:
+    def everything() -> tuple[dict[str, Report], dict[str, SweepReport]]:
         nonlocal sources
         sources, found, sweeps = read_state(args, sources)
         if args.plot:  # (again on each --watch refresh)
@@ -230,7 +231,7 @@ def status(args: argparse.Namespace) -> int:
 
 def read_state(
     args: argparse.Namespace, sources: list[Source]
-) -> tuple[list[Source], dict[str, Report], dict[str, Any]]:
+) -> tuple[list[Source], dict[str, Report], dict[str, SweepReport]]:
     """Each experiment's state and each sweep's results; a sweep that learns read again with
     the trials its results allow, until they allow no more (the sources then)."""
     from ..sweeps import results
@@ -274,7 +275,7 @@ def watch_of(args: argparse.Namespace) -> tuple[Watch, str]:
 
     def read(
         sources: list[Source] | None,
-    ) -> tuple[list[Source], dict[str, Report], dict[str, Any]]:
+    ) -> tuple[list[Source], dict[str, Report], dict[str, SweepReport]]:
         with answered(args):
             if sources is None or moved(args, inputs, sources):  # (a run again, or ended: followed)
                 sources = readers(args)

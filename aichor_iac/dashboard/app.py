@@ -161,8 +161,15 @@ class Pages:
         found = self.watch.snapshot.sweeps.get(request.path_params["name"])
         if found is None:
             return JSONResponse({"error": "no such sweep"}, status_code=404)
-        keys = ("sweep", "objective", "direction", "best", "trials")
-        return JSONResponse({k: found[k] for k in keys})
+        return JSONResponse(
+            {
+                "sweep": found["sweep"],
+                "objective": found["objective"],
+                "direction": found["direction"],
+                "best": found["best"],
+                "trials": found["trials"],
+            }
+        )
 
     def shown(
         self, request: Request, what: str, values: dict[str, Any] | None, template: str

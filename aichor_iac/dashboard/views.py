@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from ..experiment.state import State
 from ..observe.progress import seconds_since
 from ..observe.status import state
+from ..sweeps import results
 from .watch import Snapshot
 
 WAITING = State.WAITING
@@ -63,7 +63,7 @@ class SweepTable:
     parameters: tuple[str, ...]
     metrics: tuple[str, ...]
     trials: tuple[TrialRow, ...]
-    result: dict[str, Any] | None  # an OptimizationJob's status.result, in its CRD's shape
+    result: results.BestResult | None  # an OptimizationJob's status.result, in its CRD's shape
 
 
 def experiment_row(snapshot: Snapshot, name: str, now: datetime) -> ExperimentRow:
@@ -118,7 +118,7 @@ def experiment_rows(
     return alone, grouped
 
 
-def sweep_row(name: str, found: dict[str, Any], snapshot: Snapshot) -> SweepRow:
+def sweep_row(name: str, found: results.SweepReport, snapshot: Snapshot) -> SweepRow:
     """A sweep's line: its trials by state and its best trial."""
     order = (
         State.RUNNING,
@@ -164,11 +164,11 @@ def sweep_table(name: str, snapshot: Snapshot) -> SweepTable:
         )
         for r in found["trials"]
     )
-    result = (found.get("status") or {}).get("result")
+    result = status["result"] if (status := found.get("status")) else None
     return SweepTable(sweep_row(name, found, snapshot), parameters, metrics, trials, result)
 
 
-def trial_row(snapshot: Snapshot, name: str) -> dict[str, Any] | None:
+def trial_row(snapshot: Snapshot, name: str) -> results.TrialRow | None:
     """A trial's row of its sweep's table (its parameters, objective, metrics), if it is one."""
     rows = (r for found in snapshot.sweeps.values() for r in found["trials"])
     return next((r for r in rows if r["trial"] == name), None)

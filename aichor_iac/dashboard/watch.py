@@ -22,6 +22,7 @@ from ..observe.status import Report
 from ..problems import ManifestError
 from ..records import store
 from ..records.model import Record, Summary
+from ..sweeps.results import SweepReport
 
 INTERVAL = 2.0  # seconds between reads, as `status --watch`
 RETRY = 0.5  # seconds before a read that failed is tried again (a local run not started yet)
@@ -33,7 +34,9 @@ EVENTS_FOR = 2.0  # seconds an experiment's events are served again before being
 # The experiments as read last (None: not read yet) -> the sources, each one's report
 # (`observe.status.report`) and each sweep's (`sweeps.results.report`); a ManifestError says why
 # they cannot be read.
-Read = Callable[[list[Source] | None], tuple[list[Source], dict[str, Report], dict[str, Any]]]
+Read = Callable[
+    [list[Source] | None], tuple[list[Source], dict[str, Report], dict[str, SweepReport]]
+]
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Snapshot:
 
     sources: tuple[Source, ...] = ()
     experiments: dict[str, Report] = field(default_factory=dict)  # name -> status report
-    sweeps: dict[str, Any] = field(default_factory=dict)  # name -> sweep report
+    sweeps: dict[str, SweepReport] = field(default_factory=dict)  # name -> sweep report
     error: str | None = None  # why the last read failed, in status's words
     read_at: float = 0.0  # when (time.time()); 0: never
 

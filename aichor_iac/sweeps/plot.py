@@ -11,12 +11,15 @@ import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..experiment.state import State
 from ..problems import ManifestError, Problem
 
-STATES = {State.SUCCEEDED: ("o", "tab:blue"), State.FAILED: ("x", "tab:red")}
+if TYPE_CHECKING:
+    from .results import SweepReport
+
+STATES = {State.SUCCEEDED.value: ("o", "tab:blue"), State.FAILED.value: ("x", "tab:red")}
 OTHER = ("o", "tab:gray")  # a trial still running: its objective so far
 
 
@@ -51,7 +54,7 @@ def install_plot() -> str:
     return f"{shlex.quote(sys.executable)} -m pip install {requirement}"
 
 
-def plot(sweeps: dict[str, dict[str, Any]], path: str) -> None:
+def plot(sweeps: dict[str, SweepReport], path: str) -> None:
     """Write the sweeps' picture (`sweeps.report`s by sweep) to `path` (`plot_file`)."""
     from matplotlib.figure import Figure
 
@@ -74,11 +77,11 @@ def plot(sweeps: dict[str, dict[str, Any]], path: str) -> None:
     figure.savefig(path, metadata={"Software": None} if png else None)
 
 
-def _parameters(found: dict[str, Any]) -> list[str]:
+def _parameters(found: SweepReport) -> list[str]:
     return list(found["trials"][0]["parameters"]) if found["trials"] else []
 
 
-def _panel(ax: Any, found: dict[str, Any], parameter: str) -> None:
+def _panel(ax: Any, found: SweepReport, parameter: str) -> None:
     """The objective against one parameter: numbers on a numeric axis (logarithmic across
     two decades or more), other values (a categorical parameter's) as categories in their
     first-seen order."""

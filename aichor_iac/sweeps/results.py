@@ -12,7 +12,7 @@ import difflib
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict
 
 import yaml
 from rich.table import Table
@@ -42,6 +42,49 @@ class TrialRun(NamedTuple):
     state: str  # a `State`'s value (a record's or a cluster's word for it)
     lines: list[str]  # what its entry pod printed (read where its metrics need them)
     report: dict[str, Any] | None  # its last progress report
+
+
+class TrialRow(TypedDict):
+    """A trial as its sweep's table reads it (`report`)."""
+
+    trial: str
+    parameters: dict[str, str]
+    state: str  # a `State`'s value, or Katib's MetricsUnavailable
+    progress: int | None  # its last report's progressPercentage (the receiver takes 0-100)
+    objective: float | None
+    metrics: dict[str, float | None]  # the objective's additional metrics
+    printed: NotRequired[list[str]]  # MetricsUnavailable: the metric names it printed
+
+
+class Assignment(TypedDict):
+    name: str
+    value: str
+
+
+class BestResult(TypedDict):
+    """An OptimizationJob's `status.result`, in its CRD's shape."""
+
+    trainJobName: str
+    parameters: list[Assignment]
+
+
+class Status(TypedDict):
+    result: BestResult
+
+
+class SweepReport(TypedDict):
+    """A sweep's results (`report`; `status --json` prints it under `sweeps`)."""
+
+    sweep: str
+    objective: str
+    direction: str
+    goal: float | None
+    collected: bool  # whether its trials' metrics are collected (a collector reads them)
+    trials: list[TrialRow]
+    count: int  # how many trials it has (a sweep that learns asks the later ones)
+    best: str | None
+    failed: bool  # as many trials failed as its maxFailedTrialCount
+    status: NotRequired[Status]  # an OptimizationJob's, once it has a best trial
 
 
 def metrics(lines: list[str], objective: Objective) -> dict[str, list[float]]:
@@ -101,7 +144,7 @@ def _object(line: str) -> dict[str, Any]:
     return {}
 
 
-def unavailable(row: dict[str, Any], metric: str) -> str:
+def unavailable(row: TrialRow, metric: str) -> str:
     """Why a trial is MetricsUnavailable, and what it printed instead ("did you mean")."""
     printed = row.get("printed") or []
     said = f"{row['trial']} ended without its objective {metric}"
@@ -119,19 +162,19 @@ def value(values: list[float], strategy: str) -> float | None:
     return {"min": min, "max": max}.get(strategy, lambda v: v[-1])(values)
 
 
-def report(trials: Sequence[TrialRun]) -> dict[str, Any]:
+def report(trials: Sequence[TrialRun]) -> SweepReport:
     """A sweep's trials — (name, place, state, entry point's lines, last progress report)
     each — with their parameters, state, progress, objective and other metrics, and the best
     one. A metric the last report holds is its value there; the others, from the lines."""
     trial = trials[0].place
     objective = trial.objective
     assert objective is not None  # (a door's trials carry it)
-    rows: list[dict[str, Any]] = []
+    rows: list[TrialRow] = []
     for name, place, given, whole, reported in sorted(trials, key=lambda t: t.place.index):
         state, lines, status = judged(place, given, whole, reported)
         values = trial_metrics(objective, lines, status)
         unavailable = objective.formats is not None and values.get(objective.metric) is None
-        row = {
+        row: TrialRow = {
             "trial": name,
             "parameters": dict(place.values),
             "state": METRICS_UNAVAILABLE if state == SUCCEEDED and unavailable else state,
@@ -142,12 +185,12 @@ def report(trials: Sequence[TrialRun]) -> dict[str, Any]:
         if row["state"] == METRICS_UNAVAILABLE:  # (what it printed instead)
             row["printed"] = printed_names(lines, objective)
         rows.append(row)
-    scored = [r for r in rows if r["objective"] is not None]
+    scored = [(r["objective"], r["trial"]) for r in rows if r["objective"] is not None]
     pick = min if objective.direction == "minimize" else max
-    best = pick(scored, key=lambda r: r["objective"])["trial"] if scored else None
+    best = pick(scored, key=lambda s: s[0])[1] if scored else None
     # (Katib's count: TrialsFailed + TrialMetricsUnavailable)
     failed = sum(r["state"] in (FAILED, METRICS_UNAVAILABLE) for r in rows)
-    return {
+    found: SweepReport = {
         "sweep": trial.sweep,
         "objective": objective.metric,
         "direction": objective.direction,
@@ -159,21 +202,19 @@ def report(trials: Sequence[TrialRun]) -> dict[str, Any]:
         "best": best,
         # Katib's `failed != 0 && failed >= maxFailedTrialCount`: the sweep failed there
         "failed": trial.max_failed is not None and 0 < failed >= trial.max_failed,
-        **_status(trial, rows, best),
     }
+    # An OptimizationJob's best trial as its CRD's status has it (the TrainJob's name and its
+    # parameters), once there is one
+    if trial.kind == "OptimizationJob" and best is not None:
+        row = next(r for r in rows if r["trial"] == best)
+        parameters: list[Assignment] = [
+            {"name": n, "value": v} for n, v in row["parameters"].items()
+        ]
+        found["status"] = {"result": {"trainJobName": best, "parameters": parameters}}
+    return found
 
 
-def _status(trial: Trial, rows: list[dict[str, Any]], best: str | None) -> dict[str, Any]:
-    """An OptimizationJob's best trial as its CRD's status has it (`result`: the TrainJob's
-    name and its parameters), once there is one."""
-    row = next((r for r in rows if r["trial"] == best), None)
-    if trial.kind != "OptimizationJob" or row is None:
-        return {}
-    parameters = [{"name": n, "value": v} for n, v in row["parameters"].items()]
-    return {"status": {"result": {"trainJobName": best, "parameters": parameters}}}
-
-
-def view(found: dict[str, Any]) -> Table | Group:
+def view(found: SweepReport) -> Table | Group:
     """The sweep's table, then its status in its CRD's shape where it has one (YAML)."""
     from rich.console import Group
     from rich.text import Text
@@ -260,7 +301,7 @@ def reports_objective(status: dict[str, Any] | None, trial: Trial) -> bool:
     return objective is not None and objective.metric in reported_metrics(status)
 
 
-def table(found: dict[str, Any]) -> Table:
+def table(found: SweepReport) -> Table:
     """The sweep as a terminal table: a line per trial, the best one marked."""
     out = Table(box=None, header_style="bold", pad_edge=False)
     parameters = list(found["trials"][0]["parameters"]) if found["trials"] else []
