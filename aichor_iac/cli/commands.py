@@ -27,6 +27,7 @@ from .report import console, print_json
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..experiment.state import TrainerStatus
     from ..local.parts import Outcome
     from ..sweeps.results import SweepReport
     from .running import Asked
@@ -257,7 +258,7 @@ def _run_locally(
 
 def _results(
     inputs: Inputs,
-    ended: tuple[dict[str, Outcome], dict[str, dict]],
+    ended: tuple[dict[str, Outcome], dict[str, TrainerStatus]],
     lines: dict[str, list[str]],
     console: Console | None,
     plotted: str | None,
@@ -341,7 +342,7 @@ def _sweeps(
     inputs: Inputs,
     outcomes: dict[str, Outcome],
     lines: dict[str, list[str]],
-    reports: dict[str, dict],
+    reports: dict[str, TrainerStatus],
 ) -> dict[str, SweepReport]:
     """Each sweep's results (`sweeps.report`) from the run: each trial's state from its
     outcome, its metrics from its last progress report, else its entry pod's `lines`."""

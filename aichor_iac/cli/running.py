@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from ..experiment.state import TrainerStatus
 from ..k8s.progress import CONTAINER
 from ..local.parts import trial_state
 from ..local.progress import progress
@@ -37,7 +38,7 @@ class RunOutput:
         self.out, self.as_json = out, as_json
         self.entries, self.receivers = entries, receivers  # pod -> trial; container -> exp.
         self.kept: dict[str, list[str]] = {}  # each trial's entry pod's lines
-        self.reports: dict[str, dict[str, Any]] = {}  # each experiment's last report
+        self.reports: dict[str, TrainerStatus] = {}  # each experiment's last report
         self.states: dict[str, str] = {}  # each pod's, as the run last said
         self.colours: dict[str, str] = {}
         self.lock = threading.Lock()

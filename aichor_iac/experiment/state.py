@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+from typing import TypedDict
 
 
 class State(str, enum.Enum):
@@ -29,3 +30,19 @@ class State(str, enum.Enum):
         """Whether it counts against a sweep's maxFailedTrialCount (Katib's
         `TrialsFailed + TrialMetricsUnavailable`)."""
         return self in (State.FAILED, State.METRICS_UNAVAILABLE)
+
+
+class Metric(TypedDict):
+    name: str
+    value: str  # (as text: Kubeflow Trainer's shape)
+
+
+class TrainerStatus(TypedDict, total=False):
+    """What a trainer reports of its progress: a TrainJob's `status.trainerStatus`, as the
+    progress receiver takes it (pods/receiver.py checks each field as the CRD's schema does:
+    a percentage 0-100, seconds in int32, 1 to 64 characters a metric's name and value)."""
+
+    progressPercentage: int
+    estimatedRemainingSeconds: int
+    metrics: list[Metric]
+    lastUpdatedTime: str  # RFC 3339

@@ -5,12 +5,12 @@ a terminal."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from ..experiment.state import TrainerStatus
 from ..observe.progress import summary
 from .jobs import STATES, job_of
 
@@ -18,7 +18,7 @@ BAR_WIDTH = 30
 
 
 def progress(
-    states: dict[str, str], reports: dict[str, dict[str, Any]] | None = None
+    states: dict[str, str], reports: dict[str, TrainerStatus] | None = None
 ) -> Table | Group:
     """The table for `states` (pod -> state), and a bar per experiment of `reports` (its
     last `trainerStatus`): its percentage, time left and metrics."""

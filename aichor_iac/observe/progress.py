@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
+from ..experiment.state import TrainerStatus
 from ..pods import receiver
 
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -15,7 +16,7 @@ STALE_SECONDS = 300  # a report older than this while pods run is marked stale
 TAIL = 20  # the receiver's last lines read for its last report
 
 
-def reported(line: str) -> dict[str, Any] | None:
+def reported(line: str) -> TrainerStatus | None:
     """The `trainerStatus` of a receiver's output line, or None for any other line."""
     if not line.startswith(receiver.LINE):
         return None
@@ -23,7 +24,8 @@ def reported(line: str) -> dict[str, Any] | None:
         status = json.loads(line[len(receiver.LINE) :]).get("trainerStatus")
     except (ValueError, AttributeError):
         return None
-    return status if isinstance(status, dict) else None
+    # (the receiver printed it once it had checked it: pods/receiver.parsed)
+    return cast("TrainerStatus", status) if isinstance(status, dict) else None
 
 
 def receiver_pod(pods: list[dict[str, Any]], entry_job: str, container: str) -> str | None:
@@ -40,7 +42,7 @@ def receiver_pod(pods: list[dict[str, Any]], entry_job: str, container: str) -> 
 
 
 class LastReport(TypedDict):
-    trainerStatus: dict[str, Any]  # (as the trainer sent it: Kubeflow Trainer's shape)
+    trainerStatus: TrainerStatus
     receivedAt: str  # (the kubelet's time of the receiver's line)
 
 
@@ -63,7 +65,7 @@ def seconds_since(when: str, now: datetime) -> int | None:
     return max(0, int((now - stamp).total_seconds()))
 
 
-def summary(status: dict[str, Any]) -> str:
+def summary(status: TrainerStatus) -> str:
     """`45% · 2m 0s left · loss 0.15 · accuracy 0.92` (what the report holds, in that order)."""
     words = []
     if (percent := status.get("progressPercentage")) is not None:

@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 from rich.table import Table
 from rich.text import Text
 
-from ..experiment.state import State
+from ..experiment.state import State, TrainerStatus
 from .progress import STALE_SECONDS, LastReport, seconds_since, summary
 
 GPU = re.compile(r"^(nvidia\.com|amd\.com)/")
@@ -67,7 +67,7 @@ class Report(TypedDict):
     phases: dict[str, int]
     gpus: int
     restart_attempt: int | None
-    trainerStatus: dict[str, Any] | None  # (as the trainer sent it: Kubeflow Trainer's shape)
+    trainerStatus: TrainerStatus | None
     progress: Progress | None
 
 
@@ -209,7 +209,7 @@ def table(found: Report) -> Table:
     return out
 
 
-def _progress(status: dict[str, Any], progress: Progress | None) -> str:
+def _progress(status: TrainerStatus, progress: Progress | None) -> str:
     """`50% · 1m 0s left · loss 0.5 (12s ago)`, and `stale` past STALE_SECONDS."""
     seconds, stale = (progress["seconds"], progress["stale"]) if progress else (None, False)
     ago = f" ({_duration(seconds)} ago{', stale' if stale else ''})" if seconds is not None else ""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict
 import yaml
 from rich.table import Table
 
+from ..experiment.state import TrainerStatus
 from ..experiment.trial import (
     EARLY_STOPPED,
     FAILED,
@@ -41,7 +42,7 @@ class TrialRun(NamedTuple):
     place: Trial
     state: str  # a `State`'s value (a record's or a cluster's word for it)
     lines: list[str]  # what its entry pod printed (read where its metrics need them)
-    report: dict[str, Any] | None  # its last progress report
+    report: TrainerStatus | None  # its last progress report
 
 
 class TrialRow(TypedDict):
@@ -226,7 +227,7 @@ def view(found: SweepReport) -> Table | Group:
 
 
 def trial_metrics(
-    objective: Objective, lines: list[str], status: dict[str, Any] | None
+    objective: Objective, lines: list[str], status: TrainerStatus | None
 ) -> dict[str, float | None]:
     """A trial's value of each of the objective's metrics: its last progress report's, else
     from its entry point's lines by the metric's strategy (Katib's default: min when
@@ -259,8 +260,8 @@ def ended(trials: Sequence[TrialRun]) -> Ended:
 
 
 def judged(
-    place: Trial, state: str, lines: list[str], status: dict[str, Any] | None
-) -> tuple[str, list[str], dict[str, Any] | None]:
+    place: Trial, state: str, lines: list[str], status: TrainerStatus | None
+) -> tuple[str, list[str], TrainerStatus | None]:
     """A trial as its early stopping rule has it: one that ended, and whose rule stops it,
     is EarlyStopped with the lines up to the value that stopped it (whether or not its stop
     came before it ended: each reading of the sweep reads it alike); else as given."""
@@ -284,7 +285,7 @@ def reported_values(place: Trial, lines: list[str]) -> list[float]:
     return [] if objective is None else metrics(lines, objective).get(objective.metric, [])
 
 
-def reported_metrics(status: dict[str, Any] | None) -> dict[str, float]:
+def reported_metrics(status: TrainerStatus | None) -> dict[str, float]:
     """The numbers of a progress report's metrics (values are text: those that are numbers)."""
     found = {}
     for metric in (status or {}).get("metrics", []):
@@ -295,7 +296,7 @@ def reported_metrics(status: dict[str, Any] | None) -> dict[str, float]:
     return found
 
 
-def reports_objective(status: dict[str, Any] | None, trial: Trial) -> bool:
+def reports_objective(status: TrainerStatus | None, trial: Trial) -> bool:
     """Whether a trial's last report holds its objective (its lines need not be read)."""
     objective = trial.objective
     return objective is not None and objective.metric in reported_metrics(status)
