@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from .. import pods
 from ..experiment.trial import MARKER, Objective, Stopping
@@ -91,9 +91,7 @@ def with_file(document: dict[str, Any], primary: str | None, path: str) -> list[
     return []
 
 
-def with_stopping(
-    document: dict[str, Any], primary: str | None, rule: dict[str, Any]
-) -> list[Problem]:
+def with_stopping(document: dict[str, Any], primary: str | None, rule: StopRule) -> list[Problem]:
     """The trial's resource with each pod template's primary container running its command
     under its early stopping rule (`pods.stopping.main`, with python3 where the image has
     it), as Katib's collector watches the primary container's output (`document`, changed in
@@ -114,21 +112,34 @@ def with_stopping(
     return []
 
 
-def rule_of(stopping: Stopping, objective: Objective, reported: bool = False) -> dict[str, Any]:
+class StopRule(TypedDict):
+    """A trial's early stopping rule, as `pods.stopping.main` reads its JSON argument."""
+
+    metric: str
+    formats: list[str]  # the objective's filters (Katib's metricsFormat)
+    start_step: int
+    rule: float | None  # the median of the trials before (None: too few had succeeded)
+    maximize: bool
+    reported: NotRequired[bool]  # the values come from progress reports, printed as lines
+
+
+def rule_of(stopping: Stopping, objective: Objective, reported: bool = False) -> StopRule:
     """A trial's early stopping rule as the check in its pod takes it (`pods.stopping.main`):
     the objective's values read with its filters from the output (`reported`: from the trial's
     progress reports, each printed as a line first)."""
-    return {
+    found: StopRule = {
         "metric": objective.metric,
         "formats": list(objective.formats or ()),
         "start_step": stopping.start_step,
         "rule": stopping.rule,
         "maximize": objective.direction == "maximize",
-        **({"reported": True} if reported else {}),
     }
+    if reported:
+        found["reported"] = True
+    return found
 
 
-def under_rule(rule: dict[str, Any], command: list[Any]) -> list[Any]:
+def under_rule(rule: StopRule, command: list[str]) -> list[str]:
     """A command run under its early stopping rule's check in its pod (`pods.stopping.main`,
     its source run by the image's python3): the rule and the command are its arguments."""
     given = json.dumps(rule, separators=(",", ":"))

@@ -111,7 +111,7 @@ def trials(
     return found
 
 
-def _stop_rule(stopping: Stopping | None, objective: Aim) -> dict[str, Any] | None:
+def _stop_rule(stopping: Stopping | None, objective: Aim) -> collect.StopRule | None:
     """A trial's early stopping rule as its pod checks it (`pods.stopping.main`), where its
     pod's output has the objective's values (the StdOut collector; the File collector's file
     is printed once the command has ended, and its rule is read back then)."""

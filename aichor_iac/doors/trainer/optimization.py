@@ -45,7 +45,7 @@ from ...problems import Problem, line_for, one_line
 from ...reading import podtemplate as templates
 from ...sweeps import algorithms, asking
 from ...sweeps.algorithms import SAMPLERS
-from ...sweeps.collect import rule_of, under_rule
+from ...sweeps.collect import StopRule, rule_of, under_rule
 from ...sweeps.naming import trial_name
 from ...sweeps.numpy_legacy import SEED_MAX
 from ...sweeps.space import Parameter as KatibParameter
@@ -408,7 +408,7 @@ def _stops(
 
 
 def _train_job(
-    template: Template, assigned: dict[str, str], trial: str, rule: dict[str, Any] | None
+    template: Template, assigned: dict[str, str], trial: str, rule: StopRule | None
 ) -> dict[str, Any]:
     """The trial's TrainJob: the template's, named for the trial, with its values in
     `trainer.env` (after the template's own) and as the annotation ASSIGNMENT; with early
