@@ -59,13 +59,13 @@ system-packages:
 	  || echo "system-packages: could not install $(SYSTEM_PACKAGES); the tests that need them will skip"; \
 	fi
 
-# Three processes on two cores: many slow tests wait on real processes, and with two the cores
-# were a third idle (`make bench`'s suite profile; the suite passes with two busy processes
-# beside it); the real Ray clusters in one of them, one at a time (tests/kube.py:
-# ONE_RAY_CLUSTER_AT_A_TIME); the tests that look at the whole machine's state run alone
-# afterwards.
+# Two processes (most slow tests wait on real processes: the cores are a third idle, but three
+# processes with two busy ones beside took as long, 42 min, and a real Ray cluster's start
+# outlasted its test's bound); the real Ray clusters in one of them, one at a time
+# (tests/kube.py: ONE_RAY_CLUSTER_AT_A_TIME); the tests that look at the whole machine's
+# state run alone afterwards.
 test: $(STAMP) lint system-packages
-	$(BIN)/python -m pytest -n 3 --dist loadgroup -m "not exclusive"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not exclusive"
 	$(BIN)/python -m pytest -m exclusive
 
 # The quick tier, for the edit-run loop: lint, types and every test but the slow ones (real
