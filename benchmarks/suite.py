@@ -19,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^\s*([\d.]+)s (setup|call|teardown)\s+(tests/\S+?)::(.+?)\s*$")
-WALL = re.compile(r"^=+ .* in ([\d.]+)s(?: \(.*\))? =+$", re.MULTILINE)
+# pytest's summary line, with or without its rule of = (-q): the first run's, not `exclusive`'s
+WALL = re.compile(r"^=*\s*\d+ (?:passed|failed)\b.* in ([\d.]+)s(?: \([\d:]+\))?\s*=*$", re.M)
 SLOWEST = 15
 
 
