@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..observe.progress import duration, summary
-from ..observe.status import Report
+from ..observe.status import Report, pod_rows
 from . import views
 from .watch import Watch
 
@@ -131,7 +131,7 @@ class Pages:
         name, pod = request.path_params["name"], request.path_params.get("pod")
         if pod is None:  # (its first pod, once it has one: a page opened before it ran)
             found = self.watch.snapshot.experiments.get(name)
-            if (pod := next(iter(_pods(found) if found else ()), None)) is None:
+            if (pod := next(iter(_pods(found)), None)) is None:
                 answer = {"lines": [], "ended": False, "error": "no pod yet", "run": "", "pod": ""}
                 return JSONResponse(answer)
         lines, ended, error, run = self.watch.log(name, pod, seen)  # (run: where they are read)
@@ -249,6 +249,6 @@ class Guard:
         return PlainTextResponse(said, 403), None
 
 
-def _pods(found: Report) -> list[str]:
+def _pods(found: Report | None) -> list[str]:
     """An experiment's pods, as its report lists them."""
-    return [row["pod"] for group in found["groups"] for row in group["pods"]]
+    return [row["pod"] for row in pod_rows(found)]

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from ..experiment.state import State
 from ..observe.progress import seconds_since
-from ..observe.status import state
+from ..observe.status import pod_rows, state
 from ..sweeps import results
 from .watch import Snapshot
 
@@ -69,7 +69,7 @@ class SweepTable:
 def experiment_row(snapshot: Snapshot, name: str, now: datetime) -> ExperimentRow:
     """An experiment's line (a trial's state as its sweep's table reads it: EarlyStopped)."""
     found, source = snapshot.experiments[name], snapshot.source(name)
-    rows = [row for group in found["groups"] for row in group["pods"]]
+    rows = pod_rows(found)
     status = found.get("trainerStatus") or {}
     metrics = tuple((m["name"], str(m["value"])) for m in status.get("metrics", []))
     created = found.get("created")

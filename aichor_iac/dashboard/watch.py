@@ -18,7 +18,7 @@ from typing import Any
 
 from ..observe.history import Source
 from ..observe.recorded import series
-from ..observe.status import Report
+from ..observe.status import Report, pod_rows
 from ..problems import ManifestError
 from ..records import store
 from ..records.model import Record, Summary
@@ -240,8 +240,7 @@ class Watch:
 
 
 def _has_pod(snapshot: Snapshot, experiment: str, pod: str) -> bool:
-    groups = found["groups"] if (found := snapshot.experiments.get(experiment)) else []
-    return any(row["pod"] == pod for group in groups for row in group["pods"])
+    return any(row["pod"] == pod for row in pod_rows(snapshot.experiments.get(experiment)))
 
 
 def _said(error: Exception) -> str:

@@ -127,6 +127,11 @@ def report(
     }
 
 
+def pod_rows(found: Report | None) -> list[PodRow]:
+    """Every pod of the report (none without one), Job by Job."""
+    return [row for group in found["groups"] for row in group["pods"]] if found else []
+
+
 def state(found: Report, entry: str) -> State:
     """An experiment's state from its report (`report`): its entry Job's end, else Running
     once one of its pods has started, Pending while its objects exist, Waiting before they
