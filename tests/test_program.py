@@ -4,10 +4,11 @@ shows the tree, the order and the totals."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import runpy
+import subprocess
+import sys
 import traceback
 from pathlib import Path
 
@@ -327,39 +328,48 @@ def test_a_render_takes_no_stack_at_a_registration_and_leaves_the_sdk_as_it_was(
     assert resource._get_stack_trace is taken
 
 
+# In a process of its own: another test's threads (a server's, a client's) open and close
+# event loops of their own meanwhile, which a count in the suite's process would see.
+LOOPS_THAT_COME_AND_GO = """
+import asyncio, contextlib, os, sys
+from aichor_iac import doors, engine
+
+def render_in_a_new_loop():
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        engine.expand(doors.load(sys.argv[1]))
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        asyncio.set_event_loop(None)
+        loop.close()
+
+def loops():
+    found = 0  # (an epoll each)
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventpoll]"
+    return found
+
+render_in_a_new_loop()
+before = loops()
+for _ in range(6):
+    render_in_a_new_loop()
+print(before, loops())
+"""
+
+
 def test_renders_in_loops_that_come_and_go_leave_no_descriptor_open():
     """Each worker thread's event loop is kept while the thread lives (made once, not at each
     registration) and closed once it has ended: a process that renders in event loops that
     come and go (their executors' threads with them) does not gather open descriptors."""
-    import asyncio
-    import os
-
-    previous = asyncio.get_event_loop_policy().get_event_loop()  # (put back: the next tests')
-
-    def render_in_a_new_loop() -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        try:
-            engine.expand(doors.validate(pytorch_manifest()))
-        finally:
-            loop.run_until_complete(loop.shutdown_default_executor())
-            asyncio.set_event_loop(previous)
-            loop.close()
-
-    def loops() -> int:
-        """The event loops' descriptors open (an epoll each), not the process's others: an
-        earlier test's server or child may close its own meanwhile, under load later."""
-        found = 0
-        for fd in os.listdir("/proc/self/fd"):
-            with contextlib.suppress(OSError):
-                found += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventpoll]"
-        return found
-
-    render_in_a_new_loop()
-    before = loops()
-    for _ in range(6):
-        render_in_a_new_loop()
-    assert loops() <= before + 1  # (the last loop's workers')
+    example = str(ROOT / "examples" / "pytorch.yaml")
+    result = subprocess.run(
+        [sys.executable, "-c", LOOPS_THAT_COME_AND_GO, example], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    before, after = map(int, result.stdout.split())
+    assert after <= before + 1  # (the last loop's workers')
 
 
 def _struct_values():
