@@ -152,6 +152,7 @@ def show_warnings(inputs: Inputs, *blueprints: planning.Blueprint) -> list[dict[
         blueprint = blueprint or planning.blueprint(manifest, inputs.settings, name)
         for warning in planning.warnings(blueprint):
             source = planning.about(warning, manifest.source, inputs.stack_file)
-            print_problem(warning, source, warning=True)
-            found.append(problem_json(warning, source, "warning"))
+            if (said := problem_json(warning, source, "warning")) not in found:
+                print_problem(warning, source, warning=True)  # (a stack key's: once, not
+                found.append(said)  # for each of a sweep's trials)
     return found

@@ -2,6 +2,7 @@
 framework's plan, its gang, its restart policy and platform env, or every problem that only shows
 once they meet (`blueprint()`, the one path that decides validity)."""
 
+from .advice import warnings
 from .blueprints import (
     Blueprint,
     TensorboardLogs,
@@ -9,7 +10,6 @@ from .blueprints import (
     arrange,
     blueprint,
     created_last,
-    warnings,
 )
 from .gangs import Gang
 

@@ -374,3 +374,27 @@ def test_a_local_sweep_is_kept_in_an_azure_container_and_read_back(
     (back,) = json.loads(ran(capsys, "history", "lr-momentum", "--output", "json"))
     assert back["best"] == here["best"] and len(back["trials"]) == 6
     assert [t["objective"] for t in back["trials"]] == [t["objective"] for t in here["trials"]]
+
+
+@pytest.mark.parametrize(
+    ("history", "secret", "keys"),
+    [
+        ("s3://runs/team-a", None, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        ("gs://runs/team-a", None, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        ("az://runs/team-a", None, "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY"),
+        ("s3://runs/team-a", "store-keys", None),
+        ("gs://runs/team-a", "hmac-keys", None),
+    ],
+)
+def test_a_bucket_without_its_keys_is_warned_of_once(tmp_path, capsys, history, secret, keys):
+    """Without a Secret the keeper's writes go unsigned, which a store refuses (moto takes an
+    object's first write and refuses the next: a run kept without its end)."""
+    given = {"historySecret": secret} if secret else {}
+    config = stack(tmp_path, history=history, egressCIDRs="0.0.0.0/0", **given)
+    capsys.readouterr()
+    assert cli.main(["validate", "examples/sweep.yaml", "--stack-config", config]) == 0
+    err = capsys.readouterr().err
+    warned = [line for line in err.splitlines() if "warning: aichor:historySecret" in line]
+    assert len(warned) == (1 if keys else 0), err  # (once, not for each of the six trials)
+    if keys:
+        assert f"{history}'s keys" in warned[0] and keys in warned[0]
