@@ -39,15 +39,21 @@ $(STAMP): $(RUNTIME)
 	fi
 	touch $(STAMP)
 
-demo: $(RUNTIME)
-	@set -e; for m in examples/*.yaml; do \
-	  stack=stacks/Pulumi.$$(basename $$m .yaml).yaml; \
-	  echo "== $$m"; \
-	  $(BIN)/aichor-iac validate $$m; \
-	  $(BIN)/aichor-iac preview $$m --stack-config $$stack; \
-	  $(BIN)/aichor-iac render $$m --stack-config $$stack -o out/$$(basename $$m .yaml) > /dev/null; \
-	  echo "rendered into out/$$(basename $$m .yaml)/"; \
-	done
+# Each example validated, previewed and rendered into out/NAME/, again only once it, its stack
+# file or the package has changed (the README and Getting started run make demo more than once).
+EXAMPLES := $(basename $(notdir $(wildcard examples/*.yaml)))
+PACKAGE := $(shell find aichor_iac -type f -not -path '*/__pycache__/*')
+
+demo: $(RUNTIME) $(EXAMPLES:%=out/%/.demo)
+	@echo "every example validated, previewed and rendered into out/"
+
+out/%/.demo: examples/%.yaml stacks/Pulumi.%.yaml $(RUNTIME) $(PACKAGE)
+	@echo "== $<"
+	@$(BIN)/aichor-iac validate $<
+	@$(BIN)/aichor-iac preview $< --stack-config stacks/Pulumi.$*.yaml
+	@$(BIN)/aichor-iac render $< --stack-config stacks/Pulumi.$*.yaml -o out/$* > /dev/null
+	@echo "rendered into out/$*/"
+	@touch $@
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
