@@ -117,13 +117,19 @@ def test_a_failed_run_names_the_pod_that_failed_first(tmp_path, history, capsys)
 def test_ctrl_c_ends_a_run_cleanly_and_keeps_it_interrupted(tmp_path, history, capsys):
     marker = f"aichor-ctrl-c-{os.getpid()}"
     path = experiment(tmp_path, f"echo started; sleep 120 # {marker}", name="ctrlc")
-    command = [sys.executable, "-m", "aichor_iac.cli", "run", "--local", path]
+    # (-X faulthandler: a run that outlasts its bound is made to say where each thread waits)
+    command = [sys.executable, "-X", "faulthandler", "-m", "aichor_iac.cli", "run", "--local", path]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in run.stdout:
         if line.endswith("started\n"):
             break
     run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=60)
+    try:
+        out, err = run.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        run.send_signal(signal.SIGABRT)
+        out, err = run.communicate(timeout=30)
+        pytest.fail(f"Ctrl-C did not end the run within 60 s; its threads:\n{err[-8000:]}")
     assert run.returncode == 130
     assert "Traceback" not in err and "aichor-iac: interrupted; kept: aichor-iac history" in err
     assert "aichor-iac: ctrlc interrupted" in out  # (what it had done)
