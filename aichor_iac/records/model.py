@@ -27,11 +27,14 @@ class Point:
     value: float
 
 
-def add_point(found: dict[str, list[Point]], name: Any, when: str | None, value: Any) -> None:
-    """A point after the metric's others, if its value is a number."""
+def add_point(found: dict[str, list[Point]], name: object, when: str | None, value: object) -> None:
+    """A point after the metric's others, if its name is text and its value a number (as a
+    report or a printed line gives it: a number, or its text)."""
+    if not isinstance(value, (int, float, str)):
+        return
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return
     if isinstance(name, str):
         points = found.setdefault(name, [])

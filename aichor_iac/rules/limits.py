@@ -434,7 +434,7 @@ SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 
-def quantity(value: Any) -> float:
+def quantity(value: object) -> float:
     """A Kubernetes quantity (`500m`, `4Gi`, `1e3`) as a number; 0 if it is not one (the
     API server's own check of the rendered objects names it)."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from .. import pods
@@ -37,12 +38,11 @@ STOP = (
 )
 
 
-def file_source(collector: Any) -> tuple[str, bool, list[Problem]]:
-    """The File collector's path and whether its format is JSON, with Katib's defaults (its
-    path /var/log/katib/metrics.log, TEXT), and the webhook's problems with them."""
+def file_source(given: Mapping[str, object], filtered: bool) -> tuple[str, bool, list[Problem]]:
+    """The File collector's path and whether its format is JSON, from its `fileSystemPath`
+    (`given`) with Katib's defaults (its path /var/log/katib/metrics.log, TEXT), and the
+    webhook's problems with them (`filtered`: the source gives a filter too)."""
     where = "spec.metricsCollectorSpec.source"
-    source = collector.source
-    given = (source.file_system_path if source else None) or {}
     path, kind = given.get("path") or DEFAULT_PATH, given.get("kind") or "File"
     form = given.get("format") or "TEXT"
     problems = []
@@ -54,7 +54,7 @@ def file_source(collector: Any) -> tuple[str, bool, list[Problem]]:
         problems.append(Problem(f"{where}.fileSystemPath.path", reason))
     if form not in ("TEXT", "JSON"):
         problems.append(Problem(f"{where}.fileSystemPath.format", "TEXT or JSON"))
-    if form == "JSON" and source is not None and source.filter is not None:
+    if form == "JSON" and filtered:
         reason = "filter must be nil when format is JSON (each line is a JSON object)"
         problems.append(Problem(f"{where}.filter", reason))
     return str(path), form == "JSON", problems

@@ -31,7 +31,7 @@ from ...sweeps.algorithms import FIXED, SAMPLERS
 from ...sweeps.naming import trial_name
 from ...sweeps.sobol import sobol_search
 from ...sweeps.space import grid, grid_size, random_search, seed_of
-from .spec import Resource, Spec, TrialTemplate
+from .spec import MetricsCollector, Resource, Spec, TrialTemplate
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"
@@ -145,7 +145,7 @@ def _checked(
     name = resource.metadata.name or ""
     problems = [*resource.metadata.problems("Katib"), *_refused(spec), *_template_problems(spec)]
     if spec.metrics_collector_spec.collector.kind == "File":
-        problems += collect.file_source(spec.metrics_collector_spec)[2]
+        problems += _file_source(spec.metrics_collector_spec)[2]
     if not name:
         problems.append(Problem("metadata.name", "give the sweep a name: its trials take it"))
     elif len(name) > MAX_NAME:  # (Katib's webhook: its trials, and their label, take it)
@@ -154,6 +154,13 @@ def _checked(
     if problems:
         raise fail(problems)
     return name, spec
+
+
+def _file_source(collector: MetricsCollector) -> tuple[str, bool, list[Problem]]:
+    """The File collector's path, whether its lines are JSON, and its problems."""
+    source = collector.source
+    given = (source.file_system_path if source else None) or {}
+    return collect.file_source(given, source is not None and source.filter is not None)
 
 
 def _objective(spec: Spec) -> Aim:
@@ -169,7 +176,7 @@ def _objective(spec: Spec) -> Aim:
     forms = source.filter.metrics_format if source and source.filter else []
     path, json_lines = None, False
     if kind == "File":  # (its lines, after the primary container's: `collect`)
-        path, json_lines, _ = collect.file_source(collector)
+        path, json_lines, _ = _file_source(collector)
     return Aim(
         objective.objective_metric_name,
         objective.type,
