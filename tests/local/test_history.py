@@ -114,12 +114,25 @@ def test_a_failed_run_names_the_pod_that_failed_first(tmp_path, history, capsys)
     assert ("kept-worker-1", "Failed") in changes
 
 
+def interruptible(command: list[str]) -> subprocess.Popen:
+    """The command started as a terminal starts it, Ctrl-C's SIGINT at its default: a suite
+    started in the background of a script (`cmd &`) ignores SIGINT, which its children
+    inherit, and Python leaves an ignored SIGINT ignored (no KeyboardInterrupt)."""
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 def test_ctrl_c_ends_a_run_cleanly_and_keeps_it_interrupted(tmp_path, history, capsys):
     marker = f"aichor-ctrl-c-{os.getpid()}"
     path = experiment(tmp_path, f"echo started; sleep 120 # {marker}", name="ctrlc")
     # (-X faulthandler: a run that outlasts its bound is made to say where each thread waits)
     command = [sys.executable, "-X", "faulthandler", "-m", "aichor_iac.cli", "run", "--local", path]
-    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = interruptible(command)
     for line in run.stdout:
         if line.endswith("started\n"):
             break
@@ -160,8 +173,7 @@ def test_a_running_run_is_kept_as_it_goes(tmp_path, history, capsys):
     """The record says Running while the run goes (written every few seconds), before the
     run's end writes it whole."""
     path = experiment(tmp_path, "echo started; sleep 20", name="going")
-    command = [sys.executable, "-m", "aichor_iac.cli", "run", "--local", path]
-    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = interruptible([sys.executable, "-m", "aichor_iac.cli", "run", "--local", path])
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
