@@ -200,7 +200,8 @@ class Keeping(_Concern):
         None,
         description="Secret holding the store's keys as the AWS SDKs name them "
         "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional AWS_SESSION_TOKEN), or for az:// "
-        "as the Azure CLI does (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY).",
+        "as the Azure CLI does (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY); unset, the pods "
+        "write unsigned, which a store refuses unless anyone may write (validate warns).",
     )
     history_endpoint: str | None = Field(
         None,
