@@ -5,10 +5,12 @@ dependencies and options. Each run calls `pulumi.runtime.set_mocks` afresh."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,20 @@ ROOT = Path(__file__).resolve().parent.parent
 # futures whose error nothing retrieves, and asyncio's log of them must not format their
 # tracebacks whenever they are collected (CPython 3.11.7 fails an `ast.parse` it interrupts).
 logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+# CPython 3.11.7 keeps one AST constructor depth per interpreter, not per thread (gh-106905,
+# mended in 3.11.8): an `ast.parse` in one thread (a traceback's carets, pytest's unraisable
+# hook, an import) while another's runs fails one of them with "SystemError: AST constructor
+# recursion depth mismatch" (once in a hypothesis test, beside the engine's threads). The
+# suite's processes parse one at a time (re-entrant: a collection in a parse may parse).
+_parse, _parsing = ast.parse, threading.RLock()
+
+
+def _parse_alone(*args: Any, **kwargs: Any) -> ast.AST:
+    with _parsing:
+        return _parse(*args, **kwargs)
+
+
+ast.parse = _parse_alone  # type: ignore[assignment]
 # Every `run --local` keeps its record (issue 66): the suite's, apart from the user's (each
 # process of the suite, and what it starts, in a folder of its own)
 os.environ["AICHOR_IAC_HISTORY"] = tempfile.mkdtemp(prefix="aichor-iac-history-")
