@@ -74,11 +74,9 @@ def _store_warnings(blueprint: Blueprint) -> list[Problem]:
     scheme = (settings.history or "").partition("://")[0]
     if scheme not in ("s3", "gs", "az") or settings.history_secret:
         return []
-    keys = (
-        "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY"
-        if scheme == "az"
-        else ("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
-    )
+    keys = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+    if scheme == "az":
+        keys = "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY"
     reason = (
         f"no Secret gives {settings.history}'s keys, so the pods write to it unsigned, which "
         "a store refuses unless anyone may write there: name a Secret holding "
