@@ -137,3 +137,31 @@ def test_make_demo_installs_the_runtime_alone(tmp_path):
     demo = planned("demo")
     assert "pip install -qq -e .\n" in demo and "[test]" not in demo
     assert "pip install -qq -e '.[test]'" in planned("test")
+
+
+def test_make_test_runs_every_exclusive_test_alone_afterwards():
+    """`make test`'s second run collects only the files that mark tests exclusive: every test
+    so marked is in them (one marked through another name would otherwise never run)."""
+    planned = subprocess.run(
+        ["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    (alone,) = [line for line in planned.splitlines() if "-m exclusive" in line]
+    files = set(alone.split("-m exclusive", 1)[1].split())
+    collect = [
+        "-o",
+        "addopts=",
+        "--collect-only",
+        "-q",
+        "-m",
+        "exclusive",
+        "-p",
+        "no:cacheprovider",
+    ]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", *collect],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout
+    marked = {line.split("::", 1)[0] for line in listed.splitlines() if "::" in line}
+    assert marked and marked == files, (marked, files)

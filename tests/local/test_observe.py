@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import os
+import subprocess
 import threading
 import time
 from contextlib import redirect_stdout
@@ -168,16 +169,21 @@ def test_status_reads_a_run_without_root(tmp_path, monkeypatch):
     which the run's parent forwards from this side's 127.0.0.1 and announces."""
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # (what a user without root gets)
     r = {"cpus": 1, "ramRatio": 1}
-    command = 'echo "up on $HOSTNAME"; sleep 30'
+    # The pod runs until the test has read it: its `sleep` (a length no other process has) is
+    # then ended from here, which, root in truth, sees the processes of the pods' namespaces.
+    sleep = f"sleep 600.{os.getpid()}"
+    command = f'echo "up on $HOSTNAME"; {sleep} || :'
     data = {"spec": {"operator": "pytorch", "image": "i", "command": command, "types": {}}}
     data["spec"]["types"] = {"Master": {"resources": r}}
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(data))
     lines: list[tuple[str, str]] = []
+    ended: list[str] = []
 
     def in_thread() -> None:
         asyncio.set_event_loop(asyncio.new_event_loop())  # (Pulumi's engine renders it)
         run_experiment(doors.load(path), name="nr", timeout=120, on_line=lambda *x: lines.append(x))
+        ended.append("succeeded")
 
     run = threading.Thread(target=in_thread, daemon=True)
     run.start()
@@ -196,7 +202,9 @@ def test_status_reads_a_run_without_root(tmp_path, monkeypatch):
         assert main(["logs", "--local", str(path), "--name", "nr"]) == 0
     assert "nr-master-0 up on nr-master-0" in out.getvalue()
     kubeapi.local_url("nr")  # announced while it runs; gone once it has ended
+    subprocess.run(["pkill", "-TERM", "-x", "-f", sleep], check=True)
     run.join(120)
+    assert ended == ["succeeded"]
     with pytest.raises(kubeapi.Unreachable):
         kubeapi.local_url("nr")
 
