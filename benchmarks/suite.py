@@ -42,8 +42,13 @@ def area(path: str) -> str:
 
 def slow_tests() -> set[tuple[str, str]]:
     """The tests `make check` leaves out (those marked slow, or exclusive)."""
+    return collected("slow or exclusive")
+
+
+def collected(marks: str) -> set[tuple[str, str]]:
+    """(file, test) of each test that `marks` (a `pytest -m` expression) selects."""
     # (pyproject's -q and one more: the count by file, not each test; -o resets it)
-    collect = ["-o", "addopts=", "--collect-only", "-q", "-m", "slow or exclusive"]
+    collect = ["-o", "addopts=", "--collect-only", "-q", "-m", marks]
     listed = subprocess.run(
         [sys.executable, "-m", "pytest", *collect],
         cwd=ROOT,

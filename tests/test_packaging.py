@@ -4,6 +4,7 @@ Schema are in both, and the installed CLI finds them away from this checkout."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +18,9 @@ import pytest
 pytestmark = pytest.mark.slow  # (a real sdist and wheel, built and installed)
 
 ROOT = Path(__file__).parent.parent
+spec = importlib.util.spec_from_file_location("suite", ROOT / "benchmarks" / "suite.py")
+suite = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(suite)
 
 
 @pytest.fixture(scope="module")
@@ -147,21 +151,5 @@ def test_make_test_runs_every_exclusive_test_alone_afterwards():
     ).stdout
     (alone,) = [line for line in planned.splitlines() if "-m exclusive" in line]
     files = set(alone.split("-m exclusive", 1)[1].split())
-    collect = [
-        "-o",
-        "addopts=",
-        "--collect-only",
-        "-q",
-        "-m",
-        "exclusive",
-        "-p",
-        "no:cacheprovider",
-    ]
-    listed = subprocess.run(
-        [sys.executable, "-m", "pytest", *collect],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    ).stdout
-    marked = {line.split("::", 1)[0] for line in listed.splitlines() if "::" in line}
+    marked = {path for path, _ in suite.collected("exclusive")}
     assert marked and marked == files, (marked, files)
