@@ -470,17 +470,18 @@ def test_the_examples_run_locally_as_a_smoke_test(
     # (the work cut where its size shows nothing more on two cores: each of Ray Data's 8
     # blocks and 2 actors starts a Python worker, 2 and 1 show the same, and one actor needs
     # one node of the pool, whose second would cost a Ray start, ~20 s of CPU; XGBoost's 100
-    # rounds are 100 all-reduces of three processes, 10 are as many as the tracker needs)
-    smaller = {
-        "kuberay": ("batch_inference.py", "batch_inference.py --blocks 2 --actors 1"),
-        "xgboost": ("--num-round 100", "--num-round 10"),
+    # rounds are 100 all-reduces of three processes, 10 are as many as the tracker needs):
+    # the command's text replaced, and the replicas a group keeps at most
+    cuts = {
+        "kuberay": ("batch_inference.py", "batch_inference.py --blocks 2 --actors 1", "1"),
+        "xgboost": ("--num-round 100", "--num-round 10", "2"),
     }
-    if example in smaller:
+    old, new, replicas = cuts.get(example, ("", "", "2"))
+    if old:
         text = path.read_text()
-        assert smaller[example][0] in text
-        path.write_text(text.replace(*smaller[example]))
+        assert old in text
+        path.write_text(text.replace(old, new))
     # (a bound: a run that can no longer end fails here rather than waiting out its hour)
-    replicas = "1" if example == "kuberay" else "2"
     run = ["run", "--local", str(path), "--replicas", replicas, "--timeout", "600"]
     assert cli.main(run) == 0
     out = capsys.readouterr().out
