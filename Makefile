@@ -31,8 +31,16 @@ $(RUNTIME): $(BIN)/python pyproject.toml
 
 # The stores' tests run real servers: MLflow's and moto's (PyPI, the test extra) and Azurite,
 # Microsoft's Azure Storage emulator (npm): without npm, Azure's tests skip and say why.
+#
+# rfc3987-syntax comes with jupyter_server (jupyter-events asks for jsonschema[format-nongpl])
+# and is then removed: jsonschema imports it whenever it is installed, and its import builds 35
+# Earley parsers, a second of CPU in every process that imports jsonschema (Ray imports it:
+# every Ray daemon, driver and worker of the tests' clusters; Kubeflow's SDK too). A Ray node's
+# start then costs 7 CPU-s rather than 17, the real Ray tests half their CPU. jsonschema does
+# without it (no `iri` format check, which no test's schema uses).
 $(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install -qq -e '.[test]'
+	$(BIN)/python -m pip uninstall -qq -y rfc3987-syntax
 	@if command -v npm >/dev/null; then \
 	  npm install --prefix $(VENV)/azurite --no-audit --no-fund --silent 'azurite@^3.35' >/dev/null \
 	  || echo "azurite: npm could not install it; the Azure Blob Storage tests will skip"; \
