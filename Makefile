@@ -73,15 +73,15 @@ system-packages:
 	  || echo "system-packages: could not install $(SYSTEM_PACKAGES); the tests that need them will skip"; \
 	fi
 
-# Two processes (most slow tests wait on real processes: the cores are a third idle, but three
-# processes took 20 min rather than 21.7 quiet, as long with two busy ones beside, 42 min, and
-# a real Ray cluster's start outlasted its test's bound); the real Ray clusters in one of them,
-# one at a time (tests/kube.py: ONE_RAY_CLUSTER_AT_A_TIME); the tests that look at the whole
-# machine's state run alone afterwards, collected from the files that mark some (collecting
-# every file again takes 15 s).
+# Three processes: most slow tests wait on real processes (the cores were a third idle at
+# two: a fresh clone's pytest 19.7 min at two, 17.3 at three, quiet); the real Ray clusters in
+# one of them, one at a time (tests/kube.py: ONE_RAY_CLUSTER_AT_A_TIME; before Ray's processes
+# lost rfc3987-syntax's second each, above, a cluster starved at three); the tests that look at
+# the whole machine's state run alone afterwards, collected from the files that mark some
+# (collecting every file again takes 15 s).
 EXCLUSIVE = $(shell grep -rl --include='*.py' 'mark.exclusive' tests)
 test: $(STAMP) lint system-packages
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not exclusive"
+	$(BIN)/python -m pytest -n 3 --dist loadgroup -m "not exclusive"
 	$(BIN)/python -m pytest -m exclusive $(EXCLUSIVE)
 
 # The quick tier, for the edit-run loop: lint, types and every test but the slow ones (real
