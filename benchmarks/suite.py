@@ -1,10 +1,10 @@
 """Where the suite's time goes (issue 68: `make demo` + `make test` within 15 minutes on two
 cores): `make test`'s run with every test's duration, summed by area (the tests' folder, or
 module at the top) and by tier (`slow`, the quick tier of `make check`), with the slowest tests.
-A test's time is its setup, call and teardown; the run's wall time is pytest's own (two
-processes share two cores with real runs that wait: the sum is not twice the wall time).
+A test's time is its setup, call and teardown; the run's wall time is pytest's own (three
+processes share two cores with real runs that wait: the sum is not thrice the wall time).
 
-    .venv/bin/python benchmarks/suite.py               # runs the suite (about 25 minutes)
+    .venv/bin/python benchmarks/suite.py               # runs the suite (about 18 minutes)
     .venv/bin/python benchmarks/suite.py --from FILE   # reads a run's `--durations=0` output
 """
 
@@ -85,7 +85,8 @@ def main() -> int:
     if args.given:
         text = Path(args.given).read_text()
     else:
-        run = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q"]
+        # (as make test runs it)
+        run = [sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup", "-q"]
         run += ["-m", "not exclusive", "--durations=0", "-p", "no:warnings"]
         text = subprocess.run(run, cwd=ROOT, capture_output=True, text=True).stdout
     print(report(text, slow_tests()))
