@@ -101,10 +101,17 @@ class Network:
             subprocess.run(["kill", "-9", pid], capture_output=True, check=False)
 
     def hosts(self, lines: list[str]) -> None:
-        """The hosts file's records, replaced in place: every pod's hard link sees its inode."""
-        with (self.root / "hosts").open("r+") as f:
-            f.truncate(0)
-            f.write("\n".join(lines) + "\n")
+        """The hosts file's records, replaced in place (every pod's hard link sees its inode)
+        by one write that never shrinks it: a shorter set is padded with blank lines, which
+        resolvers skip. A pod resolving meanwhile reads every record that stays whole; it once
+        read an empty file (truncated, then written) and a worker's lookup of its master
+        failed."""
+        new = ("\n".join(lines) + "\n").encode()
+        fd = os.open(self.root / "hosts", os.O_RDWR)
+        try:
+            os.pwrite(fd, new + b"\n" * max(0, os.fstat(fd).st_size - len(new)), 0)
+        finally:
+            os.close(fd)
 
 
 def _ip(*args: str, ns: str | None = None) -> None:

@@ -60,3 +60,40 @@ def test_a_replicas_own_job_has_its_host_name_and_no_index():
         "10.0.0.3 exp-worker-1.exp.ns.svc.cluster.local exp-worker-1.exp exp-worker-1",
         "10.0.0.3 exp.ns.svc.cluster.local",
     ]
+
+
+def test_a_pod_resolving_while_the_hosts_file_changes_reads_the_records_that_stay(tmp_path):
+    """Pods start and end while others resolve names: a pod that stays is in every read of
+    the hosts file, whole (it is rewritten in place, never shrunk: a shorter set is padded
+    with blank lines). Truncating, then writing, let a worker read an empty file and fail to
+    find its master."""
+    import threading
+
+    from aichor_iac.local.network import Network
+
+    many = ["127.0.0.1 localhost"]
+    many += [f"10.77.0.{n} exp-worker-{n}.exp exp-worker-{n}" for n in range(40)]
+    stay = many[:3]  # (localhost and two pods that live throughout)
+    network = Network(tmp_path, [], private=False)
+    (tmp_path / "hosts").write_text("\n".join(many) + "\n")
+    missed: list[list[str]] = []
+    done = threading.Event()
+
+    def resolve() -> None:
+        while not done.is_set():
+            lines = (tmp_path / "hosts").read_text().splitlines()
+            if lines[:3] != stay:
+                missed.append(lines)
+
+    reader = threading.Thread(target=resolve)
+    reader.start()
+    try:
+        for _ in range(2000):
+            network.hosts(stay)
+            network.hosts(many)
+        network.hosts(stay)
+    finally:
+        done.set()
+        reader.join()
+    assert missed == [], missed[:3]
+    assert (tmp_path / "hosts").read_text().split("\n\n")[0] == "\n".join(stay)
