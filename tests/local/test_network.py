@@ -3,7 +3,9 @@ Services (pure: no namespace needed)."""
 
 from __future__ import annotations
 
-from aichor_iac.local.network import records
+import threading
+
+from aichor_iac.local.network import Network, records
 
 
 def job(name: str, role: str, hostname: str | None = None) -> dict:
@@ -67,10 +69,6 @@ def test_a_pod_resolving_while_the_hosts_file_changes_reads_the_records_that_sta
     the hosts file, whole (it is rewritten in place, never shrunk: a shorter set is padded
     with blank lines). Truncating, then writing, let a worker read an empty file and fail to
     find its master."""
-    import threading
-
-    from aichor_iac.local.network import Network
-
     many = ["127.0.0.1 localhost"]
     many += [f"10.77.0.{n} exp-worker-{n}.exp exp-worker-{n}" for n in range(40)]
     stay = many[:3]  # (localhost and two pods that live throughout)
@@ -82,7 +80,7 @@ def test_a_pod_resolving_while_the_hosts_file_changes_reads_the_records_that_sta
     def resolve() -> None:
         while not done.is_set():
             lines = (tmp_path / "hosts").read_text().splitlines()
-            if lines[:3] != stay:
+            if lines[: len(stay)] != stay:
                 missed.append(lines)
 
     reader = threading.Thread(target=resolve)
