@@ -50,21 +50,29 @@ from aichor_iac.rules import limits
 from aichor_iac.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _read(path: Path) -> list:
+    """A file's YAML documents, read by libyaml (every test process reads these files when it
+    collects the tests: PyYAML's own parser took a second of it)."""
+    return list(yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader))
+
+
 # The AIchor examples (the custom resources among the examples are in RESOURCES' folders' kind)
 EXAMPLES = [
     data
-    for data in (yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml")))
+    for data in (_read(p)[0] for p in sorted((ROOT / "examples").glob("*.yaml")))
     if data.get("kind", "AIchorManifest") == "AIchorManifest"
 ]
 # Kubeflow custom resources (the public examples) are manifests too: a quarter of the cases.
 RESOURCES = (
-    [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "tests/kubeflow").glob("*.yaml"))]
+    [_read(p)[0] for p in sorted((ROOT / "tests/kubeflow").glob("*.yaml"))]
     + [  # KubeRay's samples: their RayJob or RayCluster
-        next(d for d in yaml.safe_load_all(p.read_text()) if d.get("apiVersion") == "ray.io/v1")
+        next(d for d in _read(p) if d.get("apiVersion") == "ray.io/v1")
         for p in sorted((ROOT / "tests/kuberay").glob("*.yaml"))
     ]
     + [  # JobSet's examples and Trainer's TrainJobs (their first document), and our own seeds
-        next(yaml.safe_load_all(p.read_text()))
+        _read(p)[0]
         for folder in (
             "tests/jobset",
             "tests/trainer",
@@ -78,20 +86,20 @@ RESOURCES = (
 # resource with its ConfigMaps): each door's examples, half of `run()`'s cases (issue 39)
 FILES = (
     [
-        [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
+        [d for d in _read(p) if d is not None]
         for folder in ("kubeflow", "kuberay", "jobset", "trainer", "trainer_shapes", "fuzz_seeds")
         for p in sorted((ROOT / "tests" / folder).glob("*.yaml"))
     ]
     + [  # Katib's examples as sweeps of 3 trials that run whatever fails (issue 41)
         [{**d, "spec": {**d["spec"], "maxTrialCount": 3, "maxFailedTrialCount": 3}}]
         for p in sorted((ROOT / "tests" / "katib").glob("*.yaml"))
-        for d in yaml.safe_load_all(p.read_text())
+        for d in _read(p)
         if d is not None
     ]
     + [  # Trainer's OptimizationJobs as sweeps of 3 trials (issue 54)
         [{**d, "spec": {**d["spec"], "numTrials": 3, "parallelTrials": 2}}]
         for p in sorted((ROOT / "tests" / "trainer_optimization").glob("*.yaml"))
-        for d in yaml.safe_load_all(p.read_text())
+        for d in _read(p)
     ]
 )
 CR_GROUPS = ("kubeflow.org/", "ray.io/", "jobset.x-k8s.io/", "trainer.kubeflow.org/")

@@ -3,6 +3,7 @@ pod templates): running one container's command here, as if its peers were up.""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -31,6 +32,13 @@ ONE_RAY_CLUSTER_AT_A_TIME = pytest.mark.xdist_group("ray")
 NEEDS_CLUSTER = pytest.mark.skipif(
     not LocalCluster.available(), reason="needs `ip netns` (root) for the local cluster"
 )
+
+
+def needs(module: str) -> pytest.MarkDecorator:
+    """Skipped unless `module` is installed, found without importing it: a module-level
+    `importorskip("torch")` imports torch (or mlflow) in every test process, seconds each."""
+    missing = importlib.util.find_spec(module) is None
+    return pytest.mark.skipif(missing, reason=f"needs {module} (make test installs it)")
 
 
 def pod_env(**extra: str) -> dict[str, str]:

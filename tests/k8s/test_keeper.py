@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kube import needs
 from stores import KEYS, mlflow_server, running, s3_client
 from waiting import until
 
@@ -23,9 +24,7 @@ from aichor_iac import pods
 from aichor_iac.pods import keeper
 from aichor_iac.records import store
 
-pytestmark = pytest.mark.slow  # (real MLflow, S3 and Azure servers)
-
-pytest.importorskip("mlflow")
+pytestmark = [pytest.mark.slow, needs("mlflow")]  # (real MLflow, S3 and Azure servers)
 DENY = json.dumps(
     {"Statement": [{"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Resource": "*"}]}
 )

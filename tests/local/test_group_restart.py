@@ -16,15 +16,14 @@ from pathlib import Path
 
 import pytest
 from conftest import expand
-from kube import NEEDS_CLUSTER, LocalCluster, pod_env
+from kube import NEEDS_CLUSTER, LocalCluster, needs, pod_env
 from pulumi_up import Failed, Live, up
 
 from aichor_iac import doors
 from aichor_iac.local.run import LocalRunFailed, run_experiment
 from aichor_iac.settings import Settings
 
-pytestmark = NEEDS_CLUSTER
-torch = pytest.importorskip("torch")
+pytestmark = [NEEDS_CLUSTER, needs("torch")]
 
 # Rank 2 (the second worker) kills itself at step KILL_AT of the attempts KILLS lists.
 TRAIN = r"""

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube import NEEDS_CLUSTER
+from kube import NEEDS_CLUSTER, needs
 from stores import KEYS, s3_client
 
 from aichor_iac import cli
 
-pytest.importorskip("mlflow")
+pytestmark = needs("mlflow")
 real = NEEDS_CLUSTER
 
 
