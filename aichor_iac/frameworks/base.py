@@ -238,6 +238,9 @@ class Plan:
     independent: bool = False
     # A cluster that runs until destroyed (a RayCluster): nothing completes
     endless: bool = False
+    # Roles whose members leave and rejoin while the others train on (torchrun's elastic
+    # agents): a member's failure restarts its container in place, not the experiment's end
+    rejoining: tuple[str, ...] = ()
     # Why some replicas run as root, which the stack's aichor:runAsNonRoot or runAsUser refuses
     runs_as_root: str = ""
     # Where `debug.jupyter` puts its server (default: beside the entry point)

@@ -6,6 +6,8 @@ aliases. Rank 0 is the master (or worker 0); worker i has rank i + 1 beside a ma
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..experiment.model import Spec
 from .base import Endpoint, Env, Group, Names, Plan, Slot, coordinated, master_env, ranked
 
@@ -75,10 +77,13 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
             return (*result, Env("PET_NNODES", str(total)))
         return (*result, *elastic_env(elastic, rdzv, spec))
 
+    rejoining = tuple(s.role for s in slots if s.replica_type == "Worker" and elastic is not None)
     if master is not None:
-        return coordinated("pytorch", slots, master, env, port_name=PORT_NAME)
+        result = coordinated("pytorch", slots, master, env, port_name=PORT_NAME)
+        return dataclasses.replace(result, rejoining=rejoining)
     if rdzv is not None and elastic is not None and "rdzvHost" not in elastic:
-        return coordinated("pytorch", slots, rdzv, env, port_name=PORT_NAME)
+        result = coordinated("pytorch", slots, rdzv, env, port_name=PORT_NAME)
+        return dataclasses.replace(result, rejoining=rejoining)
     (slot,) = slots
     group = Group(
         role=slot.role,
@@ -87,7 +92,13 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
         env=env(slot),
         ports=((PORT_NAME, port("Worker")),),
     )
-    return Plan(framework="pytorch", groups=(group,), entry_point=slot.role, independent=True)
+    return Plan(
+        framework="pytorch",
+        groups=(group,),
+        entry_point=slot.role,
+        independent=True,
+        rejoining=rejoining,
+    )
 
 
 PORT_NAME = "pytorchjob-port"  # the operator's port name (its default number is PORT)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ class LocalCluster:
         entrypoints: dict[str, list[str]] | None = None,
         allocatable: dict[str, int] | None = None,
         kubelet_restarts: bool = False,
+        rejoining: Collection[tuple[str, str]] = (),
     ):
         self.controllers = Controllers(objects, kueue_quota)
         self.jobs, self.pods = self.controllers.jobs, self.controllers.pods
@@ -74,7 +75,7 @@ class LocalCluster:
             entrypoints or {},
         )
         capacity = Capacity(allocatable)
-        self.kubelet = PodRunner(self.controllers, self.node, capacity, kubelet_restarts)
+        self.kubelet = PodRunner(self.controllers, self.node, capacity, kubelet_restarts, rejoining)
         self.runner = JobRunner(self.controllers, self.kubelet)
         # What the run's readers look at: the read API, the run's report, the tests
         self.records, self.results = self.kubelet.records, self.kubelet.results
@@ -202,9 +203,8 @@ class JobRunner:
                 for p, job in self.controllers.job_by_pod.items()
                 if job["metadata"]["name"] == name
             ]
-            running = self.node.running(pods)
         self.records.job_ended(name, "Failed", reason)
-        self.kubelet.stop(running)
+        self.kubelet.stop(pods)
 
     def _replica(
         self, job: dict[str, Any], index: int, hold: tuple[str, str] | None, timeout: float

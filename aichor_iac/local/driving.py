@@ -89,6 +89,7 @@ class Run:
             Path(self.workdir),
             private,
             entrypoints=self.entrypoints,
+            rejoining={(p.name, role) for p in self.parts for role in p.rejoining},
         )
         with (
             _terminated_as_exit(),

@@ -37,6 +37,7 @@ class Part:
     needed: tuple[str, ...]
     deciding: tuple[str, ...]
     count: int
+    rejoining: tuple[str, ...] = ()  # roles whose containers restart in place (elastic)
 
     @classmethod
     def of(cls, name: str, plan: Any) -> Part:
@@ -46,6 +47,7 @@ class Part:
             needed=needed,
             deciding=tuple(sorted({*needed, *awaited(plan)})),
             count=sum(g.count for g in plan.groups if g.role in plan.completes),
+            rejoining=plan.rejoining,
         )
 
     def outcome(self, results: list[tuple[str, int, str, str]]) -> Outcome | None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ..k8s import tensorboard
 from . import containers, probes
-from .jobs import Controllers, PodState
+from .jobs import Controllers, PodState, owner
 from .kubelet import BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Capacity, Records
 from .node import Node
 
@@ -25,13 +25,20 @@ class PodRunner:
     wait ends, and what ends then is the run's end, not a failure of its own."""
 
     def __init__(
-        self, controllers: Controllers, node: Node, capacity: Capacity, kubelet_restarts: bool
+        self,
+        controllers: Controllers,
+        node: Node,
+        capacity: Capacity,
+        kubelet_restarts: bool,
+        rejoining: Collection[tuple[str, str]] = (),
     ) -> None:
         self.controllers, self.node, self.lock = controllers, node, controllers.lock
         # What the API reports (`kubelet`); the node's extended resources; whether a failed
         # OnFailure container restarts in place (the kubelet's), else its pod fails at once
+        # (a smoke test's first failure decides), but for the (experiment, role)s `rejoining`
+        # the others (an elastic job's members: the rest train on while one restarts)
         self.records, self.capacity = Records(), capacity
-        self.kubelet_restarts = kubelet_restarts
+        self.kubelet_restarts, self.rejoining = kubelet_restarts, set(rejoining)
         self.live = {p for p in node.ips if p not in controllers.state}  # (Deployments': at once)
         self.disrupted: set[str] = set()  # pods being deleted as a drain would
         self.closed = False
@@ -75,7 +82,7 @@ class PodRunner:
         did not end well (it gave up, or the grace period's KILL came first) lost logs: the
         pod is `unshipped`, which Kubernetes would not count, and a local run does (unless
         it was the run's own end that killed it: the run was decided by then)."""
-        containers.stop(list(sidecars.values()), GRACE_SECONDS)
+        containers.stop(list(sidecars.values()), self.grace(pod))
         shipper = sidecars.get(tensorboard.SHIPPER_CONTAINER)
         if shipper is not None and shipper.returncode and not self.closed:
             self.unshipped.add(pod)
@@ -97,7 +104,8 @@ class PodRunner:
             self.records.ended(
                 pod, result.returncode, self.node.files.termination_message(pod, name)
             )
-            in_place = self.kubelet_restarts and spec.get("restartPolicy") == "OnFailure"
+            restarts = self.kubelet_restarts or owner(job) in self.rejoining
+            in_place = restarts and spec.get("restartPolicy") == "OnFailure"
             if not result.returncode or not in_place or pod in self.disrupted:
                 return result
             if self.records.pod(pod).restarts >= limit or self.closed:
@@ -145,13 +153,23 @@ class PodRunner:
         with self.lock:
             self.disrupted.add(pod)
         self.records.event("Pod", pod, "Killing", "Stopping pod (DisruptionTarget)")
-        self.stop(self.node.running([pod]))
+        self.stop([pod])
 
-    @staticmethod
-    def stop(running: list[subprocess.Popen]) -> None:
-        """Processes stopped as a deleted pod's are (TERM, then KILL after the grace period),
-        while the caller goes on."""
-        threading.Thread(target=containers.stop, args=(running, GRACE_SECONDS), daemon=True).start()
+    def stop(self, pods: list[str]) -> None:
+        """The pods' processes stopped as a deleted pod's are (TERM, then KILL after its
+        grace period), while the caller goes on."""
+        for pod in pods:
+            running = self.node.running([pod])
+            stopping = threading.Thread(
+                target=containers.stop, args=(running, self.grace(pod)), daemon=True
+            )
+            stopping.start()
+
+    def grace(self, pod: str) -> float:
+        """The pod's terminationGracePeriodSeconds (the kubelet's default, 30, without one):
+        how long its containers have, once told TERM, to end (a trainer's checkpoint)."""
+        spec = self.controllers.job_of_pod(pod)["spec"]["template"]["spec"]
+        return spec.get("terminationGracePeriodSeconds", GRACE_SECONDS)
 
     def sleep(self, seconds: float) -> bool:
         """Wait `seconds`; False if the cluster is left first."""

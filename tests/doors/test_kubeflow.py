@@ -445,6 +445,20 @@ def test_a_backoff_limit_restarts_the_whole_group(policies, rules):
         assert given == rules
 
 
+def test_an_elastic_policy_restarts_its_members_in_place_within_the_backoff_limit():
+    """Elastic: torchrun's agents re-form their rendezvous around a member restarted alone, so
+    no group restart (it would stop the members that train on); each restarts in place, the
+    Job's backoffLimit counting the restarts as the operator's does; the image's entrypoint
+    needs no command to be re-run."""
+    policy = {"minReplicas": 2, "maxReplicas": 3, "maxRestarts": 3}
+    cr = pytorchjob(None, 3, None, runPolicy={"backoffLimit": 3}, elasticPolicy=policy)
+    cr["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "OnFailure"
+    (job,) = [o for o in expand(cr).objects if o["kind"] == "Job"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert job["spec"]["backoffLimit"] == 3 and "podFailurePolicy" not in job["spec"]
+    assert "class Lead" not in json.dumps(job)
+
+
 @pytest.mark.parametrize(
     "policies",
     [{"Master": "Never", "Worker": "Never"}, {"Master": "OnFailure", "Worker": "OnFailure"}],

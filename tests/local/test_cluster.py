@@ -411,3 +411,44 @@ def test_a_network_that_fails_half_way_leaves_nothing_behind(monkeypatch):
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"aichor-{cluster.network.id}-" not in namespaces
     assert not Path(cluster.node.mount_points.live.name).exists()
+
+
+# A trainer that checkpoints on TERM, in 2 s, as transformers' JIT checkpointing does
+CHECKPOINTS_ON_TERM = """exec python3 -c '
+import signal, sys, time
+def checkpoint(*_):
+    time.sleep(2)
+    print("checkpointed", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, checkpoint)
+print("training", flush=True)
+time.sleep(120)
+'"""
+
+
+@pytest.mark.parametrize(("grace", "checkpointed"), [(6, True), (1, False)])
+def test_a_pod_stopped_has_its_grace_period_to_checkpoint(grace, checkpointed):
+    """A pod stopped (its Job failed past its deadline; evicted alike) is told TERM, and
+    KILLed only after its terminationGracePeriodSeconds, as the kubelet does: a checkpoint of
+    2 s completes within 6, not within 1."""
+    jobs = objects("batchjob", CHECKPOINTS_ON_TERM, Worker=1)
+    for job in (o for o in jobs if o["kind"] == "Job"):
+        job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def on_line(pod: str, line: str) -> None:
+        lines.append(line)
+        if line == "training":
+            seen.set()
+
+    with LocalCluster(jobs, ENV, on_line=on_line) as cluster:
+        (name,) = [j["metadata"]["name"] for j in cluster.jobs]
+        cluster.start(name)
+        assert seen.wait(60)
+        stopped = time.monotonic()
+        cluster.fail_job(name, "DeadlineExceeded")
+        cluster.settle(60)
+        took = time.monotonic() - stopped
+    assert ("checkpointed" in lines) == checkpointed, lines
+    assert took < grace + 5

@@ -88,7 +88,8 @@ def validate(
         companions=tuple(companions),
     )
     experiment = _experiment(kind, resource.metadata.name, replica_specs, kept, spec.run_policy)
-    policy = _failure_policy(kept, spec.run_policy)
+    elastic = getattr(spec, "elastic_policy", None) is not None
+    policy = None if elastic else _failure_policy(kept, spec.run_policy)
     experiment = experiment.model_copy(update={"spec": experiment.spec.with_failure_policy(policy)})
     return resource.metadata.read(experiment, origin, source, lines)
 
@@ -249,7 +250,9 @@ def _failure_policy(kept: dict[str, Kept], run: RunPolicy) -> FailurePolicy | No
     restart (`OnFailure`, `ExitCode`): the operator would restart the failed pod alone, which
     a rank cannot rejoin; every replica restarts instead. A type that says `Never` fails the
     experiment at once, as `ExitCode` does on the program's own exit codes (1-127). Without a
-    backoffLimit the operator restarts for ever: replicas restart in place, one by one."""
+    backoffLimit the operator restarts for ever: replicas restart in place, one by one, as an
+    elastic policy's always do (torchrun's agents re-form their rendezvous around a member
+    restarted alone; a group restart would stop the ones that train on)."""
     if not run.backoff_limit or all(k.restart_policy == "Never" for k in kept.values()):
         return None
     rules = []
