@@ -1,8 +1,9 @@
 """Elastic PyTorch (issue 69): a Kubeflow PyTorchJob with an `elasticPolicy`, run on the local
 cluster as the Training Operator runs it on a cluster. A node lost mid-training has its container
 restarted in place (restartPolicy OnFailure, the kubelet's back-off), torchrun's agents re-form
-their c10d rendezvous around it, and training goes on from its checkpoint to its last step: a
-member's restart is not the experiment's failure. The files are the ones
+their c10d rendezvous with it (torch 2.13's agents through a restart of their own, after its
+store's 60 s timeout: docs/frameworks/pytorch.md says why), and training goes on from its
+checkpoint to its last step: a member's restart is not the experiment's failure. The files are the ones
 docs/frameworks/pytorch.md prints."""
 
 from __future__ import annotations
