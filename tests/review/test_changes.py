@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import expand
 
 from aichor_iac.review import changes
 
@@ -95,3 +96,23 @@ def test_field_changes_name_each_leaf_and_match_named_items_by_name():
     ] == [("[Z]", {"name": "Z", "value": "0"})]
     # items without distinct names: by position
     assert [f.path for f in changes.field_changes(["a", "b"], ["b", "a"])] == ["[0]", "[1]"]
+
+
+def elastic(replicas: int) -> list[dict]:
+    """A PyTorchJob with an elastic policy of 2..4 Workers, at `replicas`."""
+    container = {"name": "pytorch", "image": "img", "command": ["torchrun", "train.py"]}
+    worker = {"replicas": replicas, "template": {"spec": {"containers": [container]}}}
+    policy = {"minReplicas": 2, "maxReplicas": 4}
+    spec = {"elasticPolicy": policy, "pytorchReplicaSpecs": {"Worker": worker}}
+    cr = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "exp"}}
+    return expand({**cr, "spec": spec}).objects
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_an_elastic_job_resized_within_its_bounds_updates_its_workers_in_place(replicas):
+    """(Issue 69) A second `pulumi up` with `replicas` changed within minReplicas..maxReplicas
+    updates the Worker Job (completions and parallelism together: its running members keep
+    running); nothing else changes."""
+    plan = changes.plan(elastic(3), elastic(replicas))
+    changed = [(c.op, c.key[2]) for c in plan if c.op != "same"]
+    assert changed == [("update", "exp-worker")]
