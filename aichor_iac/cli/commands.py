@@ -268,7 +268,7 @@ def _results(
     failure's, else 0."""
     outcomes, reports = ended
     from ..experiment.trial import EARLY_STOPPED as EARLY
-    from ..local.parts import HELD_BACK, TIMED_OUT, first_failure
+    from ..local.parts import first_failure
     from ..observe.progress import summary
     from ..sweeps.plot import plot
     from ..sweeps.results import view
@@ -279,12 +279,14 @@ def _results(
         status = outcomes[name][0]
         result = "succeeded" if status == 0 else "failed"
         result = "stopped early" if name in stopped else result  # (by its sweep's rule)
-        why = {HELD_BACK: ": not created, pulumi up failed first", TIMED_OUT: ": timed out"}
+        pod = outcomes[name][1]
         last = {"trainerStatus": reports[name]} if name in reports else {}
+        first = {"failedFirst": pod} if status and pod else {}
         if console is None:
-            print(json.dumps({"experiment": name, "result": result, "status": status, **last}))
+            told = {"experiment": name, "result": result, "status": status, **first, **last}
+            print(json.dumps(told))
         else:
-            said = result if status == 0 else f"failed ({status}){why.get(outcomes[name], '')}"
+            said = result if status == 0 else f"failed ({status}){_why(outcomes[name])}"
             said += f" ({summary(reports[name])})" if name in reports else ""
             print(f"aichor-iac: {name} {said}", flush=True)
     for sweep, found in sweeps.items():
@@ -295,6 +297,21 @@ def _results(
     if plotted:
         plot(sweeps, plotted)
     return first_failure(outcomes)[0] or _sweeps_failed(sweeps)
+
+
+def _why(outcome: Outcome) -> str:
+    """What follows a failed experiment's `failed (N)`: what decided it. A pod's failure is
+    named, with its signal; the other pods' errors after it (a peer's "Connection closed by
+    peer") followed from it."""
+    from ..local.parts import HELD_BACK, TIMED_OUT, failed_first
+
+    if outcome == HELD_BACK:
+        return ": not created, pulumi up failed first"
+    if outcome == TIMED_OUT:
+        return ": timed out"
+    if outcome[1] is None:
+        return ""
+    return f": {failed_first(outcome)}; other pods' errors after it followed from it"
 
 
 def _sweeps_failed(sweeps: dict[str, SweepReport]) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .host import network_namespaces
-from .jobs import Controllers, PodState, gang_of, pod_name
+from .jobs import Controllers, PodState, gang_of, owner, pod_name
 from .kubelet import Capacity
 from .node import Node
 from .pods import PodRunner
@@ -75,7 +75,15 @@ class LocalCluster:
             entrypoints or {},
         )
         capacity = Capacity(allocatable)
-        self.kubelet = PodRunner(self.controllers, self.node, capacity, kubelet_restarts, rejoining)
+        # A local run is a smoke test: a failed container's pod fails at once, unless asked
+        # (`kubelet_restarts`) or an elastic job's member (`rejoining`: the others train on)
+        in_place = frozenset(rejoining)
+        self.kubelet = PodRunner(
+            self.controllers,
+            self.node,
+            capacity,
+            lambda job: kubelet_restarts or owner(job) in in_place,
+        )
         self.runner = JobRunner(self.controllers, self.kubelet)
         # What the run's readers look at: the read API, the run's report, the tests
         self.records, self.results = self.kubelet.records, self.kubelet.results

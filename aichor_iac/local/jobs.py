@@ -13,6 +13,8 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+from . import containers
+
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 
 
@@ -56,6 +58,13 @@ def owner(job: dict[str, Any]) -> tuple[str, str]:
     """The experiment a Job belongs to and its group (role), from its labels."""
     labels = job["metadata"]["labels"]
     return labels["app.kubernetes.io/instance"], labels["app.kubernetes.io/component"]
+
+
+def grace_of(job: dict[str, Any]) -> float:
+    """How long a Job's pods have, once told TERM, to end (a trainer's checkpoint) before
+    KILL: their terminationGracePeriodSeconds, the kubelet's 30 without one."""
+    spec = job["spec"]["template"]["spec"]
+    return spec.get("terminationGracePeriodSeconds", containers.GRACE_SECONDS)
 
 
 def gang_of(job: dict[str, Any]) -> str | None:

@@ -5,6 +5,7 @@ first failure of one of those or of a pod the others wait for."""
 from __future__ import annotations
 
 import dataclasses
+import signal
 from typing import Any
 
 from ..experiment.state import State
@@ -72,6 +73,17 @@ def awaited(plan: Any) -> list[str]:
     the groups it is created after (a node that never joins holds its node wait)."""
     entry = next(g for g in plan.groups if g.role == plan.entry_point)
     return sorted(g.role for g in plan.groups if g.gates or g.role in entry.after)
+
+
+def failed_first(outcome: Outcome) -> str:
+    """Who decided a failed outcome, as its line says it: the pod that failed first, and the
+    signal of a code past 128 (137: SIGKILL, a lost node's or the OOM killer's)."""
+    status, pod = outcome
+    try:
+        how = f" ({signal.Signals(status - 128).name})" if status > 128 else ""
+    except ValueError:  # (no such signal: a program's own exit code)
+        how = ""
+    return f"{pod} failed first{how}"
 
 
 def first_failure(outcomes: dict[str, Outcome]) -> Outcome:

@@ -8,16 +8,17 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 from ..k8s import tensorboard
 from . import containers, probes
-from .jobs import Controllers, PodState, owner
+from .jobs import Controllers, PodState, grace_of
 from .kubelet import BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Capacity, Records
 from .node import Node
 
-GRACE_SECONDS = containers.GRACE_SECONDS
+# Whether a Job's failed OnFailure containers restart in place, as the kubelet restarts them
+InPlace = Callable[[dict[str, Any]], bool]
 
 
 class PodRunner:
@@ -25,20 +26,12 @@ class PodRunner:
     wait ends, and what ends then is the run's end, not a failure of its own."""
 
     def __init__(
-        self,
-        controllers: Controllers,
-        node: Node,
-        capacity: Capacity,
-        kubelet_restarts: bool,
-        rejoining: Collection[tuple[str, str]] = (),
+        self, controllers: Controllers, node: Node, capacity: Capacity, in_place: InPlace
     ) -> None:
         self.controllers, self.node, self.lock = controllers, node, controllers.lock
-        # What the API reports (`kubelet`); the node's extended resources; whether a failed
-        # OnFailure container restarts in place (the kubelet's), else its pod fails at once
-        # (a smoke test's first failure decides), but for the (experiment, role)s `rejoining`
-        # the others (an elastic job's members: the rest train on while one restarts)
-        self.records, self.capacity = Records(), capacity
-        self.kubelet_restarts, self.rejoining = kubelet_restarts, set(rejoining)
+        # What the API reports (`kubelet`); the node's extended resources; whether a Job's
+        # failed OnFailure containers restart in place (the kubelet's), else its pod fails
+        self.records, self.capacity, self.in_place = Records(), capacity, in_place
         self.live = {p for p in node.ips if p not in controllers.state}  # (Deployments': at once)
         self.disrupted: set[str] = set()  # pods being deleted as a drain would
         self.closed = False
@@ -82,7 +75,7 @@ class PodRunner:
         did not end well (it gave up, or the grace period's KILL came first) lost logs: the
         pod is `unshipped`, which Kubernetes would not count, and a local run does (unless
         it was the run's own end that killed it: the run was decided by then)."""
-        containers.stop(list(sidecars.values()), self.grace(pod))
+        containers.stop(list(sidecars.values()), grace_of(self.controllers.job_of_pod(pod)))
         shipper = sidecars.get(tensorboard.SHIPPER_CONTAINER)
         if shipper is not None and shipper.returncode and not self.closed:
             self.unshipped.add(pod)
@@ -91,7 +84,7 @@ class PodRunner:
                 self.node.on_line(f"{pod}/{tensorboard.SHIPPER_CONTAINER}", said)
 
     def _main(self, job: dict[str, Any], index: int, pod: str) -> subprocess.CompletedProcess:
-        """The main container's run, and (`kubelet_restarts`, restartPolicy OnFailure) its
+        """The main container's run, and (`in_place`, restartPolicy OnFailure) its
         runs again after each failure, with the kubelet's back-off, as long as the Job's
         backoffLimit (which counts them) allows."""
         spec, delay = job["spec"]["template"]["spec"], BACKOFF_SECONDS
@@ -104,8 +97,7 @@ class PodRunner:
             self.records.ended(
                 pod, result.returncode, self.node.files.termination_message(pod, name)
             )
-            restarts = self.kubelet_restarts or owner(job) in self.rejoining
-            in_place = restarts and spec.get("restartPolicy") == "OnFailure"
+            in_place = self.in_place(job) and spec.get("restartPolicy") == "OnFailure"
             if not result.returncode or not in_place or pod in self.disrupted:
                 return result
             if self.records.pod(pod).restarts >= limit or self.closed:
@@ -159,17 +151,8 @@ class PodRunner:
         """The pods' processes stopped as a deleted pod's are (TERM, then KILL after its
         grace period), while the caller goes on."""
         for pod in pods:
-            running = self.node.running([pod])
-            stopping = threading.Thread(
-                target=containers.stop, args=(running, self.grace(pod)), daemon=True
-            )
-            stopping.start()
-
-    def grace(self, pod: str) -> float:
-        """The pod's terminationGracePeriodSeconds (the kubelet's default, 30, without one):
-        how long its containers have, once told TERM, to end (a trainer's checkpoint)."""
-        spec = self.controllers.job_of_pod(pod)["spec"]["template"]["spec"]
-        return spec.get("terminationGracePeriodSeconds", GRACE_SECONDS)
+            args = (self.node.running([pod]), grace_of(self.controllers.job_of_pod(pod)))
+            threading.Thread(target=containers.stop, args=args, daemon=True).start()
 
     def sleep(self, seconds: float) -> bool:
         """Wait `seconds`; False if the cluster is left first."""

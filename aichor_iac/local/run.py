@@ -17,7 +17,7 @@ from .driving import Run
 from .growth import Grow, Growth, rendered
 from .host import LocalUnavailable
 from .namespaced import in_user_namespace
-from .parts import HELD_BACK, Outcome
+from .parts import HELD_BACK, Outcome, failed_first
 from .prepare import base_env, capped_to, check_entrypoints, progress_hosts, secret_values
 
 LAST_LINES = 80  # of the failing pod, in LocalRunFailed
@@ -30,7 +30,7 @@ class LocalRunFailed(Exception):
     def __init__(self, experiment: str, status: int, pod: str | None, lines: list[str]):
         self.experiment, self.status, self.pod, self.lines = experiment, status, pod, lines
         why = (
-            f"{pod} failed first"
+            failed_first((status, pod))
             if pod
             else "pulumi up failed first: it was not created"
             if (status, pod) == HELD_BACK

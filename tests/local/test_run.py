@@ -24,6 +24,7 @@ from rich.console import Console
 
 from aichor_iac import cli, experiment_from_function, local
 from aichor_iac.local import host
+from aichor_iac.local.parts import failed_first
 from aichor_iac.local.progress import progress
 
 real = NEEDS_CLUSTER
@@ -32,6 +33,23 @@ PRINT_INDEX = (
     'python3 -c \'import os; i = int(os.environ["JOB_COMPLETION_INDEX"]); print("index", i); '
     "raise SystemExit(3 if i == {fail} else 0)'"
 )
+
+
+# The run's last line of a failed experiment: the pod whose failure decided it, and why
+FAILED_FIRST = "failed (3): exp-worker-1 failed first; other pods' errors after it followed from it"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "said"),
+    [
+        ((3, "exp-worker-1"), "exp-worker-1 failed first"),  # (the program's own code)
+        ((137, "exp-worker-2"), "exp-worker-2 failed first (SIGKILL)"),  # (a lost node, OOM)
+        ((143, "exp-worker-0"), "exp-worker-0 failed first (SIGTERM)"),
+        ((255, "exp-master-0"), "exp-master-0 failed first"),  # (no signal 127)
+    ],
+)
+def test_the_pod_that_failed_first_is_named_with_its_signal(outcome, said):
+    assert failed_first(outcome) == said
 
 
 def batchjob(tmp_path: Path, count: int, fail: int = -1) -> Path:
@@ -55,7 +73,7 @@ def batchjob(tmp_path: Path, count: int, fail: int = -1) -> Path:
     [
         (3, -1, [], 0, ["exp-worker-0 index 0", "exp-worker-2 index 2", "exp succeeded"], []),
         (6, -1, ["--replicas", "2"], 0, ["exp-worker-1 index 1"], ["exp-worker-2"]),
-        (3, 1, [], 3, ["exp-worker-1 index 1", "exp failed (3)"], []),
+        (3, 1, [], 3, ["exp-worker-1 index 1", f"exp {FAILED_FIRST}"], []),
     ],
 )
 def test_run_local_prefixes_each_line_and_exits_with_the_result(

@@ -27,6 +27,8 @@ COMMAND = (
     '[ "${trialParameters.seed}" != 3 ]'
 )
 ROOT = Path(__file__).resolve().parents[2]
+# The run's line of an experiment whose pod failed first, with a program's own exit code
+FAILED_FIRST = "failed (1): {} failed first; other pods' errors after it followed from it"
 # A Job trial's pod: its index, and a loss from its seed
 JOB_COMMAND = 'echo "index $JOB_COMPLETION_INDEX"; echo "loss=0.${trialParameters.seed}"'
 
@@ -80,8 +82,9 @@ def test_a_sweep_runs_locally_two_trials_at_a_time_and_ends_with_its_table(
     assert len(spans) == 4, out  # the failed trial did not stop the others
     for moment in sorted(t for span in spans.values() for t in span):
         assert sum(start <= moment < end for start, end in spans.values()) <= 2, spans
-    results = re.findall(r"^aichor-iac: (seeds-\S+) (succeeded|failed \(1\))$", out, re.M)
-    assert sorted(r for _, r in results) == ["failed (1)", "succeeded", "succeeded", "succeeded"]
+    results = re.findall(r"^aichor-iac: (seeds-\S+) (succeeded|failed \(1\): .+)$", out, re.M)
+    (failed,) = [(name, r) for name, r in results if r != "succeeded"]  # naming its master
+    assert failed[1] == FAILED_FIRST.format(f"{failed[0]}-master-0") and len(results) == 4
     # The table: each trial's seed, state and loss; the best (seed 1: loss 0.1) marked
     rows = {m[2]: m for m in re.findall(r"^(seeds-\S+)( \*)?\s+(\d)\s+(\w+)\s+(\S+)", out, re.M)}
     assert {seed: (row[3], row[4]) for seed, row in rows.items()} == {
@@ -124,7 +127,7 @@ def test_with_max_failed_trial_count_0_the_first_failure_stops_creating_trials(
     out = capsys.readouterr().out
     assert sorted(re.findall(r"^\S+ start \S+ seed (\d)$", out, re.M)) == ["2", "4"], out
     results = re.findall(r"^aichor-iac: seeds-\S+ (.*)$", out, re.M)
-    assert sorted(results) == [
+    assert sorted(r.split(": seeds-")[0] for r in results) == [
         "failed (1)",
         *["failed (125): not created, pulumi up failed first"] * 2,
         "succeeded",
