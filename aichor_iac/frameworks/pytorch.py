@@ -7,6 +7,7 @@ aliases. Rank 0 is the master (or worker 0); worker i has rank i + 1 beside a ma
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from ..experiment.model import Spec
 from .base import Endpoint, Env, Group, Names, Plan, Slot, coordinated, master_env, ranked
@@ -77,28 +78,33 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
             return (*result, Env("PET_NNODES", str(total)))
         return (*result, *elastic_env(elastic, rdzv, spec))
 
-    rejoining = tuple(s.role for s in slots if s.replica_type == "Worker" and elastic is not None)
-    if master is not None:
-        result = coordinated("pytorch", slots, master, env, port_name=PORT_NAME)
-        return dataclasses.replace(result, rejoining=rejoining)
-    if rdzv is not None and elastic is not None and "rdzvHost" not in elastic:
-        result = coordinated("pytorch", slots, rdzv, env, port_name=PORT_NAME)
-        return dataclasses.replace(result, rejoining=rejoining)
+    follows_rdzv = rdzv is not None and elastic is not None and "rdzvHost" not in elastic
+    plan = _shaped(slots, master or (rdzv if follows_rdzv else None), env, port("Worker"))
+    if elastic is None:
+        return plan
+    workers = tuple(s.role for s in slots if s.replica_type == "Worker")
+    return dataclasses.replace(plan, rejoining=workers)  # (torchrun's agents re-form)
+
+
+def _shaped(
+    slots: list[Slot],
+    coordinator: Endpoint | None,
+    env: Callable[[Slot], tuple[Env, ...]],
+    port: int,
+) -> Plan:
+    """The ranks following their coordinator (the master, or worker 0's rendezvous), or,
+    without one, workers that each run alone, as the operator gives them no peer."""
+    if coordinator is not None:
+        return coordinated("pytorch", slots, coordinator, env, port_name=PORT_NAME)
     (slot,) = slots
     group = Group(
         role=slot.role,
         replica_type=slot.replica_type,
         spec=slot.spec,
         env=env(slot),
-        ports=((PORT_NAME, port("Worker")),),
+        ports=((PORT_NAME, port),),
     )
-    return Plan(
-        framework="pytorch",
-        groups=(group,),
-        entry_point=slot.role,
-        independent=True,
-        rejoining=rejoining,
-    )
+    return Plan(framework="pytorch", groups=(group,), entry_point=slot.role, independent=True)
 
 
 PORT_NAME = "pytorchjob-port"  # the operator's port name (its default number is PORT)

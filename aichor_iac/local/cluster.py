@@ -77,12 +77,12 @@ class LocalCluster:
         capacity = Capacity(allocatable)
         # A local run is a smoke test: a failed container's pod fails at once, unless asked
         # (`kubelet_restarts`) or an elastic job's member (`rejoining`: the others train on)
-        in_place = frozenset(rejoining)
+        rejoins = frozenset(rejoining)
         self.kubelet = PodRunner(
             self.controllers,
             self.node,
             capacity,
-            lambda job: kubelet_restarts or owner(job) in in_place,
+            lambda job: kubelet_restarts or owner(job) in rejoins,
         )
         self.runner = JobRunner(self.controllers, self.kubelet)
         # What the run's readers look at: the read API, the run's report, the tests

@@ -10,7 +10,7 @@ import sys
 from typing import Any, Protocol
 
 from . import containers
-from .jobs import pod_name
+from .jobs import grace_of, pod_name
 from .kubelet import Records
 from .node import Node
 
@@ -97,7 +97,7 @@ def started_up(
         failures += 1
         if sidecars[name].poll() is None and failures >= probe.get("failureThreshold", 3):
             kubelet.records.event("Pod", pod, "Unhealthy", f"Startup probe failed: {name}")
-            grace = probe.get("terminationGracePeriodSeconds", containers.GRACE_SECONDS)
+            grace = probe.get("terminationGracePeriodSeconds", grace_of(job))  # (the pod's)
             containers.stop([sidecars[name]], grace)
         if sidecars[name].poll() is not None:
             sidecars[name] = node.start(job, index, name)
