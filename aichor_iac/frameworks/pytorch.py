@@ -79,7 +79,7 @@ def kubeflow_plan(spec: Spec, names: Names) -> Plan:
         return (*result, *elastic_env(elastic, rdzv, spec))
 
     follows_rdzv = rdzv is not None and elastic is not None and "rdzvHost" not in elastic
-    plan = _shaped(slots, master or (rdzv if follows_rdzv else None), env, port("Worker"))
+    plan = _shaped(slots, master or (rdzv if follows_rdzv else None), env, port)
     if elastic is None:
         return plan
     workers = tuple(s.role for s in slots if s.replica_type == "Worker")
@@ -90,7 +90,7 @@ def _shaped(
     slots: list[Slot],
     coordinator: Endpoint | None,
     env: Callable[[Slot], tuple[Env, ...]],
-    port: int,
+    port: Callable[[str], int],
 ) -> Plan:
     """The ranks following their coordinator (the master, or worker 0's rendezvous), or,
     without one, workers that each run alone, as the operator gives them no peer."""
@@ -102,7 +102,7 @@ def _shaped(
         replica_type=slot.replica_type,
         spec=slot.spec,
         env=env(slot),
-        ports=((PORT_NAME, port),),
+        ports=((PORT_NAME, port(slot.replica_type)),),  # (its one type: Worker)
     )
     return Plan(framework="pytorch", groups=(group,), entry_point=slot.role, independent=True)
 
