@@ -131,6 +131,10 @@ def shown(record: Record) -> Table:
     out.add_row(f"run {record.id}")
     if record.experiment is not None:
         out.add_row(_pods(record.experiment))
+        if (failure := record.experiment.failed_first) is not None:
+            out.add_row(Text(failure.said(), style="bold"))
+            for line in failure.last():
+                out.add_row(Text(f"    {line}", style="dim"))
         for restart in record.experiment.restarts:
             out.add_row(f"restart {restart.attempt}: {restart.reason} ({restart.time})")
     else:
@@ -149,7 +153,7 @@ def _pods(run: ExperimentRun) -> Table:
     for pod in run.pods:
         spent = "" if pod.seconds is None else duration(pod.seconds)
         exit_code = "" if pod.exit_code is None else str(pod.exit_code)
-        first = " (failed first)" if pod.name == run.failed_first else ""
+        first = " (failed first)" if run.failed_first and pod.name == run.failed_first.pod else ""
         row = (pod.phase, str(pod.restarts), (pod.reason or "") + first, exit_code, spent)
         out.add_row(pod.name, *row)
     last = {name: points[-1].value for name, points in run.metrics.items() if points}

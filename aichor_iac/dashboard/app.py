@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..observe.progress import duration, summary
 from ..observe.status import Report, pod_rows
+from ..records.model import Failure
 from . import views
 from .watch import Watch
 
@@ -52,6 +53,8 @@ def templates() -> Environment:
     environment.filters["duration"] = lambda s: "" if s is None else duration(s)
     environment.filters["number"] = lambda v: "" if v is None else f"{v:.6g}"
     environment.filters["summary"] = summary
+    environment.filters["failure"] = Failure.of  # (status's failedFirst, as a record holds it)
+    environment.filters["last_line"] = lambda text: (text or "").strip().rsplit("\n", 1)[-1]
     return environment
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import signal
 from typing import TypedDict
 
 
@@ -30,6 +31,15 @@ class State(str, enum.Enum):
         """Whether it counts against a sweep's maxFailedTrialCount (Katib's
         `TrialsFailed + TrialMetricsUnavailable`)."""
         return self in (State.FAILED, State.METRICS_UNAVAILABLE)
+
+
+def signal_name(code: int) -> str | None:
+    """The signal an exit code past 128 says a process died of, as a shell reports it (137:
+    SIGKILL, a lost node's or the OOM killer's); None for a program's own code."""
+    try:
+        return signal.Signals(code - 128).name if code > 128 else None
+    except ValueError:  # (no such signal: the program's own code)
+        return None
 
 
 class Metric(TypedDict):

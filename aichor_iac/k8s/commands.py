@@ -7,6 +7,11 @@ from ..frameworks import Group
 from . import shell
 from .context import Context
 
+# The main container's termination message when it fails without writing one: its log's tail
+# (the kubelet keeps its last 80 lines, 2 KiB), which `status` and a run's record show as the
+# first failure's last lines after its pod is gone. A template's own policy stays.
+TAIL_ON_ERROR = "FallbackToLogsOnError"
+
 
 def followed(ctx: Context, group: Group) -> bool:
     """Whether `group` is the entry point other groups follow (it holds the lifeline)."""

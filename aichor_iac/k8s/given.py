@@ -56,6 +56,7 @@ def template(
         dns["searches"] = [*dns.get("searches", []), *group.dns_searches]
     main = next(c for c in spec["containers"] if c["name"] == kept.container)
     main["env"] = [*main.get("env", []), *env]
+    main.setdefault("terminationMessagePolicy", commands.TAIL_ON_ERROR)
     if volumes:
         spec["volumes"] = [*spec.get("volumes", []), *volumes]
         main["volumeMounts"] = [

@@ -323,6 +323,7 @@ def _main_container(
         resources=requirements(resources, ctx.settings.rdma_resource_prefix),
         volume_mounts=mounts or None,
         security_context=security,
+        termination_message_policy=commands.TAIL_ON_ERROR,
     )
 
 

@@ -18,6 +18,10 @@ from .downward import container_argv, container_env, container_of
 from .jobs import pod_name
 from .network import Network, records
 
+# A failed container's log tail as the kubelet keeps it for `FallbackToLogsOnError`
+# (kubernetes pkg/kubelet/container: MaxContainerTerminationMessageLogLines, ...LogLength)
+TAIL_LINES, TAIL_BYTES = 80, 2048
+
 
 class Node:
     """The node of the pods of `workloads` ((Job or Deployment, index), each given an address
@@ -190,7 +194,13 @@ class PodFiles:
             if (self.root / pod / f"{container}.{kind}").exists()
         )
 
-    def termination_message(self, pod: str, container: str) -> str:
-        """What a container wrote to its termination message file (`/dev/termination-log`)."""
+    def termination_message(self, pod: str, container: str, tail: bool = False) -> str:
+        """What a container wrote to its termination message file (`/dev/termination-log`);
+        `tail` (a failure under `FallbackToLogsOnError`), its log's tail when it wrote none,
+        as the kubelet keeps it: the last 80 lines, at most 2 KiB."""
         path = self.root / pod / f"{container}.termination-log"
-        return path.read_text(errors="replace") if path.exists() else ""
+        written = path.read_text(errors="replace") if path.exists() else ""
+        if written or not tail:
+            return written
+        lines = self.logs(pod, container).splitlines(keepends=True)[-TAIL_LINES:]
+        return "".join(lines).encode()[-TAIL_BYTES:].decode(errors="ignore")

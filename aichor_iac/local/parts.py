@@ -5,10 +5,9 @@ first failure of one of those or of a pod the others wait for."""
 from __future__ import annotations
 
 import dataclasses
-import signal
 from typing import Any
 
-from ..experiment.state import State
+from ..experiment.state import State, signal_name
 
 # An experiment's outcome: its exit status (as a shell reports a process's) and the pod whose
 # failure decided it (None: it succeeded, or the run's timeout came first)
@@ -79,10 +78,7 @@ def failed_first(outcome: Outcome) -> str:
     """Who decided a failed outcome, as its line says it: the pod that failed first, and the
     signal of a code past 128 (137: SIGKILL, a lost node's or the OOM killer's)."""
     status, pod = outcome
-    try:
-        how = f" ({signal.Signals(status - 128).name})" if status > 128 else ""
-    except ValueError:  # (no such signal: a program's own exit code)
-        how = ""
+    how = f" ({name})" if (name := signal_name(status)) else ""
     return f"{pod} failed first{how}"
 
 

@@ -94,9 +94,12 @@ class PodRunner:
             self.controllers.move(pod, PodState.RUNNING)
             self.records.started(pod, name)
             result = containers.wait(main)
-            self.records.ended(
-                pod, result.returncode, self.node.files.termination_message(pod, name)
+            tail = (
+                bool(result.returncode)
+                and spec["containers"][0].get("terminationMessagePolicy") == "FallbackToLogsOnError"
             )
+            said = self.node.files.termination_message(pod, name, tail)
+            self.records.ended(pod, result.returncode, said)
             in_place = self.in_place(job) and spec.get("restartPolicy") == "OnFailure"
             if not result.returncode or not in_place or pod in self.disrupted:
                 return result

@@ -13,12 +13,12 @@ from typing import Any
 
 from ..experiment.trial import Objective
 from ..k8s.progress import CONTAINER
-from ..records.model import ExperimentRun, PodRun, Point, Record, Restart, State, add_point
+from ..records.model import ExperimentRun, Failure, PodRun, Point, Record, Restart, State, add_point
 from ..records.reader import Recorded
 from ..sweeps import results
 from . import history
 from .progress import JOB_NAME, receiver_pod, reported
-from .status import Report
+from .status import Report, pod_rows
 from .status import state as experiment_state
 
 
@@ -124,11 +124,25 @@ def _experiment(
         images=tuple(sorted({c["image"] for p in pods for c in p["spec"]["containers"]})),
         metrics=series(source, objective),
         pods=_pods(report),
-        failed_first=run.failed_first.get(source.name),
+        failed_first=_failure(report, run.failed_first.get(source.name)) if state.failed else None,
         restart_attempt=report["restart_attempt"],
         restarts=restarts(source),
         changes=source.reader.changes() if isinstance(source.reader, Recorded) else (),
     )
+
+
+def _failure(report: Report, decided: str | None) -> Failure | None:
+    """The failure that decided a failed experiment: the pod its local run names (it saw the
+    order; the API stamps seconds), else the first failure its pods show; with its exit code
+    and last lines."""
+    found = report["failedFirst"]
+    if found is not None and decided in (None, found["pod"]):
+        return Failure.of(found)
+    row = next((r for r in pod_rows(report) if r["pod"] == decided), None)
+    if decided is None or row is None:
+        return Failure(decided) if decided else None
+    lines = tuple((row["message"] or "").rstrip("\n").splitlines())
+    return Failure(decided, row["exit_code"], lines=lines)
 
 
 def _pods(report: Report) -> tuple[PodRun, ...]:

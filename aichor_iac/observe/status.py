@@ -16,7 +16,8 @@ from typing import Any, TypedDict
 from rich.table import Table
 from rich.text import Text
 
-from ..experiment.state import State, TrainerStatus
+from ..experiment.state import State, TrainerStatus, signal_name
+from ..records.model import Failure
 from .progress import STALE_SECONDS, LastReport, seconds_since, summary
 
 GPU = re.compile(r"^(nvidia\.com|amd\.com)/")
@@ -59,6 +60,19 @@ class Progress(TypedDict):
     stale: bool
 
 
+class FirstFailure(TypedDict):
+    """The main container's failure that came first (`first_failure`): its pod, exit code,
+    the signal of a code past 128, when, and its last lines (its termination message: what
+    it wrote there, else its log's tail, as `FallbackToLogsOnError` has the kubelet keep)."""
+
+    pod: str
+    exitCode: int
+    signal: str | None
+    finishedAt: str | None
+    lines: list[str]
+    others: int  # the pods that failed too, after it
+
+
 class Report(TypedDict):
     """An experiment's state (`report`; `status --json` prints it)."""
 
@@ -67,6 +81,7 @@ class Report(TypedDict):
     phases: dict[str, int]
     gpus: int
     restart_attempt: int | None
+    failedFirst: FirstFailure | None
     trainerStatus: TrainerStatus | None
     progress: Progress | None
 
@@ -116,6 +131,7 @@ def report(
         "phases": phases,
         "gpus": sum(row["gpus"] for row in rows if row["phase"] == "Running"),
         "restart_attempt": attempt,
+        "failedFirst": first_failure(pods),
         "trainerStatus": reported["trainerStatus"] if reported else None,
         "progress": {
             "receivedAt": reported["receivedAt"],
@@ -182,6 +198,32 @@ def pod_row(pod: dict[str, Any], now: datetime) -> PodRow:
     }
 
 
+def first_failure(pods: list[dict[str, Any]]) -> FirstFailure | None:
+    """The earliest failure of a pod's main container, now or before its last restart. The
+    API stamps seconds: within one, a container a signal ended comes before one that exited
+    by itself (the others' "Connection closed by peer" follows a peer killed), then by name."""
+    found = []
+    for pod in pods:
+        container = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
+        for held in (container.get("lastState"), container.get("state")):
+            ended = (held or {}).get("terminated") or {}
+            if code := ended.get("exitCode"):
+                when = ended.get("finishedAt")
+                order = (when is None, when or "", signal_name(code) is None, _name(pod))
+                found.append((order, _name(pod), code, when, ended.get("message") or ""))
+    if not found:
+        return None
+    _, first, code, when, message = min(found)
+    return {
+        "pod": first,
+        "exitCode": code,
+        "signal": signal_name(code),
+        "finishedAt": when,
+        "lines": message.rstrip("\n").splitlines(),
+        "others": len({name for _, name, *_ in found} - {first}),
+    }
+
+
 def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
@@ -202,8 +244,13 @@ def table(found: Report) -> Table:
             spent = "" if row["seconds"] is None else _duration(row["seconds"])
             values = (row["phase"], str(row["restarts"]), state, exit_code, str(row["gpus"]))
             out.add_row(f"  {row['pod']}", *values, spent)
-            if row["message"]:
-                out.add_row(Text(f"    {row['message']}", style="dim"))
+            if said := (row["message"] or "").strip().splitlines():
+                out.add_row(Text(f"    {said[-1]}", style="dim"))  # (a log's tail: its last)
+    if (failure := found["failedFirst"]) is not None:
+        first = Failure.of(failure)
+        out.add_row(Text(first.said(), style="bold"))
+        for line in first.last():
+            out.add_row(Text(f"    {line}", style="dim"))
     if (status := found.get("trainerStatus")) is not None:
         out.add_row(Text(f"progress  {_progress(status, found['progress'])}", style="bold"))
     attempt = found["restart_attempt"]

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..experiment.state import State
+from ..experiment.state import State, signal_name
 
 SCHEMA = 1
-__all__ = ["SCHEMA", "Change", "ExperimentRun", "PodRun", "Point", "Record", "State"]
+__all__ = ["SCHEMA", "Change", "ExperimentRun", "Failure", "PodRun", "Point", "Record", "State"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +57,48 @@ class PodRun:
 
 
 @dataclasses.dataclass(frozen=True)
+class Failure:
+    """The failure that came first: its pod, its main container's exit code (a signal's
+    death: 128 + its number), when (RFC 3339), its last lines (its termination message: what
+    it wrote there, else its log's tail), and how many other pods failed after it."""
+
+    pod: str
+    exit_code: int | None = None
+    time: str | None = None
+    lines: tuple[str, ...] = ()
+    others: int = 0
+
+    @classmethod
+    def of(cls, found: Mapping[str, Any]) -> Failure:
+        """From `status`'s report (`failedFirst`)."""
+        return cls(
+            found["pod"],
+            found["exitCode"],
+            found["finishedAt"],
+            tuple(found["lines"]),
+            found["others"],
+        )
+
+    @property
+    def signal(self) -> str | None:
+        return None if self.exit_code is None else signal_name(self.exit_code)
+
+    def last(self, count: int = 10) -> tuple[str, ...]:
+        """Its last lines as a view shows them under `said()`."""
+        return self.lines[-count:]
+
+    def said(self) -> str:
+        """`failed first: POD, exit 137 (SIGKILL) at T`, and that the others' errors followed."""
+        how = f" ({self.signal})" if self.signal else ""
+        code = "" if self.exit_code is None else f", exit {self.exit_code}{how}"
+        when = f" at {self.time}" if self.time else ""
+        said = f"failed first: {self.pod}{code}{when}"
+        if self.others:
+            said += f"; the errors of {self.others} other pod(s) after it followed from it"
+        return said
+
+
+@dataclasses.dataclass(frozen=True)
 class Change:
     """A pod's state, and when it took it."""
 
@@ -90,7 +132,7 @@ class ExperimentRun:
     objective: float | None = None  # a trial's, by its metric's strategy
     metrics: Mapping[str, tuple[Point, ...]] = dataclasses.field(default_factory=dict)
     pods: tuple[PodRun, ...] = ()
-    failed_first: str | None = None  # the pod whose failure decided it
+    failed_first: Failure | None = None  # the pod whose failure decided it, and how
     restart_attempt: int | None = None  # its group restart's last attempt
     restarts: tuple[Restart, ...] = ()  # each of its group's restarts
     changes: tuple[Change, ...] = ()
@@ -217,4 +259,10 @@ def _run_of(document: Mapping[str, Any]) -> ExperimentRun:
     fields["pods"] = tuple(PodRun(**p) for p in fields.get("pods") or ())
     fields["changes"] = tuple(Change(**c) for c in fields.get("changes") or ())
     fields["restarts"] = tuple(Restart(**r) for r in fields.get("restarts") or ())
+    first = fields.get("failed_first")  # (a record before its Failure: the pod's name)
+    fields["failed_first"] = Failure(first) if isinstance(first, str) else first and _failure(first)
     return ExperimentRun(**fields)
+
+
+def _failure(document: Mapping[str, Any]) -> Failure:
+    return Failure(**{**document, "lines": tuple(document.get("lines") or ())})

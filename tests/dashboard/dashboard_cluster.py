@@ -23,6 +23,7 @@ HOSTILE = (
     "{{ 7 * 7 }} </pre></td></tr></table><a href=javascript:alert(1)>click</a>",
 )
 STARTED = "2026-11-29T10:00:00Z"
+KILLED = "\n".join(("step 14", *HOSTILE, "step 15"))  # the last lines of a container killed
 COMPLETE = [{"type": "Complete", "status": "True", "reason": "CompletionsReached"}]
 
 
@@ -94,6 +95,15 @@ def running(container: dict[str, Any]) -> dict[str, Any]:
     return {"phase": "Running", "startTime": STARTED, "containerStatuses": [found]}
 
 
+def restarted(container: dict[str, Any]) -> dict[str, Any]:
+    """Running again after its container was killed (a lost node's SIGKILL), its log's tail
+    (the termination message FallbackToLogsOnError keeps) hostile."""
+    status = running(container)
+    killed = {"exitCode": 137, "reason": "Error", "finishedAt": STARTED, "message": KILLED}
+    status["containerStatuses"][0].update(restartCount=1, lastState={"terminated": killed})
+    return status
+
+
 def unschedulable() -> dict[str, Any]:
     """A pod the scheduler cannot place, its message hostile."""
     condition = {
@@ -119,15 +129,15 @@ def event(number: int, obj: dict[str, Any], reason: str, message: str) -> dict[s
 
 
 def cluster_of(path: Path) -> Cluster:
-    """The file's Jobs on a cluster: the first trial running with hostile lines in its log, the
-    others pending (unschedulable, with a hostile message); events for each pod."""
+    """The file's Jobs on a cluster: the first trial running with hostile lines in its log (and
+    in the last lines of its container's first run, killed), the others pending (unschedulable, with a hostile message); events for each pod."""
     jobs = [o for o in render(path) if o["kind"] == "Job"]
     pods, logs, events = [], {}, []
     numbers = itertools.count()
     for index, job in enumerate(jobs):
         container = job["spec"]["template"]["spec"]["containers"][0]
         job["status"] = {"active": 1}
-        pod = pod_of(job, running(container) if index == 0 else unschedulable())
+        pod = pod_of(job, restarted(container) if index == 0 else unschedulable())
         pods.append(pod)
         lines = [f"{STARTED} {line}" for line in (*HOSTILE, "loss=0.5")]
         logs[pod["metadata"]["name"], ""] = lines

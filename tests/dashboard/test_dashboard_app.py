@@ -12,7 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from dashboard_cluster import HOSTILE, cluster_of, finish, kubeconfig_file, sweep_file
+from dashboard_cluster import (
+    HOSTILE,
+    STARTED,
+    cluster_of,
+    finish,
+    kubeconfig_file,
+    sweep_file,
+)
 from fake_kube import serving
 from markupsafe import escape
 from starlette.testclient import TestClient
@@ -79,6 +86,19 @@ def test_every_page_shows_hostile_strings_as_text(dashboard):
         assert str(escape(text)) in shown, text
     # (data is never a template: its text, never its value; the title's path may hold "49")
     assert "{{ 7 * 7 }}" in shown and ">49<" not in shown and " 49 " not in shown
+
+
+def test_an_experiment_s_first_failure_is_named_with_its_last_lines(dashboard):
+    """The pod whose main container failed first, its signal and when, and its last lines
+    (its termination message) as text, under the pods."""
+    client, watch, cluster = dashboard
+    pod = cluster.served["v1/pods"][0]["metadata"]["name"]
+    experiment = next(n for n in names(watch) if pod.startswith(f"{n}-"))
+    page = client.get(f"/experiments/{experiment}").text
+    said = page[page.index('<h3 id="failed-first">First failure</h3>') :]
+    assert f"<p>failed first: {pod}, exit 137 (SIGKILL) at {STARTED}</p>" in said
+    shown = said[said.index("<pre") : said.index("</pre>")]
+    assert all(str(escape(text)) in shown for text in ("step 14", *HOSTILE, "step 15"))
 
 
 def test_a_followed_log_is_served_as_text_lines(dashboard):

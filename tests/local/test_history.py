@@ -97,19 +97,25 @@ def test_a_run_again_is_kept_beside_the_first(tmp_path, history, capsys):
 
 
 def test_a_failed_run_names_the_pod_that_failed_first(tmp_path, history, capsys):
-    command = 'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then echo boom; exit 3; fi; sleep 30'
+    """Its pod, exit code and last lines (the log's tail the kubelet keeps as the termination
+    message, FallbackToLogsOnError), in the record, `history` and `status` after the run."""
+    failing = 'echo "step 1"; echo "step 2"; echo "OSError: disk full" >&2; exit 3'
+    command = f'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then {failing}; fi; sleep 30'
     path = experiment(tmp_path, command, count=2)
     assert cli.main(["run", "--local", path]) == 3
     (record,) = kept(capsys)
     run = record["experiment"]
     assert record["state"] == run["state"] == "Failed"
-    assert run["failed_first"] == "kept-worker-1"
+    first = run["failed_first"]
+    assert (first["pod"], first["exit_code"], first["others"]) == ("kept-worker-1", 3, 0)
+    assert first["lines"] == ["step 1", "step 2", "OSError: disk full"]
     (failed,) = [p for p in run["pods"] if p["name"] == "kept-worker-1"]
     assert (failed["phase"], failed["exit_code"], failed["reason"]) == ("Failed", 3, "Error")
     out, _ = said(capsys, "history", "kept")
     assert "Error (failed first)" in out
+    assert "failed first: kept-worker-1, exit 3 at " in out and "OSError: disk full" in out
     out, _ = said(capsys, "history", "kept", "--logs")
-    assert "kept-worker-1 boom" in out
+    assert "kept-worker-1 step 2" in out
     changes = [(c["pod"], c["state"]) for c in run["changes"]]
     assert ("kept-worker-1", "Failed") in changes
 

@@ -93,6 +93,87 @@ def test_a_pod_s_row_says_its_state_and_why(obj, expected):
     assert obj["metadata"]["name"] in shown and (row["reason"] or "") in shown
 
 
+def ended(code: int, at: str, message: str = "") -> dict:
+    found = {"exitCode": code, "finishedAt": f"2026-11-26T11:{at}Z"}
+    return {"terminated": {**found, "message": message} if message else found}
+
+
+def restarted(name: str, code: int, at: str, message: str = "") -> dict:
+    """Running again after its container's failure, which its lastState keeps."""
+    last = {"restartCount": 1, "lastState": ended(code, at, message)}
+    return pod(name, "Running", {"running": {}}, container=last)
+
+
+# (pods, the first failure's pod, exit code, signal, others): the earliest end that was not 0,
+# now or before a restart; within the API's second, a signal's before a program's own exit
+FIRST_FAILURES = [
+    (
+        [pod("a", "Failed", ended(1, "50:02")), pod("b", "Failed", ended(137, "50:01"))],
+        "b",
+        137,
+        "SIGKILL",
+        1,
+    ),
+    (
+        [pod("a", "Failed", ended(1, "50:01")), pod("b", "Failed", ended(143, "50:01"))],
+        "b",
+        143,
+        "SIGTERM",
+        1,
+    ),
+    (
+        [pod("a", "Failed", ended(2, "50:01")), pod("b", "Failed", ended(3, "50:01"))],
+        "a",
+        2,
+        None,
+        1,
+    ),
+    ([pod("a", "Failed", ended(1, "50:09")), restarted("b", 137, "50:05")], "b", 137, "SIGKILL", 1),
+    (
+        [pod("a", "Succeeded", ended(0, "50:00")), pod("b", "Failed", ended(255, "50:05"))],
+        "b",
+        255,
+        None,
+        0,
+    ),
+    ([pod("a", "Failed", ended(300, "50:00"))], "a", 300, None, 0),  # (no signal 172)
+]
+
+
+@pytest.mark.parametrize(("pods", "first", "code", "signal", "others"), FIRST_FAILURES)
+def test_the_first_failure_is_the_earliest_a_signal_first_within_a_second(
+    pods, first, code, signal, others
+):
+    found = report([{"metadata": {"name": "exp-worker"}}], pods, NOW)["failedFirst"]
+    assert found is not None
+    assert (found["pod"], found["exitCode"], found["signal"], found["others"]) == (
+        first,
+        code,
+        signal,
+        others,
+    )
+
+
+def test_the_first_failure_s_last_lines_show_under_the_pods_and_none_without_one():
+    lines = "\n".join(f"line {n}" for n in range(1, 13))
+    pods = [
+        restarted("exp-worker-2", 137, "50:05", lines),
+        pod("exp-worker-0", "Failed", ended(1, "50:06")),
+    ]
+    found = report([{"metadata": {"name": "exp-worker"}}], pods, NOW)
+    assert found["failedFirst"]["lines"] == lines.splitlines()
+    console = Console(width=200, record=True)
+    console.print(table(found))
+    shown = console.export_text()
+    said = "failed first: exp-worker-2, exit 137 (SIGKILL) at 2026-11-26T11:50:05Z; the errors of 1"
+    rows = [row.strip() for row in shown.splitlines()]
+    assert said in shown and "line 3" in rows and "line 2" not in rows  # (the last 10)
+    alive = report(
+        [{"metadata": {"name": "exp-worker"}}], [pod("a", "Running", {"running": {}})], NOW
+    )
+    assert alive["failedFirst"] is None
+
+
 def test_gpus_held_count_running_pods_and_the_attempt_is_the_lead_s_last():
     pods = [pod(n, p, {}) for n, p in (("a", "Running"), ("b", "Pending"), ("c", "Running"))]
     found = report([{"metadata": {"name": "exp-worker"}}], pods, NOW, attempt=2)

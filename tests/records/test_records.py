@@ -17,6 +17,7 @@ from aichor_iac.records.model import (
     SCHEMA,
     Change,
     ExperimentRun,
+    Failure,
     PodRun,
     Point,
     Record,
@@ -41,6 +42,15 @@ runs = st.builds(
         st.builds(PodRun, texts, texts, texts, st.none() | st.integers(-255, 255)), max_size=3
     ).map(tuple),
     changes=st.lists(st.builds(Change, texts, texts, texts), max_size=3).map(tuple),
+    failed_first=st.none()
+    | st.builds(
+        Failure,
+        texts,
+        st.none() | st.integers(-255, 255),
+        st.none() | texts,
+        st.lists(texts, max_size=3).map(tuple),
+        st.integers(0, 9),
+    ),
 )
 records = st.builds(
     Record,
@@ -58,6 +68,14 @@ records = st.builds(
 @settings(max_examples=200)
 def test_a_record_reads_back_as_written(record):
     assert record_of(json.loads(json.dumps(record.as_json()))) == record
+
+
+def test_a_record_kept_before_its_failure_was_typed_reads_the_pod_s_name():
+    run = ExperimentRun("exp", "pytorch", State.FAILED).__dict__ | {"failed_first": "exp-worker-1"}
+    document = Record("r", "n", "experiment", State.FAILED, "t").as_json() | {"experiment": run}
+    document["experiment"]["state"] = "Failed"
+    first = record_of(json.loads(json.dumps(document, default=list))).experiment.failed_first
+    assert first == Failure("exp-worker-1") and first.said() == "failed first: exp-worker-1"
 
 
 def test_a_record_of_another_version_is_refused_by_name():
