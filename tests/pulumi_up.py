@@ -31,6 +31,15 @@ follows the provider or Kubernetes:
   jobset and batchjob) run until every replica of the experiment runs, then the entry point
   ends; a follower ends once the entry point it has seen is gone; jobset and batchjob pods end
   on their own.
+- Lost nodes (`Model(losing=N)`): the first N running members of the plan's `rejoining` roles
+  (an elastic job's; or of `losers`) each lose their node once: under `restartPolicy: OnFailure` the kubelet
+  restarts the container in place (the pod waits for its targets and runs again, the others
+  wait for it: torchrun's re-rendezvous), each restart counted against the Job's backoffLimit
+  (Kubernetes: with OnFailure, the retries are the containers' restarts); otherwise the pod
+  fails, and so does its Job.
+- An update of a Job (`create` of a name it holds: a second `up` that resizes an elastic
+  Indexed Job, completions and parallelism together): its pods below the new completions keep
+  running as they are, those at or above it are removed (not failed), new indexes are made.
 
 `up()` returns the creation order, raises `Deadlock` naming what waits for what when nothing
 can move any more (`Model`: no rule applies; `Live`: nothing has changed for `stall`
@@ -183,6 +192,7 @@ class Pod:
     state: str = "pending"  # pending → waiting (for its targets) → running → ENDED
     seen_entry: bool = False
     created: bool = False  # made by the Job controller (pending until scheduled)
+    restarts: int = 0  # its container's, in place (restartPolicy OnFailure)
 
 
 @dataclass
@@ -195,11 +205,16 @@ class Model:
     experiment: str
     kueue_quota: int | None = None
     failing: bool = False  # its entry point's program fails (its Job gets `Failed`)
+    losing: int = 0  # members of its `rejoining` roles that lose their node once each
+    losers: tuple[str, ...] | None = None  # those roles, if not the plan's `rejoining`
     gangs: dict[str, tuple[int, bool]] = field(default_factory=dict)  # minMember, Volcano's
     pods: dict[tuple[str, int], Pod] = field(default_factory=dict)
     parallelism: dict[str, int] = field(default_factory=dict)  # Job -> its parallelism
     queued: dict[str, int] = field(default_factory=dict)  # Job -> its Workload's pods
     admitted: set[str] = field(default_factory=set)  # Jobs
+    in_place: dict[str, int] = field(default_factory=dict)  # OnFailure Job -> its backoffLimit
+    lost: int = 0  # members that have lost their node
+    resized: dict[str, int] = field(default_factory=dict)  # role -> its count since an update
 
     def create(self, obj: dict[str, Any]) -> None:
         if obj["kind"] == "PodGroup":
@@ -209,7 +224,12 @@ class Model:
             return
         name, spec = obj["metadata"]["name"], obj["spec"]
         role = obj["metadata"]["labels"]["app.kubernetes.io/component"]
+        if name in self.parallelism:  # an update: the Job controller resizes it
+            self._resize(obj, role)
+            return
         self.parallelism[name] = spec["parallelism"]
+        if spec["template"]["spec"].get("restartPolicy") == "OnFailure":
+            self.in_place[name] = spec.get("backoffLimit", 6)
         if KUEUE_QUEUE in (obj["metadata"].get("labels") or {}):
             self.queued[name] = min(spec["parallelism"], spec["completions"])
         if spec["completionMode"] == "Indexed":
@@ -218,6 +238,17 @@ class Model:
             indices = [int(spec["template"]["spec"]["hostname"].rsplit("-", 1)[1])]
         for i in indices:
             self.pods[(role, i)] = Pod(role, i, gang_of(obj), name)
+
+    def _resize(self, obj: dict[str, Any], role: str) -> None:
+        """An Indexed Job's new completions (and parallelism): the indexes past it removed,
+        new ones made pending; the others' pods untouched."""
+        name, spec = obj["metadata"]["name"], obj["spec"]
+        self.parallelism[name], self.resized[role] = spec["parallelism"], spec["completions"]
+        for key in [k for k, p in self.pods.items() if p.job == name]:
+            if key[1] >= spec["completions"]:
+                del self.pods[key]
+        for i in range(spec["completions"]):
+            self.pods.setdefault((role, i), Pod(role, i, gang_of(obj), name))
 
     def of_job(self, name: str) -> list[Pod]:
         return [p for p in self.pods.values() if p.job == name]
@@ -230,7 +261,8 @@ class Model:
             "succeeded": sum(p.state == "succeeded" for p in pods),
             "failed": sum(p.state == "failed" for p in pods),
         }
-        if status["failed"]:  # (no retry: the program fails alike each time)
+        spent = name in self.in_place and sum(p.restarts for p in pods) > self.in_place[name]
+        if status["failed"] or spent:  # (no retry: the program fails alike each time)
             status["conditions"] = [{"type": "Failed", "status": "True"}]
         elif pods and status["succeeded"] == len(pods):
             status["conditions"] = [{"type": "Complete", "status": "True"}]
@@ -290,6 +322,8 @@ class Model:
             elif pod.state == "waiting":
                 if all(self._holds(t, pod) for t in group.waits):
                     pod.state, changed = "running", True
+            elif pod.state == "running" and self._loses(pod):
+                changed = True
             elif pod.state == "running":
                 entry = self.pod_at(group.follows) if group.follows else []
                 if entry and entry[0] is not pod:  # one following its own host just runs
@@ -302,6 +336,19 @@ class Model:
                     fails = self.failing and pod.role == self.plan.entry_point
                     pod.state, changed = "failed" if fails else "succeeded", True
         return changed
+
+    def _loses(self, pod: Pod) -> bool:
+        """Whether the running pod loses its node now (`losing`): restarted in place under
+        OnFailure (it waits for its targets again), else failed."""
+        roles = self.plan.rejoining if self.losers is None else self.losers
+        if self.lost >= self.losing or pod.role not in roles or pod.restarts:
+            return False
+        self.lost += 1
+        if pod.job in self.in_place:
+            pod.state, pod.restarts = "waiting", pod.restarts + 1
+        else:
+            pod.state = "failed"
+        return True
 
     def _admit(self) -> bool:
         """Kueue admits the queued Jobs whose Workloads fit what finished Jobs left free."""
@@ -337,7 +384,8 @@ class Model:
         program does: at once when independent, else once every replica runs."""
         if self.plan.framework in INDEPENDENT:
             return True
-        everyone = [(g.role, i) for g in self.plan.groups for i in range(g.count)]
+        counts = {g.role: self.resized.get(g.role, g.count) for g in self.plan.groups}
+        everyone = [(role, i) for role, count in counts.items() for i in range(count)]
         return all(
             key in self.pods and self.pods[key].state in ("running", *ENDED) for key in everyone
         )

@@ -10,6 +10,7 @@ import re
 import pytest
 import yaml
 from conftest import EXAMPLES, KUBEFLOW_EXAMPLES, ROOT, expand, runnable
+from doc_snippets import fences
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kube import gang_of
@@ -109,6 +110,94 @@ def test_every_kubeflow_example_finishes(path, wait, gang):
     cr, _ = runnable(path)
     order, _ = pulumi_up(cr, wait=wait, gang_scheduler=gang)
     assert created_jobs(order) == rendered_jobs(cr, wait=wait, gang_scheduler=gang)
+
+
+def elastic_jobs() -> list[tuple[str, dict]]:
+    """The elastic PyTorchJobs: the public ones (tests/kubeflow/) and docs/frameworks/pytorch.md's."""
+    found = [(p.stem, runnable(p)[0]) for p in KUBEFLOW_EXAMPLES if "elastic" in p.stem]
+    page = fences(ROOT / "docs/frameworks/pytorch.md")
+    (text,) = [f.text for f in page if f.title == "elastic/pytorchjob.yaml"]
+    return [*found, ("docs elastic", yaml.safe_load(text))]
+
+
+def elastic_up(cr: dict, losing: int = 0, **settings) -> tuple[list[str], Model]:
+    """`pulumi up` of an elastic job whose first `losing` Workers lose their node once each."""
+    chosen = Settings(**settings)
+    blueprint = planning.blueprint(doors.validate(cr), chosen, "exp")
+    model = Model(blueprint.plan, blueprint.names.experiment, losing=losing, losers=("worker",))
+    order = up(engine.expand(doors.validate(cr), chosen, name="exp"), model)
+    for _ in range(100):  # (what runs on after `up`: all of it, when nothing waits for it)
+        if not model.step(False):
+            break
+    return order, model
+
+
+ELASTIC = elastic_jobs()
+
+
+@pytest.mark.parametrize("gang", sorted(SCHEDULING))
+@pytest.mark.parametrize("wait", ["none", "ready", "complete"])
+@pytest.mark.parametrize(("name", "cr"), ELASTIC, ids=[n for n, _ in ELASTIC])
+def test_an_elastic_job_losing_a_member_finishes_under_every_wait(name, cr, wait, gang):
+    """A member's lost node restarts its container in place (OnFailure), the others wait for
+    it (torchrun's re-rendezvous) and `pulumi up` finishes: the restart is not the Job's
+    failure. Every Worker ends succeeded."""
+    order, model = elastic_up(cr, losing=1, wait=wait, **SCHEDULING[gang])
+    assert created_jobs(order) == rendered_jobs(cr, wait=wait, **SCHEDULING[gang])
+    assert model.lost == 1 and sum(p.restarts for p in model.pods.values()) == 1
+    assert all(p.state == "succeeded" for p in model.pods.values())
+
+
+def test_a_lost_member_fails_up_where_its_job_does_not_restart_it_in_place():
+    """The same loss in a job without an elasticPolicy whose Workers do not restart
+    (`restartPolicy: Never`): the pod fails, so does its Job, and so does `up`."""
+    _, cr = ELASTIC[-1]
+    plain = yaml.safe_load(yaml.safe_dump(cr))
+    del plain["spec"]["elasticPolicy"]
+    plain["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    with pytest.raises(Failed, match="Job/exp-worker failed"):
+        elastic_up(plain, losing=1, wait="complete")
+
+
+def test_an_elastic_job_s_restarts_past_its_backoff_limit_fail_it():
+    """runPolicy.backoffLimit counts the members' restarts (the Job's backoffLimit, which with
+    OnFailure counts its containers' restarts): two lost members past a limit of 1 fail `up`."""
+    _, cr = ELASTIC[-1]
+    limited = yaml.safe_load(yaml.safe_dump(cr))
+    limited["spec"]["runPolicy"] = {"backoffLimit": 1}
+    elastic_up(limited, losing=1, wait="complete")
+    with pytest.raises(Failed, match="Job/exp-worker failed"):
+        elastic_up(limited, losing=2, wait="complete")
+
+
+@pytest.mark.parametrize("replicas", [2, 3])
+@pytest.mark.parametrize("wait", ["none", "ready"])
+def test_a_second_up_resizes_an_elastic_job_in_place(replicas, wait):
+    """`replicas` changed within min..max by a second `pulumi up`: the Worker Job is updated
+    (same URN, completions and parallelism together), its running members keep running, the
+    index past the new size is removed and a new one made, and the update's await holds."""
+    _, cr = ELASTIC[-1]
+    resized = yaml.safe_load(yaml.safe_dump(cr))
+    resized["spec"]["elasticPolicy"]["minReplicas"] = 2
+    cr = yaml.safe_load(yaml.safe_dump(resized))
+    cr["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 5 - replicas  # (3 -> 2, 2 -> 3)
+    resized["spec"]["elasticPolicy"]["maxReplicas"] = cr["spec"]["elasticPolicy"]["maxReplicas"] = 3
+    resized["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = replicas
+    chosen = Settings(wait=wait)
+    first = engine.expand(doors.validate(cr), chosen, name="exp")
+    blueprint = planning.blueprint(doors.validate(cr), chosen, "exp")
+    model = Model(blueprint.plan, blueprint.names.experiment)
+    up(first, model)  # (its members running, or still on their way)
+    before = {key: (p, p.state) for key, p in model.pods.items()}
+    second = engine.expand(doors.validate(resized), chosen, name="exp")
+    kept = {r.urn for r in first.resources if r.inputs in [o.inputs for o in second.resources]}
+    (changed,) = [r for r in second.resources if r.is_kubernetes and r.urn not in kept]
+    assert changed.kind == "Job" and changed.urn in {r.urn for r in first.resources}
+    up(second, model, before=kept)
+    assert sorted(i for _, i in model.pods) == list(range(replicas))
+    for key, (pod, state) in before.items():
+        if key[1] < replicas:  # the same pod, not made again
+            assert model.pods[key] is pod and (state != "running" or pod.state != "pending")
 
 
 def created_jobs(order: list[str]) -> list[str]:
