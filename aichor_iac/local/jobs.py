@@ -245,9 +245,10 @@ class Controllers:
         self.failed.add(name)
         self.reasons.setdefault(name, reason)
 
-    def ended(self, pod: str, code: int, disrupted: bool = False) -> bool:
+    def ended(self, pod: str, code: int, disrupted: bool = False, restarts: int = 0) -> bool:
         """A pod's end (under `lock`): its state, its Job's failure as its pod failure policy
-        and backoffLimit say, its Workload freed once the Job is done; whether the Job
+        and backoffLimit say (`restarts`: its containers' restarts in place, which an
+        `OnFailure` Job counts too), its Workload freed once the Job is done; whether the Job
         controller makes the pod again (a failure the Job survives, of a pod that is not
         restarted in place: `OnFailure` is the kubelet's, which this does not run)."""
         self.state[pod] = PodState.FAILED if code else PodState.SUCCEEDED
@@ -257,12 +258,13 @@ class Controllers:
         if code:
             verdict = action(job, code, disrupted)
             self.counted[name] += verdict != "Ignore"
-            if verdict == "FailJob" or self.counted[name] > job["spec"].get("backoffLimit", 6):
+            in_place = job["spec"]["template"]["spec"].get("restartPolicy") == "OnFailure"
+            retries = self.counted[name] + (restarts if in_place else 0)
+            if verdict == "FailJob" or retries > job["spec"].get("backoffLimit", 6):
                 self.failed.add(name)
                 self.reasons.setdefault(
                     name, "PodFailurePolicy" if verdict == "FailJob" else "BackoffLimitExceeded"
                 )
-            in_place = job["spec"]["template"]["spec"].get("restartPolicy") == "OnFailure"
             again = name not in self.failed and not in_place
         if condition(self.states(name), name in self.failed):
             self.kueue.admitted.pop(name, None)  # (a finished Job frees its share)

@@ -86,7 +86,7 @@ class PodRunner:
     def _main(self, job: dict[str, Any], index: int, pod: str) -> subprocess.CompletedProcess:
         """The main container's run, and (`in_place`, restartPolicy OnFailure) its
         runs again after each failure, with the kubelet's back-off, as long as the Job's
-        backoffLimit (which counts them) allows."""
+        backoffLimit allows: it counts the restarts of all the Job's containers."""
         spec, delay = job["spec"]["template"]["spec"], BACKOFF_SECONDS
         name, limit = spec["containers"][0]["name"], job["spec"].get("backoffLimit", 6)
         while True:
@@ -103,7 +103,7 @@ class PodRunner:
             in_place = self.in_place(job) and spec.get("restartPolicy") == "OnFailure"
             if not result.returncode or not in_place or pod in self.disrupted:
                 return result
-            if self.records.pod(pod).restarts >= limit or self.closed:
+            if self.restarts(job["metadata"]["name"]) >= limit or self.closed:
                 return result
             self.records.backing_off(pod, name, delay)
             if not self.sleep(delay):
@@ -120,7 +120,7 @@ class PodRunner:
             self.capacity.free(pod)
             job = self.controllers.job_of_pod(pod)["metadata"]["name"]
             was = self.controllers.condition(job)
-            again = self.controllers.ended(pod, result.returncode, disrupted)
+            again = self.controllers.ended(pod, result.returncode, disrupted, self.restarts(job))
             if (now := self.controllers.condition(job)) and now != was:
                 self.records.job_ended(job, now, self.controllers.reasons.get(job, ""))
             self.ended_at[pod] = time.monotonic()
@@ -128,6 +128,12 @@ class PodRunner:
             self.live.discard(pod)
             self.node.hosts(self.live)
         return again
+
+    def restarts(self, job: str) -> int:
+        """The restarts in place of all the Job's containers (what an OnFailure Job's
+        backoffLimit counts, with its failed pods)."""
+        pods = [p for p, j in self.controllers.job_by_pod.items() if j["metadata"]["name"] == job]
+        return sum(self.records.pod(p).restarts for p in pods)
 
     def renew(self, pod: str) -> None:
         """A pod made again starts afresh: pending, with its own /tmp, image copy and files."""

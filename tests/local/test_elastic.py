@@ -23,7 +23,7 @@ from aichor_iac import cli, doors, planning
 from aichor_iac.local.parts import Part
 from aichor_iac.settings import Settings
 
-pytestmark = [NEEDS_CLUSTER, needs("torch")]
+pytestmark = NEEDS_CLUSTER
 
 PAGE = ROOT / "docs/frameworks/pytorch.md"
 
@@ -37,6 +37,7 @@ def page_files(into: Path) -> Path:
     return into / "elastic/pytorchjob.yaml"
 
 
+@needs("torch")
 def test_an_elastic_pytorchjob_losing_a_node_trains_on_to_its_last_step(tmp_path, capsys):
     path = page_files(tmp_path)
     started = time.monotonic()
@@ -72,3 +73,45 @@ def test_only_an_elastic_jobs_members_restart_in_place_in_a_local_run(tmp_path, 
         del data["spec"]["elasticPolicy"]
     plan = planning.blueprint(doors.validate(data), Settings(), "elastic").plan
     assert Part.of("elastic", plan).rejoining == rejoining
+
+
+# A node of the test below: node 0 hosts the rendezvous (its port open) and waits for the
+# others; nodes 1 and 2 die of SIGKILL each time they start, as nodes lost for good
+NODE = """import os, signal, socket, time
+node = int(os.environ["JOB_COMPLETION_INDEX"])
+if node == 0:
+    port = int(os.environ["PET_RDZV_ENDPOINT"].rsplit(":", 1)[1])
+    server = socket.create_server(("", port))
+    print("node 0: waiting for 2 nodes", flush=True)
+    time.sleep(120)
+print(f"node {node}: lost", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_two_nodes_lost_for_good_fail_the_run_once_its_restarts_are_spent(tmp_path, capsys):
+    """Nodes 1 and 2 lost for good (their containers die of SIGKILL each time they start),
+    node 0 waiting for its rendezvous: below minReplicas the others cannot train, and with
+    runPolicy.backoffLimit 2 the Worker Job fails once its containers' restarts, counted
+    across all its members as Kubernetes counts an OnFailure Job's, pass 2: the run ends
+    (it does not wait for ever) and says which node was lost first, and `status` why."""
+    folder = page_files(tmp_path).parent
+    data = yaml.safe_load((folder / "pytorchjob.yaml").read_text())
+    data["spec"]["runPolicy"] = {"backoffLimit": 2}
+    (container,) = data["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    container["command"] = ["python3", "node.py"]
+    (folder / "node.py").write_text(NODE)
+    path = folder / "lost-two.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code = cli.main(["run", "--local", str(path), "--timeout", "120"])
+    out = capsys.readouterr().out
+    assert code == 137, out[-3000:]
+    assert re.search(r"elastic failed \(137\): elastic-worker-[12] failed first \(SIGKILL\)", out)
+    assert cli.main(["status", "--local", str(path), "--output", "json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    (group,) = status["groups"]
+    assert (group["condition"], group["reason"]) == ("Failed", "BackoffLimitExceeded")
+    assert sum(pod["restarts"] for pod in group["pods"]) == 2  # (the Job's, not each pod's)
+    first = status["failedFirst"]
+    assert first["pod"] in ("elastic-worker-1", "elastic-worker-2") and first["signal"] == "SIGKILL"
+    assert f"node {first['pod'][-1]}: lost" in first["lines"]  # (its last lines)
