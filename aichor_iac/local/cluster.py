@@ -13,8 +13,9 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from . import containers
 from .host import network_namespaces
-from .jobs import Controllers, PodState, gang_of, owner, pod_name
+from .jobs import Controllers, PodState, gang_of, grace_of, owner, pod_name
 from .kubelet import Capacity
 from .node import Node
 from .pods import PodRunner
@@ -122,12 +123,18 @@ class LocalCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """The run's end (decided, or Ctrl-C): every pod still running is stopped as a
+        deleted pod is, TERM and its grace period before KILL (a trainer's checkpoint on
+        TERM completes); a second Ctrl-C while they end kills them at once."""
         self.kubelet.closed = True
-        for pod in self.ips:
-            self.node.kill(pod)
-        for thread in (t for threads in self.started.values() for t in threads):
-            thread.join(10)  # each sees its processes end before their files go
-        self.node.__exit__(*exc)
+        try:
+            stop_all(self.node)
+        finally:
+            for pod in self.ips:
+                self.node.kill(pod)
+            for thread in (t for threads in self.started.values() for t in threads):
+                thread.join(10)  # each sees its processes end before their files go
+            self.node.__exit__(*exc)
 
     def run(
         self, timeout: float = 120, held: dict[str, tuple[str, str]] | None = None
@@ -251,3 +258,21 @@ class JobRunner:
         if why:
             self.records.unschedulable(pod, why)
         return why is None
+
+
+def stop_all(node: Node) -> None:
+    """Every pod's running containers on `node` stopped at once, as a deleted pod's are (TERM,
+    KILL after the pod's grace period: `containers.stop`)."""
+    stopping = [
+        threading.Thread(
+            target=containers.stop,
+            args=(node.running([pod_name(w, i)]), grace_of(w)),
+            daemon=True,
+        )
+        for w, i in node.workloads
+        if pod_name(w, i) in node.processes
+    ]
+    for thread in stopping:
+        thread.start()
+    for thread in stopping:
+        thread.join()

@@ -158,17 +158,30 @@ def _children(process: subprocess.Popen) -> list[int]:
     ]
 
 
-def stop(sidecars: list[subprocess.Popen], grace: float) -> None:
-    """What the kubelet does to native sidecars once the main container has ended: TERM
-    to each container's first process, KILL after the grace period."""
-    for process in sidecars:
+def stop(running: list[subprocess.Popen], grace: float) -> None:
+    """What the kubelet does to a pod's containers it stops (native sidecars once the main
+    container has ended, a deleted pod's): TERM to each container's first process, KILL
+    once the pod's grace period is over. A first process that does not handle TERM is
+    killed at once: the first process of a PID namespace never gets a signal it does not
+    handle (pid_namespaces(7)), so the grace period could do nothing for it."""
+    for process in running:
         _signal_init(process, signal.SIGTERM)
-    for process in sidecars:
+    deadline = time.monotonic() + grace
+    for process in running:
         try:
-            process.wait(grace)
+            process.wait(max(0.0, deadline - time.monotonic()) if _handles_term(process) else 0)
         except subprocess.TimeoutExpired:
             _signal_init(process, signal.SIGKILL)
             process.wait()
+
+
+def _handles_term(process: subprocess.Popen) -> bool:
+    """Whether a container's first process has a handler for TERM (`SigCgt` in /proc)."""
+    with contextlib.suppress(OSError, IndexError, ValueError, StopIteration):
+        status = Path(f"/proc/{_children(process)[0]}/status").read_text()
+        caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+        return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
 
 
 def _signal_init(process: subprocess.Popen, number: int) -> None:

@@ -183,6 +183,10 @@ class Controllers:
     def job_of_pod(self, pod: str) -> dict[str, Any]:
         return self.job_by_pod[pod]
 
+    def pods_of(self, name: str) -> list[str]:
+        job = self.job(name)
+        return [pod_name(job, i) for i in range(job["spec"]["completions"])]
+
     def move(self, pod: str, state: PodState) -> None:
         """A pod's new state, as the kubelet reports it."""
         with self.lock:

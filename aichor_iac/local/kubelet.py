@@ -59,6 +59,11 @@ class Records:
         with self.lock:
             return self.pods.setdefault(name, PodRecord())
 
+    def restarts(self, pods: list[str]) -> int:
+        """The pods' containers' restarts in place (what an OnFailure Job's backoffLimit
+        counts, with its failed pods)."""
+        return sum(self.pod(pod).restarts for pod in pods)
+
     def event(self, kind: str, name: str, reason: str, message: str, warning: bool = False) -> None:
         with self.lock:
             self.events.append(Event(kind, name, reason, message, warning))

@@ -103,7 +103,8 @@ class PodRunner:
             in_place = self.in_place(job) and spec.get("restartPolicy") == "OnFailure"
             if not result.returncode or not in_place or pod in self.disrupted:
                 return result
-            if self.restarts(job["metadata"]["name"]) >= limit or self.closed:
+            spent = self.records.restarts(self.controllers.pods_of(job["metadata"]["name"]))
+            if spent >= limit or self.closed:
                 return result
             self.records.backing_off(pod, name, delay)
             if not self.sleep(delay):
@@ -120,7 +121,8 @@ class PodRunner:
             self.capacity.free(pod)
             job = self.controllers.job_of_pod(pod)["metadata"]["name"]
             was = self.controllers.condition(job)
-            again = self.controllers.ended(pod, result.returncode, disrupted, self.restarts(job))
+            restarts = self.records.restarts(self.controllers.pods_of(job))
+            again = self.controllers.ended(pod, result.returncode, disrupted, restarts)
             if (now := self.controllers.condition(job)) and now != was:
                 self.records.job_ended(job, now, self.controllers.reasons.get(job, ""))
             self.ended_at[pod] = time.monotonic()
@@ -128,12 +130,6 @@ class PodRunner:
             self.live.discard(pod)
             self.node.hosts(self.live)
         return again
-
-    def restarts(self, job: str) -> int:
-        """The restarts in place of all the Job's containers (what an OnFailure Job's
-        backoffLimit counts, with its failed pods)."""
-        pods = [p for p, j in self.controllers.job_by_pod.items() if j["metadata"]["name"] == job]
-        return sum(self.records.pod(p).restarts for p in pods)
 
     def renew(self, pod: str) -> None:
         """A pod made again starts afresh: pending, with its own /tmp, image copy and files."""

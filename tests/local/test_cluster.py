@@ -453,3 +453,32 @@ def test_a_pod_stopped_has_its_grace_period_to_checkpoint(grace, checkpointed):
         took = time.monotonic() - stopped
     assert ("checkpointed" in lines) == checkpointed, lines
     assert took < grace + 5
+
+
+@pytest.mark.parametrize(
+    ("command", "checkpointed", "within"),
+    [(CHECKPOINTS_ON_TERM, True, (2, 10)), ("echo training; sleep 120", False, (0, 5))],
+    ids=["handles TERM", "does not"],
+)
+def test_the_run_s_end_gives_each_pod_its_grace_period(command, checkpointed, within):
+    """A run's end (its outcome decided, or Ctrl-C) stops every pod still running as a deleted
+    pod is: TERM, then KILL after its grace period (30 s here), so a trainer's checkpoint on
+    TERM completes; one whose first process does not handle TERM (the kernel drops it for
+    the first process of a PID namespace) is killed at once, the grace period of no use."""
+    jobs = objects("batchjob", command, Worker=1)
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def on_line(pod: str, line: str) -> None:
+        lines.append(line)
+        if line == "training":
+            seen.set()
+
+    with LocalCluster(jobs, ENV, on_line=on_line) as cluster:
+        (name,) = [j["metadata"]["name"] for j in cluster.jobs]
+        cluster.start(name)
+        assert seen.wait(60)
+        left = time.monotonic()
+    took = time.monotonic() - left
+    assert ("checkpointed" in lines) == checkpointed, lines
+    assert within[0] <= took < within[1], took
