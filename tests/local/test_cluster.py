@@ -427,14 +427,9 @@ signal.pause()
 '"""
 
 
-@pytest.mark.parametrize(("grace", "checkpointed"), [(6, True), (1, False)])
-def test_a_pod_stopped_has_its_grace_period_to_checkpoint(grace, checkpointed):
-    """A pod stopped (its Job failed past its deadline; evicted alike) is told TERM, and
-    KILLed only after its terminationGracePeriodSeconds, as the kubelet does: a checkpoint of
-    2 s completes within 6, not within 1."""
-    jobs = objects("batchjob", CHECKPOINTS_ON_TERM, Worker=1)
-    for job in (o for o in jobs if o["kind"] == "Job"):
-        job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
+def stopped_while_training(jobs: list[dict], stop) -> tuple[list[str], float]:
+    """The Job's one pod run until it prints "training", then `stop(cluster, job)` (None:
+    the run's end, the cluster left); its lines, and how long the stop took."""
     lines: list[str] = []
     seen = threading.Event()
 
@@ -448,9 +443,25 @@ def test_a_pod_stopped_has_its_grace_period_to_checkpoint(grace, checkpointed):
         cluster.start(name)
         assert seen.wait(60)
         stopped = time.monotonic()
-        cluster.fail_job(name, "DeadlineExceeded")
-        cluster.settle(60)
-        took = time.monotonic() - stopped
+        if stop is not None:
+            stop(cluster, name)
+    return lines, time.monotonic() - stopped
+
+
+def fail_past_deadline(cluster: LocalCluster, job: str) -> None:
+    cluster.fail_job(job, "DeadlineExceeded")
+    cluster.settle(60)
+
+
+@pytest.mark.parametrize(("grace", "checkpointed"), [(6, True), (1, False)])
+def test_a_pod_stopped_has_its_grace_period_to_checkpoint(grace, checkpointed):
+    """A pod stopped (its Job failed past its deadline; evicted alike) is told TERM, and
+    KILLed only after its terminationGracePeriodSeconds, as the kubelet does: a checkpoint of
+    2 s completes within 6, not within 1."""
+    jobs = objects("batchjob", CHECKPOINTS_ON_TERM, Worker=1)
+    for job in (o for o in jobs if o["kind"] == "Job"):
+        job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
+    lines, took = stopped_while_training(jobs, fail_past_deadline)
     assert ("checkpointed" in lines) == checkpointed, lines
     assert took < grace + 5
 
@@ -465,20 +476,6 @@ def test_the_run_s_end_gives_each_pod_its_grace_period(command, checkpointed, wi
     pod is: TERM, then KILL after its grace period (30 s here), so a trainer's checkpoint on
     TERM completes; one whose first process does not handle TERM (the kernel drops it for
     the first process of a PID namespace) is killed at once, the grace period of no use."""
-    jobs = objects("batchjob", command, Worker=1)
-    lines: list[str] = []
-    seen = threading.Event()
-
-    def on_line(pod: str, line: str) -> None:
-        lines.append(line)
-        if line == "training":
-            seen.set()
-
-    with LocalCluster(jobs, ENV, on_line=on_line) as cluster:
-        (name,) = [j["metadata"]["name"] for j in cluster.jobs]
-        cluster.start(name)
-        assert seen.wait(60)
-        left = time.monotonic()
-    took = time.monotonic() - left
+    lines, took = stopped_while_training(objects("batchjob", command, Worker=1), None)
     assert ("checkpointed" in lines) == checkpointed, lines
     assert within[0] <= took < within[1], took
