@@ -119,11 +119,12 @@ def _privileges(security: dict[str, Any]) -> list[str]:
 def wait(process: subprocess.Popen) -> subprocess.CompletedProcess:
     """A container's end, however long it runs (leaving the cluster kills what still
     runs: the caller's timeout bounds a run)."""
-    process.wait()
+    code = process.wait()
     out, err = process.paths  # type: ignore[attr-defined]
     # (gone when the cluster was left while this pod still ran)
     text = [f.read_text(errors="replace") if f.exists() else "" for f in (out, err)]
-    return subprocess.CompletedProcess(process.args, process.returncode, *text)
+    # a container killed by a signal as the kubelet reports it: 128 + the signal (137: KILL)
+    return subprocess.CompletedProcess(process.args, 128 - code if code < 0 else code, *text)
 
 
 def started(process: subprocess.Popen, timeout: float = 10.0) -> None:
@@ -171,7 +172,7 @@ def stop(running: list[subprocess.Popen], grace: float) -> None:
         try:
             process.wait(max(0.0, deadline - time.monotonic()) if _handles_term(process) else 0)
         except subprocess.TimeoutExpired:
-            _signal_init(process, signal.SIGKILL)
+            process.kill()  # (its `unshare`, which KILLs the container's first process with it)
             process.wait()
 
 

@@ -194,6 +194,13 @@ class PodFiles:
             if (self.root / pod / f"{container}.{kind}").exists()
         )
 
+    def ended_message(self, pod: str, container: dict[str, Any], code: int) -> str:
+        """A container's termination message at its end, as its policy says (the log's tail
+        of a failed one under `FallbackToLogsOnError`)."""
+        policy = container.get("terminationMessagePolicy")
+        tail = bool(code) and policy == "FallbackToLogsOnError"
+        return self.termination_message(pod, container["name"], tail)
+
     def termination_message(self, pod: str, container: str, tail: bool = False) -> str:
         """What a container wrote to its termination message file (`/dev/termination-log`);
         `tail` (a failure under `FallbackToLogsOnError`), its log's tail when it wrote none,

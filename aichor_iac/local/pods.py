@@ -93,12 +93,9 @@ class PodRunner:
             main = self.node.start(job, index, name)
             self.controllers.move(pod, PodState.RUNNING)
             self.records.started(pod, name)
+            probes.watching(self, job, index, main)
             result = containers.wait(main)
-            tail = (
-                bool(result.returncode)
-                and spec["containers"][0].get("terminationMessagePolicy") == "FallbackToLogsOnError"
-            )
-            said = self.node.files.termination_message(pod, name, tail)
+            said = self.node.files.ended_message(pod, spec["containers"][0], result.returncode)
             self.records.ended(pod, result.returncode, said)
             in_place = self.in_place(job) and spec.get("restartPolicy") == "OnFailure"
             if not result.returncode or not in_place or pod in self.disrupted:

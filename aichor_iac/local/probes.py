@@ -1,12 +1,15 @@
 """A container's probes as the kubelet runs them on the local node: `exec` inside the running
 container (its mount, host name, network and PID namespaces, with its env, through
 `nsenter`), `tcpSocket` and `httpGet` from the node to the pod's address. A named port is the
-container's port of that name."""
+container's port of that name. A native sidecar's startup probe holds the pod's next
+container (`started_up`); a main container's startup and liveness probes kill it when they
+fail (`watch`)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from typing import Any, Protocol
 
 from . import containers
@@ -106,3 +109,42 @@ def started_up(
         if not kubelet.sleep(probe.get("periodSeconds", 10)):
             return False
     return True
+
+
+def watching(kubelet: Kubelet, job: dict[str, Any], index: int, process: subprocess.Popen) -> None:
+    """`watch` the main container `process` beside it (a thread of its own)."""
+    watcher = threading.Thread(target=watch, args=(kubelet, job, index, process), daemon=True)
+    watcher.start()
+
+
+def watch(kubelet: Kubelet, job: dict[str, Any], index: int, process: subprocess.Popen) -> None:
+    """The main container's startup and liveness probes while it runs, as the kubelet runs
+    them: the startup probe every periodSeconds until it passes (the liveness probe waits for
+    it), then the liveness probe. failureThreshold failures in a row of either kill the
+    container (TERM, KILL after the probe's or the pod's grace period); its pod's
+    restartPolicy then says whether it starts again."""
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    node, name, pod = kubelet.node, container["name"], pod_name(job, index)
+    env = {**node.env, **node.env_of(job, index, name)}
+    for kind in ("startupProbe", "livenessProbe"):
+        if (probe := container.get(kind)) is None:
+            continue
+        if not kubelet.sleep(probe.get("initialDelaySeconds", 0)):
+            return
+        failures = 0
+        while process.poll() is None:
+            if passes(node, pod, container, probe, env, process):
+                if kind == "startupProbe":
+                    break
+                failures = 0
+            else:
+                failures += 1
+            if failures >= probe.get("failureThreshold", 3):
+                said = f"{kind.removesuffix('Probe').capitalize()} probe failed: {name}"
+                kubelet.records.event("Pod", pod, "Unhealthy", said, warning=True)
+                containers.stop(
+                    [process], probe.get("terminationGracePeriodSeconds", grace_of(job))
+                )
+                return
+            if not kubelet.sleep(probe.get("periodSeconds", 10)):
+                return

@@ -138,9 +138,11 @@ def _failure(report: Report, decided: str | None) -> Failure | None:
     found = report["failedFirst"]
     if found is not None and decided in (None, found["pod"]):
         return Failure.of(found)
+    if decided is None:
+        return None
     row = next((r for r in pod_rows(report) if r["pod"] == decided), None)
-    if decided is None or row is None:
-        return Failure(decided) if decided else None
+    if row is None:
+        return Failure(decided)
     lines = tuple((row["message"] or "").rstrip("\n").splitlines())
     return Failure(decided, row["exit_code"], lines=lines)
 

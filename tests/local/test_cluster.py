@@ -479,3 +479,35 @@ def test_the_run_s_end_gives_each_pod_its_grace_period(command, checkpointed, wi
     lines, took = stopped_while_training(objects("batchjob", command, Worker=1), None)
     assert ("checkpointed" in lines) == checkpointed, lines
     assert within[0] <= took < within[1], took
+
+
+# A main container that never opens the port its liveness probe checks, the first time: a
+# marker on its emptyDir says whether it ran before (an emptyDir outlives a container's restart)
+STALLS_ONCE = (
+    "if [ -e /state/ran ]; then echo again; exit 0; fi; "
+    'touch /state/ran; echo stalled; exec python3 -c "import time; time.sleep(60)"'
+)
+
+
+@pytest.mark.parametrize("restarts", [False, True], ids=["smoke test", "kubelet restarts"])
+def test_a_failing_liveness_probe_kills_the_main_container(restarts):
+    """The kubelet's liveness probe on the local node: failureThreshold failures in a row
+    (every periodSeconds, after the startup probe passed) kill the container, with an
+    Unhealthy event; its restartPolicy (OnFailure) then starts it again where the kubelet
+    restarts containers, and a local run's smoke test fails at the kill otherwise."""
+    jobs = objects("batchjob", STALLS_ONCE, Worker=1)
+    (job,) = [o for o in jobs if o["kind"] == "Job"]
+    spec = job["spec"]["template"]["spec"]
+    spec["restartPolicy"], job["spec"]["backoffLimit"] = "OnFailure", 1
+    spec["volumes"] = [*spec.get("volumes", []), {"name": "state", "emptyDir": {}}]
+    main = spec["containers"][0]
+    main["volumeMounts"] = [*main.get("volumeMounts", []), {"name": "state", "mountPath": "/state"}]
+    main["startupProbe"] = {"exec": {"command": ["test", "-e", "/state/ran"]}, "periodSeconds": 1}
+    main["livenessProbe"] = {"tcpSocket": {"port": 8089}, "periodSeconds": 1, "failureThreshold": 2}
+    with LocalCluster(jobs, ENV, kubelet_restarts=restarts) as cluster:
+        results = cluster.run(timeout=60)
+        events = [(e.name, e.reason, e.message) for e in cluster.records.events]
+    (pod,) = results
+    assert (pod, "Unhealthy", f"Liveness probe failed: {main['name']}") in events
+    assert results[pod].returncode == (0 if restarts else 137)
+    assert cluster.records.pod(pod).restarts == (1 if restarts else 0)
