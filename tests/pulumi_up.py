@@ -58,7 +58,6 @@ from aichor_iac.engine import Rendering, Resource
 from aichor_iac.frameworks import Endpoint, Plan
 from aichor_iac.k8s import awaits
 from aichor_iac.local.prepare import Gate
-from aichor_iac.review import changes
 
 INDEPENDENT = ("jobset", "batchjob")  # pods that end on their own: no rendezvous
 ENDED = ("succeeded", "failed")  # a pod's states once its program has ended
@@ -459,67 +458,3 @@ class Live:
         if progressed or states != self.seen:
             self.last_change, self.seen = now, states
         return now - self.last_change < self.stall
-
-
-# --- a stack's lifetime: up, up again, destroy, up again ------------------------------------
-
-
-class AlreadyExists(Exception):
-    """pulumi-kubernetes 4.29+: a Create finds the object there (client-side create)."""
-
-
-def key(r: Resource) -> changes.Key:
-    """The object a resource is (kind, namespace, name), as `preview --diff` matches them."""
-    return changes.key(r.inputs)
-
-
-@dataclass
-class Stack:
-    """A stack's state and the cluster's objects across runs of the real engine:
-
-    - `up` creates the resources whose URN the state lacks, replaces (delete, then create:
-      `deleteBeforeReplace`) those whose object changed name, and deletes at the end the
-      ones the program no longer registers (Pulumi's create-then-delete for a new URN);
-    - `destroy` deletes them all, newest first;
-    - a deletion of a `retainOnDelete` resource only forgets it (Pulumi); deleting a
-      Namespace deletes every object in it (Kubernetes);
-    - a create of an object that exists fails with AlreadyExists unless the provider's
-      `upsertExistingObjects` is set, which adopts it as it is (pulumi-kubernetes 4.29).
-
-    `cluster` holds each object's contents (a volume's data)."""
-
-    upsert: bool = False
-    state: dict[str, Resource] = field(default_factory=dict)
-    cluster: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
-
-    def up(self, rendering: Rendering) -> None:
-        wanted = [r for r in rendering.resources if r.is_kubernetes]
-        for r in wanted:
-            old = self.state.get(r.urn)
-            if old is not None and key(old) != key(r):
-                self._delete(old)
-                old = None
-            if old is None:
-                self._create(r)
-            self.state[r.urn] = r
-        for urn in reversed([u for u in self.state if u not in {r.urn for r in wanted}]):
-            self._delete(self.state.pop(urn))
-
-    def destroy(self) -> None:
-        for urn in reversed(list(self.state)):
-            self._delete(self.state.pop(urn))
-
-    def _create(self, r: Resource) -> None:
-        if key(r) in self.cluster and not self.upsert:
-            kind, namespace, name = key(r)
-            raise AlreadyExists(f"{kind} {namespace}/{name} already exists".replace(" /", " "))
-        self.cluster.setdefault(key(r), {})
-
-    def _delete(self, r: Resource) -> None:
-        if r.options.get("retainOnDelete"):
-            return
-        kind, _, name = key(r)
-        self.cluster.pop(key(r), None)
-        if kind == "Namespace":
-            for k in [k for k in self.cluster if k[1] == name]:
-                del self.cluster[k]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import expand, pytorch_manifest
-from pulumi_up import AlreadyExists, Stack
+from stack_model import AlreadyExists, Stack
 
 VOLUME = {"storage": {"sharedVolume": {"mountPoint": "/mnt/shared", "sizeGB": 10}}}
 CLAIM = ("PersistentVolumeClaim", "team", "exp-shared")

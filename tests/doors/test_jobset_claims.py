@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import expand
-from pulumi_up import Stack
+from stack_model import Stack
 from test_jobset import job, jobset
 
 from aichor_iac.problems import ManifestError
