@@ -1,4 +1,4 @@
-"""A stack's lifetime under the real engine (tests/pulumi_up.py `Stack`): the shared volume and
+"""A stack's lifetime under the real engine (tests/stack_model.py `Stack`): the shared volume and
 its data survive `pulumi destroy` and the next `pulumi up` finds them again (with the provider's
 `upsertExistingObjects`, which the program asks for); a namespace the stack created is kept
 with the volume; `deleteSharedVolume` leaves nothing; renaming the experiment on a live stack
