@@ -245,6 +245,7 @@ def _recorded(run: Run, cluster: LocalCluster) -> Iterator[Callable[[], None]]:
     try:
         yield recorder.update
     finally:
+        cluster.flush()  # (the last lines of the pods that ended, in their logs before kept)
         recorder.update(final=True)
 
 
