@@ -57,9 +57,9 @@ class Part:
         group restart runs within the pods)."""
         mine = [(pod, code, role) for pod, code, name, role in results if name == self.name]
         failed = [(code, pod) for pod, code, role in mine if code and role in self.deciding]
-        if failed:  # a signal's death as a shell reports it (128 + the signal)
+        if failed:  # (a signal's death already 128 + the signal: `containers.wait`)
             code, pod = failed[0]
-            return (128 - code if code < 0 else code), pod
+            return code, pod
         if sum(role in self.needed for _, _, role in mine) == self.count:
             return 0, None
         return None

@@ -427,6 +427,12 @@ signal.pause()
 '"""
 
 
+# A trainer that waits to be told, with no handler for TERM
+WAITS_WITHOUT_A_HANDLER = (
+    """exec python3 -c 'import signal; print("training", flush=True); signal.pause()'"""
+)
+
+
 def stopped_while_training(jobs: list[dict], stop) -> tuple[list[str], float]:
     """The Job's one pod run until it prints "training", then `stop(cluster, job)` (None:
     the run's end, the cluster left); its lines, and how long the stop took."""
@@ -468,7 +474,7 @@ def test_a_pod_stopped_has_its_grace_period_to_checkpoint(grace, checkpointed):
 
 @pytest.mark.parametrize(
     ("command", "checkpointed", "within"),
-    [(CHECKPOINTS_ON_TERM, True, (2, 10)), ("echo training; sleep 120", False, (0, 5))],
+    [(CHECKPOINTS_ON_TERM, True, (2, 10)), (WAITS_WITHOUT_A_HANDLER, False, (0, 5))],
     ids=["handles TERM", "does not"],
 )
 def test_the_run_s_end_gives_each_pod_its_grace_period(command, checkpointed, within):
@@ -485,7 +491,7 @@ def test_the_run_s_end_gives_each_pod_its_grace_period(command, checkpointed, wi
 # marker on its emptyDir says whether it ran before (an emptyDir outlives a container's restart)
 STALLS_ONCE = (
     "if [ -e /state/ran ]; then echo again; exit 0; fi; "
-    'touch /state/ran; echo stalled; exec python3 -c "import time; time.sleep(60)"'
+    'touch /state/ran; echo stalled; exec python3 -c "import signal; signal.pause()"'
 )
 
 

@@ -77,13 +77,13 @@ def test_only_an_elastic_jobs_members_restart_in_place_in_a_local_run(tmp_path, 
 
 # A node of the test below: node 0 hosts the rendezvous (its port open) and waits for the
 # others; nodes 1 and 2 die of SIGKILL each time they start, as nodes lost for good
-NODE = """import os, signal, socket, time
+NODE = """import os, signal, socket
 node = int(os.environ["JOB_COMPLETION_INDEX"])
 if node == 0:
     port = int(os.environ["PET_RDZV_ENDPOINT"].rsplit(":", 1)[1])
     server = socket.create_server(("", port))
     print("node 0: waiting for 2 nodes", flush=True)
-    time.sleep(120)
+    signal.pause()  # (until the run's end stops it)
 print(f"node {node}: lost", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """

@@ -100,7 +100,8 @@ def test_a_failed_run_names_the_pod_that_failed_first(tmp_path, history, capsys)
     """Its pod, exit code and last lines (the log's tail the kubelet keeps as the termination
     message, FallbackToLogsOnError), in the record, `history` and `status` after the run."""
     failing = 'echo "step 1"; echo "step 2"; echo "OSError: disk full" >&2; exit 3'
-    command = f'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then {failing}; fi; sleep 30'
+    waits = 'exec python3 -c "import signal; signal.pause()"'  # (until the run ends)
+    command = f'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then {failing}; fi; {waits}'
     path = experiment(tmp_path, command, count=2)
     assert cli.main(["run", "--local", path]) == 3
     (record,) = kept(capsys)
