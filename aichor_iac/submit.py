@@ -12,8 +12,10 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +60,8 @@ def up(
     def program() -> None:
         components.export(experiment_name, manifest, settings)
 
-    result = _stack(stack, project, program).up(on_output=on_output)
+    with _stack(stack, project, program) as selected:
+        result = selected.up(on_output=on_output)
     return {key: output.value for key, output in result.outputs.items()}
 
 
@@ -67,14 +70,15 @@ def destroy(
 ) -> None:
     """`pulumi destroy` of the stack, then its removal (what `pulumi destroy` keeps, a
     retained shared volume, stays in the cluster)."""
-    selected = _stack(stack, project, lambda: None, create=False)
-    selected.destroy(on_output=on_output)
-    selected.workspace.remove_stack(stack)
+    with _stack(stack, project, lambda: None, create=False) as selected:
+        selected.destroy(on_output=on_output)
+        selected.workspace.remove_stack(stack)
 
 
 def logs(stack: str, *, project: str = PROJECT, follow: bool = False) -> str:
     """The replicas' output, by the stack's `logs` output (a `kubectl logs` command)."""
-    outputs = _stack(stack, project, lambda: None, create=False).outputs()
+    with _stack(stack, project, lambda: None, create=False) as selected:
+        outputs = selected.outputs()
     command = shlex.split(str(outputs["logs"].value))
     if not follow:
         command = [word for word in command if word != "-f"]
@@ -118,13 +122,20 @@ def until_done(
         wait(poll)
 
 
-def _stack(stack: str, project: str, program: Callable[[], None], create: bool = True) -> Any:
-    """The stack through the Automation API, or PulumiMissing saying what to install."""
+@contextmanager
+def _stack(
+    stack: str, project: str, program: Callable[[], None], create: bool = True
+) -> Iterator[Any]:
+    """The stack through the Automation API, or PulumiMissing saying what to install. Its
+    workspace (the inline program's project file) lives in a folder removed after use: left
+    to itself, the Automation API makes one under /tmp per call and keeps it."""
     from pulumi import automation
 
-    try:
-        if create:
-            return automation.create_or_select_stack(stack, project, program)
-        return automation.select_stack(stack, project, program)
-    except FileNotFoundError:
-        raise PulumiMissing(f"`pulumi` is not installed: {INSTALL}") from None
+    with tempfile.TemporaryDirectory(prefix="aichor-iac-stack-") as work_dir:
+        opts = automation.LocalWorkspaceOptions(work_dir=work_dir)
+        select = automation.create_or_select_stack if create else automation.select_stack
+        try:
+            selected = select(stack, project, program, opts=opts)
+        except FileNotFoundError:
+            raise PulumiMissing(f"`pulumi` is not installed: {INSTALL}") from None
+        yield selected

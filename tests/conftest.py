@@ -6,9 +6,11 @@ dependencies and options. Each run calls `pulumi.runtime.set_mocks` afresh."""
 from __future__ import annotations
 
 import ast
+import atexit
 import copy
 import logging
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -47,6 +49,7 @@ ast.parse = _parse_alone  # type: ignore[assignment]
 # Every `run --local` keeps its record (issue 66): the suite's, apart from the user's (each
 # process of the suite, and what it starts, in a folder of its own)
 os.environ["AICHOR_IAC_HISTORY"] = tempfile.mkdtemp(prefix="aichor-iac-history-")
+atexit.register(shutil.rmtree, os.environ["AICHOR_IAC_HISTORY"], ignore_errors=True)
 ALL_EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 # The examples of one experiment each, which most tests take one at a time: examples/sweep.yaml
 # holds a sweep's six trials (the program's, the render corpus's and the docs' tests take it).

@@ -73,7 +73,8 @@ def pull_request(tmp_path: Path) -> Path:
 
 def run(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    env = {**os.environ, **GIT, "BASE_REF": "main", "PATH": path}
+    # (its `mktemp -d` in the test's own folder: a CI runner's /tmp goes with it, not ours)
+    env = {**os.environ, **GIT, "BASE_REF": "main", "PATH": path, "TMPDIR": str(cwd.parent)}
     return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True)
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,14 +25,20 @@ FAKE = ROOT / "tests" / "fake_pulumi"
 
 
 @pytest.fixture
-def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("PATH", f"{FAKE}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_PULUMI_CALLS", str(calls))
     monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "home"))
     outputs = {"experiment": "exp", "logs": "kubectl logs -n default -f job/exp-master"}
     monkeypatch.setenv("FAKE_PULUMI_OUTPUTS", json.dumps(outputs))
-    return calls
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    yield calls
+    # Each call's workspace (the inline program's project) is removed once used: the
+    # Automation API's own would stay under /tmp, one per call
+    assert list(temporary.iterdir()) == []
 
 
 def recorded(calls: Path) -> list[list[str]]:
@@ -66,10 +74,14 @@ def test_a_bad_experiment_fails_before_the_cli_is_asked_anything(fake_cli: Path)
     assert not fake_cli.exists()
 
 
-def test_a_missing_cli_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_cli_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(submit.PulumiMissing, match="install the Pulumi CLI"):
         aichor_iac.up(ROOT / "examples" / "pytorch.yaml", "exp-1")
+    assert list(tmp_path.iterdir()) == []  # nor its workspace left behind
 
 
 def test_the_inline_program_registers_what_the_pulumi_program_does() -> None:
