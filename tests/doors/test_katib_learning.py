@@ -231,11 +231,12 @@ def best_of(algorithm: str, seed: int, trials: int = 24) -> float:
     """The best loss a sweep of the cheap objective of tests/local/test_learning_run.py finds
     when each trial ends as soon as it is asked (its trials: what a local run asks, as that
     test holds)."""
-    path = sweep_file(Path(tempfile.mkdtemp()), algorithm, seed, trials)
     losses: dict[str, float | None] = {}
-    while len(losses) < trials:
-        for trial in doors.load_all(path, as_ended(losses)):
-            losses.setdefault(trial.name, loss(dict(trial.trial.values)))
+    with tempfile.TemporaryDirectory() as folder:
+        path = sweep_file(Path(folder), algorithm, seed, trials)
+        while len(losses) < trials:
+            for trial in doors.load_all(path, as_ended(losses)):
+                losses.setdefault(trial.name, loss(dict(trial.trial.values)))
     return min(v for v in losses.values() if v is not None)
 
 
@@ -310,8 +311,8 @@ def test_cmaes_finds_a_better_best_trial_than_random_for_most_seeds():
     assert wins >= 7, wins
 
 
-def test_a_cmaes_trial_is_the_same_however_many_more_trials_have_ended():
-    path = sweep_file(Path(tempfile.mkdtemp()), "cmaes", 3, 16)
+def test_a_cmaes_trial_is_the_same_however_many_more_trials_have_ended(tmp_path: Path):
+    path = sweep_file(tmp_path, "cmaes", 3, 16)
     names = doors.load_all(path)[0].trial.names
     results = {n: loss({"x": "0.1", "y": str(i / 20)}) for i, n in enumerate(names)}
     fewer = doors.load_all(path, as_ended({n: results[n] for n in names[:9]}))
