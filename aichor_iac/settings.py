@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -125,12 +126,32 @@ class Failures(_Concern):
         "are left.",
     )
 
+    entrypoints: list[str] = Field(
+        default_factory=list,
+        description="What an image runs where a container gives no command, each "
+        "`IMAGE=COMMAND` (its Entrypoint, then its Cmd unless the container has args; "
+        "`run --local`'s `--entrypoint`): the group restart runs it again as a command, and "
+        "`run --local` runs it (no image is pulled).",
+    )
+
     @field_validator("permanent_exit_codes")
     @classmethod
     def _exit_codes(cls, value: list[int]) -> list[int]:
         if any(not 1 <= code <= 255 for code in value):
             raise ValueError("exit codes are 1 to 255 (0 is success)")
         return sorted(set(value))
+
+    @field_validator("entrypoints")
+    @classmethod
+    def _entrypoints(cls, value: list[str]) -> list[str]:
+        for option in value:
+            told_entrypoint(option)
+        return value
+
+    def entrypoint_argvs(self) -> dict[str, list[str]]:
+        """Each image's entrypoint the stack names (`entrypoints`), as argv (the last given
+        for an image wins)."""
+        return dict(told_entrypoint(option) for option in self.entrypoints)
 
 
 class Platform(_Concern):
@@ -448,6 +469,19 @@ class Settings(
         return validated(data, source)
 
 
+def told_entrypoint(option: str) -> tuple[str, list[str]]:
+    """`IMAGE=COMMAND` as the image and argv (COMMAND split as a shell would), or ValueError
+    saying what to give."""
+    image, _, command = option.partition("=")
+    try:
+        argv = shlex.split(command)
+    except ValueError as error:
+        raise ValueError(f"{option}: {error}") from None
+    if not image or not argv:
+        raise ValueError(f"{option}: give IMAGE=COMMAND, e.g. 'my/image:1=python /app/train.py'")
+    return image, argv
+
+
 def _object_names(value: str | list[str] | None) -> Any:
     """Names of objects in the cluster (a scheduler profile, a PriorityClass, Secrets, a
     StorageClass): each a DNS subdomain."""
@@ -474,6 +508,10 @@ def reference() -> str:
 CONFIG_KEYS: tuple[str, ...] = tuple(f.alias or n for n, f in Settings.model_fields.items())
 
 
+# The keys whose value is a list, which a single string may give
+LISTS = ("imagePullSecrets", "egressCIDRs", "rdmaNetworks", "entrypoints")
+
+
 def from_config(values: dict[str, Any], source: str = "stack config") -> Settings:
     """Settings from `aichor:*` config values (namespace prefix optional).
 
@@ -484,7 +522,7 @@ def from_config(values: dict[str, Any], source: str = "stack config") -> Setting
         name = key.split(":", 1)[1] if key.startswith("aichor:") else key
         if ":" in name or value in ("", None):  # another provider's key, or unset
             continue
-        if name in ("imagePullSecrets", "egressCIDRs", "rdmaNetworks") and isinstance(value, str):
+        if name in LISTS and isinstance(value, str):
             value = json.loads(value) if value.strip().startswith("[") else [value]
         data[name] = value
     return validated(data, source)

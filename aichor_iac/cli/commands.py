@@ -7,7 +7,6 @@ import argparse
 import itertools
 import json
 import re
-import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -239,7 +238,7 @@ def _run_locally(
     options = {
         "replicas": args.replicas,
         "timeout": args.timeout,
-        "entrypoints": _entrypoints(args.entrypoint),
+        "entrypoints": inputs.settings.entrypoint_argvs(),
         "on_line": line,
         "on_progress": on_progress,
         "record": record,
@@ -374,22 +373,6 @@ def _sweeps(
         place = sweeps.TrialRun(name, manifest.trial, state, lines[name], reports.get(name))
         trials.setdefault(manifest.trial.sweep, []).append(place)
     return {sweep: sweeps.report(each) for sweep, each in trials.items()}
-
-
-def _entrypoints(given: list[str]) -> dict[str, list[str]]:
-    """`--entrypoint IMAGE=COMMAND` options as image -> argv (COMMAND split as a shell would)."""
-    found = {}
-    for option in given:
-        image, _, command = option.partition("=")
-        try:
-            argv = shlex.split(command)
-        except ValueError as error:
-            raise ManifestError("--entrypoint", [Problem("", f"{option}: {error}")]) from None
-        if not image or not argv:
-            reason = f"{option}: give IMAGE=COMMAND, e.g. 'my/image:1=python /app/train.py'"
-            raise ManifestError("--entrypoint", [Problem("", reason)])
-        found[image] = argv
-    return found
 
 
 def convert(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from .. import doors, planning
 from ..experiment.model import Experiment
 from ..experiment.trial import Ended
 from ..problems import ManifestError, Problem
-from ..settings import Settings, load_stack_file
+from ..settings import Settings, load_stack_file, told_entrypoint
 from .process import collector_paused
 from .report import print_problem, problem_json
 
@@ -78,6 +78,8 @@ def inputs_of(args: argparse.Namespace) -> Inputs:
         settings, stack = load_stack_file(args.stack_config)
     if args.namespace:
         settings = settings.updated("--namespace", namespace=args.namespace)
+    if told := getattr(args, "entrypoint", None):  # (run --local's, after the stack's)
+        settings = _with_entrypoints(settings, told)
     path = args.manifest
     configured = _stack_manifest(args.stack_config, settings)
     if path is None:
@@ -94,6 +96,16 @@ def inputs_of(args: argparse.Namespace) -> Inputs:
     manifests = doors.load_all(path)
     names = names_of(args, settings, manifests, stack)
     return Inputs(manifests, settings, names, stack, args.stack_config, path)
+
+
+def _with_entrypoints(settings: Settings, told: list[str]) -> Settings:
+    """The settings with `--entrypoint IMAGE=COMMAND` options after the stack's own."""
+    for option in told:
+        try:
+            told_entrypoint(option)
+        except ValueError as error:
+            raise ManifestError("--entrypoint", [Problem("", str(error))]) from None
+    return settings.updated("--entrypoint", entrypoints=[*settings.entrypoints, *told])
 
 
 def names_of(

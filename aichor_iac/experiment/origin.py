@@ -11,8 +11,9 @@ pods aichor-iac builds from the manifest's resources. Pure data: no Pulumi or Ku
 from __future__ import annotations
 
 import ast
+import copy
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .options import JobSetOptions, RayOptions
@@ -97,6 +98,14 @@ class Kept:
         if not main.get("command"):
             return None
         return [*main["command"], *main.get("args", [])]
+
+    def running(self, entrypoint: list[str]) -> Kept:
+        """This template with its container running `entrypoint` (what its image runs,
+        as the user tells it) as its command, its args after it as Kubernetes runs them."""
+        template = copy.deepcopy(self.template)
+        main = next(c for c in template["spec"]["containers"] if c["name"] == self.container)
+        main["command"] = list(entrypoint)
+        return replace(self, template=template)
 
 
 @dataclass(frozen=True)

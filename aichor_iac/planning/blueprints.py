@@ -21,7 +21,7 @@ from ..frameworks.base import INDEX_VAR
 from ..problems import Problem
 from ..settings import Settings
 from . import naming
-from .failures import failure_policy, restart_problems
+from .failures import failure_policy, restart_problems, told_entrypoints
 from .gangs import Gang, gang
 
 # Variables every replica gets from aichor-iac whatever the framework.
@@ -91,9 +91,10 @@ def blueprint(manifest: Experiment, settings: Settings | None = None, name: str 
     """The experiment named `name` (shortened if host names derived from it would not be DNS
     labels), or ManifestError naming each problem with the manifest's file and line."""
     settings = settings or Settings.default()
+    planner = PLANNERS[manifest.spec.operator]
+    draft = planner(manifest.spec, Names("x", settings.namespace, settings.cluster_domain))
+    manifest = told_entrypoints(manifest, draft, settings)
     spec = manifest.spec
-    planner = PLANNERS[spec.operator]
-    draft = planner(spec, Names("x", settings.namespace, settings.cluster_domain))
     experiment = naming.experiment_name(
         name or manifest.name_in("experiment"), [(g.role, g.count) for g in draft.groups]
     )

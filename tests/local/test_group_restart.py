@@ -242,6 +242,25 @@ def test_a_jobset_restarts_as_its_failure_policy_says(tmp_path, kills, code, suc
         assert why.startswith("js-node-0-2 exited with 137 at attempt 2; 2 restart(s) spent")
 
 
+def test_a_jobset_running_its_images_entrypoint_restarts_as_a_group(tmp_path):
+    """Its container gives no command, only args: the stack says what its image runs
+    (`aichor:entrypoints`; `--entrypoint` locally), which the group restart runs again."""
+    data = jobset("0")
+    train = data["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    container = train["containers"][0]
+    del container["command"]
+    container.update(image="registry.example/train:1", args=["train.py"])
+    told = ["registry.example/train:1=python -u"]
+    objects = expand(data, name="js", entrypoints=told).objects
+    lines: list[tuple[str, str]] = []
+    env = pods_env(tmp_path, "0")
+    with LocalCluster(objects, env, on_line=lambda *x: lines.append(x), workdir=tmp_path) as c:
+        results = c.run(timeout=240)
+    assert {r.returncode for r in results.values()} == {0}, lines[-60:]
+    assert ("js-node-0-0", "rank 0 attempt 1 from step 3") in lines
+    assert ("js-node-0-2", "rank 2 done") in lines
+
+
 def pytorchjob(policy: str) -> dict:
     """The same 3 ranks as a Kubeflow PyTorchJob: `runPolicy.backoffLimit` is the budget of
     the whole group's restart; under ExitCode, 1-127 fail at once."""

@@ -3,6 +3,7 @@ restart, each Job's budget and pod failure policy) and the experiments it is ref
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -15,10 +16,11 @@ from pydantic import ValidationError
 from test_properties import types_by_operator
 
 from aichor_iac import doors
+from aichor_iac.cli import main
 from aichor_iac.convert import convert
 from aichor_iac.pods import LIFELINE_PORT, regroup
 from aichor_iac.problems import ManifestError
-from aichor_iac.settings import Settings
+from aichor_iac.settings import Settings, from_config
 
 R = {"cpus": 1, "ramRatio": 1}
 
@@ -125,6 +127,79 @@ def test_refused(data, more, path, text):
 def test_permanent_exit_codes_are_1_to_255(codes):
     with pytest.raises(ValidationError, match="1 to 255"):
         Settings(permanent_exit_codes=codes)
+
+
+def entrypoint_jobset() -> dict:
+    """JobSet's FailJobSet example, its containers running their image's entrypoint with
+    args (as a server set's images do), not a command."""
+    path = ROOT / "tests" / "jobset" / "failure-policy.failjobset-action.yaml"
+    data = yaml.safe_load(path.read_text())
+    for replicated in data["spec"]["replicatedJobs"]:
+        container = replicated["template"]["spec"]["template"]["spec"]["containers"][0]
+        container.pop("command")
+        container.update(image="registry.example/server:1", args=["--port=8000"])
+    return data
+
+
+SERVER = "registry.example/server:1=/usr/bin/server --model 'a b'"
+
+
+def test_an_image_entrypoint_restarts_as_a_group_once_the_stack_says_what_it_runs():
+    with pytest.raises(ManifestError) as error:
+        expand(entrypoint_jobset(), name="js")
+    assert [p.path for p in error.value.problems] == [
+        f"spec.replicatedJobs.{i}.template.spec.template.spec.containers" for i in (0, 1)
+    ]
+    assert all(
+        "say what registry.example/server:1 runs in aichor:entrypoints" in p.message
+        for p in error.value.problems
+    )
+    for job in jobs(entrypoint_jobset(), name="js", entrypoints=[SERVER]):
+        main = job["spec"]["template"]["spec"]["containers"][0]
+        assert "class Lead" in main["command"][2] and "args" not in main
+        # what the group restart runs again: the image's entrypoint as told, then the args
+        assert main["command"][-1] == "/usr/bin/server --model 'a b' --port=8000"
+
+
+def test_validate_reads_what_an_image_runs_from_the_stack_config(tmp_path, capsys):
+    path = tmp_path / "servers.yaml"
+    path.write_text(yaml.safe_dump(entrypoint_jobset()))
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aichor:entrypoints": [SERVER.split("=")[0]]}}))
+    assert main(["validate", str(path), "--stack-config", str(stack)]) == 2
+    assert "aichor:entrypoints: registry.example/server:1: give IMAGE=COMMAND" in (
+        capsys.readouterr().err
+    )
+    assert main(["validate", str(path)]) == 2
+    assert "say what registry.example/server:1 runs in aichor:entrypoints" in (
+        capsys.readouterr().err
+    )
+    stack.write_text(yaml.safe_dump({"config": {"aichor:entrypoints": [SERVER]}}))
+    assert main(["validate", str(path), "--stack-config", str(stack)]) == 0
+
+
+def test_what_the_stack_says_an_image_runs_changes_only_the_containers_that_restart():
+    # no restart: the image's entrypoint runs as Kubernetes runs it, whatever the stack says
+    data = entrypoint_jobset()
+    del data["spec"]["failurePolicy"]
+    told = jobs(data, name="js", entrypoints=[SERVER])
+    assert told == jobs(data, name="js")
+    assert all("command" not in j["spec"]["template"]["spec"]["containers"][0] for j in told)
+
+
+@pytest.mark.parametrize(
+    ("told", "said"),
+    [
+        ("registry.example/server:1=", "give IMAGE=COMMAND"),
+        ("=python", "give IMAGE=COMMAND"),
+        ("img=python 'unclosed", "No closing quotation"),
+    ],
+)
+def test_an_entrypoint_the_stack_says_is_an_image_and_a_command(told, said):
+    with pytest.raises(ManifestError) as error:
+        from_config({"aichor:entrypoints": json.dumps([told])})
+    assert error.value.problems[0].path == "aichor:entrypoints"
+    assert said in error.value.problems[0].message
 
 
 RESTARTABLE = sorted(set(types_by_operator) - {"batchjob", "jobset"})
