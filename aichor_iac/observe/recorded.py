@@ -18,7 +18,7 @@ from ..records.reader import Recorded
 from ..sweeps import results
 from . import history
 from .progress import JOB_NAME, receiver_pod, reported
-from .status import Report, pod_rows
+from .status import Report, main_status, pod_rows
 from .status import state as experiment_state
 
 
@@ -168,10 +168,7 @@ def _pods(report: Report) -> tuple[PodRun, ...]:
 
 def _ended(pods: list[dict[str, Any]]) -> str | None:
     """When the last of the pods' main containers ended."""
-    states = [
-        ((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {}
-        for p in pods
-    ]
+    states = [main_status(p).get("state") or {} for p in pods]
     ends = [s["terminated"].get("finishedAt") for s in states if "terminated" in s]
     return max(filter(None, ends), default=None)
 

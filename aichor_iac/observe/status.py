@@ -164,10 +164,24 @@ def _name(obj: dict[str, Any]) -> str:
     return obj["metadata"]["name"]
 
 
+# The annotation that names a pod's main container (kubectl logs and exec read it)
+DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
+
+
+def main_status(pod: dict[str, Any]) -> dict[str, Any]:
+    """The status of the pod's main container: the one its annotation names, else its first
+    in the spec (the kubelet lists statuses by name: a log shipper's would come first)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    main = annotations.get(DEFAULT_CONTAINER) or containers[0].get("name")
+    return next((c for c in statuses if main and c.get("name") == main), statuses[0])
+
+
 def pod_row(pod: dict[str, Any], now: datetime) -> PodRow:
     """One pod: phase, restarts, its main container's state and why, exit code, GPUs, time."""
     status = pod.get("status") or {}
-    container = (status.get("containerStatuses") or [{}])[0]
+    container = main_status(pod)
     state = container.get("state") or {}
     kind = next(iter(state), None)
     detail = state.get(kind) or {}
@@ -204,7 +218,7 @@ def first_failure(pods: list[dict[str, Any]]) -> FirstFailure | None:
     by itself (the others' "Connection closed by peer" follows a peer killed), then by name."""
     found = []
     for pod in pods:
-        container = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0]
+        container = main_status(pod)
         for held in (container.get("lastState"), container.get("state")):
             ended = (held or {}).get("terminated") or {}
             if code := ended.get("exitCode"):

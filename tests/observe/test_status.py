@@ -398,3 +398,31 @@ def test_status_of_a_sweep_that_learns_reads_the_trials_its_results_allow(tmp_pa
 
 
 COMPLETE = {"type": "Complete", "status": "True"}
+
+
+def with_a_log_shipper(main: dict, annotated: str | None = None) -> dict:
+    """`main` with a sidecar listed after it in the spec, whose status the kubelet lists first
+    (by name), still running (KubeRay's fluentbit sample: ray-head, then fluentbit)."""
+    shipper = {"name": "fluentbit", "ready": True, "restartCount": 0, "state": {"running": {}}}
+    main["spec"]["containers"] = [{"name": "pytorch"}, {"name": "fluentbit"}]
+    main["status"]["containerStatuses"].insert(0, shipper)
+    if annotated:
+        main["metadata"]["annotations"] = {"kubectl.kubernetes.io/default-container": annotated}
+    return main
+
+
+@pytest.mark.parametrize(
+    ("annotated", "state", "first"),
+    [
+        (None, "terminated", "exp-worker-0"),
+        ("pytorch", "terminated", "exp-worker-0"),
+        ("fluentbit", "running", None),
+    ],
+)
+def test_a_pods_main_container_is_its_first_in_the_spec_or_the_one_its_annotation_names(
+    annotated, state, first
+):
+    failed = with_a_log_shipper(pod("exp-worker-0", "Running", ended(3, "50:01")), annotated)
+    found = report([{"metadata": {"name": "exp-worker"}}], [failed], NOW)
+    assert found["groups"][0]["pods"][0]["state"] == state
+    assert (found["failedFirst"] or {}).get("pod") == first
