@@ -284,7 +284,8 @@ def _run_options(sub: argparse.ArgumentParser) -> None:
         default=[],
         metavar="IMAGE=COMMAND",
         help="what IMAGE runs where a container gives no command (its Entrypoint, then its Cmd "
-        "unless the container has args): no image is pulled here",
+        "unless the container has args), after the stack's aichor:entrypoints: no image is "
+        "pulled here",
     )
     _plot_option(sub)
 
