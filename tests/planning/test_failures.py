@@ -9,7 +9,7 @@ import re
 import pytest
 import schemas
 import yaml
-from conftest import ROOT, expand
+from conftest import KUBEFLOW_EXAMPLES, ROOT, expand, runnable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -176,6 +176,38 @@ def test_validate_reads_what_an_image_runs_from_the_stack_config(tmp_path, capsy
     )
     stack.write_text(yaml.safe_dump({"config": {"aichor:entrypoints": [SERVER]}}))
     assert main(["validate", str(path), "--stack-config", str(stack)]) == 0
+
+
+def images(resource: dict) -> list[str]:
+    replicas = next(v for k, v in resource["spec"].items() if k.endswith("ReplicaSpecs"))
+    return sorted(
+        {c["image"] for r in replicas.values() for c in r["template"]["spec"]["containers"]}
+    )
+
+
+def test_every_public_kubeflow_example_restarts_as_a_group_once_its_images_are_told():
+    """The public examples whose containers run their image's entrypoint (13 of them:
+    XGBoost, MPI, JAX, PyTorch), given a backoffLimit: refused, then valid objects once the
+    stack says what each image runs, every Job's container running it under the restart."""
+    refused = 0
+    for path in KUBEFLOW_EXAMPLES:
+        resource = runnable(path)[0]
+        resource["spec"].setdefault("runPolicy", {})["backoffLimit"] = 2
+        try:
+            expand(resource)
+            continue
+        except ManifestError as error:
+            if "aichor:entrypoints" not in str(error):
+                continue
+        refused += 1
+        told = [f"{image}=/entrypoint --flag" for image in images(resource)]
+        objects = expand(resource, entrypoints=told).objects
+        for obj in objects:
+            schemas.validate(obj)
+        for job in (o for o in objects if o["kind"] == "Job"):
+            command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+            assert "class Lead" in command[2] and command[-1].startswith("/entrypoint --flag")
+    assert refused == 13
 
 
 def test_what_the_stack_says_an_image_runs_changes_only_the_containers_that_restart():
