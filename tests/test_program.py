@@ -98,6 +98,24 @@ def test_main_and_cli_render_the_same_objects(monkeypatch):
     assert program.objects == render(ROOT / "examples/pytorch.yaml", settings=settings, stack=stack)
 
 
+def test_the_program_reads_what_an_image_runs_from_the_stack(tmp_path, monkeypatch):
+    """`pulumi up` with docs/failures.md's server set: its stack's aichor:entrypoints (a list,
+    which Pulumi hands over as JSON) is the command every server restarts with."""
+    page = (ROOT / "docs" / "failures.md").read_text()
+    manifest = tmp_path / "servers.yaml"
+    manifest.write_text(page.split('```yaml title="servers.yaml"\n', 1)[1].split("```", 1)[0])
+    told = "registry.example/model-server:1=/usr/bin/model_server --model /models/m"
+    stack = tmp_path / "Pulumi.servers.yaml"
+    config = {"aichor:manifest": str(manifest), "aichor:entrypoints": [told]}
+    stack.write_text(yaml.safe_dump({"config": config}))
+    _, rendering = run_program(stack, monkeypatch)
+    jobs = [o for o in rendering.objects if o["kind"] == "Job"]
+    assert len(jobs) == 2
+    for job in jobs:
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert command[-1] == "/usr/bin/model_server --model /models/m --port=8000"
+
+
 def test_each_rendering_in_a_process_has_its_own_stacks_root():
     # Renderings of several stacks in one process (a notebook, a test run): each top
     # component's parent is its own stack's root, whatever was rendered before it.
