@@ -104,7 +104,8 @@ class Kept:
         as the user tells it) as its command, its args after it as Kubernetes runs them."""
         template = copy.deepcopy(self.template)
         main = next(c for c in template["spec"]["containers"] if c["name"] == self.container)
-        main["command"] = list(entrypoint)
+        # (`$$`: Kubernetes expands `$(VAR)` in a command, never in an image's entrypoint)
+        main["command"] = [word.replace("$", "$$") for word in entrypoint]
         return replace(self, template=template)
 
 

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from conftest import expand as rendered
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aichor_iac import doors, planning
 from aichor_iac.frameworks import ray
+from aichor_iac.local.downward import expand
 from aichor_iac.problems import ManifestError
 from aichor_iac.settings import Settings, from_config
 
@@ -200,3 +202,37 @@ def test_the_cli_refuses_a_namespace_the_stack_file_would(namespace, tmp_path, c
     )
     assert code == 2 and not out.exists() and not (tmp_path / "y").exists()
     assert "aichor:namespace: " in capsys.readouterr().err
+
+
+def servers(told: str) -> list[str]:
+    """The command of a restarting JobSet's container that gives args only, its image's
+    entrypoint `told` by the stack."""
+    container = {"name": "server", "image": "img:1", "args": ["--port=8000"]}
+    job = {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
+    data = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 1},
+            "replicatedJobs": [{"name": "server", "template": {"spec": job}}],
+        },
+    }
+    jobs = [o for o in rendered(data, entrypoints=[told]).objects if o["kind"] == "Job"]
+    return jobs[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=TEXT, tail=st.one_of(NASTY, st.just("$(CURRENT_POD_IP)")))
+def test_an_entrypoint_the_stack_tells_reaches_its_program_as_its_words(value, tail, tmp_path):
+    """What the group restart runs again (the command's last word, run by `/bin/sh -c` after
+    Kubernetes' `$(VAR)` expansion with the container's env): the told entrypoint's words,
+    then the args, as data (an image's entrypoint is never expanded)."""
+    shim(tmp_path, "served", ECHO_ARGV)
+    line = servers(f"img:1=served {shlex.quote(value + tail)}")[-1]
+    for shell in SHELLS:
+        result = run(shell, expand(line, {"CURRENT_POD_IP": "10.0.0.1"}), tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert argv_of(result) == [value + tail, "--port=8000"]
