@@ -10,10 +10,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test check lint docs bench fuzz clean system-packages
 
-# Real MPI runs in the tests need Debian's OpenMPI and OpenSSH server, and the dashboard's tests
-# a real browser (Debian's chromium): installed when this runs as root with apt-get (CI),
-# otherwise those tests skip and say why.
-SYSTEM_PACKAGES := openmpi-bin openssh-server openssh-client chromium
+# Real MPI runs in the tests need Debian's OpenMPI and OpenSSH server, the dashboard's tests
+# a real browser (Debian's chromium), `entrypoints`' tests a real OCI registry (Debian's
+# docker-registry, started by the tests on 127.0.0.1): installed when this runs as root with
+# apt-get (CI), otherwise those tests skip and say why.
+SYSTEM_PACKAGES := openmpi-bin openssh-server openssh-client chromium docker-registry
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -26,8 +26,9 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # the user's pods (which import nothing of ours)
     ("problems", "rules", "pods"),
     ("experiment", "settings"),  # the neutral experiment and the stack's settings
-    ("reading", "frameworks", "sweeps"),  # reading below the doors; plans; sweeps (spaces,
-    # algorithms, samplers, stopping, trial names, results)
+    ("reading", "registry", "frameworks", "sweeps"),  # reading below the doors (and what an
+    # image runs, from its registry); plans; sweeps (spaces, algorithms, samplers, stopping,
+    # trial names, results)
     ("doors", "planning"),  # front doors; an experiment's plan, gang and restart policy
     (
         "k8s",

@@ -10,7 +10,9 @@ from .blueprints import (
     arrange,
     blueprint,
     created_last,
+    draft_plan,
 )
+from .entrypoints import commandless
 from .gangs import Gang
 
 __all__ = [
@@ -20,6 +22,8 @@ __all__ = [
     "about",
     "arrange",
     "blueprint",
+    "commandless",
     "created_last",
+    "draft_plan",
     "warnings",
 ]

@@ -21,7 +21,8 @@ from ..frameworks.base import INDEX_VAR
 from ..problems import Problem
 from ..settings import Settings
 from . import naming
-from .failures import failure_policy, restart_problems, told_entrypoints
+from .entrypoints import told_entrypoints
+from .failures import failure_policy, restart_problems
 from .gangs import Gang, gang
 
 # Variables every replica gets from aichor-iac whatever the framework.
@@ -92,8 +93,8 @@ def blueprint(manifest: Experiment, settings: Settings | None = None, name: str 
     labels), or ManifestError naming each problem with the manifest's file and line."""
     settings = settings or Settings.default()
     planner = PLANNERS[manifest.spec.operator]
-    draft = planner(manifest.spec, Names("x", settings.namespace, settings.cluster_domain))
-    manifest = told_entrypoints(manifest, draft, settings)
+    draft = draft_plan(manifest, settings)
+    manifest = told_entrypoints(manifest, draft, failure_policy(manifest.spec, settings), settings)
     spec = manifest.spec
     experiment = naming.experiment_name(
         name or manifest.name_in("experiment"), [(g.role, g.count) for g in draft.groups]
@@ -108,6 +109,13 @@ def blueprint(manifest: Experiment, settings: Settings | None = None, name: str 
     if problems:
         raise manifest.error(problems)
     return result
+
+
+def draft_plan(manifest: Experiment, settings: Settings) -> Plan:
+    """The framework's plan of the experiment before it is named: its groups, their roles,
+    programs and counts."""
+    names = Names("x", settings.namespace, settings.cluster_domain)
+    return PLANNERS[manifest.spec.operator](manifest.spec, names)
 
 
 def tensorboard_logs(spec: Spec, settings: Settings) -> TensorboardLogs | None:

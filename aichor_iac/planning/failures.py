@@ -5,13 +5,11 @@ experiments that cannot restart as a group. Pure: no Pulumi or Kubernetes import
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ..experiment.model import Experiment, FailurePolicy, RestartRule, Spec
-from ..experiment.origin import Kept
+from ..experiment.model import FailurePolicy, RestartRule, Spec
 from ..frameworks import Plan
 from ..problems import Problem
 from ..settings import Settings
+from .entrypoints import entrypoints
 
 # Where a custom resource asks for the whole group's restart, by its API group
 OWN_FIELDS = {
@@ -59,14 +57,14 @@ def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Prob
                 "aichor:maxRestarts",
             )
         )
-    for kept in _entrypoints(spec, plan).values():
+    for kept in entrypoints(spec, plan).values():
         problems.append(
             Problem(
                 f"{kept.path}.template.spec.containers",
                 f"{kept.container} runs its image's entrypoint, which the group restart "
                 f"({where}) cannot run again: give it as the container's command, or "
-                f"say what {kept.main['image']} runs in aichor:entrypoints (IMAGE=COMMAND; "
-                "run --local: --entrypoint)",
+                f"say what {kept.main['image']} runs in aichor:entrypoints (`aichor-iac "
+                "entrypoints` reads it from the registry; run --local: --entrypoint)",
             )
         )
     if spec.restart_policy.backoff_limit:
@@ -87,28 +85,3 @@ def restart_problems(spec: Spec, plan: Plan, policy: FailurePolicy) -> list[Prob
                 )
             )
     return problems
-
-
-def told_entrypoints(manifest: Experiment, plan: Plan, settings: Settings) -> Experiment:
-    """The experiment whose kept containers that run their image's entrypoint, which a group
-    restart must run again, run what the stack says their image runs (`aichor:entrypoints`)
-    as their command: the restart wraps it as any command."""
-    spec, told = manifest.spec, settings.entrypoint_argvs()
-    if spec.origin is None or not told or not failure_policy(spec, settings).restarts:
-        return manifest
-    entrypoints = _entrypoints(spec, plan).items()
-    kept = {n: k.running(told[k.main["image"]]) for n, k in entrypoints if k.main["image"] in told}
-    if not kept:
-        return manifest
-    origin = replace(spec.origin, kept={**spec.origin.kept, **kept})
-    return manifest.model_copy(update={"spec": spec.with_origin(origin)})
-
-
-def _entrypoints(spec: Spec, plan: Plan) -> dict[str, Kept]:
-    """The kept templates whose container runs its image's entrypoint: neither a command of
-    its own nor the operator's program (KubeRay's `ray start`) that the restart could rerun."""
-    if spec.origin is None:
-        return {}
-    programs = {g.replica_type: g.program for g in plan.groups}
-    kept = spec.origin.kept.items()
-    return {n: k for n, k in kept if k.argv is None and programs.get(n) is None}

@@ -1,0 +1,201 @@
+"""What an image runs, read from its registry without pulling it: the image's manifest (the
+platform's, from an index) and its config, whose `Entrypoint` and `Cmd` the container runtime
+runs where a container gives no command (`aichor-iac entrypoints`).
+
+The OCI distribution API's read path, with the standard library: a reference named as Docker
+names it (`python:3.11` is `registry-1.docker.io/library/python:3.11`), an anonymous bearer
+token where the registry asks for one (Docker Hub, GHCR, Artifact Registry's public images),
+or the credentials `docker login` kept (`~/.docker/config.json`, `$DOCKER_CONFIG`). A
+registry on a loopback address is read over plain HTTP, as Docker does. (The ORAS SDK reads
+Docker Hub's names without their `library/` and retries an unreachable registry for two
+minutes: too little gained for a dependency.)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+INDEXES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+MANIFESTS = (
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+DOCKER_HUB = "registry-1.docker.io"
+TIMEOUT = 20  # seconds a registry has to answer each request
+LOOPBACK = re.compile(r"^(localhost|127(\.\d+){3}|\[::1\])(:\d+)?$")
+
+
+class RegistryError(Exception):
+    """The image's config cannot be read: why, and what to do."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An image reference as the runtime resolves it."""
+
+    host: str  # where the registry answers (Docker Hub's API host for docker.io)
+    repository: str
+    reference: str  # a tag, or a digest
+
+    @classmethod
+    def parse(cls, image: str) -> Reference:
+        """Docker's rules: a first part with a `.` or `:`, or `localhost`, is the registry;
+        none is Docker Hub, whose one-part names are under `library/`; no tag is `latest`."""
+        name, digest = image.split("@", 1) if "@" in image else (image, "")
+        first, _, rest = name.partition("/")
+        if rest and ("." in first or ":" in first or first == "localhost"):
+            host, path = first, rest
+        else:
+            host, path = "docker.io", name
+        tag = ""
+        if ":" in path.rsplit("/", 1)[-1]:
+            path, tag = path.rsplit(":", 1)
+        if host in ("docker.io", "index.docker.io"):
+            host = DOCKER_HUB
+            path = path if "/" in path else f"library/{path}"
+        if not path or path != path.lower():
+            raise RegistryError(f"{image}: not an image reference")
+        return cls(host, path, digest or tag or "latest")
+
+    @property
+    def base(self) -> str:
+        scheme = "http" if LOOPBACK.match(self.host) else "https"
+        return f"{scheme}://{self.host}/v2/{self.repository}"
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """What the image runs: its Entrypoint, then its Cmd."""
+
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...]
+
+
+def image_config(image: str, platform: str = "linux/amd64") -> ImageConfig:
+    """The config of `image` for `platform` (`os/arch[/variant]`, for an image of several)."""
+    ref = Reference.parse(image)
+    session = _Session(ref)
+    manifest = session.json(f"{ref.base}/manifests/{ref.reference}", (*INDEXES, *MANIFESTS))
+    if manifest.get("mediaType") in INDEXES or "manifests" in manifest:
+        digest = _for_platform(image, manifest, platform)
+        manifest = session.json(f"{ref.base}/manifests/{digest}", MANIFESTS)
+    config = session.json(f"{ref.base}/blobs/{manifest['config']['digest']}", ())
+    held = config.get("config") or {}
+    return ImageConfig(tuple(held.get("Entrypoint") or ()), tuple(held.get("Cmd") or ()))
+
+
+def _for_platform(image: str, index: dict[str, Any], platform: str) -> str:
+    """The digest of the index's manifest for `platform`."""
+    wanted = platform.split("/")
+    for entry in index.get("manifests") or []:
+        about = entry.get("platform") or {}
+        have = [about.get("os"), about.get("architecture"), about.get("variant")]
+        if have[: len(wanted)] == wanted:
+            return str(entry["digest"])
+    offered = sorted(
+        "/".join(filter(None, (m["platform"].get("os"), m["platform"].get("architecture"))))
+        for m in index.get("manifests") or []
+        if m.get("platform")
+    )
+    raise RegistryError(f"{image} has no {platform} image (it has {', '.join(offered)})")
+
+
+class _Session:
+    """Requests to one repository, with the token its registry gives (asked once)."""
+
+    def __init__(self, ref: Reference) -> None:
+        self.ref, self.authorization = ref, ""
+
+    def json(self, url: str, accept: tuple[str, ...]) -> dict[str, Any]:
+        try:
+            return json.loads(self._get(url, accept))
+        except ValueError:
+            raise RegistryError(f"{url}: the registry's answer is not JSON") from None
+
+    def _get(self, url: str, accept: tuple[str, ...], asked: bool = False) -> bytes:
+        headers = {"Accept": ", ".join(accept) or "*/*"}
+        if self.authorization:
+            headers["Authorization"] = self.authorization
+        request = urllib.request.Request(url, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+                return answer.read()
+        except urllib.error.HTTPError as error:
+            challenge = error.headers.get("WWW-Authenticate", "")
+            if error.code == 401 and not asked and challenge:
+                self.authorization = self._authorize(challenge)
+                return self._get(url, accept, asked=True)
+            raise RegistryError(_refused(self.ref, error.code)) from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise RegistryError(f"{self.ref.host}: cannot reach the registry ({reason})") from None
+
+    def _authorize(self, challenge: str) -> str:
+        """The Authorization header the registry's challenge asks for: a bearer token from its
+        realm (with the user's credentials, if `docker login` kept any), or basic auth."""
+        scheme, _, params = challenge.partition(" ")
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
+        basic = _credentials(self.ref.host)
+        if scheme.lower() == "basic":
+            if not basic:
+                raise RegistryError(_refused(self.ref, 401))
+            return f"Basic {basic}"
+        query = {"service": fields.get("service", ""), "scope": fields.get("scope", "")}
+        if not query["scope"]:
+            query["scope"] = f"repository:{self.ref.repository}:pull"
+        url = f"{fields.get('realm', '')}?{urllib.parse.urlencode(query)}"
+        headers = {"Authorization": f"Basic {basic}"} if basic else {}
+        try:
+            request = urllib.request.Request(url, headers=headers)
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+                given = json.loads(answer.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            raise RegistryError(_refused(self.ref, 401)) from None
+        token = given.get("token") or given.get("access_token")
+        if not token:
+            raise RegistryError(_refused(self.ref, 401))
+        return f"Bearer {token}"
+
+
+def _refused(ref: Reference, code: int) -> str:
+    image = f"{ref.host}/{ref.repository}:{ref.reference}"
+    if code in (401, 403):
+        return (
+            f"{image}: the registry refuses to show it ({code}): `docker login {ref.host}`, "
+            "or say what it runs in aichor:entrypoints by hand"
+        )
+    if code == 404:
+        return f"{image}: not found in its registry (404)"
+    return f"{image}: the registry answered {code}"
+
+
+def _credentials(host: str) -> str:
+    """The base64 `user:password` `docker login` kept for `host`, or ""."""
+    folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    try:
+        auths = json.loads((folder / "config.json").read_text()).get("auths") or {}
+    except (OSError, ValueError):
+        return ""
+    names = {host, f"https://{host}", f"http://{host}"}
+    if host == DOCKER_HUB:
+        names |= {"https://index.docker.io/v1/", "docker.io", "index.docker.io"}
+    for name, entry in auths.items():
+        if name in names and isinstance(entry, dict):
+            if entry.get("auth"):
+                return str(entry["auth"])
+            if entry.get("username"):
+                pair = f"{entry['username']}:{entry.get('password', '')}"
+                return base64.b64encode(pair.encode()).decode()
+    return ""
