@@ -682,3 +682,35 @@ def test_a_secret_beside_the_resource_reaches_its_pods_locally(
     assert "sec-worker-0 token plain-value key encoded-value" in capsys.readouterr().out
     assert cli.main(["render", str(path)]) == 0
     assert "plain-value" not in capsys.readouterr().out
+
+
+@real
+def test_a_replica_running_its_images_entrypoint_restarts_as_a_group_told_by_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--entrypoint` says what the image runs, and with it the group restart runs it again:
+    the first attempt fails (a file not there yet), the second finds it."""
+    flag = tmp_path / "flag"
+    check = (
+        f"import os, sys; os.path.exists({str(flag)!r}) or (open({str(flag)!r}, 'w'), sys.exit(3))"
+    )
+    container = {"name": "main", "image": "registry.example/py:1", "args": ["-c", check]}
+    job = {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
+    data = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 1},
+            "replicatedJobs": [{"name": "node", "template": {"spec": job}}],
+        },
+    }
+    path = tmp_path / "js.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["run", "--local", str(path)]) == 2  # (refused: what runs is not known)
+    assert "say what registry.example/py:1 runs in aichor:entrypoints" in capsys.readouterr().err
+    told = f"registry.example/py:1={shutil.which('python3')}"
+    assert cli.main(["run", "--local", str(path), "--entrypoint", told]) == 0
+    out = capsys.readouterr().out
+    assert "restart attempt 1 (1 of 1 counted): js-node-0-0 exited with 3 at attempt 0" in out
+    assert "js succeeded" in out
