@@ -96,6 +96,8 @@ class LocalCluster:
         self.start, self.settle = self.runner.start, self.runner.settle
         self.flush = self.node.flush
         self.evict, self.fail_job = self.kubelet.evict, self.runner.fail_job
+        # What keeps the pods' files once they are stopped, before they go (a run's record)
+        self.on_stopped: list[Callable[[], None]] = []
 
     def add(self, objects: list[dict[str, Any]]) -> None:
         """More objects, while the cluster runs (`pulumi up` creating a sweep's later trials):
@@ -129,6 +131,8 @@ class LocalCluster:
         self.kubelet.closed = True
         try:
             stop_all(self.node)
+            for keep in self.on_stopped:  # (what the pods printed in their grace period)
+                keep()
         finally:
             for pod in self.ips:
                 self.node.kill(pod)

@@ -247,6 +247,7 @@ def _recorded(run: Run, cluster: LocalCluster) -> Iterator[Callable[[], None]]:
     finally:
         cluster.flush()  # (the last lines of the pods that ended, in their logs before kept)
         recorder.update(final=True)
+        cluster.on_stopped.append(recorder.last_lines)
 
 
 @contextlib.contextmanager

@@ -52,6 +52,13 @@ class Recorder:
             store.write_cluster(self.folder, objects)
             self.last = text
 
+    def last_lines(self) -> None:
+        """Every pod's logs kept again as they end: once the run's end has stopped the pods
+        still running, with what they printed in their grace period (a checkpoint saved)."""
+        self.cluster.flush()  # (their last lines, in their logs before kept)
+        for pod in list(self.cluster.state):
+            self._logs(pod)
+
     def _logs(self, pod: str) -> None:
         """The pod's containers' logs, each kept again whenever it has grown."""
         for path in sorted((self.cluster.root / pod).glob("*.log")):

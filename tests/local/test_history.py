@@ -121,6 +121,35 @@ def test_a_failed_run_names_the_pod_that_failed_first(tmp_path, history, capsys)
     assert ("kept-worker-1", "Failed") in changes
 
 
+# A worker that saves a checkpoint when told TERM (1 s), as a trainer stopped at a run's end
+CHECKPOINTS = (
+    "import signal, sys, time\n"
+    "def saved(*_):\n"
+    "    time.sleep(1)\n"
+    "    print('checkpoint saved', flush=True)\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, saved)\n"
+    "print('training', flush=True)\n"
+    "open(sys.argv[1], 'w').close()  # (its peer may fail now)\n"
+    "signal.pause()\n"
+)
+
+
+def test_what_a_pod_prints_in_its_grace_period_is_kept(tmp_path, history, capsys):
+    """The run's end stops the pods still running, TERM then their grace period: the lines
+    they print meanwhile reach the record's logs too, as the kubelet's log keeps them."""
+    script = tmp_path / "train.py"
+    script.write_text(CHECKPOINTS)
+    ready = Path("/var/tmp") / f"aichor-training-{os.getpid()}-{time.monotonic_ns()}"  # (shared)
+    failing = f"while [ ! -e {ready} ]; do sleep 0.1; done; rm {ready}; exit 3"
+    training = f"exec python3 {script} {ready}"
+    command = f'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then {failing}; fi; {training}'
+    path = experiment(tmp_path, command, count=2)
+    assert cli.main(["run", "--local", path]) == 3
+    out, _ = said(capsys, "history", "kept", "--logs")
+    assert "kept-worker-0 training" in out and "kept-worker-0 checkpoint saved" in out, out
+
+
 def interruptible(command: list[str]) -> subprocess.Popen:
     """The command started as a terminal starts it, Ctrl-C's SIGINT at its default: a suite
     started in the background of a script (`cmd &`) ignores SIGINT, which its children
