@@ -373,6 +373,11 @@ render_in_a_new_loop()
 before = loops()
 for _ in range(6):
     render_in_a_new_loop()
+# (a render closes the loops of the worker threads that have ended: under load, one may end
+# after the next render has begun; once they all have, the next render closes theirs)
+for thread in list(engine._WORKER_LOOPS):
+    thread.join(60)
+render_in_a_new_loop()
 print(before, loops())
 """
 

@@ -52,6 +52,7 @@ import uuid
 INTERVAL = 2.0
 FINAL_SECONDS = 20.0  # the last round, within the pod's 30 s termination grace period
 TIMEOUT = 10.0  # one request
+SETTLE = 2.0  # a run stamped is made within this (MLflow: one sweep's parent, one trial's)
 PENDING = 64 << 20  # log bytes behind a store, past which the oldest are skipped
 CHUNK = 4 << 20  # log bytes sent to a store in one round
 ARTIFACT_SECONDS = 30.0  # the log as an MLflow artifact, again at most this often
@@ -245,20 +246,27 @@ class MLflow:
         return sorted(runs, key=lambda r: (int(r["info"]["start_time"]), r["info"]["run_id"]))
 
     def run(self, experiment: str, name: str, tags: dict, key: dict) -> dict:
-        """The run with the tags `key`, made if there is none; when two keepers made one at
-        once, each keeps the first made and the other is deleted."""
-        found = self.search(experiment, key)
-        if found:
-            return found[0]["info"]
-        document = {
-            "experiment_id": experiment,
-            "run_name": name,
-            "start_time": int(time.time() * 1000),
-            "tags": [{"key": k, "value": str(v)} for k, v in sorted({**tags, **key}.items())],
-        }
-        made = self.call("POST", "runs/create", document)["run"]["info"]
-        first = self.search(experiment, key)[0]["info"]
-        if first["run_id"] != made["run_id"]:
+        """The run with the tags `key`, made if there is none; when keepers made one at once,
+        each keeps the first stamped and the others are deleted. A run is stamped before it
+        is made: one stamped first may be made after another keeper has looked, so each
+        looks again once the first it saw is SETTLE old, when the runs stamped before it
+        have been made."""
+        found, made = self.search(experiment, key), None
+        if not found:
+            document = {
+                "experiment_id": experiment,
+                "run_name": name,
+                "start_time": int(time.time() * 1000),
+                "tags": [{"key": k, "value": str(v)} for k, v in sorted({**tags, **key}.items())],
+            }
+            made = self.call("POST", "runs/create", document)["run"]["info"]
+            found = [{"info": made}]
+        settled = int(found[0]["info"]["start_time"]) / 1000 + SETTLE - time.time()
+        if settled > 0:
+            time.sleep(settled)
+            found = self.search(experiment, key)
+        first = found[0]["info"]
+        if made is not None and first["run_id"] != made["run_id"]:
             self.call("POST", "runs/delete", {"run_id": made["run_id"]})
         return first
 

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -274,6 +275,40 @@ def test_trials_that_start_at_once_share_one_parent_run(tmp_path: Path, mlflow_s
     assert {
         r.data.tags["mlflow.parentRunId"] for r in found if r.data.tags.get("aichor.trial")
     } == parents
+
+
+def test_a_run_stamped_first_but_made_last_is_the_one_every_keeper_keeps(
+    mlflow_store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A keeper stamps its run (start_time) before it makes it: under load another keeper can
+    make its own, and a third adopt that one, before the first-stamped run is made. Each
+    looks again once the first it saw is SETTLE old: all keep the first stamped, and the
+    run made meanwhile is deleted (it held the four trials of a sweep under two parents once,
+    in a fresh-clone CI)."""
+    monkeypatch.setattr(keeper, "SETTLE", 5.0)  # (the late run's making, however slow here)
+    mlflow = keeper.MLflow(mlflow_store.url, {})
+    experiment = mlflow.experiment("tests-stamped-first")
+    key = {"aichor.sweep": "s", "aichor.parent": "true"}
+    kept: dict[str, str] = {}
+
+    def keeps(who: str) -> None:
+        kept[who] = mlflow.run(experiment, "s", {}, key)["run_id"]
+
+    maker = threading.Thread(target=keeps, args=("maker",))
+    maker.start()
+    until(lambda: mlflow.search(experiment, key))
+    made_first = mlflow.search(experiment, key)[0]["info"]
+    adopter = threading.Thread(target=keeps, args=("adopter",))
+    adopter.start()
+    # a keeper that stamped its run a second before the maker's, and makes it only now
+    tags = [{"key": k, "value": v} for k, v in key.items()]
+    stamped = int(made_first["start_time"]) - 1000
+    late = {"experiment_id": experiment, "run_name": "s", "start_time": stamped, "tags": tags}
+    first = mlflow.call("POST", "runs/create", late)["run"]["info"]["run_id"]
+    maker.join(30)
+    adopter.join(30)
+    assert kept == {"maker": first, "adopter": first}
+    assert [r["info"]["run_id"] for r in mlflow.search(experiment, key)] == [first]
 
 
 @settings(max_examples=60, deadline=None)
