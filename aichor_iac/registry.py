@@ -21,8 +21,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from http.client import HTTPMessage
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 INDEXES = (
     "application/vnd.oci.image.index.v1+json",
@@ -34,7 +35,30 @@ MANIFESTS = (
 )
 DOCKER_HUB = "registry-1.docker.io"
 TIMEOUT = 20  # seconds a registry has to answer each request
+LARGEST = 4 << 20  # bytes of a manifest or a config read, at most (theirs are kilobytes)
 LOOPBACK = re.compile(r"^(localhost|127(\.\d+){3}|\[::1\])(:\d+)?$")
+
+
+class _Redirect(urllib.request.HTTPRedirectHandler):
+    """Redirects followed without the registry's credentials where they leave its host (Docker
+    Hub sends its blobs from a CDN, whose signed URL refuses a second authorization)."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urllib.parse.urlsplit(newurl).netloc != req.host:
+            new.remove_header("Authorization")
+        return new
+
+
+_OPENER = urllib.request.build_opener(_Redirect())
 
 
 class RegistryError(Exception):
@@ -130,8 +154,11 @@ class _Session:
             headers["Authorization"] = self.authorization
         request = urllib.request.Request(url, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
-                return answer.read()
+            with _OPENER.open(request, timeout=TIMEOUT) as answer:
+                body = answer.read(LARGEST + 1)
+            if len(body) > LARGEST:
+                raise RegistryError(f"{url}: the registry's answer is over {LARGEST} bytes")
+            return body
         except urllib.error.HTTPError as error:
             challenge = error.headers.get("WWW-Authenticate", "")
             if error.code == 401 and not asked and challenge:
@@ -159,8 +186,8 @@ class _Session:
         headers = {"Authorization": f"Basic {basic}"} if basic else {}
         try:
             request = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
-                given = json.loads(answer.read())
+            with _OPENER.open(request, timeout=TIMEOUT) as answer:
+                given = json.loads(answer.read(LARGEST))
         except (urllib.error.URLError, OSError, ValueError):
             raise RegistryError(_refused(self.ref, 401)) from None
         token = given.get("token") or given.get("access_token")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -202,3 +204,18 @@ def test_an_experiment_whose_containers_give_their_commands_asks_no_registry(cap
         capsys.readouterr().out
         == f"# every container of {example} gives its command: nothing to read\n"
     )
+
+
+def test_a_redirect_off_the_registry_leaves_its_credentials_behind():
+    """Docker Hub sends a blob from a CDN whose signed URL refuses a second authorization."""
+    from aichor_iac.registry import _Redirect
+
+    asked = urllib.request.Request(
+        "https://registry-1.docker.io/v2/library/python/blobs/sha256:ab",
+        headers={"Authorization": "Bearer t"},
+    )
+    for url, kept in (("https://cdn.example/blob?sig=x", False), ("/v2/elsewhere", True)):
+        new = _Redirect().redirect_request(
+            asked, None, 307, "", {}, urllib.parse.urljoin(asked.full_url, url)
+        )
+        assert new is not None and new.has_header("Authorization") == kept
