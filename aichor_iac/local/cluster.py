@@ -131,7 +131,8 @@ class LocalCluster:
         self.kubelet.closed = True
         try:
             stop_all(self.node)
-            for keep in self.on_stopped:  # (what the pods printed in their grace period)
+            self.flush()  # (what the pods printed in their grace period, handed on)
+            for keep in self.on_stopped:  # (and kept, before their files go)
                 keep()
         finally:
             for pod in self.ips:

@@ -54,8 +54,8 @@ class Recorder:
 
     def last_lines(self) -> None:
         """Every pod's logs kept again as they end: once the run's end has stopped the pods
-        still running, with what they printed in their grace period (a checkpoint saved)."""
-        self.cluster.flush()  # (their last lines, in their logs before kept)
+        still running and handed on their last lines, with what they printed in their grace
+        period (a checkpoint saved)."""
         for pod in list(self.cluster.state):
             self._logs(pod)
 
