@@ -96,8 +96,7 @@ class LocalCluster:
         self.start, self.settle = self.runner.start, self.runner.settle
         self.flush = self.node.flush
         self.evict, self.fail_job = self.kubelet.evict, self.runner.fail_job
-        # What keeps the pods' files once they are stopped, before they go (a run's record)
-        self.on_stopped: list[Callable[[], None]] = []
+        self.on_stopped: list[Callable[[], None]] = []  # (keeps what they printed: a record)
 
     def add(self, objects: list[dict[str, Any]]) -> None:
         """More objects, while the cluster runs (`pulumi up` creating a sweep's later trials):
