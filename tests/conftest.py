@@ -80,6 +80,21 @@ def pytorch_manifest(masters: int | None = 1, workers: int = 2, **spec: Any) -> 
     }
 
 
+def restarting_jobset(
+    container: dict[str, Any], name: str = "js", job: str = "node", replicas: int = 1, **more: Any
+) -> dict[str, Any]:
+    """A JobSet of one replicated Job of `container`, restarted as a group (`maxRestarts`, 1
+    unless `more` says) when one of its pods fails."""
+    template = {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
+    replicated = {"name": job, "replicas": replicas, "template": {"spec": template}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": {"maxRestarts": 1, **more}, "replicatedJobs": [replicated]},
+    }
+
+
 def with_resources(data: dict[str, Any], **resources: Any) -> dict[str, Any]:
     """A copy of a manifest whose every group has these resources added."""
     data = copy.deepcopy(data)

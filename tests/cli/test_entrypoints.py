@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, restarting_jobset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from registries import (
@@ -48,16 +48,7 @@ def servers(image: str, args: list[str] | None = None) -> dict:
     its image's entrypoint."""
     container: dict = {"name": "server", "image": image}
     container |= {"args": args} if args is not None else {}
-    job = {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "servers"},
-        "spec": {
-            "failurePolicy": {"maxRestarts": 3},
-            "replicatedJobs": [{"name": "server", "replicas": 2, "template": {"spec": job}}],
-        },
-    }
+    return restarting_jobset(container, "servers", "server", replicas=2, maxRestarts=3)
 
 
 def written(tmp_path: Path, data: dict) -> str:

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, restarting_jobset
 from conftest import expand as rendered
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -208,16 +208,7 @@ def servers(told: str) -> list[str]:
     """The command of a restarting JobSet's container that gives args only, its image's
     entrypoint `told` by the stack."""
     container = {"name": "server", "image": "img:1", "args": ["--port=8000"]}
-    job = {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
-    data = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "js"},
-        "spec": {
-            "failurePolicy": {"maxRestarts": 1},
-            "replicatedJobs": [{"name": "server", "template": {"spec": job}}],
-        },
-    }
+    data = restarting_jobset(container, job="server")
     jobs = [o for o in rendered(data, entrypoints=[told]).objects if o["kind"] == "Job"]
     return jobs[0]["spec"]["template"]["spec"]["containers"][0]["command"]
 

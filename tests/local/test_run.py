@@ -19,6 +19,7 @@ from typing import Any
 import fn_helpers
 import pytest
 import yaml
+from conftest import restarting_jobset
 from kube import NEEDS_CLUSTER, ONE_RAY_CLUSTER_AT_A_TIME, LocalCluster
 from rich.console import Console
 
@@ -695,18 +696,8 @@ def test_a_replica_running_its_images_entrypoint_restarts_as_a_group_told_by_the
         f"import os, sys; os.path.exists({str(flag)!r}) or (open({str(flag)!r}, 'w'), sys.exit(3))"
     )
     container = {"name": "main", "image": "registry.example/py:1", "args": ["-c", check]}
-    job = {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}
-    data = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "js"},
-        "spec": {
-            "failurePolicy": {"maxRestarts": 1},
-            "replicatedJobs": [{"name": "node", "template": {"spec": job}}],
-        },
-    }
     path = tmp_path / "js.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(restarting_jobset(container)))
     assert cli.main(["run", "--local", str(path)]) == 2  # (refused: what runs is not known)
     assert "say what registry.example/py:1 runs in aichor:entrypoints" in capsys.readouterr().err
     told = f"registry.example/py:1={shutil.which('python3')}"
