@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from ..experiment.state import TrainerStatus
     from ..local.parts import Outcome
+    from ..records.model import Failure
     from ..sweeps.results import SweepReport
     from .running import Asked
 
@@ -203,8 +204,16 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # (Ctrl-C: the pods are stopped, the run kept as Interrupted)
         return interrupted(keeping.folder if keeping else None, as_json)
     inputs = asked.inputs if asked else inputs  # (every trial the sweep asked)
-    ended = (outcomes, shown.reports)
+    ended = (outcomes, shown.reports, _failures(keeping.folder))
     return _results(inputs, ended, shown.trial_lines(), out if not as_json else None, args.plot)
+
+
+def _failures(folder: Path) -> dict[str, Failure]:
+    """Each failed experiment's first failure as its kept record says it."""
+    from ..records import store
+
+    runs = (run for record in store.read_records(folder) for run in record.runs())
+    return {run.name: run.failed_first for run in runs if run.failed_first}
 
 
 def interrupted(folder: Path | None, as_json: bool) -> int:
@@ -257,7 +266,7 @@ def _run_locally(
 
 def _results(
     inputs: Inputs,
-    ended: tuple[dict[str, Outcome], dict[str, TrainerStatus]],
+    ended: tuple[dict[str, Outcome], dict[str, TrainerStatus], dict[str, Failure]],
     lines: dict[str, list[str]],
     console: Console | None,
     plotted: str | None,
@@ -265,7 +274,7 @@ def _results(
     """Each experiment's result (a line each, JSON without `console`) with its last progress
     report, each sweep's table (and picture, to `plotted`); the exit status: the first
     failure's, else 0."""
-    outcomes, reports = ended
+    outcomes, reports, failures = ended
     from ..experiment.trial import EARLY_STOPPED as EARLY
     from ..local.parts import first_failure
     from ..observe.progress import summary
@@ -285,7 +294,8 @@ def _results(
             told = {"experiment": name, "result": result, "status": status, **first, **last}
             print(json.dumps(told))
         else:
-            said = result if status == 0 else f"failed ({status}){_why(outcomes[name])}"
+            why = _why(outcomes[name], failures.get(name)) if status else ""
+            said = result if status == 0 else f"failed ({status}){why}"
             said += f" ({summary(reports[name])})" if name in reports else ""
             print(f"aichor-iac: {name} {said}", flush=True)
     for sweep, found in sweeps.items():
@@ -298,10 +308,10 @@ def _results(
     return first_failure(outcomes)[0] or _sweeps_failed(sweeps)
 
 
-def _why(outcome: Outcome) -> str:
+def _why(outcome: Outcome, failure: Failure | None) -> str:
     """What follows a failed experiment's `failed (N)`: what decided it. A pod's failure is
-    named, with its signal; the other pods' errors after it (a peer's "Connection closed by
-    peer") followed from it."""
+    named, with its signal; and, where its record (`failure`) counts other pods that failed
+    after it (a peer's "Connection closed by peer"), that their errors followed from it."""
     from ..local.parts import HELD_BACK, TIMED_OUT, failed_first
 
     if outcome == HELD_BACK:
@@ -310,7 +320,7 @@ def _why(outcome: Outcome) -> str:
         return ": timed out"
     if outcome[1] is None:
         return ""
-    return f": {failed_first(outcome)}; other pods' errors after it followed from it"
+    return f": {failed_first(outcome)}{failure.followed if failure else ''}"
 
 
 def _sweeps_failed(sweeps: dict[str, SweepReport]) -> int:

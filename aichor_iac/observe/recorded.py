@@ -133,18 +133,19 @@ def _experiment(
 
 def _failure(report: Report, decided: str | None) -> Failure | None:
     """The failure that decided a failed experiment: the pod its local run names (it saw the
-    order; the API stamps seconds), else the first failure its pods show; with its exit code
-    and last lines."""
+    order; the API stamps seconds), else the first failure its pods show; with its exit code,
+    last lines and the count of the other pods that failed (the same whichever came first)."""
     found = report["failedFirst"]
     if found is not None and decided in (None, found["pod"]):
         return Failure.of(found)
     if decided is None:
         return None
+    others = found["others"] if found is not None else 0
     row = next((r for r in pod_rows(report) if r["pod"] == decided), None)
     if row is None:
-        return Failure(decided)
+        return Failure(decided, others=others)
     lines = tuple((row["message"] or "").rstrip("\n").splitlines())
-    return Failure(decided, row["exit_code"], lines=lines)
+    return Failure(decided, row["exit_code"], lines=lines, others=others)
 
 
 def _pods(report: Report) -> tuple[PodRun, ...]:

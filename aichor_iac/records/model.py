@@ -92,10 +92,14 @@ class Failure:
         how = f" ({self.signal})" if self.signal else ""
         code = "" if self.exit_code is None else f", exit {self.exit_code}{how}"
         when = f" at {self.time}" if self.time else ""
-        said = f"failed first: {self.pod}{code}{when}"
-        if self.others:
-            said += f"; the errors of {self.others} other pod(s) after it followed from it"
-        return said
+        return f"failed first: {self.pod}{code}{when}{self.followed}"
+
+    @property
+    def followed(self) -> str:
+        """That the others' errors after it followed from it, where another pod failed."""
+        if not self.others:
+            return ""
+        return f"; the errors of {self.others} other pod(s) after it followed from it"
 
 
 @dataclasses.dataclass(frozen=True)

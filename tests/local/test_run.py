@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,7 @@ PRINT_INDEX = (
 
 
 # The run's last line of a failed experiment: the pod whose failure decided it, and why
-FAILED_FIRST = "failed (3): exp-worker-1 failed first; other pods' errors after it followed from it"
+FAILED_FIRST = "failed (3): exp-worker-1 failed first"
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,7 @@ def batchjob(tmp_path: Path, count: int, fail: int = -1) -> Path:
     [
         (3, -1, [], 0, ["exp-worker-0 index 0", "exp-worker-2 index 2", "exp succeeded"], []),
         (6, -1, ["--replicas", "2"], 0, ["exp-worker-1 index 1"], ["exp-worker-2"]),
-        (3, 1, [], 3, ["exp-worker-1 index 1", f"exp {FAILED_FIRST}"], []),
+        (3, 1, [], 3, ["exp-worker-1 index 1", f"exp {FAILED_FIRST}"], ["followed from it"]),
     ],
 )
 def test_run_local_prefixes_each_line_and_exits_with_the_result(
@@ -95,6 +96,32 @@ def test_run_local_prefixes_each_line_and_exits_with_the_result(
         assert text in out, out
     for text in unseen:
         assert text not in out, out
+
+
+# Worker 1 fails once worker 0 runs; worker 0 then fails after it, as a peer whose connection
+# closed does (their files in a folder of the machine's: each pod has its own /tmp)
+PEER_FAILS_AFTER = (
+    'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then until [ -e "$SHARED/up" ]; do sleep 0.05; done; '
+    'touch "$SHARED/gone"; exit 3; fi; touch "$SHARED/up"; '
+    'until [ -e "$SHARED/gone" ]; do sleep 0.05; done; echo Connection closed by peer; exit 1'
+)
+
+
+@real
+def test_run_local_says_the_others_errors_followed_where_another_pod_failed_after_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's last line names the pod that failed first and, as its record counts them,
+    that the errors of the pods that failed after it followed from it."""
+    path = batchjob(tmp_path, 2)
+    data = yaml.safe_load(path.read_text())
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as shared:
+        data["spec"]["command"] = f"SHARED={shlex.quote(shared)}; {PEER_FAILS_AFTER}"
+        path.write_text(yaml.safe_dump(data))
+        assert cli.main(["run", "--local", str(path), "--name", "exp"]) == 3
+    out = capsys.readouterr().out
+    said = f"exp {FAILED_FIRST}; the errors of 1 other pod(s) after it followed from it"
+    assert said in out, out
 
 
 CARRIAGE_RETURNS = (

@@ -28,7 +28,7 @@ COMMAND = (
 )
 ROOT = Path(__file__).resolve().parents[2]
 # The run's line of an experiment whose pod failed first, with a program's own exit code
-FAILED_FIRST = "failed (1): {} failed first; other pods' errors after it followed from it"
+FAILED_FIRST = "failed (1): {} failed first"
 # A Job trial's pod: its index, and a loss from its seed
 JOB_COMMAND = 'echo "index $JOB_COMPLETION_INDEX"; echo "loss=0.${trialParameters.seed}"'
 
