@@ -5,8 +5,9 @@ runs where a container gives no command (`aichor-iac entrypoints`).
 The OCI distribution API's read path, with the standard library: a reference named as Docker
 names it (`python:3.11` is `registry-1.docker.io/library/python:3.11`), an anonymous bearer
 token where the registry asks for one (Docker Hub, GHCR, Artifact Registry's public images),
-or the credentials `docker login` kept (`~/.docker/config.json`, `$DOCKER_CONFIG`). A
-registry on a loopback address is read over plain HTTP, as Docker does. (The ORAS SDK reads
+or the credentials Docker keeps (`~/.docker/config.json`, `$DOCKER_CONFIG`: what `docker login`
+kept, or a credential helper's answer, as gcloud's and ECR's). A registry on a loopback
+address is read over plain HTTP, as Docker does. (The ORAS SDK reads
 Docker Hub's names without their `library/` and retries an unreachable registry for two
 minutes: too little gained for a dependency.)
 """
@@ -17,6 +18,8 @@ import base64
 import json
 import os
 import re
+import shutil
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -36,6 +39,8 @@ MANIFESTS = (
 DOCKER_HUB = "registry-1.docker.io"
 TIMEOUT = 20  # seconds a registry has to answer each request
 LARGEST = 4 << 20  # bytes of a manifest or a config read, at most (theirs are kilobytes)
+HELPER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a credential helper's name
+HELPER_TIMEOUT = 60  # seconds a credential helper has to answer (gcloud's may refresh a token)
 LOOPBACK = re.compile(r"^(localhost|127(\.\d+){3}|\[::1\])(:\d+)?$")
 
 
@@ -171,21 +176,28 @@ class _Session:
 
     def _authorize(self, challenge: str) -> str:
         """The Authorization header the registry's challenge asks for: a bearer token from its
-        realm (with the user's credentials, if `docker login` kept any), or basic auth."""
+        realm (with the user's credentials, if Docker keeps any), or basic auth."""
         scheme, _, params = challenge.partition(" ")
         fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
-        basic = _credentials(self.ref.host)
+        kept = login(self.ref.host)
         if scheme.lower() == "basic":
-            if not basic:
+            if not kept.basic:
                 raise RegistryError(_refused(self.ref, 401))
-            return f"Basic {basic}"
+            return f"Basic {kept.basic}"
         query = {"service": fields.get("service", ""), "scope": fields.get("scope", "")}
         if not query["scope"]:
             query["scope"] = f"repository:{self.ref.repository}:pull"
-        url = f"{fields.get('realm', '')}?{urllib.parse.urlencode(query)}"
-        headers = {"Authorization": f"Basic {basic}"} if basic else {}
+        realm = fields.get("realm", "")
+        if kept.identity_token:  # (OAuth2: the refresh token, posted as Docker does)
+            form = {"grant_type": "refresh_token", "refresh_token": kept.identity_token}
+            form |= {**query, "client_id": "aichor-iac"}
+            request = urllib.request.Request(realm, urllib.parse.urlencode(form).encode())
+        else:
+            headers = {"Authorization": f"Basic {kept.basic}"} if kept.basic else {}
+            request = urllib.request.Request(
+                f"{realm}?{urllib.parse.urlencode(query)}", None, headers
+            )
         try:
-            request = urllib.request.Request(url, headers=headers)
             with _OPENER.open(request, timeout=TIMEOUT) as answer:
                 given = json.loads(answer.read(LARGEST))
         except (urllib.error.URLError, OSError, ValueError):
@@ -208,21 +220,86 @@ def _refused(ref: Reference, code: int) -> str:
     return f"{image}: the registry answered {code}"
 
 
-def _credentials(host: str) -> str:
-    """The base64 `user:password` `docker login` kept for `host`, or ""."""
+@dataclass(frozen=True)
+class Login:
+    """What Docker keeps for a registry: a user and a secret (basic auth, and a token service's
+    credentials), or an identity token (an OAuth2 refresh token, for the token service)."""
+
+    user: str = ""
+    secret: str = ""
+    identity_token: str = ""
+
+    @property
+    def basic(self) -> str:
+        """The base64 `user:secret` of basic auth, or ""."""
+        if not self.user:
+            return ""
+        return base64.b64encode(f"{self.user}:{self.secret}".encode()).decode()
+
+
+def login(host: str) -> Login:
+    """The credentials Docker would use for `host`, as its CLI finds them in its config
+    (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`): the credential helper
+    `credHelpers` names for the registry, else the `credsStore` every registry shares, else what
+    `docker login` kept in `auths`. None: an empty Login (the registry is asked anonymously)."""
     folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
     try:
-        auths = json.loads((folder / "config.json").read_text()).get("auths") or {}
+        config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
-        return ""
-    names = {host, f"https://{host}", f"http://{host}"}
+        return Login()
+    names = _server_names(host)
+    helpers = config.get("credHelpers") or {}
+    helper = next((helpers[n] for n in names if n in helpers), None) or config.get("credsStore")
+    if helper:
+        server = "https://index.docker.io/v1/" if host == DOCKER_HUB else host
+        return _helper_login(str(helper), server)
+    auths = config.get("auths") or {}
+    entry: dict[str, Any] = next((auths[n] for n in names if isinstance(auths.get(n), dict)), {})
+    if entry.get("identitytoken"):
+        return Login(identity_token=str(entry["identitytoken"]))
+    if entry.get("auth"):
+        try:
+            pair = base64.b64decode(str(entry["auth"]), validate=True).decode()
+        except ValueError:  # (binascii.Error and UnicodeDecodeError are ValueErrors)
+            raise RegistryError(f"{host}: the auth Docker's config keeps is not base64") from None
+        user, _, secret = pair.partition(":")
+        return Login(user, secret)
+    return Login(str(entry.get("username") or ""), str(entry.get("password") or ""))
+
+
+def _server_names(host: str) -> list[str]:
+    """The names Docker's config may keep `host`'s credentials under."""
+    names = [host, f"https://{host}", f"http://{host}"]
     if host == DOCKER_HUB:
-        names |= {"https://index.docker.io/v1/", "docker.io", "index.docker.io"}
-    for name, entry in auths.items():
-        if name in names and isinstance(entry, dict):
-            if entry.get("auth"):
-                return str(entry["auth"])
-            if entry.get("username"):
-                pair = f"{entry['username']}:{entry.get('password', '')}"
-                return base64.b64encode(pair.encode()).decode()
-    return ""
+        names += ["https://index.docker.io/v1/", "docker.io", "index.docker.io"]
+    return names
+
+
+def _helper_login(helper: str, server: str) -> Login:
+    """A credential helper's answer for `server`, as Docker asks it (`docker-credential-NAME
+    get`, the server on its stdin, JSON on its stdout); an empty Login where it keeps none."""
+    program = f"docker-credential-{helper}"
+    found = shutil.which(program) if HELPER.match(helper) else None
+    if found is None:
+        raise RegistryError(
+            f"{server}: Docker's config asks {program} for its credentials, and it is not on "
+            "PATH: install it, or say what the image runs in aichor:entrypoints by hand"
+        )
+    try:
+        done = subprocess.run(
+            [found, "get"], input=server, capture_output=True, text=True, timeout=HELPER_TIMEOUT
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise RegistryError(f"{server}: {program} did not answer ({error})") from None
+    if done.returncode:
+        said = (done.stdout + done.stderr).strip()
+        if "credentials not found" in said.lower():
+            return Login()
+        first = said.splitlines()[0][:200] if said else f"exit status {done.returncode}"
+        raise RegistryError(f"{server}: {program} failed: {first}")
+    try:
+        given = json.loads(done.stdout)
+        user, secret = str(given.get("Username") or ""), str(given.get("Secret") or "")
+    except (ValueError, AttributeError):
+        raise RegistryError(f"{server}: {program}'s answer is not Docker's JSON") from None
+    return Login(identity_token=secret) if user == "<token>" else Login(user, secret)

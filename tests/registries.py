@@ -116,10 +116,13 @@ def push_index(host: str, repository: str, ref: str, images: dict[str, dict]) ->
 
 
 @contextlib.contextmanager
-def token_service(folder: Path, user: str = "", password: str = "") -> Iterator[str]:
+def token_service(
+    folder: Path, user: str = "", password: str = "", refresh: str = ""
+) -> Iterator[str]:
     """A token service as Docker Hub's: a JWT (RS256, its certificate in `x5c`) granting
-    what the scope asks, to anyone or (`user`) to that user's basic credentials; its
-    certificate in `folder/token.crt` for the registry to trust. Its realm's URL."""
+    what the scope asks, to anyone or (`user`) to that user's basic credentials, and
+    (`refresh`) to an OAuth2 refresh token posted (an identity token, as Docker posts one);
+    its certificate in `folder/token.crt` for the registry to trust. Its realm's URL."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
@@ -157,19 +160,24 @@ def token_service(folder: Path, user: str = "", password: str = "") -> Iterator[
         return f"{signing}.{b64(signature)}"
 
     class Tokens(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            query = dict(p.split("=", 1) for p in self.path.split("?", 1)[-1].split("&"))
+        def do_GET(self) -> None:  # (basic credentials, or none)
+            query = dict(urllib.parse.parse_qsl(self.path.split("?", 1)[-1]))
             given = self.headers.get("Authorization", "").removeprefix("Basic ")
-            if wanted and given != wanted:
-                self.send_response(401)
-                self.end_headers()
-                return
-            scope = urllib.parse.unquote(query.get("scope", ""))
-            body = json.dumps({"token": token(scope)}).encode()
-            self.send_response(200)
+            allowed = given == wanted if wanted else not refresh
+            self.answer({"token": token(query.get("scope", ""))} if allowed else None)
+
+        def do_POST(self) -> None:  # (an OAuth2 refresh token)
+            length = int(self.headers.get("Content-Length") or 0)
+            form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+            asked = form.get("grant_type") == "refresh_token" and form.get("client_id")
+            allowed = refresh and asked and form.get("refresh_token") == refresh
+            self.answer({"access_token": token(form.get("scope", ""))} if allowed else None)
+
+        def answer(self, given: dict | None) -> None:
+            self.send_response(401 if given is None else 200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(json.dumps(given or {}).encode())
 
         def log_message(self, *args: object) -> None:
             pass

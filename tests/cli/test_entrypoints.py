@@ -6,6 +6,8 @@ restart as a group (tests/planning/test_failures.py)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import urllib.parse
 import urllib.request
@@ -28,7 +30,7 @@ from registries import (
 
 from aichor_iac.cli import main
 from aichor_iac.cli.images import told_line
-from aichor_iac.registry import DOCKER_HUB, Reference, RegistryError, image_config
+from aichor_iac.registry import DOCKER_HUB, Reference, RegistryError, image_config, login
 from aichor_iac.settings import from_config
 
 pytestmark = pytest.mark.skipif(
@@ -160,17 +162,111 @@ def test_a_registry_behind_token_auth_gives_an_anonymous_token_to_pull(tmp_path)
         assert image_config(f"{host}/open:1").entrypoint == tuple(SERVER["Entrypoint"])
 
 
-def test_a_private_registry_takes_what_docker_login_kept(tmp_path, monkeypatch):
-    with token_service(tmp_path, "alice", "s3cret") as realm, registry(tmp_path, realm) as host:
-        token = pusher_token(realm, "private", "alice", "s3cret")
-        push_image(host, "private", "1", SERVER, token=token)
-        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
-        with pytest.raises(RegistryError, match=r"refuses to show it \(401\): `docker login"):
-            image_config(f"{host}/private:1")
-        (tmp_path / "docker").mkdir()
-        kept = {"auths": {host: {"auth": "YWxpY2U6czNjcmV0"}}}  # alice:s3cret
-        (tmp_path / "docker" / "config.json").write_text(json.dumps(kept))
-        assert image_config(f"{host}/private:1").cmd == tuple(SERVER["Cmd"])
+def test_a_private_registry_takes_what_docker_login_kept(private_registry, tmp_path, monkeypatch):
+    image = f"{private_registry}/private:1"
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "nowhere"))
+    with pytest.raises(RegistryError, match=r"refuses to show it \(401\): `docker login"):
+        image_config(image)
+    for kept in ({"auth": "YWxpY2U6czNjcmV0"}, {"username": "alice", "password": "s3cret"}):
+        docker_config(tmp_path, monkeypatch, {"auths": {private_registry: kept}})  # alice:s3cret
+        assert image_config(image).cmd == tuple(SERVER["Cmd"])
+
+
+def credential_helper(folder: Path, name: str, server: str, answer: dict) -> None:
+    """`docker-credential-NAME` in `folder` (put on PATH): `answer` for `server` on its stdin,
+    else Docker's helpers' "not found"."""
+    folder.mkdir(exist_ok=True)
+    program = folder / f"docker-credential-{name}"
+    program.write_text(
+        "#!/bin/sh\n"
+        "read -r server\n"
+        f'if [ "$1" = get ] && [ "$server" = {shlex.quote(server)} ]; then\n'
+        f"  echo {shlex.quote(json.dumps(answer))}; exit 0\n"
+        "fi\n"
+        "echo 'credentials not found in native keychain'; exit 1\n"
+    )
+    program.chmod(0o755)
+
+
+def docker_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict) -> None:
+    """Docker's config.json, and its helpers' folder first on PATH."""
+    (tmp_path / "docker").mkdir(exist_ok=True)
+    (tmp_path / "docker" / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+
+
+ALICE = {"Username": "alice", "Secret": "s3cret"}
+IDENTITY = {"Username": "<token>", "Secret": "refresh-1"}  # (an OAuth2 refresh token)
+
+
+@pytest.fixture(scope="module")
+def private_registry(tmp_path_factory: pytest.TempPathFactory):
+    """A registry whose token service serves alice's password, or her refresh token, only;
+    its image private:1."""
+    folder = tmp_path_factory.mktemp("private")
+    service = token_service(folder, "alice", "s3cret", refresh="refresh-1")
+    with service as realm, registry(folder, realm) as host:
+        push_image(
+            host, "private", "1", SERVER, token=pusher_token(realm, "private", "alice", "s3cret")
+        )
+        yield host
+
+
+@pytest.mark.parametrize(
+    ("config", "helper", "answer"),
+    [
+        ({"credHelpers": {"HOST": "test"}}, "test", ALICE),  # (gcloud's, ecr-login's)
+        ({"credsStore": "store", "auths": {"HOST": {}}}, "store", ALICE),  # (Docker Desktop's)
+        ({"credHelpers": {"HOST": "test"}, "credsStore": "store"}, "test", IDENTITY),
+    ],
+)
+def test_a_private_registry_takes_a_credential_helpers_answer(
+    private_registry, tmp_path, monkeypatch, config, helper, answer
+):
+    """Docker's credential helpers, asked as Docker asks them: the registry's own
+    (`credHelpers`), else the store every registry shares (`credsStore`); a user and a secret,
+    or an identity token (`<token>`), posted to the token service as an OAuth2 refresh token."""
+    host, image = private_registry, f"{private_registry}/private:1"
+    docker_config(tmp_path, monkeypatch, json.loads(json.dumps(config).replace("HOST", host)))
+    with pytest.raises(RegistryError, match=f"asks docker-credential-{helper} for its cred"):
+        image_config(image)  # (the helper is not on PATH yet)
+    credential_helper(tmp_path / "bin", helper, "another.example", answer)
+    with pytest.raises(RegistryError, match=r"refuses to show it \(401\)"):
+        image_config(image)  # (it keeps nothing for this registry: asked anonymously)
+    credential_helper(tmp_path / "bin", helper, host, answer)
+    assert image_config(image).cmd == tuple(SERVER["Cmd"])
+
+
+def test_an_identity_token_docker_login_kept_is_posted_as_a_refresh_token(
+    private_registry, tmp_path, monkeypatch
+):
+    image = f"{private_registry}/private:1"
+    docker_config(tmp_path, monkeypatch, {"auths": {private_registry: {"identitytoken": "x"}}})
+    with pytest.raises(RegistryError, match=r"refuses to show it \(401\)"):
+        image_config(image)
+    docker_config(
+        tmp_path, monkeypatch, {"auths": {private_registry: {"identitytoken": "refresh-1"}}}
+    )
+    assert image_config(image).entrypoint == tuple(SERVER["Entrypoint"])
+
+
+@pytest.mark.parametrize(
+    ("config", "refused"),
+    [
+        ({"credHelpers": {"r.example": "../../bin/sh"}}, "asks docker-credential-../../bin/sh"),
+        ({"credsStore": "broken"}, "docker-credential-broken failed: keychain locked"),
+        ({"auths": {"r.example": {"auth": "%%%"}}}, "the auth Docker's config keeps is not base"),
+    ],
+)
+def test_docker_credentials_that_cannot_be_read_are_named(tmp_path, monkeypatch, config, refused):
+    docker_config(tmp_path, monkeypatch, config)
+    broken = tmp_path / "bin" / "docker-credential-broken"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'keychain locked' >&2; exit 3\n")
+    broken.chmod(0o755)
+    with pytest.raises(RegistryError, match=re.escape(refused)):
+        login("r.example")
 
 
 # What a registry says an image runs is input too: any words come back as themselves
