@@ -19,7 +19,7 @@ from conftest import ALL_EXAMPLES, ROOT, expand, pytorch_manifest
 
 from aichor_iac import cli, doors, engine, render
 from aichor_iac.experiment.trial import SUCCEEDED, Result
-from aichor_iac.settings import CONFIG_KEYS, Settings, from_config, load_stack_file
+from aichor_iac.settings import Settings, load_stack_file
 
 OUTPUTS = [
     "experiment",
@@ -125,40 +125,10 @@ def test_each_rendering_in_a_process_has_its_own_stacks_root():
         assert top.parent == f"urn:pulumi:{stack}::aichor::pulumi:pulumi:Stack::aichor-{stack}"
 
 
-def test_the_default_settings_are_those_of_an_empty_stack_config():
-    # (made without building the validator: `Settings.default`)
-    default = Settings.default()
-    assert default == Settings() == from_config({})
-    assert default.model_dump() == Settings().model_dump()
-    assert default.model_fields_set == Settings().model_fields_set == set()
-
-
 def test_every_example_has_a_stack():
     assert sorted(p.stem for p in ALL_EXAMPLES) == sorted(
         p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS
     )
-
-
-def test_pulumi_yaml_declares_every_setting_with_type_default_and_description():
-    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-    assert project["name"] == "aichor" and project["stackConfigDir"] == "stacks"
-    assert project["runtime"]["options"]["virtualenv"] == ".venv"
-    declared = project["config"]
-    assert sorted(declared) == sorted(CONFIG_KEYS)  # project keys: aichor:<key> in stacks
-    defaults = Settings()
-    for key, spec in declared.items():
-        assert spec["type"] in ("string", "integer", "boolean", "array") and spec["description"]
-        name = key
-        if name == "manifest":
-            assert "default" not in spec  # required
-            continue
-        field = next(n for n, f in Settings.model_fields.items() if (f.alias or n) == name)
-        if spec["type"] in ("integer", "boolean") and getattr(defaults, field) is None:
-            assert "default" not in spec  # unset unless given
-            continue
-        assert spec["default"] == (
-            getattr(defaults, field) if getattr(defaults, field) is not None else ""
-        )
 
 
 def test_preview_shows_the_tree_order_and_totals(capsys):
@@ -369,8 +339,12 @@ def loops():
             found += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventpoll]"
     return found
 
+def unkept():  # (the open loops beside those kept for the last render's worker threads,
+    # which it uses: under load its executor makes more threads, each with its loop)
+    return loops() - len(engine._WORKER_LOOPS)
+
 render_in_a_new_loop()
-before = loops()
+before = unkept()
 for _ in range(6):
     render_in_a_new_loop()
 # (a render closes the loops of the worker threads that have ended: under load, one may end
@@ -378,7 +352,7 @@ for _ in range(6):
 for thread in list(engine._WORKER_LOOPS):
     thread.join(60)
 render_in_a_new_loop()
-print(before, loops())
+print(before, unkept())
 """
 
 
@@ -392,7 +366,7 @@ def test_renders_in_loops_that_come_and_go_leave_no_descriptor_open():
     )
     assert result.returncode == 0, result.stderr
     before, after = map(int, result.stdout.split())
-    assert after <= before + 1  # (the last loop's workers')
+    assert after == before
 
 
 def _struct_values():
