@@ -41,8 +41,8 @@ def launch(
     root: Path,
     workdir: Path,
 ) -> subprocess.Popen:
-    """Start container `name` of `pod` (whose files are under `root / pod`); its output
-    goes to `<name>.out` and `<name>.err` there as it is printed."""
+    """Start container `name` of `pod` (whose files are under `root / pod`); its output,
+    stdout and stderr as they come, goes to `<name>.out` there."""
     private = root / pod / "tmp"
     # What the test itself runs from (a checkout or virtualenv under /tmp) stays visible
     # in the pod's private /tmp, as an image's own files would be.
@@ -57,10 +57,10 @@ def launch(
     argv = ["ip", "netns", "exec", ns, *CONTAINER]
     argv += ["/bin/sh", "-c", f"{setup} && {SETUP_END}"]
     argv += ["pod", *_privileges(security), *command]
-    out, err = (root / pod / f"{name}.{kind}" for kind in ("out", "err"))
-    with out.open("w") as stdout, err.open("w") as stderr:
-        process = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, cwd=workdir)
-    process.paths = (out, err)  # type: ignore[attr-defined]
+    out = root / pod / f"{name}.out"
+    with out.open("w") as printed:  # (both streams, in the order written, as a terminal shows)
+        process = subprocess.Popen(argv, env=env, stdout=printed, stderr=printed, cwd=workdir)
+    process.printed = out  # type: ignore[attr-defined]
     return process
 
 
@@ -118,13 +118,14 @@ def _privileges(security: dict[str, Any]) -> list[str]:
 
 def wait(process: subprocess.Popen) -> subprocess.CompletedProcess:
     """A container's end, however long it runs (leaving the cluster kills what still
-    runs: the caller's timeout bounds a run)."""
+    runs: the caller's timeout bounds a run): its exit code and, as its `stdout`, what it
+    printed on both streams in the order written (as the kubelet's log keeps them)."""
     code = process.wait()
-    out, err = process.paths  # type: ignore[attr-defined]
+    out = process.printed  # type: ignore[attr-defined]
     # (gone when the cluster was left while this pod still ran)
-    text = [f.read_text(errors="replace") if f.exists() else "" for f in (out, err)]
+    text = out.read_text(errors="replace") if out.exists() else ""
     # a container killed by a signal as the kubelet reports it: 128 + the signal (137: KILL)
-    return subprocess.CompletedProcess(process.args, 128 - code if code < 0 else code, *text)
+    return subprocess.CompletedProcess(process.args, 128 - code if code < 0 else code, text, "")
 
 
 def started(process: subprocess.Popen, timeout: float = 10.0) -> None:
@@ -198,33 +199,32 @@ def tail(
     on_line: Callable[[str, str], None] | None,
     stamped: Path,
 ) -> None:
-    """Hand each line a container prints to `on_line` as it comes (both streams), and append
-    it to `stamped` after the time it came, as the kubelet keeps a container's log
-    (`<RFC 3339 time> <line>`, read by the API's pod logs). A container that failed for a
-    Python module or a program this environment lacks gets a last line to `on_line` saying
-    so (not in its log: the pod did not print it)."""
-    offsets, partial = [0, 0], ["", ""]
-    missing = None
+    """Hand each line a container prints to `on_line` as it comes (both streams, in the order
+    written), and append it to `stamped` after the time it came, as the kubelet keeps a
+    container's log (`<RFC 3339 time> <line>`, read by the API's pod logs). A container that
+    failed for a Python module or a program this environment lacks gets a last line to
+    `on_line` saying so (not in its log: the pod did not print it)."""
+    offset, partial, missing = 0, b"", None
     while True:
         ended = process.poll() is not None
-        for k, path in enumerate(process.paths):  # type: ignore[attr-defined]
+        try:
+            with process.printed.open("rb") as stream:  # type: ignore[attr-defined]
+                stream.seek(offset)
+                data = stream.read()
+        except FileNotFoundError:  # the cluster was left
+            return
+        offset += len(data)
+        *lines, partial = (partial + data).split(b"\n")  # (bytes: a character may be cut)
+        for line in [*lines, *([partial] if ended and partial else [])]:
+            text = line.decode(errors="replace")
             try:
-                with path.open("rb") as stream:
-                    stream.seek(offsets[k])
-                    data = stream.read()
-            except FileNotFoundError:  # the cluster was left
+                with stamped.open("a") as log:
+                    log.write(f"{rfc3339(time.time())} {text}\n")
+                if on_line is not None:
+                    on_line(prefix, latest_state(text))
+            except OSError:  # where lines go is gone (a closed pipe, the cluster left)
                 return
-            offsets[k] += len(data)
-            *lines, partial[k] = (partial[k] + data.decode(errors="replace")).split("\n")
-            for line in lines + ([partial[k]] if ended and partial[k] else []):
-                try:
-                    with stamped.open("a") as log:
-                        log.write(f"{rfc3339(time.time())} {line}\n")
-                    if on_line is not None:
-                        on_line(prefix, latest_state(line))
-                except OSError:  # where lines go is gone (a closed pipe, the cluster left)
-                    return
-                missing = lacked(line) or missing
+            missing = lacked(text) or missing
         if ended:
             if missing and process.returncode and on_line is not None:
                 with contextlib.suppress(OSError):

@@ -187,12 +187,9 @@ class PodFiles:
         return "".join(log.read_text(errors="replace") for log in logs)
 
     def logs(self, pod: str, container: str) -> str:
-        """What one container of a pod has printed (stdout and stderr)."""
-        return "".join(
-            (self.root / pod / f"{container}.{kind}").read_text(errors="replace")
-            for kind in ("out", "err")
-            if (self.root / pod / f"{container}.{kind}").exists()
-        )
+        """What one container of a pod has printed (stdout and stderr, in the order written)."""
+        path = self.root / pod / f"{container}.out"
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def ended_message(self, pod: str, container: dict[str, Any], code: int) -> str:
         """A container's termination message at its end, as its policy says (the log's tail

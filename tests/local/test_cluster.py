@@ -230,7 +230,9 @@ EOF"""
         master = results["exp-master-0"]
         assert master.returncode == 0, master.stderr
         assert results["exp-worker-0"].returncode == 0, results["exp-worker-0"].stderr
-        _, relative, digest = master.stdout.split()
+        # (its output, both streams: TensorBoard's warnings beside the line it printed)
+        (wrote,) = [line for line in master.stdout.splitlines() if line.startswith("wrote ")]
+        _, relative, digest = wrote.split()
         shipped = cluster.claim("exp-tensorboard") / relative
         assert shipped.exists(), cluster.logs("exp-master-0", "tensorboard-logs")
         assert hashlib.sha256(shipped.read_bytes()).hexdigest() == digest

@@ -98,8 +98,11 @@ def test_a_run_again_is_kept_beside_the_first(tmp_path, history, capsys):
 
 def test_a_failed_run_names_the_pod_that_failed_first(tmp_path, history, capsys):
     """Its pod, exit code and last lines (the log's tail the kubelet keeps as the termination
-    message, FallbackToLogsOnError), in the record, `history` and `status` after the run."""
-    failing = 'echo "step 1"; echo "step 2"; echo "OSError: disk full" >&2; exit 3'
+    message, FallbackToLogsOnError: both streams in the order printed), in the record,
+    `history` and `status` after the run."""
+    failing = (
+        'echo "step 1"; echo "slow disk" >&2; echo "step 2"; echo "OSError: disk full" >&2; exit 3'
+    )
     waits = 'exec python3 -c "import signal; signal.pause()"'  # (until the run ends)
     command = f'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then {failing}; fi; {waits}'
     path = experiment(tmp_path, command, count=2)
@@ -109,7 +112,8 @@ def test_a_failed_run_names_the_pod_that_failed_first(tmp_path, history, capsys)
     assert record["state"] == run["state"] == "Failed"
     first = run["failed_first"]
     assert (first["pod"], first["exit_code"], first["others"]) == ("kept-worker-1", 3, 0)
-    assert first["lines"] == ["step 1", "step 2", "OSError: disk full"]
+    # (stdout and stderr in the order printed, as the kubelet's log keeps them)
+    assert first["lines"] == ["step 1", "slow disk", "step 2", "OSError: disk full"]
     (failed,) = [p for p in run["pods"] if p["name"] == "kept-worker-1"]
     assert (failed["phase"], failed["exit_code"], failed["reason"]) == ("Failed", 3, "Error")
     out, _ = said(capsys, "history", "kept")

@@ -146,6 +146,42 @@ def test_a_progress_bar_shows_its_latest_state_not_every_state_it_drew(
     assert printed == ["step 40/40 loss 0.024", "done"]
 
 
+class Printing:
+    """A container's process as `containers.tail` reads it: each poll, its next bytes are
+    printed; it has ended once all are."""
+
+    def __init__(self, printed: Path, chunks: list[bytes]) -> None:
+        self.printed, self.chunks, self.returncode = printed, chunks, None
+        printed.write_bytes(b"")
+
+    def poll(self) -> int | None:
+        if self.chunks:
+            with self.printed.open("ab") as out:
+                out.write(self.chunks.pop(0))
+        self.returncode = None if self.chunks else 0
+        return self.returncode
+
+
+@pytest.mark.parametrize(
+    ("chunks", "lines"),
+    [
+        ([b"caf\xc3", b"\xa9\n"], ["café"]),  # (a character cut between two reads)
+        ([b"step 1\nwarn", b"ing: slow\n", b"last"], ["step 1", "warning: slow", "last"]),
+    ],
+)
+def test_a_containers_lines_come_whole_however_they_are_read(
+    tmp_path: Path, chunks: list[bytes], lines: list[str]
+) -> None:
+    from aichor_iac.local import containers
+
+    given: list[str] = []
+    process = Printing(tmp_path / "main.out", chunks)
+    containers.tail(process, "pod", lambda _, line: given.append(line), tmp_path / "main.log")  # type: ignore[arg-type]
+    assert given == lines
+    kept = (tmp_path / "main.log").read_text().splitlines()
+    assert [line.split(" ", 1)[1] for line in kept] == lines  # (each after its time)
+
+
 @real
 def test_a_replica_without_its_module_says_where_it_looked_and_how_to_add_it(
     tmp_path: Path,
