@@ -134,14 +134,17 @@ def _experiment(
 def _failure(report: Report, decided: str | None) -> Failure | None:
     """The failure that decided a failed experiment: the pod its local run names (it saw the
     order; the API stamps seconds), else the first failure its pods show; with its exit code,
-    last lines and the count of the other pods that failed (the same whichever came first)."""
+    last lines and the count of the other pods that failed."""
     found = report["failedFirst"]
     if found is not None and decided in (None, found["pod"]):
         return Failure.of(found)
     if decided is None:
         return None
-    others = found["others"] if found is not None else 0
     row = next((r for r in pod_rows(report) if r["pod"] == decided), None)
+    # (the pods that failed but `decided`: the one the API saw first and its others, less
+    # `decided` where its pod shows its failure; a pod made again after it shows none)
+    shown = row is not None and bool(row["exit_code"] or row["restarts"])
+    others = found["others"] + 1 - shown if found is not None else 0
     if row is None:
         return Failure(decided, others=others)
     lines = tuple((row["message"] or "").rstrip("\n").splitlines())

@@ -98,13 +98,17 @@ def test_run_local_prefixes_each_line_and_exits_with_the_result(
         assert text not in out, out
 
 
-# Worker 1 fails once worker 0 runs; worker 0 then fails after it, as a peer whose connection
-# closed does (their files in a folder of the machine's: each pod has its own /tmp)
-PEER_FAILS_AFTER = (
-    'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then until [ -e "$SHARED/up" ]; do sleep 0.05; done; '
-    'touch "$SHARED/gone"; exit 3; fi; touch "$SHARED/up"; '
-    'until [ -e "$SHARED/gone" ]; do sleep 0.05; done; echo Connection closed by peer; exit 1'
-)
+# Pod 1 fails once pod 0 runs, then its Job makes it again (backoffLimit 1), which waits; pod
+# 0 then fails after it, as a peer whose connection closed does, and fails the Job: the run is
+# decided by then (their files in a folder of the machine's: each pod has its own /tmp)
+PEER_FAILS_AFTER = """
+if [ "$JOB_COMPLETION_INDEX" = 1 ]; then
+  if [ -e "$SHARED/gone" ]; then exec sleep 600; fi
+  until [ -e "$SHARED/up" ]; do sleep 0.05; done; touch "$SHARED/gone"; exit 3
+fi
+touch "$SHARED/up"; until [ -e "$SHARED/gone" ]; do sleep 0.05; done
+echo Connection closed by peer; exit 1
+"""
 
 
 @real
@@ -112,15 +116,20 @@ def test_run_local_says_the_others_errors_followed_where_another_pod_failed_afte
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The run's last line names the pod that failed first and, as its record counts them,
-    that the errors of the pods that failed after it followed from it."""
-    path = batchjob(tmp_path, 2)
-    data = yaml.safe_load(path.read_text())
+    that the errors of the pods that failed after it followed from it (the first one's pod
+    made again since)."""
     with tempfile.TemporaryDirectory(dir="/var/tmp") as shared:
-        data["spec"]["command"] = f"SHARED={shlex.quote(shared)}; {PEER_FAILS_AFTER}"
+        command = f"SHARED={shlex.quote(shared)}\n{PEER_FAILS_AFTER}"
+        container = {"name": "main", "image": "python:3.11", "command": ["sh", "-c", command]}
+        data = restarting_jobset(container, "peers", "w")
+        del data["spec"]["failurePolicy"]  # (no group restart: its Job's own backoffLimit)
+        job = data["spec"]["replicatedJobs"][0]["template"]["spec"]
+        job.update(completions=2, parallelism=2, completionMode="Indexed", backoffLimit=1)
+        path = tmp_path / "peers.yaml"
         path.write_text(yaml.safe_dump(data))
         assert cli.main(["run", "--local", str(path), "--name", "exp"]) == 3
     out = capsys.readouterr().out
-    said = f"exp {FAILED_FIRST}; the errors of 1 other pod(s) after it followed from it"
+    said = "exp failed (3): exp-w-0-1 failed first; the errors of 1 other pod(s) after it"
     assert said in out, out
 
 
