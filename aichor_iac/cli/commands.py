@@ -198,7 +198,9 @@ def run(args: argparse.Namespace) -> int:
         with kept(args, inputs) as keeping, shown.showing():
             moved = shown.moved if shown.shown else None
             outcomes = _run_locally(args, inputs, shown.line, moved, asked, keeping.folder)
-            keeping.decided({name: pod for name, (code, pod) in outcomes.items() if code and pod})
+            keeping.decided(
+                {name: (pod, code) for name, (code, pod) in outcomes.items() if code and pod}
+            )
     except LocalUnavailable as error:
         raise ManifestError("aichor-iac run --local", [Problem("", str(error))]) from None
     except KeyboardInterrupt:  # (Ctrl-C: the pods are stopped, the run kept as Interrupted)

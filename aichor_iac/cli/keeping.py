@@ -67,7 +67,7 @@ class Keeping:
             with contextlib.suppress(Exception):  # (a file being written: read next time)
                 self.write()
 
-    def decided(self, failed_first: dict[str, str]) -> None:
+    def decided(self, failed_first: dict[str, tuple[str, int]]) -> None:
         self.run = dataclasses.replace(self.run, failed_first=failed_first)
 
 

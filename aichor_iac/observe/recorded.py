@@ -36,7 +36,8 @@ class Run:
     stack: str = ""
     namespace: str = ""
     interrupted: bool = False
-    failed_first: Mapping[str, str] = dataclasses.field(default_factory=dict)  # name -> pod
+    # each failed experiment's deciding pod and its exit code, as its local run saw them
+    failed_first: Mapping[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
 
 
 def records(load: history.Load, run: Run) -> list[Record]:
@@ -131,24 +132,26 @@ def _experiment(
     )
 
 
-def _failure(report: Report, decided: str | None) -> Failure | None:
-    """The failure that decided a failed experiment: the pod its local run names (it saw the
-    order; the API stamps seconds), else the first failure its pods show; with its exit code,
-    last lines and the count of the other pods that failed."""
+def _failure(report: Report, decided: tuple[str, int] | None) -> Failure | None:
+    """The failure that decided a failed experiment: the pod its local run names, with the
+    exit code it saw (it saw the order; the API stamps seconds, and a pod made again since
+    shows none), else the first failure its pods show; with its last lines and the count of
+    the other pods that failed."""
     found = report["failedFirst"]
-    if found is not None and decided in (None, found["pod"]):
+    if found is not None and (decided is None or decided[0] == found["pod"]):
         return Failure.of(found)
     if decided is None:
         return None
-    row = next((r for r in pod_rows(report) if r["pod"] == decided), None)
-    # (the pods that failed but `decided`: the one the API saw first and its others, less
-    # `decided` where its pod shows its failure; a pod made again after it shows none)
+    pod, code = decided
+    row = next((r for r in pod_rows(report) if r["pod"] == pod), None)
+    # (the pods that failed but `pod`: the one the API saw first and its others, less `pod`
+    # where it shows its failure; a pod made again after it shows none)
     shown = row is not None and bool(row["exit_code"] or row["restarts"])
     others = found["others"] + 1 - shown if found is not None else 0
     if row is None:
-        return Failure(decided, others=others)
+        return Failure(pod, code, others=others)
     lines = tuple((row["message"] or "").rstrip("\n").splitlines())
-    return Failure(decided, row["exit_code"], lines=lines, others=others)
+    return Failure(pod, row["exit_code"] or code, lines=lines, others=others)
 
 
 def _pods(report: Report) -> tuple[PodRun, ...]:

@@ -131,6 +131,10 @@ def test_run_local_says_the_others_errors_followed_where_another_pod_failed_afte
     out = capsys.readouterr().out
     said = "exp failed (3): exp-w-0-1 failed first; the errors of 1 other pod(s) after it"
     assert said in out, out
+    # the record says it too, with the exit code the run saw (the pod made again shows none)
+    assert cli.main(["history", "exp"]) == 0
+    out = capsys.readouterr().out
+    assert "failed first: exp-w-0-1, exit 3; the errors of 1 other pod(s) after it" in out, out
 
 
 CARRIAGE_RETURNS = (
