@@ -206,16 +206,10 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # (Ctrl-C: the pods are stopped, the run kept as Interrupted)
         return interrupted(keeping.folder if keeping else None, as_json)
     inputs = asked.inputs if asked else inputs  # (every trial the sweep asked)
-    ended = (outcomes, shown.reports, _failures(keeping.folder))
+    runs = (run for record in keeping.records for run in record.runs())
+    failures = {run.name: run.failed_first for run in runs if run.failed_first}
+    ended = (outcomes, shown.reports, failures)
     return _results(inputs, ended, shown.trial_lines(), out if not as_json else None, args.plot)
-
-
-def _failures(folder: Path) -> dict[str, Failure]:
-    """Each failed experiment's first failure as its kept record says it."""
-    from ..records import store
-
-    runs = (run for record in store.read_records(folder) for run in record.runs())
-    return {run.name: run.failed_first for run in runs if run.failed_first}
 
 
 def interrupted(folder: Path | None, as_json: bool) -> int:

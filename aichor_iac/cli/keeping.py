@@ -20,6 +20,7 @@ from ..local.api import stamp
 from ..observe import recorded
 from ..observe.history import Source
 from ..records import store
+from ..records.model import Record
 from .inputs import Inputs
 
 EVERY = 5.0  # seconds between two writes of the records while the run goes
@@ -41,6 +42,7 @@ class Keeping:
 
     def __post_init__(self) -> None:
         self.lock, self.stop = threading.Lock(), threading.Event()
+        self.records: list[Record] = []  # (as last written)
 
     def write(self, ended: bool = False, interrupted: bool = False) -> None:
         """The run's records as its kept objects say now (and, `ended`, that it has); once
@@ -59,7 +61,8 @@ class Keeping:
 
         with self.lock:
             if ended or not self.stop.is_set():
-                store.write_records(self.folder, recorded.records(load, run))
+                self.records = recorded.records(load, run)
+                store.write_records(self.folder, self.records)
 
     def written(self) -> None:
         """The records written again every EVERY seconds, until `stop` is set."""
